@@ -1,0 +1,41 @@
+package v1alpha1
+
+// Well-known names berth reads or writes on ordinary Kubernetes objects. They
+// live in one place so that the controller, the planner, the CLI and the docs
+// agree on them.
+const (
+	// LabelNodeGroup is set on every node berth launches to the name of its
+	// NodeGroup. The planner uses it to map existing nodes to node groups.
+	LabelNodeGroup = "berth.dev/nodegroup"
+	// LabelCapacityType is set on every node berth launches to the capacity
+	// type of its offering (spot or on-demand). Pods select it to require one.
+	LabelCapacityType = "berth.dev/capacity-type"
+	// LabelInstanceType is the well-known instance type label.
+	LabelInstanceType = "node.kubernetes.io/instance-type"
+	// LabelZone is the well-known topology zone label.
+	LabelZone = "topology.kubernetes.io/zone"
+	// LabelRegion is the well-known topology region label.
+	LabelRegion = "topology.kubernetes.io/region"
+	// LabelHostname is the well-known hostname label, unique per node.
+	LabelHostname = "kubernetes.io/hostname"
+	// LabelOS is the well-known operating system label.
+	LabelOS = "kubernetes.io/os"
+	// LabelArch is the well-known architecture label.
+	LabelArch = "kubernetes.io/arch"
+
+	// LabelScaleDownDisabled on a node opts it out of scale-down.
+	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"
+
+	// AnnotationKWOKNode marks a node as managed by KWOK (fake kubelet). Its
+	// value is AnnotationKWOKNodeValue.
+	AnnotationKWOKNode = "kwok.x-k8s.io/node"
+	// AnnotationKWOKNodeValue is the value of AnnotationKWOKNode.
+	AnnotationKWOKNodeValue = "fake"
+	// AnnotationReadyAt on a KWOK node is the RFC 3339 time at which KWOK
+	// turns it Ready; it simulates the boot time of a real machine.
+	AnnotationReadyAt = "berth.dev/ready-at"
+
+	// ProviderIDPrefixKWOK prefixes the provider ID of nodes launched by the
+	// KWOK cloud provider.
+	ProviderIDPrefixKWOK = "kwok://"
+)

@@ -1,0 +1,267 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CapacityType says how a node is bought: spot capacity can be reclaimed by
+// the provider and is cheaper; on-demand capacity cannot.
+// +kubebuilder:validation:Enum=spot;on-demand
+type CapacityType string
+
+const (
+	// CapacityTypeSpot is interruptible capacity.
+	CapacityTypeSpot CapacityType = "spot"
+	// CapacityTypeOnDemand is regular capacity.
+	CapacityTypeOnDemand CapacityType = "on-demand"
+)
+
+// NodeGroup condition types.
+const (
+	// ConditionLaunchFailing is True while launches of at least one of the
+	// group's offerings fail; the message names the offerings.
+	ConditionLaunchFailing = "LaunchFailing"
+	// ConditionScaleDownSuspended is True while berth does not remove nodes of
+	// the group (for example after repeated launch failures).
+	ConditionScaleDownSuspended = "ScaleDownSuspended"
+)
+
+// NodeGroup is a set of nodes that share one template and a list of instance
+// types and offerings to launch them from. berth picks the cheapest mix of
+// instance types, zones and capacity types that fits the pending pods, within
+// the group's size and resource limits; an empty group (minSize 0) still
+// scales up from its template.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ng;ngs,categories=berth
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minSize`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxSize`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeGroup struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodeGroupSpec `json:"spec"`
+	// +optional
+	Status NodeGroupStatus `json:"status,omitempty"`
+}
+
+// NodeGroupSpec is the desired shape of a NodeGroup.
+//
+// +kubebuilder:validation:XValidation:rule="self.minSize <= self.maxSize",message="minSize must be less than or equal to maxSize",fieldPath=".minSize"
+type NodeGroupSpec struct {
+	// MinSize is the number of nodes berth keeps in the group even when they
+	// are empty.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=0
+	// +optional
+	MinSize int32 `json:"minSize"`
+
+	// MaxSize is the largest number of nodes the group may have.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +required
+	MaxSize int32 `json:"maxSize"`
+
+	// Template is what every node of the group gets, and what berth assumes
+	// of a node that does not exist yet when it scales up from zero.
+	// +optional
+	Template NodeTemplate `json:"template,omitempty"`
+
+	// InstanceTypes are the machine types the group may launch, each with
+	// the offerings (zone, capacity type, price) it can be bought at.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=500
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	InstanceTypes []InstanceType `json:"instanceTypes"`
+
+	// Weight orders node groups: a pod is placed on the groups of the
+	// highest weight that can fit it, and price decides among groups of equal
+	// weight.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+
+	// Limits caps the total capacity of the group's nodes (for example
+	// cpu: 100). berth does not launch a node that would exceed it.
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+
+	// Provider says how nodes of this group are created.
+	// +required
+	Provider Provider `json:"provider"`
+}
+
+// NodeTemplate is the part of a node that berth sets at launch.
+type NodeTemplate struct {
+	// Labels are added to every node of the group.
+	// +kubebuilder:validation:MaxProperties=100
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Taints are added to every node of the group.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	Taints []NodeTaint `json:"taints,omitempty"`
+
+	// StartupTaints are present when a node boots and removed by an agent
+	// once it is ready; berth ignores them when deciding whether a pod fits.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	StartupTaints []NodeTaint `json:"startupTaints,omitempty"`
+}
+
+// NodeTaint is a taint of a node template. It mirrors corev1.Taint but
+// validates the effect.
+type NodeTaint struct {
+	// Key of the taint.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +required
+	Key string `json:"key"`
+	// Value of the taint.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Effect of the taint: NoSchedule, PreferNoSchedule or NoExecute.
+	// +required
+	Effect TaintEffect `json:"effect"`
+}
+
+// TaintEffect is the effect of a taint.
+// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+type TaintEffect string
+
+// InstanceType is a machine type that a node group can launch.
+type InstanceType struct {
+	// Name of the instance type, e.g. m5.large. Nodes carry it in the
+	// node.kubernetes.io/instance-type label.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// Capacity of a node of this type: cpu, memory, pods,
+	// ephemeral-storage and any extended resources such as nvidia.com/gpu.
+	// It is also the node's allocatable.
+	// +kubebuilder:validation:XValidation:rule="'cpu' in self && 'memory' in self",message="capacity must include cpu and memory"
+	// +required
+	Capacity corev1.ResourceList `json:"capacity"`
+
+	// Architecture of the machine, amd64 or arm64.
+	// +kubebuilder:validation:Enum=amd64;arm64
+	// +kubebuilder:default=amd64
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
+
+	// Offerings are the zones and capacity types the type can be bought at,
+	// each with its price.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=map
+	// +listMapKey=zone
+	// +listMapKey=capacityType
+	// +required
+	Offerings []Offering `json:"offerings"`
+}
+
+// Offering is one way to buy an instance type.
+type Offering struct {
+	// Zone the node is launched in (topology.kubernetes.io/zone).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Zone string `json:"zone"`
+	// CapacityType is spot or on-demand.
+	// +required
+	CapacityType CapacityType `json:"capacityType"`
+	// PricePerHour of one node as a decimal number (e.g. "0.096"), in any
+	// currency as long as all node groups use the same one.
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",message="pricePerHour must be a non-negative decimal number such as \"0.096\""
+	// +required
+	PricePerHour string `json:"pricePerHour"`
+}
+
+// Provider says how nodes of a group are created. Exactly one member is set.
+// +kubebuilder:validation:XValidation:rule="has(self.kwok)",message="a provider must be set (supported: kwok)"
+type Provider struct {
+	// KWOK creates nodes as API objects that KWOK's fake kubelet keeps
+	// Ready; for development, tests and demos.
+	// +optional
+	KWOK *KWOKProvider `json:"kwok,omitempty"`
+}
+
+// KWOKProvider configures the KWOK cloud provider.
+type KWOKProvider struct {
+	// LaunchDelay is how long a new node stays NotReady before KWOK turns
+	// it Ready, as a real machine needs time to boot. Default 0.
+	// +optional
+	LaunchDelay *metav1.Duration `json:"launchDelay,omitempty"`
+
+	// FailOfferings injects failures: a launch of a matching offering fails
+	// with InsufficientCapacity, as a cloud out of spot capacity would.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	FailOfferings []OfferingSelector `json:"failOfferings,omitempty"`
+}
+
+// OfferingSelector matches offerings; an empty field matches any value.
+type OfferingSelector struct {
+	// InstanceType to match.
+	// +optional
+	InstanceType string `json:"instanceType,omitempty"`
+	// Zone to match.
+	// +optional
+	Zone string `json:"zone,omitempty"`
+	// CapacityType to match.
+	// +optional
+	CapacityType CapacityType `json:"capacityType,omitempty"`
+}
+
+// NodeGroupStatus is the observed state of a NodeGroup.
+type NodeGroupStatus struct {
+	// ObservedGeneration is the generation of the spec this status is for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Nodes is the number of nodes of the group, launching ones included.
+	// +optional
+	Nodes int32 `json:"nodes"`
+	// ReadyNodes is the number of nodes of the group that are Ready.
+	// +optional
+	ReadyNodes int32 `json:"readyNodes"`
+	// Resources is the total capacity of the group's nodes.
+	// +optional
+	Resources corev1.ResourceList `json:"resources,omitempty"`
+	// PricePerHour is the total price of the group's nodes.
+	// +optional
+	PricePerHour string `json:"pricePerHour,omitempty"`
+	// Conditions: LaunchFailing, ScaleDownSuspended.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeGroupList is a list of NodeGroups.
+//
+// +kubebuilder:object:root=true
+type NodeGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeGroup `json:"items"`
+}

@@ -1,0 +1,126 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// TestNodeGroupValidation creates NodeGroups on the real API server and
+// checks that each invalid one is rejected with a message that names the
+// offending field, as a user running kubectl apply would see it.
+func TestNodeGroupValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		ng   *v1alpha1.NodeGroup
+		// wantErr holds substrings of the error; empty means accepted.
+		wantErr []string
+	}{
+		{
+			name: "a minimal kwok group is accepted",
+			ng:   builders.NodeGroup("valid"),
+		},
+		{
+			name: "a group with spot and on-demand offerings, taints and limits is accepted",
+			ng: builders.NodeGroup("valid-full",
+				builders.Size(1, 5),
+				builders.TemplateTaint("size", "large", corev1.TaintEffectNoSchedule),
+				builders.TemplateLabel("size", "large"),
+				builders.InstanceType("large-4", "4", "16Gi", builders.Spot("zone-a", "0.05"), builders.OnDemand("zone-a", "0.2")),
+				builders.GroupLimits(corev1.ResourceList{corev1.ResourceCPU: resourceMust("100")}),
+			),
+		},
+		{
+			name:    "min size above max size is rejected naming minSize",
+			ng:      builders.NodeGroup("min-above-max", builders.Size(5, 2)),
+			wantErr: []string{"spec.minSize", "minSize must be less than or equal to maxSize"},
+		},
+		{
+			name: "a group without instance types is rejected naming instanceTypes",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("no-types")
+				ng.Spec.InstanceTypes = []v1alpha1.InstanceType{}
+				return ng
+			}(),
+			wantErr: []string{"spec.instanceTypes", "should have at least 1 items"},
+		},
+		{
+			name: "two instance types with the same name are rejected naming the duplicate",
+			ng: builders.NodeGroup("dup-types",
+				builders.InstanceType("m-2", "2", "4Gi", builders.OnDemand("zone-a", "0.1")),
+				builders.InstanceType("m-2", "4", "8Gi", builders.OnDemand("zone-a", "0.2")),
+			),
+			wantErr: []string{"spec.instanceTypes[1]", "Duplicate value"},
+		},
+		{
+			name:    "a negative price is rejected naming pricePerHour",
+			ng:      builders.NodeGroup("negative-price", builders.InstanceType("m-2", "2", "4Gi", builders.OnDemand("zone-a", "-0.1"))),
+			wantErr: []string{"spec.instanceTypes[0].offerings[0].pricePerHour", "non-negative decimal"},
+		},
+		{
+			name:    "an unknown taint effect is rejected naming the effect",
+			ng:      builders.NodeGroup("bad-effect", builders.TemplateTaint("size", "large", "NoWay")),
+			wantErr: []string{"spec.template.taints[0].effect", `Unsupported value: "NoWay"`},
+		},
+		{
+			name: "an unknown capacity type is rejected naming capacityType",
+			ng: builders.NodeGroup("bad-capacity-type", builders.InstanceType("m-2", "2", "4Gi",
+				v1alpha1.Offering{Zone: "zone-a", CapacityType: "reserved", PricePerHour: "0.1"})),
+			wantErr: []string{"spec.instanceTypes[0].offerings[0].capacityType", `Unsupported value: "reserved"`},
+		},
+		{
+			name: "an instance type without memory capacity is rejected naming capacity",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("no-memory")
+				delete(ng.Spec.InstanceTypes[0].Capacity, corev1.ResourceMemory)
+				return ng
+			}(),
+			wantErr: []string{"spec.instanceTypes[0].capacity", "capacity must include cpu and memory"},
+		},
+		{
+			name: "a group without a provider is rejected naming provider",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("no-provider")
+				ng.Spec.Provider.KWOK = nil
+				return ng
+			}(),
+			wantErr: []string{"spec.provider", "a provider must be set"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := env.Client.Create(context.Background(), tt.ng)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("valid NodeGroup rejected: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("invalid NodeGroup accepted; want an error containing %q", tt.wantErr)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err.Error(), want)
+				}
+			}
+		})
+	}
+}
+
+func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }

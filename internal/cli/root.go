@@ -1,0 +1,51 @@
+// Package cli holds berth's command-line interface: one cobra command per
+// verb, wired explicitly here.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/internal/cli/dev"
+	"github.com/berth-dev/berth/internal/version"
+)
+
+// NewRoot returns the berth root command with every subcommand.
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "berth",
+		Short:         "berth keeps capacity ready before pods ask for it",
+		Long:          "berth is a headroom-aware, pod-driven node autoscaler for Kubernetes.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print the berth version",
+			Args:  cobra.NoArgs,
+			Run: func(cmd *cobra.Command, _ []string) {
+				_, _ = fmt.Fprintln(cmd.OutOrStdout(), "berth", version.String())
+			},
+		},
+		dev.NewCommand(),
+	)
+	return root
+}
+
+// Execute runs the root command with a context cancelled on SIGINT/SIGTERM
+// and returns the process exit code.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := NewRoot().ExecuteContext(ctx); err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "error:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,157 @@
+package devenv
+
+import (
+	_ "embed"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
+// schedulerConfig raises the scheduler's client rate limits above the
+// defaults (50 qps) so that scale tests measure berth, not the binder.
+const schedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+`
+
+// Ports are the loopback ports of one local cluster.
+type Ports struct {
+	Etcd              int `json:"etcd"`
+	EtcdPeer          int `json:"etcdPeer"`
+	APIServer         int `json:"apiServer"`
+	Scheduler         int `json:"scheduler"`
+	ControllerManager int `json:"controllerManager"`
+	KWOK              int `json:"kwok"`
+}
+
+// freePorts reserves n free loopback ports. The listeners are held until all
+// ports are chosen so that one call never returns the same port twice.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func allocatePorts() (Ports, error) {
+	p, err := freePorts(6)
+	if err != nil {
+		return Ports{}, err
+	}
+	return Ports{Etcd: p[0], EtcdPeer: p[1], APIServer: p[2], Scheduler: p[3], ControllerManager: p[4], KWOK: p[5]}, nil
+}
+
+func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// processes returns the components of a cluster in start order.
+func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
+	pk := pki{dir: filepath.Join(c.Dir, "pki")}
+	kubeconfig := c.KubeconfigPath()
+	p := c.Ports
+	logs := filepath.Join(c.Dir, "logs")
+	schedCfg := filepath.Join(c.Dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(schedCfg, fmt.Appendf(nil, schedulerConfig, kubeconfig), 0o600); err != nil {
+		return nil, err
+	}
+	kwokCfg := filepath.Join(c.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(kwokCfg, kwokStages, 0o600); err != nil {
+		return nil, err
+	}
+	proc := func(name, health string, args ...string) *Process {
+		return &Process{Name: name, Binary: bins.Path(name), Args: args, LogFile: filepath.Join(logs, name+".log"), Health: health}
+	}
+	etcdURL := "http://" + loopback(p.Etcd)
+	peerURL := "http://" + loopback(p.EtcdPeer)
+	return []*Process{
+		proc(Etcd, etcdURL+"/health",
+			"--name=berth-dev",
+			"--data-dir="+filepath.Join(c.Dir, "etcd"),
+			"--listen-client-urls="+etcdURL,
+			"--advertise-client-urls="+etcdURL,
+			"--listen-peer-urls="+peerURL,
+			"--initial-advertise-peer-urls="+peerURL,
+			"--initial-cluster=berth-dev="+peerURL,
+			// A throwaway development store: durability is not worth the
+			// fsync latency on a small machine.
+			"--unsafe-no-fsync",
+			"--log-level=warn",
+		),
+		proc(APIServer, "https://"+loopback(p.APIServer)+"/readyz",
+			"--etcd-servers="+etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(p.APIServer),
+			"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+			"--tls-cert-file="+pk.servingCert(),
+			"--tls-private-key-file="+pk.servingKey(),
+			"--client-ca-file="+pk.caCert(),
+			"--service-account-key-file="+pk.saPub(),
+			"--service-account-signing-key-file="+pk.saKey(),
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--authorization-mode=RBAC",
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--allow-privileged=true",
+			"--profiling=false",
+		),
+		proc(ControllerManager, "https://"+loopback(p.ControllerManager)+"/healthz",
+			"--kubeconfig="+kubeconfig,
+			"--authentication-kubeconfig="+kubeconfig,
+			"--authorization-kubeconfig="+kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(p.ControllerManager),
+			"--cert-dir="+filepath.Join(c.Dir, "kcm-certs"),
+			"--leader-elect=false",
+			"--service-account-private-key-file="+pk.saKey(),
+			"--root-ca-file="+pk.caCert(),
+			"--cluster-signing-cert-file="+pk.caCert(),
+			"--cluster-signing-key-file="+pk.caKey(),
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
+			"--concurrent-replicaset-syncs=10",
+			"--profiling=false",
+		),
+		proc(Scheduler, "https://"+loopback(p.Scheduler)+"/healthz",
+			"--config="+schedCfg,
+			"--authentication-kubeconfig="+kubeconfig,
+			"--authorization-kubeconfig="+kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(p.Scheduler),
+			"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
+			"--profiling=false",
+		),
+		proc(KWOK, "http://"+loopback(p.KWOK)+"/healthz",
+			"--kubeconfig="+kubeconfig,
+			"--config="+kwokCfg,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector="+v1alpha1.AnnotationKWOKNode+"="+v1alpha1.AnnotationKWOKNodeValue,
+			"--server-address="+loopback(p.KWOK),
+			// Pod IPs come from this range; KWOK's default /24 runs out at
+			// a few hundred pods.
+			"--cidr=10.128.0.0/12",
+		),
+	}, nil
+}
