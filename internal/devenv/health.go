@@ -68,7 +68,7 @@ func waitHealthy(ctx context.Context, client *http.Client, p *Process, timeout t
 		return last == nil, nil
 	})
 	if err != nil && last != nil && p.Alive() {
-		return fmt.Errorf("%s not healthy after %s (%v); last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, tailFile(p.LogFile, logTailLines))
+		return fmt.Errorf("%s not healthy after %s (%w); last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, tailFile(p.LogFile, logTailLines))
 	}
 	return err
 }

@@ -1,0 +1,59 @@
+// Package repo tests the repository's own tooling (make targets) on a
+// fresh clone, as CI runs it.
+package repo
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-dev/berth/internal/devenv"
+)
+
+// TestVerifyFailsOnStaleGeneratedFiles clones the committed tree, changes
+// a validation marker without regenerating, and expects `make verify` to
+// fail naming the stale CRD, and to pass on the untouched clone.
+func TestVerifyFailsOnStaleGeneratedFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clones the repository and runs make")
+	}
+	root, err := devenv.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "berth")
+	if out, err := exec.Command("git", "clone", "--quiet", "--local", root, clone).CombinedOutput(); err != nil {
+		t.Skipf("cannot clone the repository (no commits yet?): %v\n%s", err, out)
+	}
+	verify := func() (string, error) {
+		cmd := exec.Command("make", "--no-print-directory", "verify")
+		cmd.Dir = clone
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(); err != nil {
+		t.Fatalf("make verify fails on a clean clone: %v\n%s", err, out)
+	}
+
+	types := filepath.Join(clone, "api/v1alpha1/nodegroup_types.go")
+	src, err := os.ReadFile(types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strings.Replace(string(src), "validation:Maximum=10000", "validation:Maximum=20000", 1)
+	if stale == string(src) {
+		t.Fatal("marker to change not found; update this test")
+	}
+	if err := os.WriteFile(types, []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := verify()
+	if err == nil {
+		t.Fatalf("make verify passes with a stale CRD:\n%s", out)
+	}
+	if !strings.Contains(out, "config/crd/bases/berth.dev_nodegroups.yaml") {
+		t.Errorf("make verify does not name the stale CRD:\n%s", out)
+	}
+}
