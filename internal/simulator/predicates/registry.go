@@ -1,0 +1,84 @@
+// Package predicates holds the simulator's filters, one per file, each with
+// kube-scheduler's semantics and the reason text the scheduler uses. A
+// filter answers whether pods of a class fit a node of the snapshot; the
+// snapshot's counters make each answer independent of the number of pods.
+package predicates
+
+import (
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Code says whether a failure can go away while the plan only adds pods.
+type Code int
+
+const (
+	// Success means the pod fits.
+	Success Code = iota
+	// Unschedulable failures can pass later in the same plan, once other
+	// pods are placed (pod affinity waiting for its peers, spread skew).
+	Unschedulable
+	// Unresolvable failures stay failures while pods are only added
+	// (resources, taints, node affinity, anti-affinity, ports).
+	Unresolvable
+)
+
+// Status is a filter's answer.
+type Status struct {
+	Code Code
+	// Reason is the scheduler's reason text, e.g. "Insufficient cpu".
+	Reason string
+	// Detail is a more specific message for users, e.g.
+	// "insufficient cpu (needs 3, max 2)"; empty when Reason says it all.
+	Detail string
+}
+
+// OK is the status of a pod that fits.
+var OK = Status{}
+
+// Failed reports whether the status is a failure.
+func (s Status) Failed() bool { return s.Code != Success }
+
+// Message returns Detail, or Reason when there is no detail.
+func (s Status) Message() string {
+	if s.Detail != "" {
+		return s.Detail
+	}
+	return s.Reason
+}
+
+func fail(code Code, reason, detail string) Status {
+	return Status{Code: code, Reason: reason, Detail: detail}
+}
+
+// Filter is one scheduling filter.
+type Filter interface {
+	Name() string
+	Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status
+}
+
+// Default returns the filters in evaluation order: cheap, static ones
+// first; the ones that read counters last.
+func Default() []Filter {
+	return []Filter{
+		NodeName{},
+		NodeUnschedulable{},
+		TaintToleration{},
+		NodeAffinity{},
+		VolumeNodeAffinity{},
+		NodeResourcesFit{},
+		NodePorts{},
+		InterPodAffinity{},
+		PodTopologySpread{},
+	}
+}
+
+// Run evaluates filters in order and returns the first failure. The class
+// must have been prepared (snapshot.Prepare) on this snapshot.
+func Run(filters []Filter, s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
+	for _, f := range filters {
+		if st := f.Filter(s, c, n); st.Failed() {
+			return st
+		}
+	}
+	return OK
+}

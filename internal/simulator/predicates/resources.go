@@ -1,0 +1,70 @@
+package predicates
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// NodeResourcesFit checks cpu, memory, ephemeral-storage, extended
+// resources and the pod count against the node's allocatable minus what its
+// pods request. Requests follow kube-scheduler: init containers by the max
+// rule, sidecars (restartable init containers) added, pod overhead added,
+// pod-level resources when set. On a planned node whose instance type is
+// not chosen yet, the pod fits if the node's pods plus this one fit at
+// least one remaining option (with its DaemonSet overhead).
+type NodeResourcesFit struct{}
+
+var _ Filter = NodeResourcesFit{}
+
+// ReasonTooManyPods is kube-scheduler's reason for a full pod count.
+const ReasonTooManyPods = "Too many pods"
+
+// Name returns the filter name.
+func (NodeResourcesFit) Name() string { return "NodeResourcesFit" }
+
+// Filter fails nodes without room for the pod.
+func (NodeResourcesFit) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
+	if len(n.Pods)+1 > n.AllowedPods {
+		return fail(Unresolvable, ReasonTooManyPods, fmt.Sprintf("too many pods (%d allowed)", n.AllowedPods))
+	}
+	if c.Requests.IsZero() {
+		return OK
+	}
+	if !snapshot.Fits(&c.Requests, &n.Requested, &n.Allocatable) {
+		return insufficient(c, n)
+	}
+	if n.Flex != nil {
+		for _, o := range n.Flex.Options {
+			if n.FitsOption(o, &c.Requests) {
+				return OK
+			}
+		}
+		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one")
+	}
+	return OK
+}
+
+func insufficient(c *snapshot.Class, n *snapshot.Node) Status {
+	short := snapshot.Shortfalls(&c.Requests, &n.Requested, &n.Allocatable)
+	parts := make([]string, 0, len(short))
+	for _, s := range short {
+		what := "free"
+		if n.Flex != nil || n.Template {
+			what = "max"
+		}
+		parts = append(parts, fmt.Sprintf("insufficient %s (needs %s, %s %s)", s.Resource,
+			snapshot.FormatQuantity(s.Resource, s.Requested), what, snapshot.FormatQuantity(s.Resource, max(s.Free, 0))))
+	}
+	return fail(Unresolvable, "Insufficient "+string(firstResource(short)), strings.Join(parts, ", "))
+}
+
+func firstResource(s []snapshot.Shortfall) corev1.ResourceName {
+	if len(s) == 0 {
+		return "resources"
+	}
+	return s[0].Resource
+}

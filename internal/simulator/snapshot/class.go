@@ -1,0 +1,308 @@
+package snapshot
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// Class is what the scheduler's filters see of a pod. Pods with equal
+// scheduling-relevant fields (namespace, labels, requests, node selection,
+// tolerations, pod affinity, spread, host ports, volumes) share one Class,
+// so that everything derived from them is computed once per class rather
+// than once per pod: a Deployment of 1,000 replicas is one class.
+type Class struct {
+	// ID is dense (0, 1, 2, ...) within a snapshot; caches index by it.
+	ID int
+	// Example is the first pod seen of the class.
+	Example *corev1.Pod
+
+	Namespace string
+	Labels    labels.Set
+	Requests  Resources
+	NodeName  string
+	Priority  int32
+	// Terminating pods (deletionTimestamp set) are not counted by topology
+	// spread.
+	Terminating bool
+
+	// NodeAffinity is nodeSelector AND required node affinity.
+	NodeAffinity nodeaffinity.RequiredNodeAffinity
+	// HasNodeAffinity is false when the pod selects any node.
+	HasNodeAffinity bool
+	// AffinityKeys are the node label keys nodeSelector and node affinity
+	// mention; the planner uses them to know which labels of a node that
+	// is not launched yet matter.
+	AffinityKeys sets.Set[string]
+
+	Tolerations  []corev1.Toleration
+	HostPorts    []HostPort
+	Affinity     []AffinityTerm
+	AntiAffinity []AffinityTerm
+	Spread       []SpreadConstraint
+
+	// VolumeAffinity are the node affinities of the PersistentVolumes the
+	// pod's bound claims use; VolumeError explains a claim that cannot be
+	// resolved (missing claim or volume).
+	VolumeAffinity []*nodeaffinity.NodeSelector
+	VolumeError    string
+
+	// counters are the counters this class's pods are counted in; kept up
+	// to date as counters are registered.
+	counters []*Counter
+	// spreadCounters[i] counts for Spread[i]; affinityCounter counts pods
+	// matching all Affinity terms; antiCounters[i] counts for
+	// AntiAffinity[i]. Registered on first use.
+	spreadCounters  []*Counter
+	affinityCounter *Counter
+	antiCounters    []*Counter
+	// existingAnti holds, for a class whose pods carry anti-affinity terms,
+	// one counter per term over the nodes its placed pods run on.
+	existingAnti []*Counter
+	// blocking are the existing-anti counters of any class whose term
+	// matches this class; blockingSeen how many of Snapshot.existingAnti
+	// have been checked.
+	blocking     []*Counter
+	blockingSeen int
+	// matchCache memoises counter.matches(class) by counter ID: 0 unknown,
+	// 1 true, 2 false.
+	matchCache []int8
+}
+
+// HostPort is a host port a container asks for.
+type HostPort struct {
+	IP       string
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+// AffinityTerm is a required pod (anti-)affinity term, resolved as
+// kube-scheduler resolves it: a term without namespaces and without a
+// namespace selector applies to the pod's own namespace; a nil namespace
+// selector matches no namespace, an empty one every namespace.
+type AffinityTerm struct {
+	Namespaces        sets.Set[string]
+	NamespaceSelector labels.Selector
+	Selector          labels.Selector
+	TopologyKey       string
+}
+
+// Matches reports whether a pod with the given namespace (and namespace
+// labels) and labels is selected by the term.
+func (t *AffinityTerm) Matches(namespace string, nsLabels labels.Set, podLabels labels.Set) bool {
+	if t.Namespaces.Has(namespace) || (nsLabels != nil && t.NamespaceSelector.Matches(nsLabels)) {
+		return t.Selector.Matches(podLabels)
+	}
+	return false
+}
+
+// SpreadConstraint is a DoNotSchedule topology spread constraint with the
+// scheduler's defaults applied (minDomains 1, nodeAffinityPolicy Honor,
+// nodeTaintsPolicy Ignore) and matchLabelKeys merged into the selector.
+type SpreadConstraint struct {
+	MaxSkew            int32
+	TopologyKey        string
+	Selector           labels.Selector
+	MinDomains         int32
+	NodeAffinityPolicy corev1.NodeInclusionPolicy
+	NodeTaintsPolicy   corev1.NodeInclusionPolicy
+	// SelfMatch is true when the pod matches its own selector.
+	SelfMatch bool
+}
+
+// newClass derives a Class from a pod. Claims and volumes resolve PVC to
+// PV node affinity.
+func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
+	c := &Class{
+		ID:          id,
+		Example:     pod,
+		Namespace:   pod.Namespace,
+		Labels:      labels.Set(pod.Labels),
+		NodeName:    pod.Spec.NodeName,
+		Terminating: pod.DeletionTimestamp != nil,
+		Tolerations: pod.Spec.Tolerations,
+	}
+	if pod.Spec.Priority != nil {
+		c.Priority = *pod.Spec.Priority
+	}
+	c.Requests = FromList(resource.PodRequests(pod, resource.PodResourcesOptions{}))
+	c.NodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)
+	c.AffinityKeys = nodeAffinityKeys(pod)
+	c.HasNodeAffinity = len(pod.Spec.NodeSelector) > 0 || requiredNodeSelector(pod) != nil
+	c.HostPorts = hostPorts(pod)
+	var err error
+	if c.Affinity, c.AntiAffinity, err = affinityTerms(pod); err != nil {
+		return nil, err
+	}
+	if c.Spread, err = spreadConstraints(pod); err != nil {
+		return nil, err
+	}
+	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
+	return c, nil
+}
+
+func requiredNodeSelector(pod *corev1.Pod) *corev1.NodeSelector {
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+func nodeAffinityKeys(pod *corev1.Pod) sets.Set[string] {
+	keys := sets.New[string]()
+	for k := range pod.Spec.NodeSelector {
+		keys.Insert(k)
+	}
+	if ns := requiredNodeSelector(pod); ns != nil {
+		for _, t := range ns.NodeSelectorTerms {
+			for _, e := range t.MatchExpressions {
+				keys.Insert(e.Key)
+			}
+		}
+	}
+	return keys
+}
+
+func hostPorts(pod *corev1.Pod) []HostPort {
+	var out []HostPort
+	add := func(cs []corev1.Container, sidecarsOnly bool) {
+		for _, c := range cs {
+			// Of init containers only sidecars (restartPolicy Always) hold
+			// their ports for the pod's lifetime.
+			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, p := range c.Ports {
+				if p.HostPort <= 0 {
+					continue
+				}
+				hp := HostPort{IP: p.HostIP, Protocol: p.Protocol, Port: p.HostPort}
+				if hp.IP == "" {
+					hp.IP = "0.0.0.0"
+				}
+				if hp.Protocol == "" {
+					hp.Protocol = corev1.ProtocolTCP
+				}
+				out = append(out, hp)
+			}
+		}
+	}
+	add(pod.Spec.InitContainers, true)
+	add(pod.Spec.Containers, false)
+	return out
+}
+
+func affinityTerms(pod *corev1.Pod) (aff, anti []AffinityTerm, err error) {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return nil, nil, nil
+	}
+	convert := func(terms []corev1.PodAffinityTerm) ([]AffinityTerm, error) {
+		out := make([]AffinityTerm, 0, len(terms))
+		for i := range terms {
+			t, err := newAffinityTerm(pod, &terms[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return out, nil
+	}
+	if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		if aff, err = convert(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution); err != nil {
+			return nil, nil, fmt.Errorf("pod affinity: %w", err)
+		}
+	}
+	if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		if anti, err = convert(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution); err != nil {
+			return nil, nil, fmt.Errorf("pod anti-affinity: %w", err)
+		}
+	}
+	return aff, anti, nil
+}
+
+func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, error) {
+	sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	if err != nil {
+		return AffinityTerm{}, err
+	}
+	// matchLabelKeys and mismatchLabelKeys are merged into the selector by
+	// the API server when the pod is created; merging again is harmless
+	// and makes pods read from files behave the same.
+	for _, k := range t.MatchLabelKeys {
+		if v, ok := pod.Labels[k]; ok {
+			r, err := labels.NewRequirement(k, "in", []string{v})
+			if err == nil {
+				sel = sel.Add(*r)
+			}
+		}
+	}
+	for _, k := range t.MismatchLabelKeys {
+		if v, ok := pod.Labels[k]; ok {
+			r, err := labels.NewRequirement(k, "notin", []string{v})
+			if err == nil {
+				sel = sel.Add(*r)
+			}
+		}
+	}
+	nsSel, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector)
+	if err != nil {
+		return AffinityTerm{}, err
+	}
+	ns := sets.New(t.Namespaces...)
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		ns.Insert(pod.Namespace)
+	}
+	return AffinityTerm{Namespaces: ns, NamespaceSelector: nsSel, Selector: sel, TopologyKey: t.TopologyKey}, nil
+}
+
+func spreadConstraints(pod *corev1.Pod) ([]SpreadConstraint, error) {
+	var out []SpreadConstraint
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("topology spread constraint %s: %w", c.TopologyKey, err)
+		}
+		if len(c.MatchLabelKeys) > 0 {
+			match := labels.Set{}
+			for _, k := range c.MatchLabelKeys {
+				if v, ok := pod.Labels[k]; ok {
+					match[k] = v
+				}
+			}
+			if len(match) > 0 {
+				merged := labels.SelectorFromSet(match)
+				if reqs, ok := sel.Requirements(); ok {
+					for _, r := range reqs {
+						merged = merged.Add(r)
+					}
+					sel = merged
+				}
+			}
+		}
+		sc := SpreadConstraint{
+			MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, Selector: sel, MinDomains: 1,
+			NodeAffinityPolicy: corev1.NodeInclusionPolicyHonor, NodeTaintsPolicy: corev1.NodeInclusionPolicyIgnore,
+		}
+		if c.MinDomains != nil {
+			sc.MinDomains = *c.MinDomains
+		}
+		if c.NodeAffinityPolicy != nil {
+			sc.NodeAffinityPolicy = *c.NodeAffinityPolicy
+		}
+		if c.NodeTaintsPolicy != nil {
+			sc.NodeTaintsPolicy = *c.NodeTaintsPolicy
+		}
+		sc.SelfMatch = sel.Matches(labels.Set(pod.Labels))
+		out = append(out, sc)
+	}
+	return out, nil
+}

@@ -1,0 +1,288 @@
+package snapshot
+
+import (
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+)
+
+type counterKind int
+
+const (
+	// kindSpread counts, for one topology spread constraint of a class, the
+	// pods it selects per domain over the nodes the constraint includes.
+	kindSpread counterKind = iota
+	// kindAffinity counts, for a class with required pod affinity, the pods
+	// matching all its terms per (term key, value).
+	kindAffinity
+	// kindAnti counts, for one required anti-affinity term of a class, the
+	// pods it matches per value of its key.
+	kindAnti
+	// kindExistingAnti counts, for one anti-affinity term carried by the
+	// pods of a class, those pods per value of the term's key: incoming
+	// pods the term matches may not join those domains.
+	kindExistingAnti
+)
+
+// topologyPair is a topology key and one of its values.
+type topologyPair struct{ key, value string }
+
+// Counter counts pods per topology domain, incrementally: AddPod and
+// RemovePod update every counter the pod's class is counted in.
+type Counter struct {
+	ID    int
+	kind  counterKind
+	owner *Class
+	// term is the index of the owner's constraint or term.
+	term int
+	// key is the topology key (all kinds but kindAffinity, which uses the
+	// key of each term).
+	key string
+
+	// pairs holds the counts; positive tracks how many are above zero.
+	pairs    map[topologyPair]int
+	positive int
+
+	// Spread only: eligible nodes per domain value, a histogram of domain
+	// counts to keep the minimum in O(1), and potential domains from node
+	// group templates that have no eligible node yet.
+	domainNodes   map[string]int
+	hist          []int
+	min           int
+	potential     map[string]int
+	potentialOnly int
+}
+
+// matches reports whether pods of class c are counted.
+func (k *Counter) matches(s *Snapshot, c *Class) bool {
+	if k.ID < len(c.matchCache) && c.matchCache[k.ID] != 0 {
+		return c.matchCache[k.ID] == 1
+	}
+	var ok bool
+	o := k.owner
+	switch k.kind {
+	case kindSpread:
+		sel := o.Spread[k.term].Selector
+		// kube-scheduler counts nothing for an empty selector.
+		ok = c.Namespace == o.Namespace && !c.Terminating && !sel.Empty() && sel.Matches(c.Labels)
+	case kindAffinity:
+		ok = len(o.Affinity) > 0
+		nsLabels := s.namespaces[c.Namespace]
+		for i := range o.Affinity {
+			ok = ok && o.Affinity[i].Matches(c.Namespace, nsLabels, c.Labels)
+		}
+	case kindAnti:
+		ok = o.AntiAffinity[k.term].Matches(c.Namespace, s.namespaces[c.Namespace], c.Labels)
+	case kindExistingAnti:
+		ok = c == o
+	}
+	for len(c.matchCache) <= k.ID {
+		c.matchCache = append(c.matchCache, 0)
+	}
+	c.matchCache[k.ID] = 2
+	if ok {
+		c.matchCache[k.ID] = 1
+	}
+	return ok
+}
+
+// eligible reports whether pods on node n are counted.
+func (k *Counter) eligible(n *Node) bool {
+	if v := n.eligCache(k.ID); v != 0 {
+		return v == 1
+	}
+	ok := k.computeEligible(n)
+	v := int8(2)
+	if ok {
+		v = 1
+	}
+	n.setEligCache(k.ID, v)
+	return ok
+}
+
+func (k *Counter) computeEligible(n *Node) bool {
+	labels := n.Labels()
+	if k.kind != kindSpread {
+		if k.kind == kindAffinity {
+			return true // each term's key is checked when counting
+		}
+		_, ok := labels[k.key]
+		return ok
+	}
+	o := k.owner
+	for _, c := range o.Spread {
+		if _, ok := labels[c.TopologyKey]; !ok {
+			return false
+		}
+	}
+	c := o.Spread[k.term]
+	if c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+		if ok, _ := o.NodeAffinity.Match(n.Node); !ok {
+			return false
+		}
+	}
+	if c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
+		if _, untolerated := UntoleratedTaint(n.Taints, o.Tolerations); untolerated {
+			return false
+		}
+	}
+	return true
+}
+
+// UntoleratedTaint returns the first NoSchedule or NoExecute taint the
+// tolerations do not tolerate, with kube-scheduler's semantics.
+func UntoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (corev1.Taint, bool) {
+	return v1helper.FindMatchingUntoleratedTaint(klog.Background(), taints, tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, true)
+}
+
+// count adds delta pods on node n.
+func (k *Counter) count(n *Node, delta int) {
+	labels := n.Labels()
+	if k.kind == kindAffinity {
+		for i := range k.owner.Affinity {
+			if v, ok := labels[k.owner.Affinity[i].TopologyKey]; ok {
+				k.bump(topologyPair{k.owner.Affinity[i].TopologyKey, v}, delta)
+			}
+		}
+		return
+	}
+	v, ok := labels[k.key]
+	if !ok {
+		return
+	}
+	before := k.pairs[topologyPair{k.key, v}]
+	k.bump(topologyPair{k.key, v}, delta)
+	if k.kind == kindSpread {
+		k.histMove(before, before+delta)
+	}
+}
+
+func (k *Counter) bump(p topologyPair, delta int) {
+	before := k.pairs[p]
+	after := before + delta
+	if after == 0 {
+		delete(k.pairs, p)
+	} else {
+		k.pairs[p] = after
+	}
+	switch {
+	case before <= 0 && after > 0:
+		k.positive++
+	case before > 0 && after <= 0:
+		k.positive--
+	}
+}
+
+// Count returns the number of counted pods in a domain.
+func (k *Counter) Count(key, value string) int { return k.pairs[topologyPair{key, value}] }
+
+// Positive is the number of domains with at least one counted pod.
+func (k *Counter) Positive() int { return k.positive }
+
+// histMove moves one domain from count a to count b in the histogram.
+func (k *Counter) histMove(a, b int) {
+	for len(k.hist) <= max(a, b) {
+		k.hist = append(k.hist, 0)
+	}
+	k.hist[a]--
+	k.hist[b]++
+	switch {
+	case b < k.min:
+		k.min = b
+	case a == k.min && k.hist[a] == 0:
+		for k.min < len(k.hist) && k.hist[k.min] == 0 {
+			k.min++
+		}
+	}
+}
+
+// addDomain registers an eligible node in a domain.
+func (k *Counter) addDomain(v string) {
+	k.domainNodes[v]++
+	if k.domainNodes[v] > 1 {
+		return
+	}
+	if len(k.hist) == 0 {
+		k.hist = append(k.hist, 0)
+	}
+	c := k.pairs[topologyPair{k.key, v}]
+	for len(k.hist) <= c {
+		k.hist = append(k.hist, 0)
+	}
+	k.hist[c]++
+	if len(k.domainNodes) == 1 || c < k.min {
+		k.min = c
+	}
+	if k.potential[v] > 0 {
+		k.potentialOnly--
+	}
+}
+
+// removeDomain reverses addDomain.
+func (k *Counter) removeDomain(v string) {
+	k.domainNodes[v]--
+	if k.domainNodes[v] > 0 {
+		return
+	}
+	delete(k.domainNodes, v)
+	c := k.pairs[topologyPair{k.key, v}]
+	k.hist[c]--
+	if c == k.min && k.hist[c] == 0 {
+		for k.min < len(k.hist) && k.hist[k.min] == 0 {
+			k.min++
+		}
+	}
+	if k.potential[v] > 0 {
+		k.potentialOnly++
+	}
+}
+
+// addPotential adds delta templates to a potential domain.
+func (k *Counter) addPotential(v string, delta int) {
+	before := k.potential[v]
+	k.potential[v] = before + delta
+	if k.domainNodes[v] > 0 {
+		return
+	}
+	switch {
+	case before == 0 && delta > 0:
+		k.potentialOnly++
+	case before > 0 && before+delta == 0:
+		k.potentialOnly--
+	}
+}
+
+func (k *Counter) resetPotential(s *Snapshot) {
+	k.potential = map[string]int{}
+	k.potentialOnly = 0
+	for _, t := range s.templates {
+		if s.templateOff[t] || !k.eligible(t) {
+			continue
+		}
+		k.addPotential(t.Labels()[k.key], 1)
+	}
+}
+
+// MinMatch is the smallest count over the constraint's domains, with
+// kube-scheduler's rules: 0 when there are fewer domains than minDomains,
+// MaxInt32 when there are none. A potential domain (a zone a node group
+// could launch into) counts as a domain with zero pods.
+func (k *Counter) MinMatch(minDomains int32) int {
+	domains := len(k.domainNodes) + k.potentialOnly
+	switch {
+	case domains < int(minDomains):
+		return 0
+	case k.potentialOnly > 0:
+		return 0
+	case len(k.domainNodes) == 0:
+		return math.MaxInt32
+	}
+	return k.min
+}
+
+// Domains is the number of domains, potential ones included.
+func (k *Counter) Domains() int { return len(k.domainNodes) + k.potentialOnly }

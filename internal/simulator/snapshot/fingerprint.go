@@ -1,0 +1,133 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// fingerprint hashes the fields of a pod that its Class is derived from, so
+// that pods with equal fingerprints share a class. Names, UIDs, images and
+// everything else the filters do not read are left out. The protobuf
+// encodings of the API sub-structs are deterministic (maps are sorted).
+type fingerprinter struct {
+	seed maphash.Seed
+	buf  []byte
+}
+
+func newFingerprinter() *fingerprinter {
+	return &fingerprinter{seed: maphash.MakeSeed()}
+}
+
+type protoMarshaler interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+func (f *fingerprinter) str(s string) {
+	f.buf = binary.AppendUvarint(f.buf, uint64(len(s)))
+	f.buf = append(f.buf, s...)
+}
+
+func (f *fingerprinter) proto(m protoMarshaler) {
+	n := m.Size()
+	f.buf = binary.AppendUvarint(f.buf, uint64(n))
+	start := len(f.buf)
+	f.buf = slices.Grow(f.buf, n)[:start+n]
+	if _, err := m.MarshalToSizedBuffer(f.buf[start:]); err != nil {
+		// Cannot happen for well-formed API structs; fall back to a
+		// unique marker so the pod gets a class of its own.
+		f.str("unmarshalable")
+	}
+}
+
+func (f *fingerprinter) sortedMap(m map[string]string) {
+	f.buf = binary.AppendUvarint(f.buf, uint64(len(m)))
+	if len(m) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		f.str(k)
+		f.str(m[k])
+	}
+}
+
+func (f *fingerprinter) containers(cs []corev1.Container) {
+	f.buf = binary.AppendUvarint(f.buf, uint64(len(cs)))
+	for i := range cs {
+		c := &cs[i]
+		f.proto(&c.Resources)
+		if c.RestartPolicy != nil {
+			f.str(string(*c.RestartPolicy))
+		} else {
+			f.str("")
+		}
+		for j := range c.Ports {
+			if c.Ports[j].HostPort > 0 {
+				f.proto(&c.Ports[j])
+			}
+		}
+		f.str("|")
+	}
+}
+
+// sum returns the fingerprint of a pod.
+func (f *fingerprinter) sum(pod *corev1.Pod) uint64 {
+	f.buf = f.buf[:0]
+	f.str(pod.Namespace)
+	f.sortedMap(pod.Labels)
+	f.str(pod.Spec.NodeName)
+	if pod.DeletionTimestamp != nil {
+		f.str("terminating")
+	}
+	if pod.Spec.Priority != nil {
+		f.buf = binary.AppendVarint(f.buf, int64(*pod.Spec.Priority))
+	}
+	f.containers(pod.Spec.InitContainers)
+	f.containers(pod.Spec.Containers)
+	if pod.Spec.Resources != nil {
+		f.proto(pod.Spec.Resources)
+	}
+	f.sortedMap(pod.Spec.NodeSelector)
+	if pod.Spec.Affinity != nil {
+		f.proto(pod.Spec.Affinity)
+	}
+	for i := range pod.Spec.Tolerations {
+		f.proto(&pod.Spec.Tolerations[i])
+	}
+	f.str("|")
+	for i := range pod.Spec.TopologySpreadConstraints {
+		f.proto(&pod.Spec.TopologySpreadConstraints[i])
+	}
+	f.str("|")
+	if len(pod.Spec.Overhead) > 0 {
+		names := make([]string, 0, len(pod.Spec.Overhead))
+		for k := range pod.Spec.Overhead {
+			names = append(names, string(k))
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			q := pod.Spec.Overhead[corev1.ResourceName(k)]
+			f.str(k)
+			f.str(q.String())
+		}
+	}
+	f.str("|")
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.PersistentVolumeClaim != nil {
+			f.str(v.PersistentVolumeClaim.ClaimName)
+		}
+		if v.Ephemeral != nil {
+			f.str(pod.Name + "-" + v.Name)
+		}
+	}
+	return maphash.Bytes(f.seed, f.buf)
+}

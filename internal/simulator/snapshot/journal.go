@@ -1,0 +1,82 @@
+package snapshot
+
+type undoKind int
+
+const (
+	undoAddNode undoKind = iota
+	undoAddPod
+	undoRemovePod
+	undoDisableTemplate
+)
+
+// undo is one recorded change and what is needed to reverse it.
+type undo struct {
+	kind undoKind
+	node *Node
+	pod  *Pod
+	// flex, alloc and allowed are a flexible node's options and envelope
+	// before a pod was added.
+	flex    []*Option
+	alloc   Resources
+	allowed int
+}
+
+// record appends a change to the journal while a Fork is open.
+func (s *Snapshot) record(u undo) {
+	if len(s.marks) > 0 {
+		s.journal = append(s.journal, u)
+	}
+}
+
+// Fork starts a set of changes that Revert can undo. Forks nest. O(1).
+func (s *Snapshot) Fork() { s.marks = append(s.marks, len(s.journal)) }
+
+// Commit keeps the changes since the matching Fork. O(1).
+func (s *Snapshot) Commit() {
+	s.marks = s.marks[:len(s.marks)-1]
+	if len(s.marks) == 0 {
+		s.journal = s.journal[:0]
+	}
+}
+
+// Revert undoes every change since the matching Fork, newest first.
+// O(changes since the Fork).
+func (s *Snapshot) Revert() {
+	mark := s.marks[len(s.marks)-1]
+	s.marks = s.marks[:len(s.marks)-1]
+	for len(s.journal) > mark {
+		u := s.journal[len(s.journal)-1]
+		s.journal = s.journal[:len(s.journal)-1]
+		s.reverse(u)
+	}
+}
+
+func (s *Snapshot) reverse(u undo) {
+	switch u.kind {
+	case undoAddPod:
+		s.unplace(u.pod)
+		if u.flex != nil {
+			u.node.Flex = &Flex{Options: u.flex}
+			u.node.Allocatable, u.node.AllowedPods = u.alloc, u.allowed
+		}
+	case undoRemovePod:
+		s.place(u.pod, u.node)
+	case undoAddNode:
+		n := u.node
+		for _, k := range s.counters {
+			if k.kind == kindSpread && k.eligible(n) {
+				k.removeDomain(n.Labels()[k.key])
+			}
+		}
+		s.account(n, -1)
+		s.Nodes = s.Nodes[:len(s.Nodes)-1]
+		delete(s.byName, n.Name)
+	case undoDisableTemplate:
+		delete(s.templateOff, u.node)
+		for _, k := range s.counters {
+			if k.kind == kindSpread && k.eligible(u.node) {
+				k.addPotential(u.node.Labels()[k.key], 1)
+			}
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package snapshot
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Node is a node as the filters see it: an existing node, a node being
+// launched, a node planned in this round, or a node group template (a
+// hypothetical node that is a potential topology domain but holds no pods).
+type Node struct {
+	// Node is the API object; for planned nodes and templates a synthetic
+	// one carrying the labels the node will have. Filters read its labels
+	// and name.
+	*corev1.Node
+
+	// Taints are the taints that keep pods off: the node's taints minus
+	// those that will go away on their own (startup taints, the not-ready
+	// taint of a node that is still launching).
+	Taints        []corev1.Taint
+	Unschedulable bool
+	Allocatable   Resources
+	AllowedPods   int
+	Requested     Resources
+	Pods          []*Pod
+	HostPorts     []HostPort
+
+	// NodeGroup is the node's group, "" for nodes berth does not manage.
+	NodeGroup string
+	// Planned is true for nodes created by this plan.
+	Planned bool
+	// Template is true for node group templates.
+	Template bool
+	// Flex is set on a planned node whose instance type and capacity type
+	// are not chosen yet: it lists the options still possible.
+	Flex *Flex
+	// Capacity is what the node adds to limits: its capacity, or for a
+	// planned node the largest of its options when it was created.
+	Capacity Resources
+
+	// elig caches, by counter ID, whether the node is counted by the
+	// counter: 0 unknown, 1 yes, 2 no.
+	elig []int8
+}
+
+// Option is one way to launch a planned node: an instance type bought at
+// one capacity type in the node's zone.
+type Option struct {
+	InstanceType string
+	CapacityType string
+	Price        float64
+	Allocatable  Resources
+	AllowedPods  int
+	// Overhead is what the DaemonSet pods that would run on such a node
+	// request; OverheadPods is how many they are.
+	Overhead     Resources
+	OverheadPods int
+	// Node carries every label a node launched from this option has, for
+	// pods whose node affinity names option-specific labels.
+	Node *corev1.Node
+	// Ref lets the planner find its own record of the option.
+	Ref any
+}
+
+// Free returns what is left for workload pods on a node of this option.
+func (o *Option) Free() (Resources, int) {
+	free := o.Allocatable.Clone()
+	free.Sub(&o.Overhead)
+	return free, o.AllowedPods - o.OverheadPods
+}
+
+// Flex is the set of options a planned node may still be launched as.
+// Adding a pod narrows it to the options the node's pods fit together.
+type Flex struct {
+	Options []*Option
+}
+
+// Pod is a pod in the snapshot.
+type Pod struct {
+	*corev1.Pod
+	Class *Class
+	// Node is where the pod is placed, nil for pending pods.
+	Node *Node
+	// slot is the pod's index in Node.Pods.
+	slot int
+}
+
+// envelope sets Allocatable and AllowedPods of a flexible node to the
+// component-wise maximum of what its options leave free, so that a pod that
+// does not fit even that fails fast.
+func (n *Node) envelope() {
+	var alloc Resources
+	pods := 0
+	for _, o := range n.Flex.Options {
+		free, p := o.Free()
+		alloc.Max(&free)
+		pods = max(pods, p)
+	}
+	n.Allocatable, n.AllowedPods = alloc, pods
+}
+
+// FitsOption reports whether the node's pods plus req fit option o.
+func (n *Node) FitsOption(o *Option, req *Resources) bool {
+	if len(n.Pods)+1+o.OverheadPods > o.AllowedPods {
+		return false
+	}
+	return fitsWithOverhead(req, &n.Requested, &o.Overhead, &o.Allocatable)
+}
+
+// Labels returns the node's labels.
+func (n *Node) Labels() map[string]string { return n.Node.Labels }
+
+func (n *Node) eligCache(id int) int8 {
+	if id < len(n.elig) {
+		return n.elig[id]
+	}
+	return 0
+}
+
+func (n *Node) setEligCache(id int, v int8) {
+	for len(n.elig) <= id {
+		n.elig = append(n.elig, 0)
+	}
+	n.elig[id] = v
+}

@@ -1,0 +1,99 @@
+package snapshot
+
+// Prepare registers the counters the filters need to evaluate pods of class
+// c (its spread constraints, pod affinity and anti-affinity). It is cheap
+// after the first call for a class.
+func (s *Snapshot) Prepare(c *Class) {
+	if len(c.Spread) > 0 && c.spreadCounters == nil {
+		c.spreadCounters = make([]*Counter, len(c.Spread))
+		for i := range c.Spread {
+			c.spreadCounters[i] = s.register(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey})
+		}
+	}
+	if len(c.Affinity) > 0 && c.affinityCounter == nil {
+		c.affinityCounter = s.register(&Counter{kind: kindAffinity, owner: c})
+	}
+	if len(c.AntiAffinity) > 0 && c.antiCounters == nil {
+		c.antiCounters = make([]*Counter, len(c.AntiAffinity))
+		for i := range c.AntiAffinity {
+			c.antiCounters[i] = s.register(&Counter{kind: kindAnti, owner: c, term: i, key: c.AntiAffinity[i].TopologyKey})
+		}
+	}
+}
+
+// registerExistingAnti registers, for a class whose pods carry required
+// anti-affinity terms, the counters that keep other pods out of the
+// domains those pods run in (the symmetric anti-affinity rule).
+func (s *Snapshot) registerExistingAnti(c *Class) {
+	c.existingAnti = make([]*Counter, len(c.AntiAffinity))
+	for i := range c.AntiAffinity {
+		k := s.register(&Counter{kind: kindExistingAnti, owner: c, term: i, key: c.AntiAffinity[i].TopologyKey})
+		c.existingAnti[i] = k
+		s.existingAnti = append(s.existingAnti, k)
+	}
+}
+
+// register adds a counter and fills it from the current state.
+func (s *Snapshot) register(k *Counter) *Counter {
+	k.ID = len(s.counters)
+	k.pairs = map[topologyPair]int{}
+	s.counters = append(s.counters, k)
+	for _, c := range s.classList {
+		if k.matches(s, c) {
+			c.counters = append(c.counters, k)
+		}
+	}
+	if k.kind == kindSpread {
+		k.domainNodes = map[string]int{}
+		for _, n := range s.Nodes {
+			if k.eligible(n) {
+				k.addDomain(n.Labels()[k.key])
+			}
+		}
+		k.resetPotential(s)
+	}
+	for _, n := range s.Nodes {
+		if !k.eligible(n) {
+			continue
+		}
+		for _, p := range n.Pods {
+			if k.matches(s, p.Class) {
+				k.count(n, 1)
+			}
+		}
+	}
+	return k
+}
+
+// SpreadCounter returns the counter of a class's i-th spread constraint
+// (after Prepare).
+func (c *Class) SpreadCounter(i int) *Counter { return c.spreadCounters[i] }
+
+// AffinityCounter returns the counter of pods matching all of a class's
+// affinity terms (after Prepare).
+func (c *Class) AffinityCounter() *Counter { return c.affinityCounter }
+
+// AntiCounter returns the counter of a class's i-th anti-affinity term
+// (after Prepare).
+func (c *Class) AntiCounter(i int) *Counter { return c.antiCounters[i] }
+
+// BlockingAnti returns, for an incoming class, the counters of the
+// anti-affinity terms carried by other classes' pods that match it: it may
+// not join a domain where such a counter is positive. The list is cached
+// per class and extended when new classes with anti-affinity appear.
+func (s *Snapshot) BlockingAnti(c *Class) []*Counter {
+	nsLabels := s.namespaces[c.Namespace]
+	for ; c.blockingSeen < len(s.existingAnti); c.blockingSeen++ {
+		k := s.existingAnti[c.blockingSeen]
+		if k.owner.AntiAffinity[k.term].Matches(c.Namespace, nsLabels, c.Labels) {
+			c.blocking = append(c.blocking, k)
+		}
+	}
+	return c.blocking
+}
+
+// Term returns the anti-affinity term an existing-anti counter is for.
+func (k *Counter) Term() *AffinityTerm { return &k.owner.AntiAffinity[k.term] }
+
+// Key returns the counter's topology key.
+func (k *Counter) Key() string { return k.key }

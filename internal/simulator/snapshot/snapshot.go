@@ -1,0 +1,347 @@
+// Package snapshot is the simulator's view of a cluster: nodes (existing,
+// launching, planned this round, and node group templates), the pods placed
+// on them, and incremental indexes that let the filters answer "does this
+// pod fit that node" in time independent of the number of pods.
+//
+// Changes can be tried and undone: Fork starts recording, Revert undoes
+// everything since the matching Fork, Commit keeps it.
+//
+// Complexity (P pods of a class's matching counters, K counters, T templates):
+//   - New: O(pods + nodes).
+//   - AddNode: O(spread counters).
+//   - AddPod / RemovePod: O(counters the pod's class is counted in) plus,
+//     on a planned node with undecided options, O(options).
+//   - Fork, Commit: O(1). Revert: O(changes since the Fork).
+//   - Classify: O(pod spec size) to fingerprint; O(K) when the class is new.
+//   - Registering a counter (first use of a spread/affinity constraint):
+//     O(nodes + placed pods + T).
+//
+// The package is pure: no clients, no clocks.
+package snapshot
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Input is what a snapshot is built from.
+type Input struct {
+	// Nodes with their options (group, taints to ignore).
+	Nodes []NodeInput
+	// Pods bound to nodes. Pods on nodes not in Nodes, and pods that
+	// have finished (Succeeded, Failed), are ignored.
+	Pods []*corev1.Pod
+	// Namespaces, for namespace selectors of pod affinity terms.
+	Namespaces []*corev1.Namespace
+	// Claims and volumes, to resolve the node affinity of bound volumes.
+	Claims  []*corev1.PersistentVolumeClaim
+	Volumes []*corev1.PersistentVolume
+	// OptionKeys are the node label keys that differ between the options of
+	// a planned node (instance type, capacity type, architecture).
+	OptionKeys []string
+}
+
+// NodeInput is an existing node and how to read it.
+type NodeInput struct {
+	Node      *corev1.Node
+	NodeGroup string
+	// IgnoreTaints are taints that will go away on their own (startup
+	// taints; not-ready on a node that is still launching). Matched by key
+	// and effect.
+	IgnoreTaints []corev1.Taint
+}
+
+// Snapshot is the cluster as the simulator sees it.
+type Snapshot struct {
+	Nodes     []*Node
+	byName    map[string]*Node
+	templates []*Node
+	// templateOff marks templates that cannot launch more nodes.
+	templateOff map[*Node]bool
+
+	namespaces map[string]labels.Set
+	classes    map[uint64]*Class
+	classList  []*Class
+	fp         *fingerprinter
+	vols       volumeLookup
+	optionKeys sets.Set[string]
+
+	counters     []*Counter
+	existingAnti []*Counter
+	groups       map[string]*GroupUsage
+	total        Resources
+
+	journal []undo
+	marks   []int
+}
+
+// GroupUsage is how many nodes a node group has in the snapshot and their
+// total capacity.
+type GroupUsage struct {
+	Nodes    int
+	Capacity Resources
+}
+
+// New builds a snapshot.
+func New(in Input) (*Snapshot, error) {
+	s := &Snapshot{
+		byName:      map[string]*Node{},
+		templateOff: map[*Node]bool{},
+		namespaces:  map[string]labels.Set{},
+		classes:     map[uint64]*Class{},
+		fp:          newFingerprinter(),
+		vols:        newVolumeLookup(in.Claims, in.Volumes),
+		optionKeys:  sets.New(in.OptionKeys...),
+		groups:      map[string]*GroupUsage{},
+	}
+	for _, ns := range in.Namespaces {
+		s.namespaces[ns.Name] = labels.Set(ns.Labels)
+	}
+	for _, ni := range in.Nodes {
+		if _, dup := s.byName[ni.Node.Name]; dup {
+			return nil, fmt.Errorf("node %q appears twice", ni.Node.Name)
+		}
+		n := &Node{
+			Node:          ni.Node,
+			Taints:        effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints),
+			Unschedulable: ni.Node.Spec.Unschedulable,
+			Allocatable:   FromList(ni.Node.Status.Allocatable),
+			AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
+			NodeGroup:     ni.NodeGroup,
+			Capacity:      FromList(ni.Node.Status.Capacity),
+		}
+		s.AddNode(n)
+	}
+	for _, p := range in.Pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n := s.byName[p.Spec.NodeName]
+		if n == nil {
+			continue
+		}
+		c, err := s.Classify(p)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		s.AddPod(&Pod{Pod: p, Class: c}, n)
+	}
+	return s, nil
+}
+
+func effectiveTaints(taints, ignore []corev1.Taint) []corev1.Taint {
+	if len(ignore) == 0 {
+		return taints
+	}
+	out := make([]corev1.Taint, 0, len(taints))
+	for _, t := range taints {
+		skip := false
+		for _, i := range ignore {
+			if t.Key == i.Key && t.Effect == i.Effect {
+				skip = true
+				break
+			}
+		}
+		if !skip {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Node returns the node with the given name, or nil.
+func (s *Snapshot) Node(name string) *Node { return s.byName[name] }
+
+// NamespaceLabels returns the labels of a namespace (nil if unknown).
+func (s *Snapshot) NamespaceLabels(ns string) labels.Set { return s.namespaces[ns] }
+
+// Classes returns every class known to the snapshot.
+func (s *Snapshot) Classes() []*Class { return s.classList }
+
+// ReferencesOptionKeys reports whether a class's node selection names a
+// label that differs between the options of a planned node.
+func (s *Snapshot) ReferencesOptionKeys(c *Class) bool {
+	for k := range c.AffinityKeys {
+		if s.optionKeys.Has(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// Classify returns the class of a pod, creating it on first sight.
+func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
+	key := s.fp.sum(p)
+	if c, ok := s.classes[key]; ok {
+		return c, nil
+	}
+	c, err := newClass(len(s.classList), p, s.vols)
+	if err != nil {
+		return nil, err
+	}
+	s.classes[key] = c
+	s.classList = append(s.classList, c)
+	for _, k := range s.counters {
+		if k.matches(s, c) {
+			c.counters = append(c.counters, k)
+		}
+	}
+	if len(c.AntiAffinity) > 0 {
+		s.registerExistingAnti(c)
+	}
+	return c, nil
+}
+
+// Group returns the usage of a node group.
+func (s *Snapshot) Group(name string) GroupUsage {
+	if g := s.groups[name]; g != nil {
+		return *g
+	}
+	return GroupUsage{}
+}
+
+// Total is the capacity of all nodes in the snapshot.
+func (s *Snapshot) Total() Resources { return s.total }
+
+// AddNode adds a node. Planned nodes must carry a unique name.
+func (s *Snapshot) AddNode(n *Node) {
+	s.Nodes = append(s.Nodes, n)
+	s.byName[n.Name] = n
+	s.account(n, 1)
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.eligible(n) {
+			k.addDomain(n.Labels()[k.key])
+		}
+	}
+	s.record(undo{kind: undoAddNode, node: n})
+}
+
+func (s *Snapshot) account(n *Node, sign int) {
+	g := s.groups[n.NodeGroup]
+	if g == nil {
+		g = &GroupUsage{}
+		s.groups[n.NodeGroup] = g
+	}
+	g.Nodes += sign
+	if sign > 0 {
+		g.Capacity.Add(&n.Capacity)
+		s.total.Add(&n.Capacity)
+	} else {
+		g.Capacity.Sub(&n.Capacity)
+		s.total.Sub(&n.Capacity)
+	}
+}
+
+// AddPod places a pod on a node. On a flexible node the options narrow to
+// those the node's pods still fit.
+func (s *Snapshot) AddPod(p *Pod, n *Node) {
+	u := undo{kind: undoAddPod, node: n, pod: p}
+	if n.Flex != nil {
+		u.flex = n.Flex.Options
+		u.alloc, u.allowed = n.Allocatable, n.AllowedPods
+		n.Flex = &Flex{Options: s.narrow(n, p.Class)}
+		n.envelope()
+	}
+	s.place(p, n)
+	s.record(u)
+}
+
+func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
+	checkLabels := s.ReferencesOptionKeys(c)
+	out := make([]*Option, 0, len(n.Flex.Options))
+	for _, o := range n.Flex.Options {
+		if !n.FitsOption(o, &c.Requests) {
+			continue
+		}
+		if checkLabels {
+			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func (s *Snapshot) place(p *Pod, n *Node) {
+	p.Node = n
+	p.slot = len(n.Pods)
+	n.Pods = append(n.Pods, p)
+	n.Requested.Add(&p.Class.Requests)
+	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
+	for _, k := range p.Class.counters {
+		if k.eligible(n) {
+			k.count(n, 1)
+		}
+	}
+}
+
+// RemovePod takes a placed pod off its node.
+func (s *Snapshot) RemovePod(p *Pod) {
+	n := p.Node
+	s.unplace(p)
+	s.record(undo{kind: undoRemovePod, node: n, pod: p})
+}
+
+func (s *Snapshot) unplace(p *Pod) {
+	n := p.Node
+	for _, k := range p.Class.counters {
+		if k.eligible(n) {
+			k.count(n, -1)
+		}
+	}
+	last := len(n.Pods) - 1
+	n.Pods[p.slot] = n.Pods[last]
+	n.Pods[p.slot].slot = p.slot
+	n.Pods = n.Pods[:last]
+	n.Requested.Sub(&p.Class.Requests)
+	n.HostPorts = removePorts(n.HostPorts, p.Class.HostPorts)
+	p.Node = nil
+}
+
+func removePorts(have, remove []HostPort) []HostPort {
+	for _, r := range remove {
+		for i, h := range have {
+			if h == r {
+				have = append(have[:i], have[i+1:]...)
+				break
+			}
+		}
+	}
+	return have
+}
+
+// SetTemplates sets the node group templates: hypothetical nodes, one per
+// node group and zone, that topology spread counts as potential domains.
+func (s *Snapshot) SetTemplates(ts []*Node) {
+	s.templates = ts
+	for _, k := range s.counters {
+		if k.kind == kindSpread {
+			k.resetPotential(s)
+		}
+	}
+}
+
+// Templates returns the node group templates.
+func (s *Snapshot) Templates() []*Node { return s.templates }
+
+// TemplateAvailable reports whether a template can launch more nodes.
+func (s *Snapshot) TemplateAvailable(t *Node) bool { return !s.templateOff[t] }
+
+// DisableTemplate marks a template as unable to launch more nodes (its
+// group reached a limit), so it stops being a potential domain.
+func (s *Snapshot) DisableTemplate(t *Node) {
+	if s.templateOff[t] {
+		return
+	}
+	s.templateOff[t] = true
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.eligible(t) {
+			k.addPotential(t.Labels()[k.key], -1)
+		}
+	}
+	s.record(undo{kind: undoDisableTemplate, node: t})
+}
