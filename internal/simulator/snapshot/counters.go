@@ -256,9 +256,19 @@ func (k *Counter) addPotential(v string, delta int) {
 	}
 }
 
+// hasPotential reports whether templates are potential domains of the
+// counter's key. A new node is a new hostname, but the scheduler only knows
+// the nodes that exist, so hostnames are never potential domains: hostname
+// spread is computed over existing and planned nodes, as kube-scheduler
+// will see them.
+func (k *Counter) hasPotential() bool { return k.key != corev1.LabelHostname }
+
 func (k *Counter) resetPotential(s *Snapshot) {
 	k.potential = map[string]int{}
 	k.potentialOnly = 0
+	if !k.hasPotential() {
+		return
+	}
 	for _, t := range s.templates {
 		if s.templateOff[t] || !k.eligible(t) {
 			continue

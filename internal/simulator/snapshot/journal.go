@@ -74,7 +74,7 @@ func (s *Snapshot) reverse(u undo) {
 	case undoDisableTemplate:
 		delete(s.templateOff, u.node)
 		for _, k := range s.counters {
-			if k.kind == kindSpread && k.eligible(u.node) {
+			if k.kind == kindSpread && k.hasPotential() && k.eligible(u.node) {
 				k.addPotential(u.node.Labels()[k.key], 1)
 			}
 		}

@@ -206,8 +206,12 @@ func (s *Snapshot) Group(name string) GroupUsage {
 // Total is the capacity of all nodes in the snapshot.
 func (s *Snapshot) Total() Resources { return s.total }
 
-// AddNode adds a node. Planned nodes must carry a unique name.
+// AddNode adds a node. Planned nodes must carry a unique name; a node with
+// Flex options gets its Allocatable from them.
 func (s *Snapshot) AddNode(n *Node) {
+	if n.Flex != nil {
+		n.envelope()
+	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
 	s.account(n, 1)
@@ -318,6 +322,12 @@ func removePorts(have, remove []HostPort) []HostPort {
 // node group and zone, that topology spread counts as potential domains.
 func (s *Snapshot) SetTemplates(ts []*Node) {
 	s.templates = ts
+	for _, t := range ts {
+		t.Template = true
+		if t.Flex != nil {
+			t.envelope()
+		}
+	}
 	for _, k := range s.counters {
 		if k.kind == kindSpread {
 			k.resetPotential(s)
@@ -339,7 +349,7 @@ func (s *Snapshot) DisableTemplate(t *Node) {
 	}
 	s.templateOff[t] = true
 	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(t) {
+		if k.kind == kindSpread && k.hasPotential() && k.eligible(t) {
 			k.addPotential(t.Labels()[k.key], -1)
 		}
 	}

@@ -1,0 +1,279 @@
+// Package scaleup decides which nodes to launch for pending pods: it builds
+// node group templates (labels, taints, instance types, offerings,
+// DaemonSet overhead), lets the simulator pack the pods on existing,
+// planned and new nodes within size and resource limits, and explains every
+// pod that fits nowhere. It is pure: values in, a Plan out.
+package scaleup
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/binpack"
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Input is everything a scale-up decision reads.
+type Input struct {
+	NodeGroups []*v1alpha1.NodeGroup
+	Nodes      []*corev1.Node
+	// Pods bound to nodes (their requests use the nodes).
+	Pods []*corev1.Pod
+	// Pending are the pods to place.
+	Pending    []*corev1.Pod
+	DaemonSets []*appsv1.DaemonSet
+	Namespaces []*corev1.Namespace
+	Claims     []*corev1.PersistentVolumeClaim
+	Volumes    []*corev1.PersistentVolume
+	// ClusterLimits caps the total capacity of all nodes; nil means
+	// DefaultClusterLimits.
+	ClusterLimits corev1.ResourceList
+	// Unavailable offerings are not launched (e.g. they just failed with
+	// insufficient capacity).
+	Unavailable []Offering
+}
+
+// Plan is a scale-up decision.
+type Plan struct {
+	// NewNodes to launch.
+	NewNodes []NewNode `json:"newNodes"`
+	// ExistingNodePlacements are pending pods that fit on nodes that exist
+	// (or are being launched) and need no new node.
+	ExistingNodePlacements []Placement `json:"existingNodePlacements"`
+	// Unschedulable pods fit no existing node and no node group, with the
+	// reason per node group.
+	Unschedulable []Unschedulable `json:"unschedulable"`
+	// PricePerHour is the total price of the new nodes.
+	PricePerHour float64 `json:"pricePerHour"`
+}
+
+// NewNode is one node to launch.
+type NewNode struct {
+	// Name is the node's name within the plan (not the name it will get).
+	Name         string  `json:"name"`
+	NodeGroup    string  `json:"nodeGroup"`
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"`
+	// Reason is "pending pods" or "minSize".
+	Reason string   `json:"reason"`
+	Pods   []PodRef `json:"pods"`
+}
+
+// Offering returns the offering the node is launched from.
+func (n NewNode) Offering() Offering {
+	return Offering{NodeGroup: n.NodeGroup, InstanceType: n.InstanceType, Zone: n.Zone, CapacityType: n.CapacityType}
+}
+
+// PodRef names a pod.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
+
+// Placement is a pending pod that fits an existing node.
+type Placement struct {
+	Pod  PodRef `json:"pod"`
+	Node string `json:"node"`
+}
+
+// Unschedulable is a pod that fits nowhere.
+type Unschedulable struct {
+	Pod     PodRef `json:"pod"`
+	Message string `json:"message"`
+}
+
+// Reasons for new nodes.
+const (
+	ReasonPendingPods = "pending pods"
+	ReasonMinSize     = "minSize"
+)
+
+func ref(p *corev1.Pod) PodRef { return PodRef{Namespace: p.Namespace, Name: p.Name} }
+
+// IsPending reports whether a pod waits for a node: not bound, not gated,
+// not finished, not being deleted.
+func IsPending(p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// Run computes the plan.
+func Run(in Input) (*Plan, error) {
+	groups := slices.Clone(in.NodeGroups)
+	slices.SortFunc(groups, func(a, b *v1alpha1.NodeGroup) int { return cmp.Compare(a.Name, b.Name) })
+	unavailable := map[Offering]bool{}
+	for _, o := range in.Unavailable {
+		unavailable[o] = true
+	}
+	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSnapshot(in, groups)
+	if err != nil {
+		return nil, err
+	}
+	tnodes := make([]*snapshot.Node, len(templates))
+	for i, t := range templates {
+		tnodes[i] = t.Node
+	}
+	s.SetTemplates(tnodes)
+	limits := in.ClusterLimits
+	if limits == nil {
+		limits = DefaultClusterLimits
+	}
+	bin := binpack.Input{
+		Snapshot: s, Pending: in.Pending, Templates: templates,
+		Launcher: newLauncher(groups, limits), Filters: predicates.Default(),
+		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates),
+	}
+	for _, t := range templates {
+		if opts, _ := bin.Launcher.Allowed(s, t); len(opts) == 0 {
+			s.DisableTemplate(t.Node)
+		}
+	}
+	res, err := binpack.Pack(bin)
+	if err != nil {
+		return nil, err
+	}
+	return buildPlan(bin, res), nil
+}
+
+func newSnapshot(in Input, groups []*v1alpha1.NodeGroup) (*snapshot.Snapshot, error) {
+	byName := map[string]*v1alpha1.NodeGroup{}
+	for _, g := range groups {
+		byName[g.Name] = g
+	}
+	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, OptionKeys: OptionKeys}
+	for _, n := range in.Nodes {
+		group := n.Labels[v1alpha1.LabelNodeGroup]
+		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group])})
+	}
+	return snapshot.New(sin)
+}
+
+// transientTaints are taints of a berth-managed node that will go away on
+// their own: the group's startup taints, and while the node is still
+// launching (not Ready) the taints the node lifecycle puts on it.
+func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup) []corev1.Taint {
+	if ng == nil {
+		return nil
+	}
+	var out []corev1.Taint
+	for _, t := range ng.Spec.Template.StartupTaints {
+		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	if !nodeReady(n) {
+		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+			out = append(out,
+				corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute})
+		}
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// minSizeNodes lists one template per node a group lacks to reach its
+// minSize, spread round-robin over the group's zones.
+func minSizeNodes(s *snapshot.Snapshot, groups []*v1alpha1.NodeGroup, templates []*binpack.Template) []*binpack.Template {
+	var out []*binpack.Template
+	for _, g := range groups {
+		missing := int(g.Spec.MinSize) - s.Group(g.Name).Nodes
+		var own []*binpack.Template
+		for _, t := range templates {
+			if t.Group == g.Name {
+				own = append(own, t)
+			}
+		}
+		for i := 0; i < missing && len(own) > 0; i++ {
+			out = append(out, own[i%len(own)])
+		}
+	}
+	return out
+}
+
+func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
+	plan := &Plan{ExistingNodePlacements: []Placement{}, Unschedulable: []Unschedulable{}, NewNodes: []NewNode{}}
+	for _, pl := range res.Placements {
+		if !pl.Node.Planned {
+			plan.ExistingNodePlacements = append(plan.ExistingNodePlacements, Placement{Pod: ref(pl.Pod), Node: pl.Node.Name})
+		}
+	}
+	for _, nn := range res.NewNodes {
+		o := nn.Option.Ref.(*optionRef)
+		n := NewNode{
+			Name: nn.Node.Name, NodeGroup: o.NodeGroup, InstanceType: o.InstanceType, Zone: o.Zone,
+			CapacityType: o.CapacityType, PricePerHour: nn.Option.Price, Reason: ReasonPendingPods, Pods: []PodRef{},
+		}
+		if nn.Initial {
+			n.Reason = ReasonMinSize
+		}
+		for _, p := range nn.Pods {
+			n.Pods = append(n.Pods, ref(p))
+		}
+		plan.NewNodes = append(plan.NewNodes, n)
+		plan.PricePerHour += n.PricePerHour
+	}
+	explained := map[*snapshot.Class]string{}
+	for _, p := range res.Unplaced {
+		msg, ok := explained[p.Class]
+		if !ok {
+			msg = explain(in, p.Class)
+			explained[p.Class] = msg
+		}
+		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(p.Pod), Message: msg})
+	}
+	return plan
+}
+
+// explain says, per node group, why a pod fits none:
+// "0/2 node groups fit: large: untolerated taint size=large:NoSchedule;
+// medium: insufficient cpu (needs 3, max 2)".
+func explain(in binpack.Input, c *snapshot.Class) string {
+	verdicts := binpack.Explain(in, c)
+	var order []string
+	reasons := map[string][]string{}
+	for _, v := range verdicts {
+		g := v.Template.Group
+		if _, seen := reasons[g]; !seen {
+			order = append(order, g)
+			reasons[g] = nil
+		}
+		msg := v.Status.Message()
+		if !v.Status.Failed() {
+			msg = "fits, but not together with the other pending pods (affinity or spread)"
+		}
+		if !slices.Contains(reasons[g], msg) {
+			reasons[g] = append(reasons[g], msg)
+		}
+	}
+	parts := make([]string, 0, len(order))
+	for _, g := range order {
+		parts = append(parts, g+": "+strings.Join(reasons[g], ", "))
+	}
+	msg := fmt.Sprintf("0/%d node groups fit", len(order))
+	if len(parts) > 0 {
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	return msg
+}

@@ -1,0 +1,188 @@
+package scaleup
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/binpack"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// OptionKeys are the node labels that differ between the options of one
+// node group template.
+var OptionKeys = []string{v1alpha1.LabelInstanceType, v1alpha1.LabelCapacityType, v1alpha1.LabelArch}
+
+// defaultPods is the pod capacity of an instance type that does not say.
+const defaultPods = 110
+
+// Offering identifies one way to launch a node: group, instance type,
+// zone and capacity type.
+type Offering struct {
+	NodeGroup    string `json:"nodeGroup"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+}
+
+// optionRef is what the planner keeps of an option.
+type optionRef struct {
+	Offering
+	group *v1alpha1.NodeGroup
+}
+
+// daemonSetPod is a DaemonSet's pod template, ready to test against nodes.
+type daemonSetPod struct {
+	pod      *corev1.Pod
+	affinity nodeaffinity.RequiredNodeAffinity
+	requests snapshot.Resources
+}
+
+// dsTolerations are the tolerations the DaemonSet controller adds to every
+// DaemonSet pod.
+var dsTolerations = []corev1.Toleration{
+	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+}
+
+func newDaemonSetPods(dss []*appsv1.DaemonSet) []daemonSetPod {
+	out := make([]daemonSetPod, 0, len(dss))
+	for _, ds := range dss {
+		pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *ds.Spec.Template.Spec.DeepCopy()}
+		pod.Namespace = ds.Namespace
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, dsTolerations...)
+		out = append(out, daemonSetPod{
+			pod:      pod,
+			affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+			requests: snapshot.FromList(resource.PodRequests(pod, resource.PodResourcesOptions{})),
+		})
+	}
+	return out
+}
+
+// runsOn reports whether the DaemonSet would run a pod on the node.
+func (d daemonSetPod) runsOn(node *corev1.Node) bool {
+	if ok, _ := d.affinity.Match(node); !ok {
+		return false
+	}
+	_, untolerated := snapshot.UntoleratedTaint(node.Spec.Taints, d.pod.Spec.Tolerations)
+	return !untolerated
+}
+
+// buildTemplates turns node groups into templates, one per group and zone,
+// each with the options (instance type x capacity type) offered in the
+// zone, minus the unavailable offerings.
+func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailable map[Offering]bool) ([]*binpack.Template, error) {
+	var out []*binpack.Template
+	for _, ng := range groups {
+		zones := map[string]bool{}
+		for _, it := range ng.Spec.InstanceTypes {
+			for _, o := range it.Offerings {
+				zones[o.Zone] = true
+			}
+		}
+		for _, zone := range slices.Sorted(maps.Keys(zones)) {
+			t, err := buildTemplate(ng, zone, dss, unavailable)
+			if err != nil {
+				return nil, err
+			}
+			if t != nil {
+				out = append(out, t)
+			}
+		}
+	}
+	return out, nil
+}
+
+func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) (*binpack.Template, error) {
+	labels := map[string]string{}
+	maps.Copy(labels, ng.Spec.Template.Labels)
+	labels[v1alpha1.LabelNodeGroup] = ng.Name
+	labels[v1alpha1.LabelOS] = "linux"
+	labels[v1alpha1.LabelZone] = zone
+	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
+	for _, t := range ng.Spec.Template.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	var opts []*snapshot.Option
+	for _, it := range ng.Spec.InstanceTypes {
+		for _, off := range it.Offerings {
+			key := Offering{NodeGroup: ng.Name, InstanceType: it.Name, Zone: off.Zone, CapacityType: string(off.CapacityType)}
+			if off.Zone != zone || unavailable[key] {
+				continue
+			}
+			o, err := buildOption(ng, it, off, key, labels, taints, dss)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, o)
+		}
+	}
+	if len(opts) == 0 {
+		return nil, nil
+	}
+	fixed := maps.Clone(labels)
+	// A label every option agrees on is fixed for the template.
+	for _, k := range OptionKeys {
+		v, same := opts[0].Node.Labels[k], true
+		for _, o := range opts[1:] {
+			same = same && o.Node.Labels[k] == v
+		}
+		if same {
+			fixed[k] = v
+		}
+	}
+	fixed[v1alpha1.LabelHostname] = "template-" + ng.Name + "-" + zone
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fixed[v1alpha1.LabelHostname], Labels: fixed}, Spec: corev1.NodeSpec{Taints: taints}}
+	return &binpack.Template{
+		Node:   &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}},
+		Group:  ng.Name,
+		Weight: ng.Spec.Weight,
+		Zone:   zone,
+	}, nil
+}
+
+func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,
+	labels map[string]string, taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
+	price, err := strconv.ParseFloat(off.PricePerHour, 64)
+	if err != nil || price < 0 {
+		return nil, fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
+	}
+	arch := it.Architecture
+	if arch == "" {
+		arch = "amd64"
+	}
+	l := maps.Clone(labels)
+	l[v1alpha1.LabelInstanceType] = it.Name
+	l[v1alpha1.LabelCapacityType] = string(off.CapacityType)
+	l[v1alpha1.LabelArch] = arch
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: l}, Spec: corev1.NodeSpec{Taints: taints}}
+	pods := defaultPods
+	if q, ok := it.Capacity[corev1.ResourcePods]; ok {
+		pods = int(q.Value())
+	}
+	o := &snapshot.Option{
+		InstanceType: it.Name, CapacityType: string(off.CapacityType), Price: price,
+		Allocatable: snapshot.FromList(it.Capacity), AllowedPods: pods, Node: node,
+		Ref: &optionRef{Offering: key, group: ng},
+	}
+	for _, ds := range dss {
+		if ds.runsOn(node) {
+			o.Overhead.Add(&ds.requests)
+			o.OverheadPods++
+		}
+	}
+	return o, nil
+}

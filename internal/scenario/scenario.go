@@ -1,0 +1,227 @@
+// Package scenario reads a cluster from a multi-document YAML of ordinary
+// Kubernetes objects (Nodes, Pods, DaemonSets, PodDisruptionBudgets,
+// Namespaces, claims, volumes, List kinds — `kubectl get ... -o yaml` output
+// works as is) plus berth NodeGroups, for `berth plan`, tests and
+// benchmarks.
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+)
+
+// Scenario is the objects of a cluster.
+type Scenario struct {
+	NodeGroups []*v1alpha1.NodeGroup
+	Nodes      []*corev1.Node
+	Pods       []*corev1.Pod
+	DaemonSets []*appsv1.DaemonSet
+	PDBs       []*policyv1.PodDisruptionBudget
+	Namespaces []*corev1.Namespace
+	Claims     []*corev1.PersistentVolumeClaim
+	Volumes    []*corev1.PersistentVolume
+	// Ignored counts documents of kinds that carry nothing the planner
+	// needs (Deployments, Services, ...), by kind.
+	Ignored map[string]int
+}
+
+// ignoredKinds are Kubernetes kinds a snapshot may contain that the planner
+// does not read: their pods carry what matters.
+var ignoredKinds = map[string]bool{
+	"apps/v1/Deployment": true, "apps/v1/ReplicaSet": true, "apps/v1/StatefulSet": true,
+	"batch/v1/Job": true, "batch/v1/CronJob": true, "v1/Service": true, "v1/ConfigMap": true,
+	"v1/Secret": true, "v1/ServiceAccount": true, "v1/Event": true, "v1/Endpoints": true,
+	"discovery.k8s.io/v1/EndpointSlice": true, "scheduling.k8s.io/v1/PriorityClass": true,
+	"v1/ReplicationController": true, "coordination.k8s.io/v1/Lease": true,
+}
+
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Items []jsonRaw `json:"items"`
+}
+
+type jsonRaw []byte
+
+func (r *jsonRaw) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
+
+// Load reads every document of r. Errors name the document (by position,
+// counting from 1, and by kind/name where known).
+func Load(r io.Reader) (*Scenario, error) {
+	s := &Scenario{Ignored: map[string]int{}}
+	reader := yaml.NewYAMLReader(bufio.NewReader(r))
+	for doc := 1; ; doc++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", doc, err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		js, err := sigsyaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: malformed YAML: %w", doc, err)
+		}
+		if err := s.add(js, fmt.Sprintf("document %d", doc)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, line := range strings.Split(string(b), "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") || t == "---" {
+			continue
+		}
+		out = append(out, line...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// add decodes one object (or the items of a List).
+func (s *Scenario) add(js []byte, where string) error {
+	var h header
+	if err := sigsyaml.Unmarshal(js, &h); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if h.Kind == "" || h.APIVersion == "" {
+		return fmt.Errorf("%s: apiVersion and kind are required", where)
+	}
+	gvk := h.APIVersion + "/" + h.Kind
+	if strings.HasSuffix(h.Kind, "List") && h.APIVersion == "v1" {
+		for i, item := range h.Items {
+			if err := s.add(item, fmt.Sprintf("%s, item %d", where, i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	where = fmt.Sprintf("%s (%s %q)", where, h.Kind, h.Metadata.Name)
+	if h.Metadata.Name == "" {
+		return fmt.Errorf("%s: metadata.name is required", where)
+	}
+	var err error
+	switch gvk {
+	case "v1/Node":
+		err = decode(js, &s.Nodes)
+	case "v1/Pod":
+		err = decode(js, &s.Pods)
+		if err == nil && s.Pods[len(s.Pods)-1].Namespace == "" {
+			s.Pods[len(s.Pods)-1].Namespace = "default"
+		}
+	case "apps/v1/DaemonSet":
+		err = decode(js, &s.DaemonSets)
+	case "policy/v1/PodDisruptionBudget":
+		err = decode(js, &s.PDBs)
+	case "v1/Namespace":
+		err = decode(js, &s.Namespaces)
+	case "v1/PersistentVolumeClaim":
+		err = decode(js, &s.Claims)
+	case "v1/PersistentVolume":
+		err = decode(js, &s.Volumes)
+	case v1alpha1.GroupVersion.String() + "/NodeGroup":
+		err = decodeStrict(js, &s.NodeGroups)
+		if err == nil {
+			err = validateNodeGroup(s.NodeGroups[len(s.NodeGroups)-1])
+		}
+	default:
+		if ignoredKinds[gvk] {
+			s.Ignored[h.Kind]++
+			return nil
+		}
+		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, berth.dev/v1alpha1 NodeGroup, and List of them)", where, gvk)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
+}
+
+func decode[T any](js []byte, into *[]*T) error {
+	obj := new(T)
+	if err := sigsyaml.Unmarshal(js, obj); err != nil {
+		return err
+	}
+	*into = append(*into, obj)
+	return nil
+}
+
+func decodeStrict[T any](js []byte, into *[]*T) error {
+	obj := new(T)
+	if err := sigsyaml.UnmarshalStrict(js, obj); err != nil {
+		return err
+	}
+	*into = append(*into, obj)
+	return nil
+}
+
+// validateNodeGroup applies, offline, the rules the API server enforces
+// with CEL and OpenAPI that the planner depends on.
+func validateNodeGroup(ng *v1alpha1.NodeGroup) error {
+	sp := &ng.Spec
+	switch {
+	case sp.MinSize < 0 || sp.MaxSize < 0:
+		return errors.New("spec.minSize and spec.maxSize must not be negative")
+	case sp.MinSize > sp.MaxSize:
+		return fmt.Errorf("spec.minSize: minSize (%d) must be less than or equal to maxSize (%d)", sp.MinSize, sp.MaxSize)
+	case len(sp.InstanceTypes) == 0:
+		return errors.New("spec.instanceTypes: at least one instance type is required")
+	}
+	seen := map[string]bool{}
+	for i, it := range sp.InstanceTypes {
+		if seen[it.Name] {
+			return fmt.Errorf("spec.instanceTypes[%d]: duplicate instance type %q", i, it.Name)
+		}
+		seen[it.Name] = true
+		if len(it.Offerings) == 0 {
+			return fmt.Errorf("spec.instanceTypes[%d].offerings: at least one offering is required", i)
+		}
+		for j, o := range it.Offerings {
+			if o.CapacityType != v1alpha1.CapacityTypeSpot && o.CapacityType != v1alpha1.CapacityTypeOnDemand {
+				return fmt.Errorf("spec.instanceTypes[%d].offerings[%d].capacityType: must be spot or on-demand, not %q", i, j, o.CapacityType)
+			}
+		}
+	}
+	return nil
+}
+
+// Input turns the scenario into a scale-up planner input: pods bound to a
+// node are placed, pods waiting for a node are pending.
+func (s *Scenario) Input() scaleup.Input {
+	in := scaleup.Input{
+		NodeGroups: s.NodeGroups, Nodes: s.Nodes, DaemonSets: s.DaemonSets,
+		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes,
+	}
+	for _, p := range s.Pods {
+		switch {
+		case p.Spec.NodeName != "":
+			in.Pods = append(in.Pods, p)
+		case scaleup.IsPending(p):
+			in.Pending = append(in.Pending, p)
+		}
+	}
+	return in
+}

@@ -1,0 +1,233 @@
+// Package binpack places pending pods: on existing nodes (launching ones
+// included) first, then on nodes planned earlier in the same round, then on
+// new nodes opened from node group templates. A new node keeps every
+// instance type and capacity type it could still be launched as; each pod
+// added narrows that set, and the cheapest remaining option is chosen when
+// packing ends, so the price is decided per node, not per pod.
+package binpack
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Template is a node group in one zone: the node it would launch, with its
+// options (instance type x capacity type) in that zone.
+type Template struct {
+	// Node is a hypothetical node carrying the labels and taints every node
+	// of the template gets; its Flex lists all options.
+	Node *snapshot.Node
+	// Group is the node group name; Weight its weight.
+	Group  string
+	Weight int32
+	// Zone of the template.
+	Zone string
+}
+
+// Launcher tells which options of a template may still be launched given
+// what the snapshot already holds (node group size and resource limits,
+// cluster limits).
+type Launcher interface {
+	// Allowed returns the launchable options of t, or a reason why none is.
+	Allowed(s *snapshot.Snapshot, t *Template) ([]*snapshot.Option, string)
+}
+
+// Input is one packing problem.
+type Input struct {
+	Snapshot  *snapshot.Snapshot
+	Pending   []*corev1.Pod
+	Templates []*Template
+	Launcher  Launcher
+	Filters   []predicates.Filter
+	// NamePrefix names planned nodes: <prefix><n>.
+	NamePrefix string
+	// Initial are nodes to open before any pod is placed (to bring node
+	// groups up to their minimum size), one per entry.
+	Initial []*Template
+}
+
+// Placement is a pod and the node it goes to.
+type Placement struct {
+	Pod  *corev1.Pod
+	Node *snapshot.Node
+}
+
+// Result is the outcome of packing.
+type Result struct {
+	// Placements of pods, on existing and on new nodes, in packing order.
+	Placements []Placement
+	// NewNodes are the planned nodes, each with its chosen option.
+	NewNodes []*NewNode
+	// Unplaced are the pods that fit nowhere, with their classes.
+	Unplaced []*snapshot.Pod
+}
+
+// NewNode is a planned node and the option chosen for it.
+type NewNode struct {
+	Node     *snapshot.Node
+	Template *Template
+	Option   *snapshot.Option
+	Pods     []*corev1.Pod
+	// Initial is true for nodes opened from Input.Initial.
+	Initial bool
+}
+
+// packer holds the state of one Pack call.
+type packer struct {
+	in  Input
+	s   *snapshot.Snapshot
+	res Result
+	// dead[class] marks nodes (by index in s.Nodes) where the class failed
+	// for a reason that cannot go away while pods are only added; cursor is
+	// the first index not known dead.
+	dead   map[int][]uint64
+	cursor map[int]int
+	byNode map[*snapshot.Node]*NewNode
+	seq    int
+}
+
+// Pack places the pending pods. The snapshot is changed: placed pods and
+// planned nodes are added to it.
+func Pack(in Input) (*Result, error) {
+	p := &packer{in: in, s: in.Snapshot, dead: map[int][]uint64{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}}
+	pods := make([]*snapshot.Pod, 0, len(in.Pending))
+	for _, pod := range in.Pending {
+		c, err := p.s.Classify(pod)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		p.s.Prepare(c)
+		pods = append(pods, &snapshot.Pod{Pod: pod, Class: c})
+	}
+	for _, t := range in.Initial {
+		if opts, _ := in.Launcher.Allowed(p.s, t); len(opts) > 0 && p.s.TemplateAvailable(t.Node) {
+			p.open(t, opts).Initial = true
+		}
+	}
+	sortPods(pods)
+	for len(pods) > 0 {
+		next := pods[:0:0]
+		for _, pod := range pods {
+			if !p.place(pod) {
+				next = append(next, pod)
+			}
+		}
+		if len(next) == len(pods) {
+			break // no progress: what is left fits nowhere
+		}
+		pods = next
+	}
+	p.res.Unplaced = pods
+	p.finish()
+	return &p.res, nil
+}
+
+// place puts one pod on the first node that fits, or on a new node.
+func (p *packer) place(pod *snapshot.Pod) bool {
+	c := pod.Class
+	dead := p.dead[c.ID]
+	start := p.cursor[c.ID]
+	advancing := true
+	for i := start; i < len(p.s.Nodes); i++ {
+		if i/64 < len(dead) && dead[i/64]&(1<<(i%64)) != 0 {
+			if advancing {
+				p.cursor[c.ID] = i + 1
+			}
+			continue
+		}
+		n := p.s.Nodes[i]
+		st := predicates.Run(p.in.Filters, p.s, c, n)
+		if !st.Failed() {
+			p.dead[c.ID] = dead
+			p.add(pod, n)
+			return true
+		}
+		if st.Code == predicates.Unresolvable {
+			dead = markDead(dead, i)
+			if advancing {
+				p.cursor[c.ID] = i + 1
+			}
+		} else {
+			advancing = false
+		}
+	}
+	p.dead[c.ID] = dead
+	t, opts := p.chooseTemplate(c)
+	if t == nil {
+		return false
+	}
+	p.add(pod, p.open(t, opts).Node)
+	return true
+}
+
+func markDead(dead []uint64, i int) []uint64 {
+	for len(dead) <= i/64 {
+		dead = append(dead, 0)
+	}
+	dead[i/64] |= 1 << (i % 64)
+	return dead
+}
+
+func (p *packer) add(pod *snapshot.Pod, n *snapshot.Node) {
+	p.s.AddPod(pod, n)
+	p.res.Placements = append(p.res.Placements, Placement{Pod: pod.Pod, Node: n})
+	if nn := p.byNode[n]; nn != nil {
+		nn.Pods = append(nn.Pods, pod.Pod)
+	}
+}
+
+// open adds a planned node of template t with the given options.
+func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
+	p.seq++
+	name := fmt.Sprintf("%s%d", p.in.NamePrefix, p.seq)
+	obj := t.Node.Node.DeepCopy()
+	obj.Name = name
+	obj.Labels[corev1.LabelHostname] = name
+	n := &snapshot.Node{
+		Node: obj, Taints: t.Node.Taints, NodeGroup: t.Group, Planned: true,
+		Flex: &snapshot.Flex{Options: opts},
+	}
+	for _, o := range opts {
+		n.Capacity.Max(&o.Allocatable)
+	}
+	p.s.AddNode(n)
+	nn := &NewNode{Node: n, Template: t}
+	p.byNode[n] = nn
+	p.res.NewNodes = append(p.res.NewNodes, nn)
+	p.refreshTemplates(t.Group)
+	return nn
+}
+
+// refreshTemplates disables the templates of a group that cannot launch
+// more nodes, so that they stop counting as potential spread domains.
+func (p *packer) refreshTemplates(group string) {
+	for _, t := range p.in.Templates {
+		if t.Group != group || !p.s.TemplateAvailable(t.Node) {
+			continue
+		}
+		if opts, _ := p.in.Launcher.Allowed(p.s, t); len(opts) == 0 {
+			p.s.DisableTemplate(t.Node)
+		}
+	}
+}
+
+// finish chooses the cheapest remaining option of every planned node.
+func (p *packer) finish() {
+	for _, nn := range p.res.NewNodes {
+		opts := nn.Node.Flex.Options
+		nn.Option = slices.MinFunc(opts, func(a, b *snapshot.Option) int {
+			switch {
+			case a.Price < b.Price:
+				return -1
+			case a.Price > b.Price:
+				return 1
+			}
+			return int(a.Allocatable.MilliCPU - b.Allocatable.MilliCPU)
+		})
+	}
+}

@@ -1,0 +1,118 @@
+package binpack
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// chooseTemplate picks the template to open a new node from for a pod of
+// class c: among templates that fit the pod, the highest weight, then the
+// lowest cost of the share of a node the pod would use. It returns the
+// template's launchable options that fit the pod.
+func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Option) {
+	var (
+		best     *Template
+		bestOpts []*snapshot.Option
+		bestCost = math.Inf(1)
+	)
+	for _, t := range p.in.Templates {
+		if !p.s.TemplateAvailable(t.Node) || (best != nil && t.Weight < best.Weight) {
+			continue
+		}
+		opts, st := p.fit(c, t)
+		if st.Failed() {
+			continue
+		}
+		cost := math.Inf(1)
+		for _, o := range opts {
+			cost = min(cost, shareCost(o, &c.Requests))
+		}
+		if best == nil || t.Weight > best.Weight || cost < bestCost {
+			best, bestOpts, bestCost = t, opts, cost
+		}
+	}
+	return best, bestOpts
+}
+
+// fit evaluates a pod of class c against template t: the filters on the
+// template's node, then the options that are launchable and fit the pod.
+func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predicates.Status) {
+	if st := predicates.Run(p.in.Filters, p.s, c, t.Node); st.Failed() {
+		return nil, st
+	}
+	allowed, reason := p.in.Launcher.Allowed(p.s, t)
+	if len(allowed) == 0 {
+		return nil, predicates.Status{Code: predicates.Unresolvable, Reason: reason}
+	}
+	checkLabels := p.s.ReferencesOptionKeys(c)
+	out := make([]*snapshot.Option, 0, len(allowed))
+	for _, o := range allowed {
+		if !t.Node.FitsOption(o, &c.Requests) {
+			continue
+		}
+		if checkLabels {
+			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return nil, predicates.Status{Code: predicates.Unresolvable, Reason: "no launchable instance type fits the pod"}
+	}
+	return out, predicates.OK
+}
+
+// shareCost is the price of the fraction of a node of option o that a pod
+// with requests r uses: its largest share of any resource (or of the pod
+// slots, for a pod without requests).
+func shareCost(o *snapshot.Option, r *snapshot.Resources) float64 {
+	free, pods := o.Free()
+	share := 1 / float64(max(pods, 1))
+	ratio := func(req, have int64) {
+		if req > 0 && have > 0 {
+			share = max(share, float64(req)/float64(have))
+		}
+	}
+	ratio(r.MilliCPU, free.MilliCPU)
+	ratio(r.Memory, free.Memory)
+	ratio(r.EphemeralStorage, free.EphemeralStorage)
+	for k, v := range r.Scalar {
+		ratio(v, free.Scalar[k])
+	}
+	return o.Price * share
+}
+
+// sortPods orders pods so that the hard ones go first: higher priority,
+// then pods with affinity, anti-affinity or spread constraints (they open
+// the nodes and zones the others then fill), then bigger requests. Pods of
+// one class stay together.
+func sortPods(pods []*snapshot.Pod) {
+	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
+		ca, cb := a.Class, b.Class
+		return cmp.Or(
+			cmp.Compare(cb.Priority, ca.Priority),
+			cmp.Compare(constrained(cb), constrained(ca)),
+			cmp.Compare(size(&cb.Requests), size(&ca.Requests)),
+			cmp.Compare(ca.ID, cb.ID),
+			cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.Name, b.Name),
+		)
+	})
+}
+
+func constrained(c *snapshot.Class) int {
+	if len(c.Affinity) > 0 || len(c.AntiAffinity) > 0 || len(c.Spread) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// size weighs cpu and memory at 1 core ~ 4 GiB.
+func size(r *snapshot.Resources) float64 {
+	return float64(r.MilliCPU)/1000 + float64(r.Memory)/(4<<30)
+}
