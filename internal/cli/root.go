@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/internal/cli/dev"
+	"github.com/berth-dev/berth/internal/cli/plan"
 	"github.com/berth-dev/berth/internal/version"
 )
 
@@ -34,6 +35,7 @@ func NewRoot() *cobra.Command {
 			},
 		},
 		dev.NewCommand(),
+		plan.NewCommand(),
 	)
 	return root
 }

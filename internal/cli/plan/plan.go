@@ -1,0 +1,150 @@
+// Package plan implements `berth plan`: the scale-up planner run offline on
+// a YAML snapshot of a cluster.
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/scenario"
+)
+
+type options struct {
+	file     string
+	output   string
+	maxCPU   string
+	maxMemry string
+}
+
+// NewCommand returns `berth plan`.
+func NewCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "plan -f FILE [-o table|json]",
+		Short: "Show the nodes berth would launch for a YAML snapshot of a cluster",
+		Long: `berth plan reads a multi-document YAML of Kubernetes objects (Nodes, Pods,
+DaemonSets, PodDisruptionBudgets, Namespaces, PersistentVolumeClaims,
+PersistentVolumes, and List kinds, so that
+  kubectl get nodes,pods,daemonsets -A -o yaml
+output works as is) plus berth NodeGroups, and prints the plan the controller
+would execute: pods that fit existing nodes, new nodes with their node group,
+instance type, zone, capacity type, price and pods, and the pods that fit
+nowhere with the reason per node group. Pods without spec.nodeName (and
+without scheduling gates) are the pending pods. Use -f - for standard input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+	}
+	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "YAML snapshot to plan for (- for standard input)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&o.maxCPU, "cluster-max-cpu", "1000", "cluster-wide limit on the cpu of all nodes")
+	cmd.Flags().StringVar(&o.maxMemry, "cluster-max-memory", "4000Gi", "cluster-wide limit on the memory of all nodes")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output must be table or json, not %q", o.output)
+	}
+	limits, err := o.limits()
+	if err != nil {
+		return err
+	}
+	in := stdin
+	if o.file != "-" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		in = f
+	}
+	sc, err := scenario.Load(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	if len(sc.Ignored) > 0 {
+		kinds := make([]string, 0, len(sc.Ignored))
+		for k, n := range sc.Ignored {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+		}
+		sort.Strings(kinds)
+		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
+	}
+	input := sc.Input()
+	input.ClusterLimits = limits
+	p, err := scaleup.Run(input)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	return printTable(stdout, p)
+}
+
+func (o *options) limits() (corev1.ResourceList, error) {
+	cpu, err := resource.ParseQuantity(o.maxCPU)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-max-cpu: %w", err)
+	}
+	mem, err := resource.ParseQuantity(o.maxMemry)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-max-memory: %w", err)
+	}
+	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}, nil
+}
+
+func printTable(w io.Writer, p *scaleup.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintf(tw, "NEW NODES: %d, %.4f per hour\n", len(p.NewNodes), p.PricePerHour)
+	if len(p.NewNodes) > 0 {
+		_, _ = fmt.Fprintln(tw, "NAME\tNODEGROUP\tINSTANCE TYPE\tZONE\tCAPACITY\tPRICE/H\tREASON\tPODS")
+		for _, n := range p.NewNodes {
+			pods := make([]string, 0, len(n.Pods))
+			for _, pod := range n.Pods {
+				pods = append(pods, pod.String())
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\n", n.Name, n.NodeGroup, n.InstanceType, n.Zone,
+				n.CapacityType, n.PricePerHour, n.Reason, summarize(pods))
+		}
+	}
+	_ = tw.Flush()
+	if len(p.ExistingNodePlacements) > 0 {
+		_, _ = fmt.Fprintf(w, "\nPODS ON EXISTING NODES: %d\n", len(p.ExistingNodePlacements))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "POD\tNODE")
+		for _, pl := range p.ExistingNodePlacements {
+			_, _ = fmt.Fprintf(tw, "%s\t%s\n", pl.Pod, pl.Node)
+		}
+		_ = tw.Flush()
+	}
+	if len(p.Unschedulable) > 0 {
+		_, _ = fmt.Fprintf(w, "\nUNSCHEDULABLE: %d\n", len(p.Unschedulable))
+		for _, u := range p.Unschedulable {
+			_, _ = fmt.Fprintf(w, "%s: %s\n", u.Pod, u.Message)
+		}
+	}
+	return nil
+}
+
+// summarize shortens long pod lists for the table.
+func summarize(pods []string) string {
+	const show = 4
+	if len(pods) <= show {
+		return strings.Join(pods, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(pods[:show], ","), len(pods)-show)
+}

@@ -1,0 +1,94 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+)
+
+func runPlan(t *testing.T, input string, args ...string) (string, error) {
+	t.Helper()
+	cmd := NewCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetIn(strings.NewReader(input))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(append([]string{"-f", "-"}, args...))
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+const group = `apiVersion: berth.dev/v1alpha1
+kind: NodeGroup
+metadata: {name: general}
+spec:
+  maxSize: 3
+  instanceTypes:
+  - name: m-2
+    capacity: {cpu: "2", memory: 4Gi}
+    offerings: [{zone: zone-a, capacityType: spot, pricePerHour: "0.05"}]
+  provider: {kwok: {}}
+`
+
+func TestPlanRejectsBadInputNamingTheDocument(t *testing.T) {
+	tests := []struct{ name, input, want string }{
+		{"malformed YAML", group + "---\napiVersion: v1\nkind: Pod\nmetadata: {name: a\n", "document 2: malformed YAML"},
+		{"unknown kind", group + "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", `document 2 (Widget "w"): unknown kind example.com/v1/Widget`},
+		{"pod without a name", group + "---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: default}\nspec: {}\n", `document 2 (Pod ""): metadata.name is required`},
+		{"document without kind", "metadata: {name: x}\n", "document 1: apiVersion and kind are required"},
+		{"pod in a List without a name", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {}}\n", "document 1, item 1"},
+		{"node group with min above max", strings.Replace(group, "maxSize: 3", "minSize: 4\n  maxSize: 3", 1), "spec.minSize"},
+		{"node group with an unknown field", strings.Replace(group, "maxSize: 3", "maxSize: 3\n  maxSise: 4", 1), `unknown field "maxSise"`},
+		{"invalid price", strings.Replace(group, `"0.05"`, `"cheap"`, 1), `invalid pricePerHour "cheap"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := runPlan(t, tt.input)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanJSONListsNewNodesAndUnschedulablePods(t *testing.T) {
+	input := group + `---
+apiVersion: v1
+kind: Pod
+metadata: {name: small}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: huge}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "8"}}}]}
+`
+	out, err := runPlan(t, input, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p scaleup.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("output is not a plan: %v\n%s", err, out)
+	}
+	if len(p.NewNodes) != 1 || p.NewNodes[0].InstanceType != "m-2" || p.NewNodes[0].CapacityType != "spot" ||
+		len(p.NewNodes[0].Pods) != 1 || p.NewNodes[0].Pods[0].Name != "small" {
+		t.Errorf("new nodes: %+v", p.NewNodes)
+	}
+	if len(p.Unschedulable) != 1 || p.Unschedulable[0].Pod.Name != "huge" ||
+		!strings.Contains(p.Unschedulable[0].Message, "general: insufficient cpu (needs 8, max 2)") {
+		t.Errorf("unschedulable: %+v", p.Unschedulable)
+	}
+	if p.PricePerHour != 0.05 {
+		t.Errorf("price %v, want 0.05", p.PricePerHour)
+	}
+}
+
+func TestPlanRejectsUnknownOutputFormat(t *testing.T) {
+	if _, err := runPlan(t, group, "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output must be table or json") {
+		t.Errorf("got %v", err)
+	}
+}
