@@ -2,7 +2,6 @@ package scaleup
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,59 +19,19 @@ var DefaultClusterLimits = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("4000Gi"),
 }
 
-// limit is a cap on some resources; only the resources it names are capped.
-type limit struct {
-	names []corev1.ResourceName
-	max   snapshot.Resources
-}
-
-func newLimit(rl corev1.ResourceList) limit {
-	l := limit{max: snapshot.FromList(rl)}
-	for name := range rl {
-		l.names = append(l.names, name)
-	}
-	sort.Slice(l.names, func(i, j int) bool { return l.names[i] < l.names[j] })
-	return l
-}
-
-func amount(r *snapshot.Resources, name corev1.ResourceName) int64 {
-	switch name {
-	case corev1.ResourceCPU:
-		return r.MilliCPU
-	case corev1.ResourceMemory:
-		return r.Memory
-	case corev1.ResourceEphemeralStorage:
-		return r.EphemeralStorage
-	}
-	return r.Scalar[name]
-}
-
-// exceeded returns the first resource that used + add would push over the
-// limit, or "".
-func (l limit) exceeded(used, add *snapshot.Resources) corev1.ResourceName {
-	for _, n := range l.names {
-		if amount(used, n)+amount(add, n) > amount(&l.max, n) {
-			return n
-		}
-	}
-	return ""
-}
-
-// launcher applies node group max sizes, node group limits and cluster
-// limits to the options of a template.
+// launcher applies node group max sizes and, through the snapshot's
+// limits, node group and cluster resource limits to the options of a
+// template.
 type launcher struct {
-	groups  map[string]*v1alpha1.NodeGroup
-	limits  map[string]limit
-	cluster limit
+	groups map[string]*v1alpha1.NodeGroup
 }
 
 var _ binpack.Launcher = (*launcher)(nil)
 
-func newLauncher(groups []*v1alpha1.NodeGroup, cluster corev1.ResourceList) *launcher {
-	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, limits: map[string]limit{}, cluster: newLimit(cluster)}
+func newLauncher(groups []*v1alpha1.NodeGroup) *launcher {
+	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}}
 	for _, ng := range groups {
 		l.groups[ng.Name] = ng
-		l.limits[ng.Name] = newLimit(ng.Spec.Limits)
 	}
 	return l
 }
@@ -84,33 +43,42 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 	if usage.Nodes >= int(ng.Spec.MaxSize) {
 		return nil, fmt.Sprintf("node group at maxSize %d", ng.Spec.MaxSize)
 	}
-	total := s.Total()
 	all := t.Node.Flex.Options
+	h := s.Headroom(t.Group, &snapshot.Resources{})
 	out := make([]*snapshot.Option, 0, len(all))
-	var groupHit, clusterHit corev1.ResourceName
 	for _, o := range all {
-		if n := l.limits[t.Group].exceeded(&usage.Capacity, &o.Allocatable); n != "" {
-			groupHit = n
-			continue
+		if h.Allows(&o.Allocatable) {
+			out = append(out, o)
 		}
-		if n := l.cluster.exceeded(&total, &o.Allocatable); n != "" {
-			clusterHit = n
-			continue
-		}
-		out = append(out, o)
 	}
 	if len(out) > 0 {
 		return out, ""
 	}
+	return nil, limitReason(s, t.Group, all)
+}
+
+// limitReason says which limit keeps even the smallest option out.
+func limitReason(s *snapshot.Snapshot, group string, opts []*snapshot.Option) string {
+	smallest := opts[0]
+	for _, o := range opts {
+		if o.Allocatable.MilliCPU < smallest.Allocatable.MilliCPU {
+			smallest = o
+		}
+	}
+	usage, total := s.Group(group), s.Total()
 	var why []string
-	if groupHit != "" {
-		gl := l.limits[t.Group]
-		why = append(why, fmt.Sprintf("node group limit on %s reached (%s of %s)", groupHit,
-			snapshot.FormatQuantity(groupHit, amount(&usage.Capacity, groupHit)), snapshot.FormatQuantity(groupHit, amount(&gl.max, groupHit))))
+	gl, cl := s.GroupLimit(group), s.ClusterLimit()
+	none := &snapshot.Resources{}
+	if n := gl.Exceeded(&usage.Capacity, none, &smallest.Allocatable); n != "" {
+		why = append(why, fmt.Sprintf("node group limit on %s reached (%s of %s)", n,
+			snapshot.FormatQuantity(n, snapshot.Amount(&usage.Capacity, n)), snapshot.FormatQuantity(n, snapshot.Amount(&gl.Max, n))))
 	}
-	if clusterHit != "" {
-		why = append(why, fmt.Sprintf("cluster limit on %s reached (%s of %s)", clusterHit,
-			snapshot.FormatQuantity(clusterHit, amount(&total, clusterHit)), snapshot.FormatQuantity(clusterHit, amount(&l.cluster.max, clusterHit))))
+	if n := cl.Exceeded(&total, none, &smallest.Allocatable); n != "" {
+		why = append(why, fmt.Sprintf("cluster limit on %s reached (%s of %s)", n,
+			snapshot.FormatQuantity(n, snapshot.Amount(&total, n)), snapshot.FormatQuantity(n, snapshot.Amount(&cl.Max, n))))
 	}
-	return nil, strings.Join(why, "; ")
+	if len(why) == 0 {
+		return "limits reached"
+	}
+	return strings.Join(why, "; ")
 }

@@ -133,9 +133,13 @@ func Run(in Input) (*Plan, error) {
 	if limits == nil {
 		limits = DefaultClusterLimits
 	}
+	s.SetClusterLimits(limits)
+	for _, g := range groups {
+		s.SetLimits(g.Name, g.Spec.Limits)
+	}
 	bin := binpack.Input{
 		Snapshot: s, Pending: in.Pending, Templates: templates,
-		Launcher: newLauncher(groups, limits), Filters: predicates.Default(),
+		Launcher: newLauncher(groups), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates),
 	}
 	for _, t := range templates {

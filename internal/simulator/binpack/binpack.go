@@ -8,7 +8,6 @@ package binpack
 
 import (
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -133,6 +132,10 @@ func (p *packer) place(pod *snapshot.Pod) bool {
 	dead := p.dead[c.ID]
 	start := p.cursor[c.ID]
 	advancing := true
+	// full lists topology domains found too full for the pod during this
+	// scan: their other nodes fail the same way and are skipped.
+	var full []predicates.Domain
+nodes:
 	for i := start; i < len(p.s.Nodes); i++ {
 		if i/64 < len(dead) && dead[i/64]&(1<<(i%64)) != 0 {
 			if advancing {
@@ -141,18 +144,28 @@ func (p *packer) place(pod *snapshot.Pod) bool {
 			continue
 		}
 		n := p.s.Nodes[i]
+		for _, d := range full {
+			if v, ok := n.Labels()[d.Key]; ok && v == d.Value {
+				advancing = false
+				continue nodes
+			}
+		}
 		st := predicates.Run(p.in.Filters, p.s, c, n)
 		if !st.Failed() {
 			p.dead[c.ID] = dead
 			p.add(pod, n)
 			return true
 		}
-		if st.Code == predicates.Unresolvable {
+		switch {
+		case st.Code == predicates.Unresolvable:
 			dead = markDead(dead, i)
 			if advancing {
 				p.cursor[c.ID] = i + 1
 			}
-		} else {
+		case st.Domain.Key != "" && st.Domain.Key != corev1.LabelHostname:
+			full = append(full, st.Domain)
+			advancing = false
+		default:
 			advancing = false
 		}
 	}
@@ -192,9 +205,6 @@ func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
 		Node: obj, Taints: t.Node.Taints, NodeGroup: t.Group, Planned: true,
 		Flex: &snapshot.Flex{Options: opts},
 	}
-	for _, o := range opts {
-		n.Capacity.Max(&o.Allocatable)
-	}
 	p.s.AddNode(n)
 	nn := &NewNode{Node: n, Template: t}
 	p.byNode[n] = nn
@@ -219,15 +229,6 @@ func (p *packer) refreshTemplates(group string) {
 // finish chooses the cheapest remaining option of every planned node.
 func (p *packer) finish() {
 	for _, nn := range p.res.NewNodes {
-		opts := nn.Node.Flex.Options
-		nn.Option = slices.MinFunc(opts, func(a, b *snapshot.Option) int {
-			switch {
-			case a.Price < b.Price:
-				return -1
-			case a.Price > b.Price:
-				return 1
-			}
-			return int(a.Allocatable.MilliCPU - b.Allocatable.MilliCPU)
-		})
+		nn.Option = snapshot.Cheapest(nn.Node.Flex.Options)
 	}
 }

@@ -30,7 +30,14 @@ type Status struct {
 	// Detail is a more specific message for users, e.g.
 	// "insufficient cpu (needs 3, max 2)"; empty when Reason says it all.
 	Detail string
+	// Domain is set when the failure holds for every node of one topology
+	// domain (a spread constraint whose domain is too full), so that the
+	// caller can skip the domain's other nodes.
+	Domain Domain
 }
+
+// Domain is a topology key and value.
+type Domain struct{ Key, Value string }
 
 // OK is the status of a pod that fits.
 var OK = Status{}

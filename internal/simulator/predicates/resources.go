@@ -27,7 +27,7 @@ const ReasonTooManyPods = "Too many pods"
 func (NodeResourcesFit) Name() string { return "NodeResourcesFit" }
 
 // Filter fails nodes without room for the pod.
-func (NodeResourcesFit) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
+func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
 	if len(n.Pods)+1 > n.AllowedPods {
 		return fail(Unresolvable, ReasonTooManyPods, fmt.Sprintf("too many pods (%d allowed)", n.AllowedPods))
 	}
@@ -37,13 +37,8 @@ func (NodeResourcesFit) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snaps
 	if !snapshot.Fits(&c.Requests, &n.Requested, &n.Allocatable) {
 		return insufficient(c, n)
 	}
-	if n.Flex != nil {
-		for _, o := range n.Flex.Options {
-			if n.FitsOption(o, &c.Requests) {
-				return OK
-			}
-		}
-		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one")
+	if n.Flex != nil && !s.FitsAnyOption(n, &c.Requests) {
+		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits")
 	}
 	return OK
 }

@@ -41,8 +41,10 @@ func (PodTopologySpread) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snap
 		if sc.SelfMatch {
 			self = 1
 		}
-		if skew := k.Count(sc.TopologyKey, v) + self - minMatch; skew > int(sc.MaxSkew) {
-			return fail(Unschedulable, ReasonSpread, fmt.Sprintf("%s=%s would have skew %d > maxSkew %d", sc.TopologyKey, v, skew, sc.MaxSkew))
+		// No detail: this failure is common and transient while packing,
+		// and formatting one would cost more than the check.
+		if k.Count(sc.TopologyKey, v)+self-minMatch > int(sc.MaxSkew) {
+			return Status{Code: Unschedulable, Reason: ReasonSpread, Domain: Domain{Key: sc.TopologyKey, Value: v}}
 		}
 	}
 	return OK

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,12 @@ type Class struct {
 	Affinity     []AffinityTerm
 	AntiAffinity []AffinityTerm
 	Spread       []SpreadConstraint
+
+	// nodeSelection identifies nodeSelector plus required node affinity;
+	// tolerationsID the tolerations. Spread counters that depend on them
+	// are shared only between classes with equal ids.
+	nodeSelection string
+	tolerationsID string
 
 	// VolumeAffinity are the node affinities of the PersistentVolumes the
 	// pod's bound claims use; VolumeError explains a claim that cannot be
@@ -90,6 +97,13 @@ type AffinityTerm struct {
 	NamespaceSelector labels.Selector
 	Selector          labels.Selector
 	TopologyKey       string
+	// id identifies the term: equal ids select the same pods in the same
+	// domains, so counters for them are shared.
+	id string
+}
+
+func (t *AffinityTerm) computeID() {
+	t.id = strings.Join(sets.List(t.Namespaces), ",") + "|" + t.NamespaceSelector.String() + "|" + t.Selector.String() + "|" + t.TopologyKey
 }
 
 // Matches reports whether a pod with the given namespace (and namespace
@@ -134,6 +148,7 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
 	c.NodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)
 	c.AffinityKeys = nodeAffinityKeys(pod)
 	c.HasNodeAffinity = len(pod.Spec.NodeSelector) > 0 || requiredNodeSelector(pod) != nil
+	c.nodeSelection, c.tolerationsID = selectionIDs(pod)
 	c.HostPorts = hostPorts(pod)
 	var err error
 	if c.Affinity, c.AntiAffinity, err = affinityTerms(pod); err != nil {
@@ -144,6 +159,20 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
 	return c, nil
+}
+
+func selectionIDs(pod *corev1.Pod) (string, string) {
+	f := &fingerprinter{}
+	f.sortedMap(pod.Spec.NodeSelector)
+	if ns := requiredNodeSelector(pod); ns != nil {
+		f.proto(ns)
+	}
+	sel := string(f.buf)
+	f.buf = f.buf[:0]
+	for i := range pod.Spec.Tolerations {
+		f.proto(&pod.Spec.Tolerations[i])
+	}
+	return sel, string(f.buf)
 }
 
 func requiredNodeSelector(pod *corev1.Pod) *corev1.NodeSelector {
@@ -258,7 +287,9 @@ func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, 
 	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
 		ns.Insert(pod.Namespace)
 	}
-	return AffinityTerm{Namespaces: ns, NamespaceSelector: nsSel, Selector: sel, TopologyKey: t.TopologyKey}, nil
+	at := AffinityTerm{Namespaces: ns, NamespaceSelector: nsSel, Selector: sel, TopologyKey: t.TopologyKey}
+	at.computeID()
+	return at, nil
 }
 
 func spreadConstraints(pod *corev1.Pod) ([]SpreadConstraint, error) {

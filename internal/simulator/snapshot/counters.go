@@ -40,6 +40,9 @@ type Counter struct {
 	// key is the topology key (all kinds but kindAffinity, which uses the
 	// key of each term).
 	key string
+	// id identifies what the counter counts; classes with equal
+	// constraints share one counter.
+	id string
 
 	// pairs holds the counts; positive tracks how many are above zero.
 	pairs    map[topologyPair]int
@@ -76,7 +79,10 @@ func (k *Counter) matches(s *Snapshot, c *Class) bool {
 	case kindAnti:
 		ok = o.AntiAffinity[k.term].Matches(c.Namespace, s.namespaces[c.Namespace], c.Labels)
 	case kindExistingAnti:
-		ok = c == o
+		// Pods of any class carrying the same term are counted.
+		for i := range c.AntiAffinity {
+			ok = ok || c.AntiAffinity[i].id == o.AntiAffinity[k.term].id
+		}
 	}
 	for len(c.matchCache) <= k.ID {
 		c.matchCache = append(c.matchCache, 0)

@@ -16,9 +16,10 @@ type undo struct {
 	pod  *Pod
 	// flex, alloc and allowed are a flexible node's options and envelope
 	// before a pod was added.
-	flex    []*Option
-	alloc   Resources
-	allowed int
+	flex     []*Option
+	alloc    Resources
+	allowed  int
+	capacity Resources
 }
 
 // record appends a change to the journal while a Fork is open.
@@ -58,6 +59,7 @@ func (s *Snapshot) reverse(u undo) {
 		if u.flex != nil {
 			u.node.Flex = &Flex{Options: u.flex}
 			u.node.Allocatable, u.node.AllowedPods = u.alloc, u.allowed
+			s.setCapacity(u.node, u.capacity)
 		}
 	case undoRemovePod:
 		s.place(u.pod, u.node)

@@ -1,5 +1,13 @@
 package snapshot
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
 // Prepare registers the counters the filters need to evaluate pods of class
 // c (its spread constraints, pod affinity and anti-affinity). It is cheap
 // after the first call for a class.
@@ -7,18 +15,54 @@ func (s *Snapshot) Prepare(c *Class) {
 	if len(c.Spread) > 0 && c.spreadCounters == nil {
 		c.spreadCounters = make([]*Counter, len(c.Spread))
 		for i := range c.Spread {
-			c.spreadCounters[i] = s.register(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey})
+			c.spreadCounters[i] = s.counter(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey, id: spreadID(c, i)})
 		}
 	}
 	if len(c.Affinity) > 0 && c.affinityCounter == nil {
-		c.affinityCounter = s.register(&Counter{kind: kindAffinity, owner: c})
+		ids := make([]string, len(c.Affinity))
+		for i := range c.Affinity {
+			ids[i] = c.Affinity[i].id
+		}
+		c.affinityCounter = s.counter(&Counter{kind: kindAffinity, owner: c, id: "affinity|" + strings.Join(ids, "&")})
 	}
 	if len(c.AntiAffinity) > 0 && c.antiCounters == nil {
 		c.antiCounters = make([]*Counter, len(c.AntiAffinity))
 		for i := range c.AntiAffinity {
-			c.antiCounters[i] = s.register(&Counter{kind: kindAnti, owner: c, term: i, key: c.AntiAffinity[i].TopologyKey})
+			t := &c.AntiAffinity[i]
+			c.antiCounters[i] = s.counter(&Counter{kind: kindAnti, owner: c, term: i, key: t.TopologyKey, id: "anti|" + t.id})
 		}
 	}
+}
+
+// spreadID identifies what a spread counter counts: the selector and
+// namespace, the key, and everything that decides which nodes are domains
+// (all of the class's keys, and node selection or tolerations when the
+// policies honour them).
+func spreadID(c *Class, i int) string {
+	sc := &c.Spread[i]
+	keys := make([]string, len(c.Spread))
+	for j := range c.Spread {
+		keys[j] = c.Spread[j].TopologyKey
+	}
+	slices.Sort(keys)
+	id := fmt.Sprintf("spread|%s|%s|%s|%s|%s|%s", c.Namespace, sc.Selector.String(), sc.TopologyKey,
+		sc.NodeAffinityPolicy, sc.NodeTaintsPolicy, strings.Join(keys, ","))
+	if sc.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+		id += "|" + c.nodeSelection
+	}
+	if sc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
+		id += "|" + c.tolerationsID
+	}
+	return id
+}
+
+// counter returns the registered counter with k's id, or registers k.
+func (s *Snapshot) counter(k *Counter) *Counter {
+	if have := s.counterByID[k.id]; have != nil {
+		return have
+	}
+	s.counterByID[k.id] = k
+	return s.register(k)
 }
 
 // registerExistingAnti registers, for a class whose pods carry required
@@ -27,9 +71,14 @@ func (s *Snapshot) Prepare(c *Class) {
 func (s *Snapshot) registerExistingAnti(c *Class) {
 	c.existingAnti = make([]*Counter, len(c.AntiAffinity))
 	for i := range c.AntiAffinity {
-		k := s.register(&Counter{kind: kindExistingAnti, owner: c, term: i, key: c.AntiAffinity[i].TopologyKey})
+		t := &c.AntiAffinity[i]
+		id := "existing-anti|" + t.id
+		fresh := s.counterByID[id] == nil
+		k := s.counter(&Counter{kind: kindExistingAnti, owner: c, term: i, key: t.TopologyKey, id: id})
 		c.existingAnti[i] = k
-		s.existingAnti = append(s.existingAnti, k)
+		if fresh {
+			s.existingAnti = append(s.existingAnti, k)
+		}
 	}
 }
 

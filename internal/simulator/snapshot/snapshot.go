@@ -70,9 +70,12 @@ type Snapshot struct {
 	optionKeys sets.Set[string]
 
 	counters     []*Counter
+	counterByID  map[string]*Counter
 	existingAnti []*Counter
 	groups       map[string]*GroupUsage
 	total        Resources
+	limits       map[string]Limit
+	clusterLimit Limit
 
 	journal []undo
 	marks   []int
@@ -96,6 +99,8 @@ func New(in Input) (*Snapshot, error) {
 		vols:        newVolumeLookup(in.Claims, in.Volumes),
 		optionKeys:  sets.New(in.OptionKeys...),
 		groups:      map[string]*GroupUsage{},
+		counterByID: map[string]*Counter{},
+		limits:      map[string]Limit{},
 	}
 	for _, ns := range in.Namespaces {
 		s.namespaces[ns.Name] = labels.Set(ns.Labels)
@@ -207,10 +212,12 @@ func (s *Snapshot) Group(name string) GroupUsage {
 func (s *Snapshot) Total() Resources { return s.total }
 
 // AddNode adds a node. Planned nodes must carry a unique name; a node with
-// Flex options gets its Allocatable from them.
+// Flex options gets its Allocatable from them and counts, for limits, as
+// its cheapest option.
 func (s *Snapshot) AddNode(n *Node) {
 	if n.Flex != nil {
 		n.envelope()
+		n.Capacity = Cheapest(n.Flex.Options).Allocatable
 	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
@@ -224,11 +231,7 @@ func (s *Snapshot) AddNode(n *Node) {
 }
 
 func (s *Snapshot) account(n *Node, sign int) {
-	g := s.groups[n.NodeGroup]
-	if g == nil {
-		g = &GroupUsage{}
-		s.groups[n.NodeGroup] = g
-	}
+	g := s.group(n.NodeGroup)
 	g.Nodes += sign
 	if sign > 0 {
 		g.Capacity.Add(&n.Capacity)
@@ -239,15 +242,37 @@ func (s *Snapshot) account(n *Node, sign int) {
 	}
 }
 
+func (s *Snapshot) group(name string) *GroupUsage {
+	g := s.groups[name]
+	if g == nil {
+		g = &GroupUsage{}
+		s.groups[name] = g
+	}
+	return g
+}
+
+// setCapacity changes what a node accounts for in limits.
+func (s *Snapshot) setCapacity(n *Node, c Resources) {
+	g := s.group(n.NodeGroup)
+	g.Capacity.Sub(&n.Capacity)
+	s.total.Sub(&n.Capacity)
+	n.Capacity = c
+	g.Capacity.Add(&n.Capacity)
+	s.total.Add(&n.Capacity)
+}
+
 // AddPod places a pod on a node. On a flexible node the options narrow to
 // those the node's pods still fit.
 func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	u := undo{kind: undoAddPod, node: n, pod: p}
 	if n.Flex != nil {
 		u.flex = n.Flex.Options
-		u.alloc, u.allowed = n.Allocatable, n.AllowedPods
+		u.alloc, u.allowed, u.capacity = n.Allocatable, n.AllowedPods, n.Capacity
 		n.Flex = &Flex{Options: s.narrow(n, p.Class)}
 		n.envelope()
+		if len(n.Flex.Options) > 0 {
+			s.setCapacity(n, Cheapest(n.Flex.Options).Allocatable)
+		}
 	}
 	s.place(p, n)
 	s.record(u)
@@ -255,9 +280,10 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 
 func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
 	checkLabels := s.ReferencesOptionKeys(c)
+	h := s.Headroom(n.NodeGroup, &n.Capacity)
 	out := make([]*Option, 0, len(n.Flex.Options))
 	for _, o := range n.Flex.Options {
-		if !n.FitsOption(o, &c.Requests) {
+		if !n.FitsOption(o, &c.Requests) || !h.Allows(&o.Allocatable) {
 			continue
 		}
 		if checkLabels {
@@ -268,6 +294,18 @@ func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
 		out = append(out, o)
 	}
 	return out
+}
+
+// FitsAnyOption reports whether a flexible node's pods plus req fit at
+// least one of its options that the node may become within the limits.
+func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
+	h := s.Headroom(n.NodeGroup, &n.Capacity)
+	for _, o := range n.Flex.Options {
+		if n.FitsOption(o, req) && h.Allows(&o.Allocatable) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Snapshot) place(p *Pod, n *Node) {

@@ -1,0 +1,165 @@
+// Package bench measures berth's planner and Karpenter's scheduler on the
+// same seeded workload (internal/testing/workload) in one run:
+//
+//	cd bench && GOTOOLCHAIN=auto go test -run '^$' -bench . -benchtime 3x -count 6 | tee out.txt
+//	go tool -modfile=../hack/tools/go.mod benchstat out.txt
+//
+// Both sides plan the same pods from zero nodes against 400 instance types
+// with the same shapes, offerings and prices (Karpenter's fake cloud
+// provider on its side, the equivalent NodeGroup on ours). Karpenter is set
+// up as in its own scheduling benchmark: the scheduler and topology are
+// built outside the timed loop, only Solve is timed. berth's timed loop is
+// the whole scaleup.Run (snapshot, templates, packing, plan).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
+	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
+	"sigs.k8s.io/karpenter/pkg/controllers/state"
+	"sigs.k8s.io/karpenter/pkg/events"
+	"sigs.k8s.io/karpenter/pkg/operator/injection"
+	"sigs.k8s.io/karpenter/pkg/operator/logging"
+	"sigs.k8s.io/karpenter/pkg/operator/options"
+	"sigs.k8s.io/karpenter/pkg/test"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/testing/workload"
+)
+
+const (
+	instanceTypes = 400
+	seed          = 42
+)
+
+var sizes = []int{100, 1000, 5000, 20000}
+
+func BenchmarkBerth(b *testing.B) {
+	ng := workload.NodeGroup(instanceTypes)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			pods := workload.Pods(n, seed)
+			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}
+			var plan *scaleup.Plan
+			for b.Loop() {
+				var err error
+				if plan, err = scaleup.Run(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if len(plan.Unschedulable) > 0 {
+				b.Fatalf("%d pods unschedulable: %s", len(plan.Unschedulable), plan.Unschedulable[0].Message)
+			}
+			report(b, n, len(plan.NewNodes), plan.PricePerHour, workload.LowerBound(ng, pods))
+		})
+	}
+}
+
+func BenchmarkKarpenter(b *testing.B) {
+	log.SetLogger(logging.NopLogger)
+	ng := workload.NodeGroup(instanceTypes)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			pods := workload.Pods(n, seed)
+			ctx := options.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
+			s, its := karpenterScheduler(ctx, b, pods)
+			var results scheduling.Results
+			for b.Loop() {
+				var err error
+				if results, err = s.Solve(ctx, pods); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if len(results.PodErrors) > 0 {
+				b.Fatalf("%d pods did not schedule", len(results.PodErrors))
+			}
+			report(b, n, len(results.NewNodeClaims), karpenterPrice(results, its), workload.LowerBound(ng, pods))
+		})
+	}
+}
+
+func report(b *testing.B, pods, nodes int, price, lowerBound float64) {
+	b.ReportMetric(float64(pods)*float64(b.N)/b.Elapsed().Seconds(), "pods/sec")
+	b.ReportMetric(float64(nodes), "nodes")
+	b.ReportMetric(price/lowerBound, "price/lb")
+	b.ReportMetric(price, "price/h")
+}
+
+// karpenterScheduler builds Karpenter's scheduler with its fake cloud
+// provider's 400 instance types, as its scheduling benchmark does.
+func karpenterScheduler(ctx context.Context, b *testing.B, pods []*corev1.Pod) (*scheduling.Scheduler, []*cloudprovider.InstanceType) {
+	nodePool := test.NodePool(karpv1.NodePool{Spec: karpv1.NodePoolSpec{Limits: karpv1.Limits{
+		corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi"),
+	}}})
+	cp := fake.NewCloudProvider()
+	its := fake.InstanceTypes(instanceTypes)
+	cp.InstanceTypes = its
+	client := fakecr.NewFakeClient()
+	clk := &clock.RealClock{}
+	cluster := state.NewCluster(clk, client, cp)
+	byPool := map[string][]*cloudprovider.InstanceType{nodePool.Name: its}
+	topology, err := scheduling.NewTopology(ctx, client, cluster, nil, []*karpv1.NodePool{nodePool}, byPool, pods)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := scheduling.NewScheduler(ctx, client, []*karpv1.NodePool{nodePool}, cluster, nil, topology, byPool, nil,
+		events.NewRecorder(&record.FakeRecorder{}), clk, nil, nil, scheduling.NumConcurrentReconciles(5))
+	return s, its
+}
+
+// karpenterPrice is the price of Karpenter's plan: each new node claim
+// launches the cheapest offering compatible with its requirements among its
+// remaining instance types.
+func karpenterPrice(r scheduling.Results, _ []*cloudprovider.InstanceType) float64 {
+	total := 0.0
+	for _, nc := range r.NewNodeClaims {
+		best := math.Inf(1)
+		for _, it := range nc.InstanceTypeOptions {
+			if o := it.Offerings.Available().Compatible(nc.Requirements).Cheapest(); o != nil {
+				best = min(best, o.Price)
+			}
+		}
+		total += best
+	}
+	return total
+}
+
+// TestCataloguesAgree checks that berth's NodeGroup mirrors Karpenter's fake
+// instance types: same capacity minus overhead and same price for every
+// type, so the two sides plan against the same catalogue.
+func TestCataloguesAgree(t *testing.T) {
+	ng := workload.NodeGroup(instanceTypes)
+	its := fake.InstanceTypes(instanceTypes)
+	for i, it := range its {
+		ours := ng.Spec.InstanceTypes[i]
+		alloc := it.Allocatable()
+		if ours.Name != it.Name || !ours.Capacity.Cpu().Equal(*alloc.Cpu()) || !ours.Capacity.Memory().Equal(*alloc.Memory()) {
+			t.Fatalf("type %d: berth %s cpu %s mem %s, karpenter %s cpu %s mem %s", i, ours.Name, ours.Capacity.Cpu(), ours.Capacity.Memory(),
+				it.Name, alloc.Cpu(), alloc.Memory())
+		}
+		want := it.Offerings.Cheapest().Price
+		var got float64
+		_, _ = fmt.Sscanf(ours.Offerings[0].PricePerHour, "%g", &got)
+		if math.Abs(got-want) > 1e-6 {
+			t.Fatalf("type %s: berth price %v, karpenter %v", it.Name, got, want)
+		}
+		if len(ours.Offerings) != len(it.Offerings) {
+			t.Fatalf("type %s: %d offerings, karpenter %d", it.Name, len(ours.Offerings), len(it.Offerings))
+		}
+	}
+}

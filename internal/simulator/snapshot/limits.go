@@ -1,0 +1,137 @@
+package snapshot
+
+import (
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Limit caps the total capacity of a set of nodes; only the resources it
+// names are capped.
+type Limit struct {
+	Names []corev1.ResourceName
+	Max   Resources
+}
+
+// NewLimit converts a ResourceList of caps.
+func NewLimit(rl corev1.ResourceList) Limit {
+	l := Limit{Max: FromList(rl)}
+	for name := range rl {
+		l.Names = append(l.Names, name)
+	}
+	sort.Slice(l.Names, func(i, j int) bool { return l.Names[i] < l.Names[j] })
+	return l
+}
+
+// Amount returns one resource of r.
+func Amount(r *Resources, name corev1.ResourceName) int64 {
+	switch name {
+	case corev1.ResourceCPU:
+		return r.MilliCPU
+	case corev1.ResourceMemory:
+		return r.Memory
+	case corev1.ResourceEphemeralStorage:
+		return r.EphemeralStorage
+	}
+	return r.Scalar[name]
+}
+
+// Exceeded returns the first resource for which used - drop + add is over
+// the limit, or "".
+func (l *Limit) Exceeded(used, drop, add *Resources) corev1.ResourceName {
+	for _, n := range l.Names {
+		if Amount(used, n)-Amount(drop, n)+Amount(add, n) > Amount(&l.Max, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// SetLimits caps the capacity of a node group's nodes.
+func (s *Snapshot) SetLimits(group string, rl corev1.ResourceList) { s.limits[group] = NewLimit(rl) }
+
+// SetClusterLimits caps the capacity of all nodes.
+func (s *Snapshot) SetClusterLimits(rl corev1.ResourceList) { s.clusterLimit = NewLimit(rl) }
+
+// GroupLimit returns a node group's limit.
+func (s *Snapshot) GroupLimit(group string) Limit { return s.limits[group] }
+
+// ClusterLimit returns the cluster-wide limit.
+func (s *Snapshot) ClusterLimit() Limit { return s.clusterLimit }
+
+// WithinLimits reports whether a node of the group may be (or become) of
+// option o, given that it currently accounts for capacity current (zero
+// for a node not opened yet).
+func (s *Snapshot) WithinLimits(group string, current *Resources, o *Option) bool {
+	h := s.Headroom(group, current)
+	return h.Allows(&o.Allocatable)
+}
+
+// Headroom is the largest capacity a node may have within the limits.
+type Headroom struct {
+	cpu, memory, storage int64
+	scalar               map[corev1.ResourceName]int64
+}
+
+// Headroom returns the largest capacity a node of the group that currently
+// accounts for current may grow to within the group and cluster limits.
+// Compute it once and test many options with Allows.
+func (s *Snapshot) Headroom(group string, current *Resources) Headroom {
+	h := Headroom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64}
+	g := s.groups[group]
+	var used Resources
+	if g != nil {
+		used = g.Capacity
+	}
+	gl := s.limits[group]
+	h.lower(&gl, &used, current)
+	h.lower(&s.clusterLimit, &s.total, current)
+	return h
+}
+
+func (h *Headroom) lower(l *Limit, used, current *Resources) {
+	for _, n := range l.Names {
+		left := Amount(&l.Max, n) - Amount(used, n) + Amount(current, n)
+		switch n {
+		case corev1.ResourceCPU:
+			h.cpu = min(h.cpu, left)
+		case corev1.ResourceMemory:
+			h.memory = min(h.memory, left)
+		case corev1.ResourceEphemeralStorage:
+			h.storage = min(h.storage, left)
+		default:
+			if h.scalar == nil {
+				h.scalar = map[corev1.ResourceName]int64{}
+			}
+			if v, ok := h.scalar[n]; !ok || left < v {
+				h.scalar[n] = left
+			}
+		}
+	}
+}
+
+// Allows reports whether capacity c fits the headroom.
+func (h *Headroom) Allows(c *Resources) bool {
+	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
+		return false
+	}
+	for n, v := range h.scalar {
+		if c.Scalar[n] > v {
+			return false
+		}
+	}
+	return true
+}
+
+// Cheapest returns the option a planned node is launched as: the cheapest,
+// then the smallest.
+func Cheapest(opts []*Option) *Option {
+	var best *Option
+	for _, o := range opts {
+		if best == nil || o.Price < best.Price || (o.Price == best.Price && o.Allocatable.MilliCPU < best.Allocatable.MilliCPU) {
+			best = o
+		}
+	}
+	return best
+}
