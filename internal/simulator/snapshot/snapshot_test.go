@@ -1,0 +1,181 @@
+package snapshot_test
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// probes are pods whose filter results on every node describe the state
+// the counters hold: spread, affinity, anti-affinity and the symmetric rule.
+func probes() []*corev1.Pod {
+	return []*corev1.Pod{
+		b.Pod("plain", b.CPU("1")),
+		b.Pod("zone-spread", b.Labels("app", "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web")),
+		b.Pod("host-spread", b.Labels("app", "web"), b.Spread(v1alpha1.LabelHostname, 1, "app", "web")),
+		b.Pod("affine", b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "db"))),
+		b.Pod("anti", b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "web"))),
+		b.Pod("web-probe", b.Labels("app", "web")),
+	}
+}
+
+// placeable are the pods the random operations add.
+func placeable(r *rand.Rand, i int) *corev1.Pod {
+	name := fmt.Sprintf("p%d", i)
+	switch r.Intn(4) {
+	case 0:
+		return b.Pod(name, b.Labels("app", "web"), b.CPU("500m"))
+	case 1:
+		return b.Pod(name, b.Labels("app", "db"), b.CPU("250m"), b.HostPort(int32(8000+r.Intn(3)), corev1.ProtocolTCP))
+	case 2:
+		return b.Pod(name, b.Labels("app", "api"), b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "web")))
+	default:
+		return b.Pod(name, b.Labels("app", "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web"))
+	}
+}
+
+// observe renders everything a caller can see of the snapshot.
+func observe(t *testing.T, s *snapshot.Snapshot, classes []*snapshot.Class) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, n := range s.Nodes {
+		fmt.Fprintf(&sb, "%s pods=%d cpu=%d ports=%d flex=%v cap=%d\n", n.Name, len(n.Pods), n.Requested.MilliCPU, len(n.HostPorts),
+			n.Flex != nil && len(n.Flex.Options) > 0, n.Capacity.MilliCPU)
+		for _, c := range classes {
+			st := predicates.Run(predicates.Default(), s, c, n)
+			fmt.Fprintf(&sb, "  %s: %d %s\n", c.Example.Name, st.Code, st.Reason)
+		}
+	}
+	for _, tn := range s.Templates() {
+		for _, c := range classes {
+			st := predicates.Run(predicates.Default(), s, c, tn)
+			fmt.Fprintf(&sb, "template %s available=%v %s: %d %s\n", tn.Name, s.TemplateAvailable(tn), c.Example.Name, st.Code, st.Reason)
+		}
+	}
+	g := s.Group("g")
+	total := s.Total()
+	fmt.Fprintf(&sb, "group nodes=%d cpu=%d total cpu=%d\n", g.Nodes, g.Capacity.MilliCPU, total.MilliCPU)
+	return sb.String()
+}
+
+func option(name string, cpu string) *snapshot.Option {
+	n := b.Node("option", cpu, "8Gi", b.NodeLabels(v1alpha1.LabelInstanceType, name))
+	return &snapshot.Option{InstanceType: name, Price: 1, Allocatable: snapshot.FromList(n.Status.Allocatable), AllowedPods: 110, Node: n}
+}
+
+func template(zone string) *snapshot.Node {
+	n := b.Node("template-"+zone, "0", "0", b.NodeLabels(v1alpha1.LabelZone, zone))
+	return &snapshot.Node{Node: n, NodeGroup: "g", Flex: &snapshot.Flex{Options: []*snapshot.Option{option("small", "2"), option("big", "8")}}}
+}
+
+// TestRevertRestoresEverything applies random changes after a Fork and
+// checks that Revert brings back exactly the observable state, for many
+// seeds, with nested forks.
+func TestRevertRestoresEverything(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			in := snapshot.Input{}
+			for i, z := range []string{"zone-a", "zone-a", "zone-b"} {
+				in.Nodes = append(in.Nodes, snapshot.NodeInput{Node: b.Node(fmt.Sprintf("n%d", i), "4", "8Gi", b.NodeLabels(v1alpha1.LabelZone, z)), NodeGroup: "g"})
+			}
+			in.Pods = []*corev1.Pod{b.Pod("existing", b.NodeName("n0"), b.Labels("app", "web"), b.CPU("1"))}
+			s, err := snapshot.New(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetTemplates([]*snapshot.Node{template("zone-a"), template("zone-c")})
+			s.SetClusterLimits(corev1.ResourceList{corev1.ResourceCPU: b.Node("x", "40", "1Gi").Status.Capacity[corev1.ResourceCPU]})
+			var classes []*snapshot.Class
+			for _, p := range probes() {
+				c, err := s.Classify(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Prepare(c)
+				classes = append(classes, c)
+			}
+			before := observe(t, s, classes)
+
+			s.Fork()
+			mutate(t, r, s, 0)
+			if observe(t, s, classes) == before {
+				t.Fatal("the random changes changed nothing; the test would prove nothing")
+			}
+			s.Fork()
+			mutate(t, r, s, 100)
+			middle := ""
+			if r.Intn(2) == 0 {
+				s.Commit()
+				middle = "committed"
+			} else {
+				s.Revert()
+				middle = "reverted"
+			}
+			s.Revert()
+			if diff := cmp.Diff(before, observe(t, s, classes)); diff != "" {
+				t.Errorf("state after Revert (inner fork %s) differs (-before +after):\n%s", middle, diff)
+			}
+		})
+	}
+}
+
+func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
+	t.Helper()
+	var placed []*snapshot.Pod
+	for i := 0; i < 12; i++ {
+		switch op := r.Intn(10); {
+		case op < 2:
+			z := []string{"zone-a", "zone-c"}[r.Intn(2)]
+			name := fmt.Sprintf("new-%d-%d", base, i)
+			n := template(z)
+			n.Node = b.Node(name, "0", "0", b.NodeLabels(v1alpha1.LabelZone, z))
+			n.Planned = true
+			s.AddNode(n)
+		case op < 3 && len(s.Templates()) > 0:
+			s.DisableTemplate(s.Templates()[r.Intn(len(s.Templates()))])
+		case op < 5 && len(placed) > 0:
+			k := r.Intn(len(placed))
+			s.RemovePod(placed[k])
+			placed = append(placed[:k], placed[k+1:]...)
+		default:
+			pod := placeable(r, base+i)
+			c, err := s.Classify(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Prepare(c)
+			n := s.Nodes[r.Intn(len(s.Nodes))]
+			if predicates.Run(predicates.Default(), s, c, n).Failed() {
+				continue
+			}
+			p := &snapshot.Pod{Pod: pod, Class: c}
+			s.AddPod(p, n)
+			placed = append(placed, p)
+		}
+	}
+}
+
+// TestCommitKeepsChanges: changes under a committed fork stay.
+func TestCommitKeepsChanges(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{Nodes: []snapshot.NodeInput{{Node: b.Node("n0", "4", "8Gi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := s.Classify(b.Pod("p", b.CPU("1")))
+	s.Fork()
+	s.AddPod(&snapshot.Pod{Pod: c.Example, Class: c}, s.Nodes[0])
+	s.Commit()
+	if got := s.Nodes[0].Requested.MilliCPU; got != 1000 {
+		t.Errorf("requested cpu after commit = %d, want 1000", got)
+	}
+}
