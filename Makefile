@@ -8,8 +8,9 @@ BERTH := bin/berth
 TEST_TIMEOUT ?= 25m
 BENCH ?= .
 BENCH_COUNT ?= 6
+FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint controlplane bench clean help
+.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter fidelity clean help
 
 all: build
 
@@ -25,8 +26,13 @@ controlplane: build ## Build etcd, kube-apiserver, kube-scheduler, kube-controll
 run: build controlplane ## Start the local control plane (berth dev up) with a demo.
 	$(BERTH) dev up
 
-test: controlplane ## Run unit, controller and end-to-end tests against the real control plane.
+test: controlplane ## Run unit, controller and end-to-end tests, the scheduler fidelity test and the bench module's checks.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	cd test/fidelity && $(GO) test -timeout $(TEST_TIMEOUT) ./... -args -cases $(FIDELITY_CASES)
+	cd bench && GOTOOLCHAIN=auto $(GO) test -run TestCataloguesAgree ./...
+
+fidelity: ## Compare berth's filters with kube-scheduler's on FIDELITY_CASES random clusters (verbose).
+	cd test/fidelity && $(GO) test -v -timeout 60m ./... -args -cases $(FIDELITY_CASES)
 
 unit: ## Run the tests that need no control plane.
 	$(GO) test -short ./...
@@ -37,17 +43,21 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC.
 
 verify: ## Fail if generated files (deepcopy, CRDs, RBAC) or go.mod files are stale.
 	hack/verify-generated.sh
-	@for m in . hack/tools hack/controlplane; do \
+	@for m in . hack/tools hack/controlplane test/fidelity; do \
 		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
 
 lint: ## Run golangci-lint (with the package layering rules) and go vet.
 	$(GO) vet ./...
 	$(TOOLS) golangci-lint run ./...
 
-bench: ## Run the benchmarks BENCH_COUNT times; compare runs with benchstat.
+bench: ## Run berth's benchmarks BENCH_COUNT times and summarise them with benchstat.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) ./internal/... | tee bench.out
 	$(TOOLS) benchstat bench.out
 
+bench-karpenter: ## berth vs Karpenter on the same workload (bench/ module; slow: Karpenter at 20000 pods takes minutes).
+	cd bench && GOTOOLCHAIN=auto $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -count 3 -timeout 120m . | tee ../bench-karpenter.out
+	$(TOOLS) benchstat bench-karpenter.out
+
 clean: ## Stop the local control plane and remove build outputs (not the control-plane cache).
 	-$(BERTH) dev down
-	rm -rf bin bench.out
+	rm -rf bin bench.out bench-karpenter.out

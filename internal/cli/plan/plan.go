@@ -42,7 +42,9 @@ instance type, zone, capacity type, price and pods, and the pods that fit
 nowhere with the reason per node group. Pods without spec.nodeName (and
 without scheduling gates) are the pending pods. Use -f - for standard input.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "YAML snapshot to plan for (- for standard input)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")

@@ -198,7 +198,7 @@ func (p *packer) add(pod *snapshot.Pod, n *snapshot.Node) {
 func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
 	p.seq++
 	name := fmt.Sprintf("%s%d", p.in.NamePrefix, p.seq)
-	obj := t.Node.Node.DeepCopy()
+	obj := t.Node.DeepCopy()
 	obj.Name = name
 	obj.Labels[corev1.LabelHostname] = name
 	n := &snapshot.Node{

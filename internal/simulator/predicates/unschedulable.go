@@ -24,7 +24,7 @@ func (NodeUnschedulable) Name() string { return "NodeUnschedulable" }
 
 // Filter fails cordoned nodes.
 func (NodeUnschedulable) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
-	if !n.Unschedulable || v1helper.TolerationsTolerateTaint(klog.Background(), c.Tolerations, &unschedulableTaint, true) {
+	if !n.Unschedulable || v1helper.TolerationsTolerateTaint(klog.Background(), c.Tolerations, &unschedulableTaint, snapshot.TolerationComparisonOperators) {
 		return OK
 	}
 	return fail(Unresolvable, ReasonUnschedulable, "")

@@ -137,12 +137,17 @@ func (k *Counter) computeEligible(n *Node) bool {
 	return true
 }
 
+// TolerationComparisonOperators mirrors kube-scheduler's
+// TaintTolerationComparisonOperators feature gate (alpha, off by default in
+// Kubernetes 1.36): tolerations with Gt/Lt operators do not tolerate.
+const TolerationComparisonOperators = false
+
 // UntoleratedTaint returns the first NoSchedule or NoExecute taint the
 // tolerations do not tolerate, with kube-scheduler's semantics.
 func UntoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (corev1.Taint, bool) {
 	return v1helper.FindMatchingUntoleratedTaint(klog.Background(), taints, tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, true)
+	}, TolerationComparisonOperators)
 }
 
 // count adds delta pods on node n.
