@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-dev/berth/internal/cli/controller"
 	"github.com/berth-dev/berth/internal/cli/dev"
 	"github.com/berth-dev/berth/internal/cli/plan"
 	"github.com/berth-dev/berth/internal/version"
@@ -34,6 +35,7 @@ func NewRoot() *cobra.Command {
 				_, _ = fmt.Fprintln(cmd.OutOrStdout(), "berth", version.String())
 			},
 		},
+		controller.NewCommand(),
 		dev.NewCommand(),
 		plan.NewCommand(),
 	)

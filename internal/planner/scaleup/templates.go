@@ -107,11 +107,6 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailabl
 }
 
 func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) (*binpack.Template, error) {
-	labels := map[string]string{}
-	maps.Copy(labels, ng.Spec.Template.Labels)
-	labels[v1alpha1.LabelNodeGroup] = ng.Name
-	labels[v1alpha1.LabelOS] = "linux"
-	labels[v1alpha1.LabelZone] = zone
 	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
 	for _, t := range ng.Spec.Template.Taints {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
@@ -123,7 +118,7 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 			if off.Zone != zone || unavailable[key] {
 				continue
 			}
-			o, err := buildOption(ng, it, off, key, labels, taints, dss)
+			o, err := buildOption(ng, it, off, key, taints, dss)
 			if err != nil {
 				return nil, err
 			}
@@ -133,15 +128,15 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 	if len(opts) == 0 {
 		return nil, nil
 	}
-	fixed := maps.Clone(labels)
-	// A label every option agrees on is fixed for the template.
+	// The template carries the labels every option agrees on: the group's
+	// and zone's, and an option label when all options share its value.
+	fixed := maps.Clone(opts[0].Node.Labels)
 	for _, k := range OptionKeys {
-		v, same := opts[0].Node.Labels[k], true
 		for _, o := range opts[1:] {
-			same = same && o.Node.Labels[k] == v
-		}
-		if same {
-			fixed[k] = v
+			if o.Node.Labels[k] != fixed[k] {
+				delete(fixed, k)
+				break
+			}
 		}
 	}
 	fixed[v1alpha1.LabelHostname] = "template-" + ng.Name + "-" + zone
@@ -155,19 +150,12 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 }
 
 func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,
-	labels map[string]string, taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
+	taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
 	price, err := strconv.ParseFloat(off.PricePerHour, 64)
 	if err != nil || price < 0 {
 		return nil, fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
 	}
-	arch := it.Architecture
-	if arch == "" {
-		arch = "amd64"
-	}
-	l := maps.Clone(labels)
-	l[v1alpha1.LabelInstanceType] = it.Name
-	l[v1alpha1.LabelCapacityType] = string(off.CapacityType)
-	l[v1alpha1.LabelArch] = arch
+	l := ng.NodeLabels(&it, &off)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: l}, Spec: corev1.NodeSpec{Taints: taints}}
 	pods := defaultPods
 	if q, ok := it.Capacity[corev1.ResourcePods]; ok {

@@ -1,0 +1,48 @@
+package v1alpha1
+
+import "maps"
+
+// NodeLabels returns the labels of a node launched for this group from an
+// instance type and offering: the template labels plus the well-known ones.
+// The planner's templates and the cloud providers both use it, so that
+// what berth plans for is what it launches. The hostname label is added by
+// whoever names the node.
+func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string {
+	l := make(map[string]string, len(ng.Spec.Template.Labels)+7)
+	maps.Copy(l, ng.Spec.Template.Labels)
+	l[LabelNodeGroup] = ng.Name
+	l[LabelOS] = "linux"
+	l[LabelZone] = o.Zone
+	l[LabelInstanceType] = it.Name
+	l[LabelCapacityType] = string(o.CapacityType)
+	arch := it.Architecture
+	if arch == "" {
+		arch = "amd64"
+	}
+	l[LabelArch] = arch
+	return l
+}
+
+// FindOffering returns the instance type and offering with the given keys.
+func (ng *NodeGroup) FindOffering(instanceType, zone string, ct CapacityType) (*InstanceType, *Offering) {
+	for i := range ng.Spec.InstanceTypes {
+		it := &ng.Spec.InstanceTypes[i]
+		if it.Name != instanceType {
+			continue
+		}
+		for j := range it.Offerings {
+			if o := &it.Offerings[j]; o.Zone == zone && o.CapacityType == ct {
+				return it, o
+			}
+		}
+	}
+	return nil, nil
+}
+
+// Matches reports whether the selector matches an offering; empty fields
+// match anything.
+func (s OfferingSelector) Matches(instanceType, zone string, ct CapacityType) bool {
+	return (s.InstanceType == "" || s.InstanceType == instanceType) &&
+		(s.Zone == "" || s.Zone == zone) &&
+		(s.CapacityType == "" || s.CapacityType == ct)
+}

@@ -1,0 +1,178 @@
+// Package controller implements `berth controller`, the controller manager:
+// provisioning, node group status and launch timeouts, with leader
+// election, Prometheus metrics, health probes and graceful shutdown.
+package controller
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/launchtimeout"
+	"github.com/berth-dev/berth/internal/controller/nodegroup"
+	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/scheme"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+type options struct {
+	kubeconfig       string
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	leaderNamespace  string
+	batchIdle        time.Duration
+	batchMax         time.Duration
+	resync           time.Duration
+	maxProvisionTime time.Duration
+	unavailableTTL   time.Duration
+	clusterMaxCPU    string
+	clusterMaxMemory string
+	shutdownTimeout  time.Duration
+	zap              zap.Options
+}
+
+// NewCommand returns `berth controller`.
+func NewCommand() *cobra.Command {
+	o := &options{zap: zap.Options{Development: false}}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the berth controller manager against a cluster",
+		Long: `berth controller watches pods the scheduler cannot place and launches the
+cheapest nodes that fit them, keeps NodeGroup status up to date and replaces
+nodes that do not become Ready in time. It serves Prometheus metrics and
+health probes, and elects a leader so that several replicas can run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
+	f.StringVar(&o.leaderNamespace, "leader-election-namespace", "berth-system", "namespace of the leader election lease")
+	f.DurationVar(&o.batchIdle, "batch-idle-duration", time.Second, "a batch of pending pods ends when none arrived for this long")
+	f.DurationVar(&o.batchMax, "batch-max-duration", 10*time.Second, "a batch of pending pods ends this long after it started at the latest")
+	f.DurationVar(&o.resync, "resync-period", 30*time.Second, "plan at least this often, even without events")
+	f.DurationVar(&o.maxProvisionTime, "max-provision-time", 15*time.Minute, "delete and replace a launched node that is not Ready after this long")
+	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
+	f.StringVar(&o.clusterMaxCPU, "cluster-max-cpu", "1000", "cluster-wide limit on the cpu of all nodes")
+	f.StringVar(&o.clusterMaxMemory, "cluster-max-memory", "4000Gi", "cluster-wide limit on the memory of all nodes")
+	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
+	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(gfs)
+	f.AddGoFlagSet(gfs)
+	return cmd
+}
+
+func (o *options) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, nil
+}
+
+func (o *options) limits() (corev1.ResourceList, error) {
+	cpu, err := resource.ParseQuantity(o.clusterMaxCPU)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-max-cpu: %w", err)
+	}
+	mem, err := resource.ParseQuantity(o.clusterMaxMemory)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-max-memory: %w", err)
+	}
+	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}, nil
+}
+
+func (o *options) validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"--batch-idle-duration": o.batchIdle, "--batch-max-duration": o.batchMax,
+		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--unavailable-offering-ttl": o.unavailableTTL} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
+		}
+	}
+	if o.batchIdle > o.batchMax {
+		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.batchIdle, o.batchMax))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	limits, err := o.limits()
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	shutdown := o.shutdownTimeout
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.New(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "berth-controller",
+		LeaderElectionNamespace: o.leaderNamespace,
+		GracefulShutdownTimeout: &shutdown,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	recorder := mgr.GetEventRecorder("berth")
+	offerings := state.NewOfferings(clk, o.unavailableTTL)
+	cloud := kwok.New(mgr.GetClient(), clk)
+
+	provisioning.RegisterMetrics()
+	nodegroup.RegisterMetrics()
+	launchtimeout.RegisterMetrics()
+
+	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Clock: clk}
+	if err := ngc.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", nodegroup.Name, err)
+	}
+	offerings.OnChange = ngc.Notify
+	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
+	if err := lt.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", launchtimeout.Name, err)
+	}
+	prov := provisioning.New(provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk},
+		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits})
+	if err := prov.Register(cmd.Context(), mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
+	}
+	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,
+		"batchIdle", o.batchIdle.String(), "batchMax", o.batchMax.String(), "maxProvisionTime", o.maxProvisionTime.String())
+	return mgr.Start(cmd.Context())
+}

@@ -1,0 +1,138 @@
+// Package kwok is the cloud provider for development, tests and demos: a
+// "machine" is a Node object annotated for KWOK, whose fake kubelet turns it
+// Ready after the node group's launch delay and runs the pods bound to it.
+package kwok
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+)
+
+// Name of the provider.
+const Name = "kwok"
+
+// Provider creates KWOK nodes through the API server.
+type Provider struct {
+	client client.Client
+	clock  clock.PassiveClock
+}
+
+var _ cloudprovider.CloudProvider = (*Provider)(nil)
+
+// New returns a KWOK provider.
+func New(c client.Client, clk clock.PassiveClock) *Provider { return &Provider{client: c, clock: clk} }
+
+// Name returns "kwok".
+func (p *Provider) Name() string { return Name }
+
+// Create makes a Node for one instance of the offering. The node carries
+// the group's template labels and taints, the well-known labels, the
+// instance type's capacity as capacity and allocatable, a provider ID, the
+// KWOK annotation and the time KWOK should turn it Ready.
+func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	ng, off := req.NodeGroup, req.Offering
+	if ng.Spec.Provider.KWOK == nil {
+		return nil, fmt.Errorf("node group %s has no kwok provider", ng.Name)
+	}
+	for _, sel := range ng.Spec.Provider.KWOK.FailOfferings {
+		if sel.Matches(off.InstanceType, off.Zone, off.CapacityType) {
+			return nil, &cloudprovider.InsufficientCapacityError{Offering: off, Message: "kwok failure injection (spec.provider.kwok.failOfferings)"}
+		}
+	}
+	name := ng.Name + "-" + randomSuffix()
+	node := cloudprovider.NodeFor(ng, off, name)
+	if node == nil {
+		return nil, fmt.Errorf("node group %s has no offering %s", ng.Name, off)
+	}
+	delay := time.Duration(0)
+	if d := ng.Spec.Provider.KWOK.LaunchDelay; d != nil {
+		delay = d.Duration
+	}
+	node.Annotations = map[string]string{
+		v1alpha1.AnnotationKWOKNode: v1alpha1.AnnotationKWOKNodeValue,
+		v1alpha1.AnnotationReadyAt:  p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano),
+	}
+	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
+	if err := p.client.Create(ctx, node); err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return instance(node), nil
+}
+
+// Delete removes the node.
+func (p *Provider) Delete(ctx context.Context, nodeName string) error {
+	err := p.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	if apierrors.IsNotFound(err) {
+		return &cloudprovider.NotFoundError{Name: nodeName}
+	}
+	if err != nil {
+		return fmt.Errorf("deleting node %s: %w", nodeName, err)
+	}
+	return nil
+}
+
+// Get returns the instance behind a KWOK node.
+func (p *Provider) Get(ctx context.Context, nodeName string) (*cloudprovider.Instance, error) {
+	node := &corev1.Node{}
+	err := p.client.Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	if apierrors.IsNotFound(err) || (err == nil && !strings.HasPrefix(node.Spec.ProviderID, v1alpha1.ProviderIDPrefixKWOK)) {
+		return nil, &cloudprovider.NotFoundError{Name: nodeName}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", nodeName, err)
+	}
+	return instance(node), nil
+}
+
+// List returns the KWOK instances of a node group.
+func (p *Provider) List(ctx context.Context, nodeGroup string) ([]*cloudprovider.Instance, error) {
+	nodes := &corev1.NodeList{}
+	if err := p.client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: nodeGroup}); err != nil {
+		return nil, fmt.Errorf("listing nodes of %s: %w", nodeGroup, err)
+	}
+	var out []*cloudprovider.Instance
+	for i := range nodes.Items {
+		if strings.HasPrefix(nodes.Items[i].Spec.ProviderID, v1alpha1.ProviderIDPrefixKWOK) {
+			out = append(out, instance(&nodes.Items[i]))
+		}
+	}
+	return out, nil
+}
+
+func instance(n *corev1.Node) *cloudprovider.Instance {
+	return &cloudprovider.Instance{
+		NodeName:   n.Name,
+		ProviderID: n.Spec.ProviderID,
+		NodeGroup:  n.Labels[v1alpha1.LabelNodeGroup],
+		Offering: cloudprovider.Offering{
+			InstanceType: n.Labels[v1alpha1.LabelInstanceType],
+			Zone:         n.Labels[v1alpha1.LabelZone],
+			CapacityType: v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]),
+		},
+		CreatedAt: n.CreationTimestamp.Time,
+	}
+}
+
+// randomSuffix returns 5 lowercase letters and digits, as generated names
+// of Kubernetes objects have.
+func randomSuffix() string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

@@ -1,0 +1,38 @@
+package cloudprovider
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// defaultPods is the pod capacity of an instance type that does not say.
+const defaultPods = "110"
+
+// NodeFor returns the node a machine of a node group's offering registers
+// as: template and well-known labels, template and startup taints, the
+// instance type's capacity as capacity and allocatable, and no conditions
+// (it is still booting). Providers that create Node objects build on it;
+// the provisioner uses it for nodes launched but not seen yet.
+func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
+	it, o := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType)
+	if it == nil {
+		return nil
+	}
+	labels := ng.NodeLabels(it, o)
+	labels[v1alpha1.LabelHostname] = name
+	capacity := it.Capacity.DeepCopy()
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = resource.MustParse(defaultPods)
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
+	}
+	for _, t := range append(append([]v1alpha1.NodeTaint{}, ng.Spec.Template.Taints...), ng.Spec.Template.StartupTaints...) {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return node
+}

@@ -1,0 +1,173 @@
+// Package nodegroup keeps NodeGroup status true: how many nodes the group
+// has and how many are Ready, their total capacity and price, and the
+// LaunchFailing condition while some of its offerings fail to launch.
+package nodegroup
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// Name is the controller's name.
+const Name = "nodegroup"
+
+// Condition reasons.
+const (
+	ReasonInsufficientCapacity = "InsufficientCapacity"
+	ReasonLaunchesSucceeding   = "NoRecentFailures"
+)
+
+// Failures is what the controller needs to know about failed launches.
+type Failures interface {
+	Failures(nodeGroup string) []state.Failure
+	NextExpiry(nodeGroup string) time.Time
+}
+
+// Reconciler computes NodeGroup status.
+type Reconciler struct {
+	Client   client.Client
+	Failures Failures
+	Clock    clock.PassiveClock
+	// changes receives the names of node groups whose launches failed.
+	changes chan event.TypedGenericEvent[client.Object]
+}
+
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// Notify asks for a reconcile of a node group (e.g. after a failed
+// launch). Safe to call from any goroutine; never blocks.
+func (r *Reconciler) Notify(nodeGroup string) {
+	select {
+	case r.changes <- event.TypedGenericEvent[client.Object]{Object: &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: nodeGroup}}}:
+	default:
+	}
+}
+
+// Register adds the controller to the manager.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	r.changes = make(chan event.TypedGenericEvent[client.Object], 64)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1alpha1.NodeGroup{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if g := o.GetLabels()[v1alpha1.LabelNodeGroup]; g != "" {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: g}}}
+			}
+			return nil
+		})).
+		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile updates one node group's status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ng := &v1alpha1.NodeGroup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing nodes of %s: %w", ng.Name, err)
+	}
+	status := r.compute(ng, nodes.Items)
+	fleetPrice.WithLabelValues(ng.Name).Set(status.price)
+	result := reconcile.Result{}
+	if exp := r.Failures.NextExpiry(ng.Name); !exp.IsZero() {
+		// Clear the condition when the failure is forgotten.
+		result.RequeueAfter = max(exp.Sub(r.Clock.Now()), time.Second)
+	}
+	if equality.Semantic.DeepEqual(ng.Status, status.NodeGroupStatus) {
+		return result, nil
+	}
+	ng.Status = status.NodeGroupStatus
+	if err := r.Client.Status().Update(ctx, ng); err != nil {
+		return reconcile.Result{}, fmt.Errorf("updating status of %s: %w", ng.Name, err)
+	}
+	return result, nil
+}
+
+type computed struct {
+	v1alpha1.NodeGroupStatus
+	price float64
+}
+
+func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) computed {
+	out := computed{NodeGroupStatus: v1alpha1.NodeGroupStatus{
+		ObservedGeneration: ng.Generation,
+		Conditions:         append([]metav1.Condition(nil), ng.Status.Conditions...),
+	}}
+	resources := corev1.ResourceList{}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.DeletionTimestamp != nil {
+			continue
+		}
+		out.Nodes++
+		if ready(n) {
+			out.ReadyNodes++
+		}
+		for name, q := range n.Status.Capacity {
+			sum := resources[name]
+			sum.Add(q)
+			resources[name] = sum
+		}
+		_, o := ng.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
+		if o != nil {
+			if p, err := strconv.ParseFloat(o.PricePerHour, 64); err == nil {
+				out.price += p
+			}
+		}
+	}
+	if len(resources) > 0 {
+		out.Resources = resources
+	}
+	if out.Nodes > 0 {
+		out.PricePerHour = strconv.FormatFloat(out.price, 'f', 4, 64)
+	}
+	meta.SetStatusCondition(&out.Conditions, r.launchCondition(ng))
+	return out
+}
+
+func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
+	fails := r.Failures.Failures(ng.Name)
+	if len(fails) == 0 {
+		return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionFalse, Reason: ReasonLaunchesSucceeding,
+			Message: "No offering failed to launch recently", ObservedGeneration: ng.Generation}
+	}
+	parts := make([]string, 0, len(fails))
+	for _, f := range fails {
+		parts = append(parts, fmt.Sprintf("%s/%s/%s at %s", f.Offering.InstanceType, f.Offering.Zone, f.Offering.CapacityType, f.At.UTC().Format(time.RFC3339)))
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionTrue, Reason: ReasonInsufficientCapacity,
+		Message: fmt.Sprintf("Launches failed for %s (%s); berth uses other offerings until the failures expire",
+			strings.Join(parts, ", "), fails[len(fails)-1].Message), ObservedGeneration: ng.Generation}
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,82 @@
+package provisioning
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+)
+
+// inflightTTL is how long a launched node that the cache has not shown yet
+// is assumed to exist.
+const inflightTTL = 2 * time.Minute
+
+// inflight remembers nodes launched in recent rounds until the informer
+// cache shows them, so that a round right after a launch does not launch
+// the same capacity again.
+type inflight struct {
+	mu    sync.Mutex
+	clock clock.PassiveClock
+	nodes map[string]inflightNode
+}
+
+type inflightNode struct {
+	node *corev1.Node
+	at   time.Time
+}
+
+func newInflight(c clock.PassiveClock) *inflight {
+	return &inflight{clock: c, nodes: map[string]inflightNode{}}
+}
+
+func (f *inflight) add(n *corev1.Node) {
+	if n == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[n.Name] = inflightNode{node: n, at: f.clock.Now()}
+}
+
+// observe forgets nodes the cache now has, and nodes older than the TTL.
+func (f *inflight) observe(cached []*corev1.Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range cached {
+		delete(f.nodes, n.Name)
+	}
+	for name, n := range f.nodes {
+		if f.clock.Since(n.at) > inflightTTL {
+			delete(f.nodes, name)
+		}
+	}
+}
+
+// merge returns the cached nodes plus the inflight ones not among them.
+func (f *inflight) merge(cached []*corev1.Node) []*corev1.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.nodes) == 0 {
+		return cached
+	}
+	have := make(map[string]bool, len(cached))
+	for _, n := range cached {
+		have[n.Name] = true
+	}
+	out := append([]*corev1.Node(nil), cached...)
+	for name, n := range f.nodes {
+		if !have[name] {
+			out = append(out, n.node)
+		}
+	}
+	return out
+}
+
+// syntheticNode is what a launched node will look like to the planner.
+func syntheticNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) *corev1.Node {
+	return cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
+}

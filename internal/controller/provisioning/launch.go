@@ -1,0 +1,154 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+)
+
+// Provisionable reports whether berth should find a node for a pod: the
+// scheduler tried and found none (PodScheduled=False, reason
+// Unschedulable), it is not gated, not nominated to a node by preemption,
+// not being deleted, and not a DaemonSet pod (those belong to one node).
+func Provisionable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 || p.DeletionTimestamp != nil ||
+		p.Status.NominatedNodeName != "" || p.Status.Phase != corev1.PodPending {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+func (p *Provisioner) gatherRest(ctx context.Context, in *scaleup.Input) error {
+	dss := &appsv1.DaemonSetList{}
+	if err := p.Client.List(ctx, dss); err != nil {
+		return fmt.Errorf("listing daemonsets: %w", err)
+	}
+	for i := range dss.Items {
+		in.DaemonSets = append(in.DaemonSets, &dss.Items[i])
+	}
+	nss := &corev1.NamespaceList{}
+	if err := p.Client.List(ctx, nss); err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := p.Client.List(ctx, pvcs); err != nil {
+		return fmt.Errorf("listing persistentvolumeclaims: %w", err)
+	}
+	for i := range pvcs.Items {
+		in.Claims = append(in.Claims, &pvcs.Items[i])
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := p.Client.List(ctx, pvs); err != nil {
+		return fmt.Errorf("listing persistentvolumes: %w", err)
+	}
+	for i := range pvs.Items {
+		in.Volumes = append(in.Volumes, &pvs.Items[i])
+	}
+	return nil
+}
+
+// launch creates the plan's new nodes. It returns true when an offering
+// had no capacity, so that the caller plans again without it.
+func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
+	pending map[string]*corev1.Pod, res *Result) (bool, error) {
+	logger := log.FromContext(ctx)
+	for _, nn := range plan.NewNodes {
+		ng := groups[nn.NodeGroup]
+		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+		inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+		if cloudprovider.IsInsufficientCapacity(err) {
+			p.Offerings.MarkUnavailable(nn.Offering(), err.Error())
+			launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonInsufficientCapacity).Inc()
+			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch",
+				"Launching %s failed: %v; trying the next cheapest offering", off, err)
+			logger.Info("offering unavailable, planning again without it", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
+			res.Failed = append(res.Failed, nn.Offering())
+			return true, nil
+		}
+		if err != nil {
+			launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
+			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching %s failed: %v", off, err)
+			return false, fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)
+		}
+		launches.WithLabelValues(nn.NodeGroup, resultLaunched, nn.Reason).Inc()
+		res.Launched = append(res.Launched, inst)
+		p.inflight.add(syntheticNode(ng, inst))
+		logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
+			"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", nn.Reason)
+		p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
+			"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
+		for _, ref := range nn.Pods {
+			if pod := pending[ref.String()]; pod != nil {
+				p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
+			}
+		}
+	}
+	return false, nil
+}
+
+func describePods(nn scaleup.NewNode) string {
+	if nn.Reason == scaleup.ReasonMinSize && len(nn.Pods) == 0 {
+		return "minSize"
+	}
+	names := make([]string, 0, 3)
+	for i, ref := range nn.Pods {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(nn.Pods)-3))
+			break
+		}
+		names = append(names, ref.String())
+	}
+	return fmt.Sprintf("%d pending pods (%s)", len(nn.Pods), strings.Join(names, ", "))
+}
+
+// explain records, on every pod the plan could not place, why.
+func (p *Provisioner) explain(plan *scaleup.Plan, pending map[string]*corev1.Pod) {
+	if plan == nil {
+		return
+	}
+	for _, u := range plan.Unschedulable {
+		if pod := pending[u.Pod.String()]; pod != nil {
+			p.record(pod, corev1.EventTypeWarning, ReasonNotTriggerScaleUp, "No node can be launched for this pod: "+u.Message)
+		}
+	}
+	// Forget pods that are no longer pending.
+	live := map[string]bool{}
+	for _, pod := range pending {
+		live[string(pod.UID)] = true
+	}
+	for uid := range p.lastEvent {
+		if !live[string(uid)] {
+			delete(p.lastEvent, uid)
+		}
+	}
+}
+
+// record emits an event on a pod unless the same message was the last one.
+func (p *Provisioner) record(pod *corev1.Pod, eventType, reason, msg string) {
+	if p.lastEvent[pod.UID] == msg {
+		return
+	}
+	p.lastEvent[pod.UID] = msg
+	p.Recorder.Eventf(pod, nil, eventType, reason, "Provision", "%s", msg)
+}

@@ -1,0 +1,40 @@
+package provisioning
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Launch results and reasons (metric label values).
+const (
+	resultLaunched             = "launched"
+	resultFailed               = "failed"
+	reasonInsufficientCapacity = "insufficient_capacity"
+	reasonError                = "error"
+)
+
+var (
+	pendingPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "pending_pods",
+		Help: "Pods the scheduler could not place, seen in the last provisioning round.",
+	})
+	launches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "node_launches_total",
+		Help: "Node launches by node group, result (launched, failed) and reason (pending pods, minSize, insufficient_capacity, error).",
+	}, []string{"nodegroup", "result", "reason"})
+	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "plan_duration_seconds",
+		Help:    "Time to compute a scale-up plan.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	roundErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "round_errors_total",
+		Help: "Provisioning rounds that failed (they are retried).",
+	})
+)
+
+// RegisterMetrics adds the provisioning metrics to controller-runtime's
+// registry. Call once per process.
+func RegisterMetrics() {
+	metrics.Registry.MustRegister(pendingPods, launches, planDuration, roundErrors)
+}

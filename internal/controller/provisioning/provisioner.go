@@ -1,0 +1,231 @@
+// Package provisioning is the controller that turns pending pods into
+// nodes: it batches pods the scheduler could not place, plans the cheapest
+// nodes that fit them (existing and launching nodes first), launches them
+// through the cloud provider, falls back to the next offering when one has
+// no capacity, and tells users on each pod what it is doing and why.
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// Name is the controller's name in logs and metrics.
+const Name = "provisioning"
+
+// Event reasons.
+const (
+	ReasonTriggeredScaleUp    = "TriggeredScaleUp"
+	ReasonNotTriggerScaleUp   = "NotTriggerScaleUp"
+	ReasonLaunched            = "Launched"
+	ReasonLaunchFailed        = "LaunchFailed"
+	ReasonWaitingForLaunching = "WaitingForNode"
+)
+
+// maxAttempts bounds how often one round re-plans after launch failures.
+const maxAttempts = 5
+
+// EventRecorder records events (events.k8s.io) on objects.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// Options tune the provisioner.
+type Options struct {
+	// BatchIdle ends a batch when no new pending pod arrived for this long.
+	BatchIdle time.Duration
+	// BatchMax ends a batch this long after it started at the latest.
+	BatchMax time.Duration
+	// Resync re-plans this often even without events (minSize, expired
+	// launch failures).
+	Resync time.Duration
+	// ClusterLimits cap the capacity of all nodes.
+	ClusterLimits corev1.ResourceList
+}
+
+// Deps are what the provisioner works with.
+type Deps struct {
+	Client    client.Client
+	Cloud     cloudprovider.CloudProvider
+	Offerings *state.Offerings
+	Recorder  EventRecorder
+	Clock     clock.WithTicker
+}
+
+// Provisioner plans and launches nodes for pending pods.
+type Provisioner struct {
+	Deps
+	opts     Options
+	trigger  chan struct{}
+	inflight *inflight
+	// lastEvent is the last message recorded per pending pod, so that a pod
+	// gets an event when what berth does for it changes, not every round.
+	lastEvent map[types.UID]string
+}
+
+// New returns a provisioner.
+func New(d Deps, o Options) *Provisioner {
+	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock), lastEvent: map[types.UID]string{}}
+}
+
+// Trigger asks for a round soon (after the batch window).
+func (p *Provisioner) Trigger() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs rounds until ctx ends: after a trigger and its batch window, or
+// every Resync.
+func (p *Provisioner) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName(Name)
+	ctx = log.IntoContext(ctx, logger)
+	resync := p.Clock.NewTicker(p.opts.Resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.trigger:
+			if !p.waitForBatch(ctx) {
+				return nil
+			}
+		case <-resync.C():
+		}
+		if _, err := p.RunOnce(ctx); err != nil {
+			logger.Error(err, "provisioning round failed; retrying")
+			roundErrors.Inc()
+			p.Clock.Sleep(time.Second)
+			p.Trigger()
+		}
+	}
+}
+
+// waitForBatch returns when no trigger arrived for BatchIdle, or BatchMax
+// after it was called; false if ctx ended.
+func (p *Provisioner) waitForBatch(ctx context.Context) bool {
+	deadline := p.Clock.After(p.opts.BatchMax)
+	idle := p.Clock.NewTimer(p.opts.BatchIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return true
+		case <-idle.C():
+			return true
+		case <-p.trigger:
+			if !idle.Stop() {
+				select {
+				case <-idle.C():
+				default:
+				}
+			}
+			idle.Reset(p.opts.BatchIdle)
+		}
+	}
+}
+
+// Result summarises one round.
+type Result struct {
+	Pending  int
+	Plan     *scaleup.Plan
+	Launched []*cloudprovider.Instance
+	Failed   []scaleup.Offering
+}
+
+// RunOnce plans for the pods pending now and launches the nodes of the
+// plan. When an offering has no capacity it is marked unavailable and the
+// rest of the round is planned again without it.
+func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
+	logger := log.FromContext(ctx)
+	in, groups, pending, err := p.gather(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pendingPods.Set(float64(len(pending)))
+	res := &Result{Pending: len(pending)}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		in.Unavailable = p.Offerings.Unavailable()
+		in.Nodes = p.inflight.merge(in.Nodes)
+		start := p.Clock.Now()
+		plan, err := scaleup.Run(in)
+		planDuration.Observe(p.Clock.Since(start).Seconds())
+		if err != nil {
+			return res, fmt.Errorf("planning: %w", err)
+		}
+		res.Plan = plan
+		if len(plan.NewNodes) > 0 {
+			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
+				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
+		}
+		failed, err := p.launch(ctx, plan, groups, pending, res)
+		if err != nil {
+			return res, err
+		}
+		if !failed {
+			break
+		}
+	}
+	p.explain(res.Plan, pending)
+	return res, nil
+}
+
+// gather reads the cluster from the cache.
+func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1alpha1.NodeGroup, map[string]*corev1.Pod, error) {
+	var in scaleup.Input
+	ngs := &v1alpha1.NodeGroupList{}
+	if err := p.Client.List(ctx, ngs); err != nil {
+		return in, nil, nil, fmt.Errorf("listing node groups: %w", err)
+	}
+	groups := map[string]*v1alpha1.NodeGroup{}
+	for i := range ngs.Items {
+		if ngs.Items[i].DeletionTimestamp == nil {
+			groups[ngs.Items[i].Name] = &ngs.Items[i]
+			in.NodeGroups = append(in.NodeGroups, &ngs.Items[i])
+		}
+	}
+	nodes := &corev1.NodeList{}
+	if err := p.Client.List(ctx, nodes); err != nil {
+		return in, nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	p.inflight.observe(in.Nodes)
+	pods := &corev1.PodList{}
+	if err := p.Client.List(ctx, pods); err != nil {
+		return in, nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pending := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		switch {
+		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
+			in.Pods = append(in.Pods, pod)
+		case Provisionable(pod):
+			in.Pending = append(in.Pending, pod)
+			pending[pod.Namespace+"/"+pod.Name] = pod
+		}
+	}
+	if err := p.gatherRest(ctx, &in); err != nil {
+		return in, nil, nil, err
+	}
+	in.ClusterLimits = p.opts.ClusterLimits
+	return in, groups, pending, nil
+}

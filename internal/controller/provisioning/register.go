@@ -1,0 +1,62 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups="",resources=pods;nodes;namespaces;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=create;delete
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Register adds the provisioner to the manager. It runs on the elected
+// leader only; new pending pods, added or deleted nodes and node group
+// changes trigger rounds.
+func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
+	handlers := []struct {
+		obj client.Object
+		h   toolscache.ResourceEventHandlerFuncs
+	}{
+		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { p.triggerIfPending(o) },
+			UpdateFunc: func(_, o any) { p.triggerIfPending(o) },
+		}},
+		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { p.Trigger() },
+			DeleteFunc: func(any) { p.Trigger() },
+		}},
+		{&v1alpha1.NodeGroup{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { p.Trigger() },
+			UpdateFunc: func(any, any) { p.Trigger() },
+			DeleteFunc: func(any) { p.Trigger() },
+		}},
+	}
+	for _, h := range handlers {
+		inf, err := mgr.GetCache().GetInformer(ctx, h.obj)
+		if err != nil {
+			return fmt.Errorf("getting informer for %T: %w", h.obj, err)
+		}
+		if _, err := inf.AddEventHandler(h.h); err != nil {
+			return fmt.Errorf("watching %T: %w", h.obj, err)
+		}
+	}
+	return mgr.Add(p)
+}
+
+func (p *Provisioner) triggerIfPending(o any) {
+	if pod, ok := o.(*corev1.Pod); ok && Provisionable(pod) {
+		p.Trigger()
+	}
+}
+
+// NeedLeaderElection: only the leader launches nodes.
+func (p *Provisioner) NeedLeaderElection() bool { return true }
