@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -93,8 +94,16 @@ func finishSetup(ctx context.Context, cfg *rest.Config, timeout time.Duration) e
 	if err := crd.Install(ctx, cfg); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
+	// berth's own namespace (leader election lease, placeholder pods).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", SystemNamespace, err)
+	}
 	return nil
 }
+
+// SystemNamespace is the namespace berth's controller uses.
+const SystemNamespace = "berth-system"
 
 // ComponentStatus is what `berth dev status` shows of one component.
 type ComponentStatus struct {

@@ -1,0 +1,124 @@
+package kwok_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestCreateLaunchesANodeThatBootsAfterTheLaunchDelay: the node carries
+// what the planner assumed (labels, taints, capacity), stays NotReady for
+// the launch delay and then KWOK makes it Ready.
+func TestCreateLaunchesANodeThatBootsAfterTheLaunchDelay(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("kwok-delay",
+		b.TemplateLabel("size", "large"),
+		b.TemplateTaint("size", "large", corev1.TaintEffectNoSchedule),
+		b.InstanceType("large-4", "4", "16Gi", b.Spot("zone-b", "0.05")),
+		b.ExtraCapacity("example.com/gpu", "2"),
+		b.LaunchDelay(metav1.Duration{Duration: 3 * time.Second}))
+	ng.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: "agent-not-ready", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+	p := kwok.New(env.Client, clock.RealClock{})
+	inst, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "large-4", Zone: "zone-b", CapacityType: v1alpha1.CapacityTypeSpot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{
+		"size": "large", v1alpha1.LabelNodeGroup: "kwok-delay", v1alpha1.LabelInstanceType: "large-4", v1alpha1.LabelZone: "zone-b",
+		v1alpha1.LabelCapacityType: "spot", v1alpha1.LabelHostname: inst.NodeName, v1alpha1.LabelOS: "linux", v1alpha1.LabelArch: "amd64",
+	}
+	for k, v := range wantLabels {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	taints := map[string]bool{}
+	for _, tn := range node.Spec.Taints {
+		taints[tn.Key] = true
+	}
+	if !taints["size"] || !taints["agent-not-ready"] {
+		t.Errorf("taints %v lack the template or startup taint", node.Spec.Taints)
+	}
+	if q := node.Status.Allocatable["example.com/gpu"]; q.Value() != 2 {
+		t.Errorf("allocatable gpu %v, want 2", q.String())
+	}
+	if node.Spec.ProviderID != "kwok://"+inst.NodeName {
+		t.Errorf("provider ID %q", node.Spec.ProviderID)
+	}
+	if ready(node) {
+		t.Fatal("node is Ready right after launch; want NotReady for the launch delay")
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n); err != nil {
+			return false, "", err
+		}
+		return ready(n), "node not Ready yet", nil
+	})
+	if age := time.Since(node.CreationTimestamp.Time); age < 3*time.Second-time.Second {
+		t.Errorf("node became Ready after %s, before the 3s launch delay", age)
+	}
+
+	got, err := p.List(ctx, "kwok-delay")
+	if err != nil || len(got) != 1 || got[0].NodeName != inst.NodeName || got[0].Offering.Zone != "zone-b" {
+		t.Errorf("List = %+v, %v", got, err)
+	}
+	if err := p.Delete(ctx, inst.NodeName); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, inst.NodeName); !cloudprovider.IsNotFound(err) {
+		t.Errorf("second Delete: %v, want NotFound", err)
+	}
+	if _, err := p.Get(ctx, inst.NodeName); !cloudprovider.IsNotFound(err) {
+		t.Errorf("Get after Delete: %v, want NotFound", err)
+	}
+}
+
+// TestFailureInjectionReturnsInsufficientCapacity: a failing offering
+// yields the typed error and creates nothing; others still launch.
+func TestFailureInjectionReturnsInsufficientCapacity(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("kwok-fail",
+		b.InstanceType("m-2", "2", "4Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.1")),
+		b.FailOffering(v1alpha1.OfferingSelector{CapacityType: v1alpha1.CapacityTypeSpot}))
+	p := kwok.New(env.Client, clock.RealClock{})
+	_, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeSpot}})
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Fatalf("spot launch: %v, want InsufficientCapacity", err)
+	}
+	if got, _ := p.List(ctx, "kwok-fail"); len(got) != 0 {
+		t.Errorf("a failed launch left %d nodes", len(got))
+	}
+	if _, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}); err != nil {
+		t.Errorf("on-demand launch: %v", err)
+	}
+}

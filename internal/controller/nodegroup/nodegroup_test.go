@@ -1,0 +1,87 @@
+package nodegroup_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/controller/nodegroup"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// TestStatusCountsNodesPriceAndLaunchFailures: Reconcile against the real
+// API server fills the status a user reads with kubectl.
+func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("status", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.Spot("zone-a", "0.04")))
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	for i, ct := range []v1alpha1.CapacityType{v1alpha1.CapacityTypeOnDemand, v1alpha1.CapacityTypeSpot} {
+		n := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: ct}, []string{"status-a", "status-b"}[i])
+		if i == 0 {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		}
+		if err := env.Client.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	offerings := state.NewOfferings(clk, 3*time.Minute)
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: offerings, Clock: clk}
+	reconcileOnce := func() *v1alpha1.NodeGroup {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "status"}}); err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.NodeGroup{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "status"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := reconcileOnce()
+	st := got.Status
+	if st.Nodes != 2 || st.ReadyNodes != 1 {
+		t.Errorf("nodes %d ready %d, want 2 and 1", st.Nodes, st.ReadyNodes)
+	}
+	if cpu := st.Resources[corev1.ResourceCPU]; cpu.Value() != 4 {
+		t.Errorf("resources cpu %s, want 4", cpu.String())
+	}
+	if st.PricePerHour != "0.1400" {
+		t.Errorf("price %q, want 0.1400", st.PricePerHour)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionLaunchFailing); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("LaunchFailing %+v, want False", c)
+	}
+
+	offerings.MarkUnavailable(scaleup.Offering{NodeGroup: "status", InstanceType: "m-2", Zone: "zone-a", CapacityType: "spot"}, "no spot capacity")
+	got = reconcileOnce()
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "m-2/zone-a/spot") || !strings.Contains(c.Message, "no spot capacity") {
+		t.Errorf("LaunchFailing after a failure: %+v", c)
+	}
+
+	clk.Step(4 * time.Minute)
+	got = reconcileOnce()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("LaunchFailing after the failure expired: %+v, want False", c)
+	}
+}

@@ -1,0 +1,223 @@
+package provisioning_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+type fixture struct {
+	t         *testing.T
+	created   int
+	ns        string
+	group     string
+	prov      *provisioning.Provisioner
+	offerings *state.Offerings
+	events    *fakes.Recorder
+}
+
+// setup creates a namespace and a node group, and a provisioner that talks
+// to the real API server. Everything is deleted when the test ends.
+func setup(t *testing.T, ng *v1alpha1.NodeGroup) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
+	if len(ns) > 40 {
+		ns = ns[:40]
+	}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, ng} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name})
+	})
+	f := &fixture{t: t, ns: ns, group: ng.Name, offerings: state.NewOfferings(clock.RealClock{}, time.Minute), events: &fakes.Recorder{}}
+	f.prov = provisioning.New(provisioning.Deps{
+		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits})
+	return f
+}
+
+// pods creates pending pods that select the fixture's node group, and waits
+// until the scheduler has marked them unschedulable.
+func (f *fixture) pods(n int, opts ...b.PodOption) []*corev1.Pod {
+	f.t.Helper()
+	ctx := context.Background()
+	var out []*corev1.Pod
+	for range n {
+		f.created++
+		p := b.Pod(fmt.Sprintf("p-%d", f.created), append([]b.PodOption{b.Namespace(f.ns), b.NoUID(), b.NodeSelector(v1alpha1.LabelNodeGroup, f.group)}, opts...)...)
+		if err := env.Client.Create(ctx, p); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		for _, p := range out {
+			got := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return false, "", err
+			}
+			if !provisioning.Provisionable(got) {
+				return false, "pod " + got.Name + " not marked unschedulable yet", nil
+			}
+		}
+		return true, "", nil
+	})
+	return out
+}
+
+func (f *fixture) nodes() []corev1.Node {
+	f.t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group}); err != nil {
+		f.t.Fatal(err)
+	}
+	return nodes.Items
+}
+
+func (f *fixture) run() *provisioning.Result {
+	f.t.Helper()
+	res, err := f.prov.RunOnce(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+// TestLaunchesThePlanAndNothingTwice: the nodes launched are the planned
+// ones, and a second round while they are still booting launches nothing.
+func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-plan",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	f.pods(5, b.CPU("1500m"))
+	res := f.run()
+	if len(res.Launched) != len(res.Plan.NewNodes) || len(res.Launched) == 0 {
+		t.Fatalf("launched %d nodes for a plan of %d", len(res.Launched), len(res.Plan.NewNodes))
+	}
+	// 5 x 1.5 cpu: two m-4 (2 pods each) and one m-2 is the cheapest (0.42).
+	if res.Plan.PricePerHour > 0.42+1e-9 {
+		t.Errorf("plan costs %.2f/h, want at most 0.42", res.Plan.PricePerHour)
+	}
+	if got := len(f.nodes()); got != len(res.Launched) {
+		t.Errorf("%d nodes exist, %d launched", got, len(res.Launched))
+	}
+	for _, n := range f.nodes() {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				t.Errorf("node %s is Ready during its launch delay", n.Name)
+			}
+		}
+	}
+	again := f.run()
+	if len(again.Launched) != 0 {
+		t.Errorf("second round launched %d more nodes for pods that wait for booting nodes", len(again.Launched))
+	}
+	if len(again.Plan.ExistingNodePlacements) != 5 {
+		t.Errorf("second round placed %d of 5 pods on the booting nodes", len(again.Plan.ExistingNodePlacements))
+	}
+	for _, e := range f.events.Events {
+		if e.Reason == provisioning.ReasonTriggeredScaleUp && strings.Contains(e.Message, "Launching node prov-plan-") {
+			return
+		}
+	}
+	t.Errorf("no TriggeredScaleUp event on the pods: %+v", f.events.Events)
+}
+
+// TestFallsBackWhenAnOfferingHasNoCapacity: the cheapest offering fails; the
+// round plans again without it and launches the next cheapest; the failure
+// is remembered.
+func TestFallsBackWhenAnOfferingHasNoCapacity(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-fallback",
+		b.InstanceType("m-2", "2", "8Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.10")),
+		b.FailOffering(v1alpha1.OfferingSelector{CapacityType: v1alpha1.CapacityTypeSpot})))
+	f.pods(1, b.CPU("1"))
+	res := f.run()
+	if len(res.Failed) != 1 || res.Failed[0].CapacityType != "spot" {
+		t.Errorf("failed offerings %+v, want the spot one", res.Failed)
+	}
+	if len(res.Launched) != 1 || res.Launched[0].Offering.CapacityType != v1alpha1.CapacityTypeOnDemand {
+		t.Fatalf("launched %+v, want one on-demand node", res.Launched)
+	}
+	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].CapacityType != "spot" {
+		t.Errorf("unavailable offerings %+v", u)
+	}
+	found := false
+	for _, e := range f.events.For("prov-fallback") {
+		found = found || e.Reason == provisioning.ReasonLaunchFailed
+	}
+	if !found {
+		t.Errorf("no LaunchFailed event on the node group: %+v", f.events.Events)
+	}
+}
+
+// TestExplainsPodsNoGroupFits: an impossible pod gets a NotTriggerScaleUp
+// event with the reason and no node; a possible one still gets its node.
+func TestExplainsPodsNoGroupFits(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-explain", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	huge := f.pods(1, b.CPU("64"))[0]
+	f.pods(1, b.CPU("1"))
+	res := f.run()
+	if len(res.Launched) != 1 {
+		t.Errorf("launched %d nodes, want 1 for the pod that fits", len(res.Launched))
+	}
+	var msgs []string
+	for _, e := range f.events.For(huge.Namespace + "/" + huge.Name) {
+		msgs = append(msgs, e.Reason+": "+e.Message)
+	}
+	want := "NotTriggerScaleUp: No node can be launched for this pod: 0/1 node groups fit: prov-explain: insufficient cpu (needs 64, max 2)"
+	if len(msgs) != 1 || msgs[0] != want {
+		t.Errorf("events on the impossible pod: %q, want [%q]", msgs, want)
+	}
+	f.run()
+	if n := len(f.events.For(huge.Namespace + "/" + huge.Name)); n != 1 {
+		t.Errorf("the same reason was recorded %d times over two rounds, want once", n)
+	}
+}
+
+// TestBringsGroupsUpToMinSize: a group below minSize gets nodes without
+// any pending pod.
+func TestBringsGroupsUpToMinSize(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-min", b.Size(2, 5), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.10"))))
+	res := f.run()
+	if len(res.Launched) != 2 {
+		t.Fatalf("launched %d nodes, want 2 for minSize", len(res.Launched))
+	}
+	zones := map[string]bool{}
+	for _, n := range f.nodes() {
+		zones[n.Labels[v1alpha1.LabelZone]] = true
+	}
+	if len(zones) != 2 {
+		t.Errorf("minSize nodes in zones %v, want both zones", zones)
+	}
+	if again := f.run(); len(again.Launched) != 0 {
+		t.Errorf("second round launched %d more", len(again.Launched))
+	}
+}
