@@ -58,5 +58,5 @@ func (p *Provisioner) triggerIfPending(o any) {
 	}
 }
 
-// NeedLeaderElection: only the leader launches nodes.
+// NeedLeaderElection returns true: only the leader launches nodes.
 func (p *Provisioner) NeedLeaderElection() bool { return true }
