@@ -23,8 +23,11 @@ build: ## Build bin/berth.
 controlplane: build ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok (cached by version).
 	$(BERTH) dev build
 
-run: build controlplane ## Start the local control plane (berth dev up) with a demo.
+run: build controlplane ## Start the local control plane, install the demo and run the controller in the foreground.
 	$(BERTH) dev up
+	$(BERTH) dev demo
+	$(BERTH) controller --kubeconfig .berth/dev/kubeconfig --leader-elect=false \
+		--metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-devel
 
 test: controlplane ## Run unit, controller and end-to-end tests, the scheduler fidelity test and the bench module's checks.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
@@ -40,6 +43,7 @@ unit: ## Run the tests that need no control plane.
 generate: ## Regenerate deepcopy functions, CRDs and RBAC.
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... \
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
 verify: ## Fail if generated files (deepcopy, CRDs, RBAC) or go.mod files are stale.
 	hack/verify-generated.sh
