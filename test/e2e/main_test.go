@@ -72,6 +72,10 @@ func run(m *testing.M) (int, error) {
 		_ = c.Destroy()
 		return 1, err
 	}
+	if err := installRBAC(ctx, env.Client, c, tmp); err != nil {
+		_ = c.Destroy()
+		return 1, fmt.Errorf("installing RBAC: %w", err)
+	}
 	code := m.Run()
 	if out, err := berth("dev", "down", "--dir", dir); err != nil {
 		return 1, fmt.Errorf("berth dev down: %w\n%s", err, out)

@@ -138,7 +138,10 @@ func (o *options) run(cmd *cobra.Command) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "berth-controller",
 		LeaderElectionNamespace: o.leaderNamespace,
-		GracefulShutdownTimeout: &shutdown,
+		// A replica that stops cleanly hands over at once instead of
+		// making the next one wait for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdown,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -65,6 +65,14 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		v1alpha1.AnnotationReadyAt:  p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano),
 	}
 	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
+	// Register NotReady, as a kubelet does while the machine boots. A node
+	// without any condition would lose the not-ready taint the API server
+	// adds at creation (the node lifecycle controller derives taints from
+	// conditions), and pods would be bound to it before it is Ready.
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+		Message: "machine is booting", LastHeartbeatTime: metav1.NewTime(p.clock.Now()), LastTransitionTime: metav1.NewTime(p.clock.Now()),
+	}}
 	if err := p.client.Create(ctx, node); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
 	}

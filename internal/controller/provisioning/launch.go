@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -16,11 +17,22 @@ import (
 
 // Provisionable reports whether berth should find a node for a pod: the
 // scheduler tried and found none (PodScheduled=False, reason
-// Unschedulable), it is not gated, not nominated to a node by preemption,
-// not being deleted, and not a DaemonSet pod (those belong to one node).
+// Unschedulable), it is not gated, not nominated to a node (by preemption,
+// or by berth for a node it launched), not being deleted, and not a
+// DaemonSet pod (those belong to one node).
 func Provisionable(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 || p.DeletionTimestamp != nil ||
-		p.Status.NominatedNodeName != "" || p.Status.Phase != corev1.PodPending {
+	return awaitingNode(p) && p.Status.NominatedNodeName == ""
+}
+
+// unbound reports whether a pod waits to be bound: pending, not gated,
+// not being deleted.
+func unbound(p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending
+}
+
+// awaitingNode is Provisionable without the nomination check.
+func awaitingNode(p *corev1.Pod) bool {
+	if !unbound(p) {
 		return false
 	}
 	for _, o := range p.OwnerReferences {
@@ -101,10 +113,26 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 		for _, ref := range nn.Pods {
 			if pod := pending[ref.String()]; pod != nil {
 				p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
+				p.nominate(ctx, pod, inst.NodeName)
 			}
 		}
 	}
 	return false, nil
+}
+
+// nominate sets the pod's status.nominatedNodeName to the node launched for
+// it (KEP-5278, NominatedNodeNameForExpectation, on by default since
+// Kubernetes 1.35): the scheduler tries that node first and keeps its room
+// for the pod, so that pods land where the plan put them instead of being
+// spread in a way that leaves one without a home. A failure is logged, not
+// fatal: the pod is then scheduled as usual.
+func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string) {
+	p.nominated.set(pod.Namespace+"/"+pod.Name, node)
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Status.NominatedNodeName = node
+	if err := p.Client.Status().Patch(ctx, pod, patch); err != nil {
+		log.FromContext(ctx).V(1).Info("could not nominate the launched node for the pod", "pod", client.ObjectKeyFromObject(pod), "node", node, "error", err.Error())
+	}
 }
 
 func describePods(nn scaleup.NewNode) string {

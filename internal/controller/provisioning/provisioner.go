@@ -8,6 +8,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,11 +75,30 @@ type Provisioner struct {
 	// lastEvent is the last message recorded per pending pod, so that a pod
 	// gets an event when what berth does for it changes, not every round.
 	lastEvent map[types.UID]string
+	// nominated remembers, per pending pod ("namespace/name"), the
+	// launching node berth planned it on. The scheduler clears the pod's
+	// nominatedNodeName when it retries the pod before the node is Ready;
+	// berth restores it at once (see keepNomination) and still plans the
+	// pod there first, so that a later round does not pack the launching
+	// nodes differently and launch one more.
+	nominated   *nominations
+	renominateQ chan *corev1.Pod
+	// readySince is when each node was first seen Ready, to tell when a
+	// nomination berth made has had its chance. Guarded by readyMu: pod
+	// events read it.
+	readyMu    sync.Mutex
+	readySince map[string]time.Time
 }
+
+// nominationGrace is how long after its node is Ready a pod berth nominated
+// may stay unbound before berth plans for it again.
+const nominationGrace = 10 * time.Second
 
 // New returns a provisioner.
 func New(d Deps, o Options) *Provisioner {
-	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock), lastEvent: map[types.UID]string{}}
+	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
+		lastEvent: map[types.UID]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
+		readySince: map[string]time.Time{}}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -96,6 +116,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, logger)
 	resync := p.Clock.NewTicker(p.opts.Resync)
 	defer resync.Stop()
+	go p.keepNominations(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,9 +181,10 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	pendingPods.Set(float64(len(pending)))
 	res := &Result{Pending: len(pending)}
+	in.Nominated = p.nominated.snapshot()
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
-		in.Nodes = p.inflight.merge(in.Nodes)
+		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		start := p.Clock.Now()
 		plan, err := scaleup.Run(in)
 		planDuration.Observe(p.Clock.Since(start).Seconds())
@@ -182,8 +204,76 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			break
 		}
 	}
+	p.renominate(ctx, res.Plan, in.Nodes, pending)
 	p.explain(res.Plan, pending)
 	return res, nil
+}
+
+// renominate points pods the plan put on nodes that are still launching at
+// those nodes again. The scheduler clears a nomination whenever it retries
+// the pod before the node is Ready (the node is still tainted, preemption
+// finds nothing), so berth keeps restating it until the pod is bound.
+func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[string]*corev1.Pod) {
+	if plan == nil {
+		return
+	}
+	launching := map[string]bool{}
+	for _, n := range p.inflight.merge(nodes) {
+		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !schedulable(n) {
+			launching[n.Name] = true
+		}
+	}
+	for _, pl := range plan.ExistingNodePlacements {
+		if pod := pending[pl.Pod.String()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
+			p.nominate(ctx, pod, pl.Node)
+		}
+	}
+}
+
+// nominationFailed reports whether a pod berth nominated to a node is still
+// unbound nominationGrace after the node became schedulable: the
+// scheduler placed others there, and the pod needs a node again. Pods
+// nominated by preemption are never given up on here.
+func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
+	node := pod.Status.NominatedNodeName
+	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
+		return false
+	}
+	since, ready := p.readySince[node]
+	return ready && now.Sub(since) > nominationGrace
+}
+
+// forgetNominations drops nominations of pods that no longer wait, and of
+// nodes that are gone.
+func (p *Provisioner) forgetNominations(nodes []*corev1.Node, waiting map[string]bool) {
+	known := map[string]bool{}
+	for _, n := range p.inflight.merge(nodes) {
+		known[n.Name] = true
+	}
+	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
+}
+
+// schedulable reports whether a node is Ready and free of the taints the
+// node lifecycle puts on nodes that are not.
+func schedulable(n *corev1.Node) bool {
+	if !nodeReady(n) {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // gather reads the cluster from the cache.
@@ -212,17 +302,44 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 	if err := p.Client.List(ctx, pods); err != nil {
 		return in, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
+	known := map[string]bool{}
+	now := p.Clock.Now()
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	for _, n := range p.inflight.merge(in.Nodes) {
+		known[n.Name] = true
+		if _, seen := p.readySince[n.Name]; !seen && schedulable(n) {
+			p.readySince[n.Name] = now
+		}
+	}
+	for name := range p.readySince {
+		if !known[name] {
+			delete(p.readySince, name)
+		}
+	}
 	pending := map[string]*corev1.Pod{}
+	waiting := map[string]bool{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			in.Pods = append(in.Pods, pod)
-		case Provisionable(pod):
+		case unbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
+			// A pod nominated to a node (by berth, or by preemption) holds
+			// room there: plan as if it were bound to it.
+			held := pod.DeepCopy()
+			held.Spec.NodeName = pod.Status.NominatedNodeName
+			in.Pods = append(in.Pods, held)
+			waiting[pod.Namespace+"/"+pod.Name] = true
+		// A nomination to a node that no longer exists (deleted after a
+		// launch timeout, say) is stale: the pod needs a node again.
+		case awaitingNode(pod):
 			in.Pending = append(in.Pending, pod)
 			pending[pod.Namespace+"/"+pod.Name] = pod
+			waiting[pod.Namespace+"/"+pod.Name] = true
 		}
 	}
+	p.forgetNominations(in.Nodes, waiting)
 	if err := p.gatherRest(ctx, &in); err != nil {
 		return in, nil, nil, err
 	}

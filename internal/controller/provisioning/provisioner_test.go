@@ -117,7 +117,7 @@ func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
 		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")),
 		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
-	f.pods(5, b.CPU("1500m"))
+	pods := f.pods(5, b.CPU("1500m"))
 	res := f.run()
 	if len(res.Launched) != len(res.Plan.NewNodes) || len(res.Launched) == 0 {
 		t.Fatalf("launched %d nodes for a plan of %d", len(res.Launched), len(res.Plan.NewNodes))
@@ -136,12 +136,34 @@ func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
 			}
 		}
 	}
-	again := f.run()
-	if len(again.Launched) != 0 {
-		t.Errorf("second round launched %d more nodes for pods that wait for booting nodes", len(again.Launched))
+	// Each pod is nominated to the node launched for it, so the scheduler
+	// places it as planned, and it is not planned again.
+	launched := map[string]bool{}
+	for _, inst := range res.Launched {
+		launched[inst.NodeName] = true
 	}
-	if len(again.Plan.ExistingNodePlacements) != 5 {
-		t.Errorf("second round placed %d of 5 pods on the booting nodes", len(again.Plan.ExistingNodePlacements))
+	for _, p := range pods {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		if !launched[got.Status.NominatedNodeName] {
+			t.Errorf("pod %s nominated to %q, not to a launched node", got.Name, got.Status.NominatedNodeName)
+		}
+	}
+	again := f.run()
+	if len(again.Launched) != 0 || again.Pending != 0 {
+		t.Errorf("second round saw %d pending pods and launched %d more nodes, want 0 and 0", again.Pending, len(again.Launched))
+	}
+	// If the nominated nodes go away, the pods need nodes again.
+	for name := range launched {
+		if err := env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := f.run()
+	if third.Pending != 5 || len(third.Launched) == 0 {
+		t.Errorf("after the nodes were deleted: %d pending, %d launched; want 5 pending and new nodes", third.Pending, len(third.Launched))
 	}
 	for _, e := range f.events.Events {
 		if e.Reason == provisioning.ReasonTriggeredScaleUp && strings.Contains(e.Message, "Launching node prov-plan-") {

@@ -14,6 +14,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=pods;nodes;namespaces;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=create;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -27,8 +28,15 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 		h   toolscache.ResourceEventHandlerFuncs
 	}{
 		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { p.triggerIfPending(o) },
-			UpdateFunc: func(_, o any) { p.triggerIfPending(o) },
+			AddFunc: func(o any) { p.triggerIfPending(o) },
+			UpdateFunc: func(old, o any) {
+				if op, ok := old.(*corev1.Pod); ok {
+					if np, ok := o.(*corev1.Pod); ok {
+						p.onPodUpdate(op, np)
+					}
+				}
+				p.triggerIfPending(o)
+			},
 		}},
 		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { p.Trigger() },

@@ -38,6 +38,10 @@ type Input struct {
 	// Unavailable offerings are not launched (e.g. they just failed with
 	// insufficient capacity).
 	Unavailable []Offering
+	// Nominated maps pending pods ("namespace/name") to the node they are
+	// expected to run on (one being launched for them): they are placed
+	// there first when they fit.
+	Nominated map[string]string
 }
 
 // Plan is a scale-up decision.
@@ -140,7 +144,7 @@ func Run(in Input) (*Plan, error) {
 	bin := binpack.Input{
 		Snapshot: s, Pending: in.Pending, Templates: templates,
 		Launcher: newLauncher(groups), Filters: predicates.Default(),
-		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates),
+		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
 	for _, t := range templates {
 		if opts, _ := bin.Launcher.Allowed(s, t); len(opts) == 0 {

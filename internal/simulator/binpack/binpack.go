@@ -48,6 +48,10 @@ type Input struct {
 	// Initial are nodes to open before any pod is placed (to bring node
 	// groups up to their minimum size), one per entry.
 	Initial []*Template
+	// Nominated maps pods ("namespace/name") to the node they are expected
+	// on; such a pod is placed there first when it fits, as kube-scheduler
+	// does with a nominated node.
+	Nominated map[string]string
 }
 
 // Placement is a pod and the node it goes to.
@@ -108,6 +112,7 @@ func Pack(in Input) (*Result, error) {
 			p.open(t, opts).Initial = true
 		}
 	}
+	pods = p.placeNominated(pods)
 	sortPods(pods)
 	for len(pods) > 0 {
 		next := pods[:0:0]
@@ -124,6 +129,24 @@ func Pack(in Input) (*Result, error) {
 	p.res.Unplaced = pods
 	p.finish()
 	return &p.res, nil
+}
+
+// placeNominated places pods on their nominated nodes where they fit and
+// returns the others.
+func (p *packer) placeNominated(pods []*snapshot.Pod) []*snapshot.Pod {
+	if len(p.in.Nominated) == 0 {
+		return pods
+	}
+	rest := pods[:0:0]
+	for _, pod := range pods {
+		n := p.s.Node(p.in.Nominated[pod.Namespace+"/"+pod.Name])
+		if n != nil && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
+			p.add(pod, n)
+			continue
+		}
+		rest = append(rest, pod)
+	}
+	return rest
 }
 
 // place puts one pod on the first node that fits, or on a new node.

@@ -1,0 +1,87 @@
+package provisioning
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nominations maps pending pods ("namespace/name") to the launching node
+// berth planned them on. Safe for concurrent use: rounds write it, pod
+// events read it.
+type nominations struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func newNominations() *nominations { return &nominations{m: map[string]string{}} }
+
+func (n *nominations) set(pod, node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.m[pod] = node
+}
+
+func (n *nominations) get(pod string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m[pod]
+}
+
+func (n *nominations) snapshot() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.m)
+}
+
+// retain keeps the entries keep returns true for.
+func (n *nominations) retain(keep func(pod, node string) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for pod, node := range n.m {
+		if !keep(pod, node) {
+			delete(n.m, pod)
+		}
+	}
+}
+
+// onPodUpdate notices the scheduler clearing a nomination berth made for a
+// pod that still waits, and queues the pod to have it restored. The
+// scheduler clears it when it retries the pod while the node is still
+// tainted not-ready; a moment later the taint goes and the pod would be
+// placed by scoring instead of where the plan put it.
+func (p *Provisioner) onPodUpdate(oldPod, newPod *corev1.Pod) {
+	if oldPod.Status.NominatedNodeName == "" || newPod.Status.NominatedNodeName != "" || newPod.Spec.NodeName != "" {
+		return
+	}
+	node := oldPod.Status.NominatedNodeName
+	if p.nominated.get(newPod.Namespace+"/"+newPod.Name) != node {
+		return
+	}
+	p.readyMu.Lock()
+	_, ready := p.readySince[node]
+	p.readyMu.Unlock()
+	if ready {
+		return // the node is up: the scheduler decides now
+	}
+	select {
+	case p.renominateQ <- newPod:
+	default: // the next round restores it
+	}
+}
+
+// keepNominations restores cleared nominations until ctx ends.
+func (p *Provisioner) keepNominations(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pod := <-p.renominateQ:
+			if node := p.nominated.get(pod.Namespace + "/" + pod.Name); node != "" {
+				p.nominate(ctx, pod.DeepCopy(), node)
+			}
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/config/rbac"
+	"github.com/berth-dev/berth/internal/devenv"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// controllerKubeconfig is a kubeconfig that impersonates the controller's
+// service account, so that the controller runs with exactly the RBAC of
+// config/rbac (generated from the markers).
+var controllerKubeconfig string
+
+// installRBAC applies config/rbac and writes controllerKubeconfig.
+func installRBAC(ctx context.Context, c client.Client, cluster *devenv.Cluster, dir string) error {
+	err := fs.WalkDir(rbac.Files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
+			return err
+		}
+		data, err := rbac.Files.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&obj.Object); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return c.Create(ctx, obj)
+	})
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.LoadFromFile(cluster.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:berth-system:berth-controller"
+	}
+	controllerKubeconfig = filepath.Join(dir, "controller.kubeconfig")
+	return clientcmd.WriteToFile(*cfg, controllerKubeconfig)
+}
+
+// controllerProc is a running `berth controller`.
+type controllerProc struct {
+	cmd     *exec.Cmd
+	log     string
+	metrics string
+	done    chan struct{}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startController runs the berth binary's controller against the cluster
+// as the controller's service account. It is stopped when the test ends;
+// its log is printed if the test failed.
+func startController(t *testing.T, args ...string) *controllerProc {
+	t.Helper()
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	probes := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	logFile := filepath.Join(t.TempDir(), "controller.log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(berthBin, append([]string{"controller", "--kubeconfig", controllerKubeconfig,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &controllerProc{cmd: cmd, log: logFile, metrics: metrics, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile)
+			lines := strings.Split(string(data), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("controller log (last lines):\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *controllerProc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// kill ends the controller at once, as a crash would.
+func (p *controllerProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// peakRSS is the controller's peak resident memory in bytes.
+func (p *controllerProc) peakRSS() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return -1
+}
+
+// createNodeGroup creates a node group and, when the test ends, deletes it
+// and its nodes.
+func createNodeGroup(t *testing.T, ng *v1alpha1.NodeGroup) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name})
+	})
+}
+
+func groupNodes(t *testing.T, group string) []corev1.Node {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: group}); err != nil {
+		t.Fatal(err)
+	}
+	return nodes.Items
+}
+
+// waitRunning waits until every pod of the namespace with the labels runs.
+func waitRunning(t *testing.T, ns string, want int, timeout time.Duration) {
+	t.Helper()
+	expect.Eventually(t, timeout, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == want && len(pods.Items) == want, fmt.Sprintf("%d of %d pods running", running, len(pods.Items)), nil
+	})
+}
+
+// waitUnschedulable waits until the scheduler has given up on n pods of ns.
+func waitUnschedulable(t *testing.T, ns string, n int) {
+	t.Helper()
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		u := 0
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					u++
+				}
+			}
+		}
+		return u == n, fmt.Sprintf("%d of %d pods unschedulable", u, n), nil
+	})
+}
+
+// events returns the messages of events about an object, as
+// `kubectl describe` shows them.
+func events(t *testing.T, ns, name string) []string {
+	t.Helper()
+	list, err := env.Clientset.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
+}
