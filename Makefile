@@ -10,7 +10,7 @@ BENCH ?= .
 BENCH_COUNT ?= 6
 FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter fidelity clean help
+.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale fidelity clean help
 
 all: build
 
@@ -33,6 +33,9 @@ test: controlplane ## Run unit, controller and end-to-end tests, the scheduler f
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd test/fidelity && $(GO) test -timeout $(TEST_TIMEOUT) ./... -args -cases $(FIDELITY_CASES)
 	cd bench && GOTOOLCHAIN=auto $(GO) test -run TestCataloguesAgree ./...
+
+e2e-scale: build controlplane ## Measure 1000 pending pods -> Running on the real control plane (reports wall time and controller peak memory).
+	BERTH_E2E_SCALE=1 $(GO) test -count=1 -v -timeout 30m -run 'TestThroughput1000Pods' ./test/e2e/
 
 fidelity: ## Compare berth's filters with kube-scheduler's on FIDELITY_CASES random clusters (verbose).
 	cd test/fidelity && $(GO) test -v -timeout 60m ./... -args -cases $(FIDELITY_CASES)
