@@ -18,6 +18,7 @@ var GroupVersion = schema.GroupVersion{Group: "berth.dev", Version: "v1alpha1"}
 func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&NodeGroup{}, &NodeGroupList{},
+		&Headroom{}, &HeadroomList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

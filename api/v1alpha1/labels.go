@@ -38,4 +38,36 @@ const (
 	// ProviderIDPrefixKWOK prefixes the provider ID of nodes launched by the
 	// KWOK cloud provider.
 	ProviderIDPrefixKWOK = "kwok://"
+
+	// SystemNamespace is where berth runs and keeps its pods (placeholders,
+	// per-node reserve, leader election lease).
+	SystemNamespace = "berth-system"
+
+	// LabelHeadroom names the Headroom a placeholder, per-node reserve pod
+	// or virtual unit belongs to.
+	LabelHeadroom = "berth.dev/headroom"
+	// LabelHeadroomRole is "placeholder" or "node-reserve" on the pods berth
+	// runs for a Headroom.
+	LabelHeadroomRole = "berth.dev/headroom-role"
+	// LabelCapacityBuffer names the CapacityBuffer ("namespace.name") a
+	// virtual unit belongs to.
+	LabelCapacityBuffer = "berth.dev/capacitybuffer"
+	// AnnotationVirtual marks a pod that only exists in berth's plans (a
+	// headroom unit or buffer chunk), never in the API.
+	AnnotationVirtual = "berth.dev/virtual"
+
+	// PriorityClassHeadroom is the low priority of placeholder pods: any
+	// real pod preempts them, and they never preempt.
+	PriorityClassHeadroom = "berth-headroom"
+	// PriorityHeadroom is its value.
+	PriorityHeadroom int32 = -10
+	// PriorityClassNodeReserve is the priority of per-node reserve pods.
+	PriorityClassNodeReserve = "berth-node-reserve"
+	// PriorityNodeReserve is its value.
+	PriorityNodeReserve int32 = 900000000
+	// PriorityClassBurstCritical is for workloads allowed to take the
+	// per-node reserve: they preempt its pods.
+	PriorityClassBurstCritical = "berth-burst-critical"
+	// PriorityBurstCritical is its value.
+	PriorityBurstCritical int32 = 1000000000
 )
