@@ -1,0 +1,183 @@
+package headroom_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+func rl(cpu, mem string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+}
+
+func units(n int32, cpu, mem string) *v1alpha1.HeadroomUnits {
+	return &v1alpha1.HeadroomUnits{Count: n, UnitShape: v1alpha1.UnitShape{Resources: rl(cpu, mem)}}
+}
+
+// cluster: node g1 in group "general", node x1 outside berth; running pods.
+func cluster(pods ...*corev1.Pod) headroom.Inputs {
+	return headroom.Inputs{
+		Now:        time.Date(2026, 11, 23, 9, 30, 0, 0, time.UTC), // a Monday
+		NodeGroups: []*v1alpha1.NodeGroup{b.NodeGroup("general"), b.NodeGroup("gpu", b.TemplateTaint("gpu", "true", corev1.TaintEffectNoSchedule))},
+		Nodes:      []*corev1.Node{b.Node("g1", "16", "64Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "general")), b.Node("x1", "16", "64Gi")},
+		Pods:       pods,
+	}
+}
+
+func running(name, node, cpu, mem string, opts ...b.PodOption) *corev1.Pod {
+	return b.Pod(name, append([]b.PodOption{b.NodeName(node), b.CPU(cpu), b.Memory(mem), b.Phase(corev1.PodRunning)}, opts...)...)
+}
+
+func hr(spec v1alpha1.HeadroomSpec) *v1alpha1.Headroom {
+	return &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "h"}, Spec: spec}
+}
+
+func TestResolve(t *testing.T) {
+	ten := make([]*corev1.Pod, 0, 12)
+	for i := range 10 {
+		ten = append(ten, running("w"+string(rune('a'+i)), "g1", "1", "1Gi"))
+	}
+	ten = append(ten, running("other", "x1", "4", "4Gi"))
+	ten = append(ten, running("agent", "g1", "2", "2Gi", b.OwnedBy("DaemonSet", "agent")))
+	window := func(cron string, d time.Duration, n int32) v1alpha1.HeadroomSchedule {
+		return v1alpha1.HeadroomSchedule{Name: "peak", Cron: cron, Duration: metav1.Duration{Duration: d}, Units: v1alpha1.ScheduleUnits{Count: n}}
+	}
+	tests := []struct {
+		name      string
+		spec      v1alpha1.HeadroomSpec
+		in        headroom.Inputs
+		wantCount int32
+		wantCPU   string
+		wantSched string
+		wantErr   string
+	}{
+		{name: "manual units are kept as given",
+			spec: v1alpha1.HeadroomSpec{Units: units(4, "1", "1Gi")}, in: cluster(), wantCount: 4, wantCPU: "1"},
+		{name: "automatic 20% of ten 1-cpu pods in scope is two units of the most common shape",
+			spec: v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 20}},
+			in:   cluster(ten...), wantCount: 2, wantCPU: "1"},
+		{name: "automatic rounds up and counts DaemonSet pods and pods outside the scope out",
+			spec: v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 25}},
+			in:   cluster(ten...), wantCount: 3, wantCPU: "1"}, // 2.5 cpu -> 3 units
+		{name: "automatic cluster-wide includes every node",
+			spec: v1alpha1.HeadroomSpec{Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 50, Unit: &v1alpha1.UnitShape{Resources: rl("2", "1Gi")}}},
+			in:   cluster(ten...), wantCount: 7, wantCPU: "2"}, // 14 cpu, 14Gi at 50%: cpu needs 4 units of 2, memory 7 units of 1Gi: the larger
+		{name: "sum adds manual and automatic",
+			spec: v1alpha1.HeadroomSpec{Units: units(3, "1", "1Gi"), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 20}},
+			in:   cluster(ten...), wantCount: 5, wantCPU: "1"},
+		{name: "max keeps the larger",
+			spec: v1alpha1.HeadroomSpec{Units: units(3, "1", "1Gi"), Combine: v1alpha1.CombineMax, Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 20}},
+			in:   cluster(ten...), wantCount: 3, wantCPU: "1"},
+		{name: "an active schedule replaces the manual count",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Schedules: []v1alpha1.HeadroomSchedule{window("0 8 * * 1-5", 2*time.Hour, 6)}},
+			in:   cluster(), wantCount: 6, wantCPU: "1", wantSched: "peak"},
+		{name: "a schedule outside its window changes nothing",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Schedules: []v1alpha1.HeadroomSchedule{window("0 8 * * 1-5", time.Hour, 6)}},
+			in:   cluster(), wantCount: 1, wantCPU: "1"},
+		{name: "a weekend schedule is not active on Monday",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Schedules: []v1alpha1.HeadroomSchedule{window("0 0 * * 6", 48*time.Hour, 6)}},
+			in:   cluster(), wantCount: 1, wantCPU: "1"},
+		{name: "an invalid cron is an error naming the schedule",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Schedules: []v1alpha1.HeadroomSchedule{window("61 * * * *", time.Hour, 6)}},
+			in:   cluster(), wantErr: "spec.schedules[peak].cron"},
+		{name: "a scope naming a missing node group is an error",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"nope"}}},
+			in:   cluster(), wantErr: `node group "nope" does not exist`},
+		{name: "a selector scope selects groups by label",
+			spec: v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Scope: v1alpha1.HeadroomScope{NodeGroupSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "x"}}}},
+			in:   cluster(), wantErr: "selects no node group"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := headroom.Resolve(hr(tt.spec), tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu := got.Shape.Resources[corev1.ResourceCPU]
+			if got.Count != tt.wantCount || cpu.String() != tt.wantCPU || got.ActiveSchedule != tt.wantSched {
+				t.Errorf("got %d units of %s cpu (schedule %q), want %d of %s (%q)", got.Count, cpu.String(), got.ActiveSchedule, tt.wantCount, tt.wantCPU, tt.wantSched)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestVirtualPodsStayInScope: a node-group-scoped unit selects the group and
+// tolerates its taints, so it can only fit there.
+func TestVirtualPodsStayInScope(t *testing.T) {
+	in := cluster()
+	h := hr(v1alpha1.HeadroomSpec{Units: units(2, "1", "1Gi"), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"gpu"}}})
+	r, err := headroom.Resolve(h, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := headroom.VirtualPods(h, r)
+	if len(pods) != 2 {
+		t.Fatalf("%d pods", len(pods))
+	}
+	p := pods[0]
+	terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != v1alpha1.LabelNodeGroup || terms[0].MatchExpressions[0].Values[0] != "gpu" {
+		t.Errorf("affinity %+v", terms)
+	}
+	if len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != "gpu" {
+		t.Errorf("tolerations %+v, want the gpu group's taint", p.Spec.Tolerations)
+	}
+	if *p.Spec.Priority != v1alpha1.PriorityHeadroom || p.Annotations[v1alpha1.AnnotationVirtual] != "true" {
+		t.Errorf("priority %d annotations %v", *p.Spec.Priority, p.Annotations)
+	}
+}
+
+func TestBufferReplicas(t *testing.T) {
+	chunk := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("500m", "1Gi")}}}}
+	i32 := func(v int32) *int32 { return &v }
+	limits := func(cpu string) *cbv1beta1.ResourceList {
+		return &cbv1beta1.ResourceList{"cpu": resource.MustParse(cpu)}
+	}
+	tests := []struct {
+		name     string
+		spec     cbv1beta1.CapacityBufferSpec
+		scalable *int32
+		want     int32
+		wantErr  string
+	}{
+		{name: "replicas alone", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(3)}, want: 3},
+		{name: "50% of 4 replicas is 2", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(50)}, scalable: i32(4), want: 2},
+		{name: "50% of 3 replicas rounds up to 2", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(50)}, scalable: i32(3), want: 2},
+		{name: "a percentage of zero replicas is at least 1", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(10)}, scalable: i32(0), want: 1},
+		{name: "replicas and percentage take the larger", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(5), Percentage: i32(20)}, scalable: i32(10), want: 5},
+		{name: "limits cap the count", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(10), Limits: limits("2")}, want: 4},
+		{name: "limits alone give as many chunks as fit", spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1700m")}, want: 3},
+		{name: "percentage without a scalable object is an error", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(10)}, wantErr: "needs spec.scalableRef"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := headroom.BufferReplicas(&tt.spec, tt.scalable, chunk)
+			if tt.wantErr != "" {
+				if err == nil || !contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,131 @@
+package headroom
+
+import (
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// PauseImage is the image of placeholder and reserve pods.
+const PauseImage = "registry.k8s.io/pause:3.10"
+
+// Roles of the pods berth runs for a Headroom (LabelHeadroomRole).
+const (
+	RolePlaceholder = "placeholder"
+	RoleNodeReserve = "node-reserve"
+)
+
+func resourceMilli(v int64) *resource.Quantity { return resource.NewMilliQuantity(v, resource.DecimalSI) }
+func resourceBytes(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
+
+// unitSpec is the pod spec of one unit: its requests, its tolerations plus
+// the scope groups' taints, its node selector, and node affinity to the
+// scope's node groups.
+func unitSpec(r Resolved, priority int32) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name: "pause", Image: PauseImage,
+			Resources: corev1.ResourceRequirements{Requests: r.Shape.Resources.DeepCopy()},
+		}},
+		Tolerations:  append([]corev1.Toleration(nil), r.Shape.Tolerations...),
+		NodeSelector: maps.Clone(r.Shape.NodeSelector),
+		Priority:     &priority,
+	}
+	if len(r.Groups) > 0 {
+		for _, g := range r.Groups {
+			for _, t := range g.Spec.Template.Taints {
+				spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
+					Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+			}
+		}
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.LabelNodeGroup, Operator: corev1.NodeSelectorOpIn, Values: r.GroupNames()}},
+			}}},
+		}}
+	}
+	return spec
+}
+
+// VirtualPods returns the units of a headroom as pods that exist only in
+// berth's plans: lowest priority (placed after every real pod), in berth's
+// namespace, constrained to the scope.
+func VirtualPods(h *v1alpha1.Headroom, r Resolved) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, r.Count)
+	spec := unitSpec(r, v1alpha1.PriorityHeadroom)
+	for i := range r.Count {
+		name := fmt.Sprintf("headroom-%s-%d", h.Name, i)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: v1alpha1.SystemNamespace, UID: types.UID("virtual-" + name),
+				Labels:      map[string]string{v1alpha1.LabelHeadroom: h.Name},
+				Annotations: map[string]string{v1alpha1.AnnotationVirtual: "true"},
+			},
+			Spec:   *spec.DeepCopy(),
+			Status: corev1.PodStatus{Phase: corev1.PodPending},
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// PlaceholderTemplate is the pod template of a headroom's placeholder
+// pods: pause containers of the berth-headroom PriorityClass that any real
+// pod preempts, gone at once when preempted.
+func PlaceholderTemplate(h *v1alpha1.Headroom, r Resolved) corev1.PodTemplateSpec {
+	spec := unitSpec(r, v1alpha1.PriorityHeadroom)
+	spec.Priority = nil // set by admission from the class
+	spec.PriorityClassName = v1alpha1.PriorityClassHeadroom
+	spec.TerminationGracePeriodSeconds = new(int64)
+	never := corev1.PreemptNever
+	spec.PreemptionPolicy = &never
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: PlaceholderLabels(h)},
+		Spec:       spec,
+	}
+}
+
+// PlaceholderLabels select a headroom's placeholder pods.
+func PlaceholderLabels(h *v1alpha1.Headroom) map[string]string {
+	return map[string]string{v1alpha1.LabelHeadroom: h.Name, v1alpha1.LabelHeadroomRole: RolePlaceholder}
+}
+
+// NodeReserveLabels select a headroom's per-node reserve pods.
+func NodeReserveLabels(h *v1alpha1.Headroom) map[string]string {
+	return map[string]string{v1alpha1.LabelHeadroom: h.Name, v1alpha1.LabelHeadroomRole: RoleNodeReserve}
+}
+
+// NodeReserveDaemonSet is the DaemonSet that holds a slice of every selected
+// node: pause pods of the berth-node-reserve PriorityClass, which ordinary
+// pods cannot preempt and berth-burst-critical pods can.
+func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
+	pn := h.Spec.PerNode
+	labels := NodeReserveLabels(h)
+	grace := int64(0)
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-reserve-" + h.Name, Namespace: v1alpha1.SystemNamespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					PriorityClassName:             v1alpha1.PriorityClassNodeReserve,
+					TerminationGracePeriodSeconds: &grace,
+					NodeSelector:                  maps.Clone(pn.NodeSelector),
+					Tolerations:                   append([]corev1.Toleration(nil), pn.Tolerations...),
+					Containers: []corev1.Container{{
+						Name: "pause", Image: PauseImage,
+						Resources: corev1.ResourceRequirements{Requests: pn.Resources.DeepCopy(), Limits: pn.Resources.DeepCopy()},
+					}},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,235 @@
+// Package headroom turns Headroom and CapacityBuffer objects into units:
+// how many, of which shape, allowed where. It is pure (values in, values
+// out): the headroom controller writes the result into status, and the
+// provisioner adds the missing units to its plans as virtual pods.
+package headroom
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// Inputs is the cluster a headroom is resolved against.
+type Inputs struct {
+	Now        time.Time
+	NodeGroups []*v1alpha1.NodeGroup
+	Nodes      []*corev1.Node
+	// Pods bound to nodes (running workload, for automatic headroom).
+	Pods []*corev1.Pod
+}
+
+// Resolved is a headroom in units.
+type Resolved struct {
+	// Count of units.
+	Count int32
+	// Shape of one unit.
+	Shape v1alpha1.UnitShape
+	// Groups are the node groups in scope; nil means the whole cluster.
+	Groups []*v1alpha1.NodeGroup
+	// ActiveSchedule names the schedule in effect, if any.
+	ActiveSchedule string
+}
+
+// GroupNames returns the names of the groups in scope.
+func (r Resolved) GroupNames() []string {
+	out := make([]string, 0, len(r.Groups))
+	for _, g := range r.Groups {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+// Resolve computes a headroom's units. One shape is used for all units: the
+// active schedule's, else spec.units', else automatic.unit, else the most
+// common request shape of the workload in scope.
+func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
+	sp := &h.Spec
+	groups, err := ScopeGroups(h, in.NodeGroups)
+	if err != nil {
+		return Resolved{}, err
+	}
+	res := Resolved{Groups: groups}
+	manual, haveManual := int32(0), false
+	if sp.Units != nil {
+		manual, haveManual = sp.Units.Count, true
+		res.Shape = sp.Units.UnitShape
+	}
+	for _, w := range sp.Schedules {
+		active, err := ScheduleActive(w.Cron, w.Duration.Duration, in.Now)
+		if err != nil {
+			return Resolved{}, fmt.Errorf("spec.schedules[%s].cron: %w", w.Name, err)
+		}
+		if active {
+			manual, haveManual, res.ActiveSchedule = w.Units.Count, true, w.Name
+			if len(w.Units.Resources) > 0 {
+				res.Shape = w.Units.UnitShape
+			}
+			break
+		}
+	}
+	if haveManual && len(res.Shape.Resources) == 0 && sp.Automatic == nil {
+		return Resolved{}, errors.New("spec.units.resources: no unit shape (set spec.units.resources or the schedule's resources)")
+	}
+	res.Count = manual
+	if sp.Automatic == nil {
+		return res, nil
+	}
+	total, shapes := workload(in, groups)
+	if len(res.Shape.Resources) == 0 {
+		if sp.Automatic.Unit != nil && len(sp.Automatic.Unit.Resources) > 0 {
+			res.Shape = *sp.Automatic.Unit
+		} else if common := mostCommon(shapes); common != nil {
+			res.Shape = v1alpha1.UnitShape{Resources: common}
+		}
+	}
+	auto := unitsFor(total, sp.Automatic.Percentage, res.Shape.Resources)
+	if sp.Combine == v1alpha1.CombineMax {
+		res.Count = max(manual, auto)
+	} else {
+		res.Count = manual + auto
+	}
+	return res, nil
+}
+
+// ScopeGroups returns the node groups a headroom's scope selects; nil for
+// the whole cluster. A named group that does not exist is an error.
+func ScopeGroups(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error) {
+	sc := &h.Spec.Scope
+	if len(sc.NodeGroups) == 0 && sc.NodeGroupSelector == nil {
+		return nil, nil
+	}
+	var sel labels.Selector
+	if sc.NodeGroupSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(sc.NodeGroupSelector)
+		if err != nil {
+			return nil, fmt.Errorf("spec.scope.nodeGroupSelector: %w", err)
+		}
+		sel = s
+	}
+	var out []*v1alpha1.NodeGroup
+	for _, g := range groups {
+		if slices.Contains(sc.NodeGroups, g.Name) || (sel != nil && sel.Matches(labels.Set(g.Labels))) {
+			out = append(out, g)
+		}
+	}
+	for _, name := range sc.NodeGroups {
+		if !slices.ContainsFunc(out, func(g *v1alpha1.NodeGroup) bool { return g.Name == name }) {
+			return nil, fmt.Errorf("spec.scope.nodeGroups: node group %q does not exist", name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("spec.scope: selects no node group")
+	}
+	return out, nil
+}
+
+// ScheduleActive reports whether a window that starts at the cron times
+// (UTC) and lasts d is open at now.
+func ScheduleActive(expr string, d time.Duration, now time.Time) (bool, error) {
+	s, err := cron.ParseStandard(expr)
+	if err != nil {
+		return false, err
+	}
+	// The window is open when a start falls in (now-d, now].
+	start := s.Next(now.UTC().Add(-d))
+	return !start.After(now.UTC()), nil
+}
+
+// isWorkload reports whether a pod counts as workload for automatic
+// headroom: not a DaemonSet pod, not one of berth's own pods, not finished.
+func isWorkload(p *corev1.Pod) bool {
+	if p.Labels[v1alpha1.LabelHeadroomRole] != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+// workload sums the requests of the workload pods running in scope and
+// collects their request shapes.
+func workload(in Inputs, groups []*v1alpha1.NodeGroup) (corev1.ResourceList, []corev1.ResourceList) {
+	inScope := map[string]bool{}
+	for _, n := range in.Nodes {
+		g := n.Labels[v1alpha1.LabelNodeGroup]
+		if groups == nil || slices.ContainsFunc(groups, func(x *v1alpha1.NodeGroup) bool { return x.Name == g }) {
+			inScope[n.Name] = true
+		}
+	}
+	total := corev1.ResourceList{}
+	var shapes []corev1.ResourceList
+	for _, p := range in.Pods {
+		if p.Spec.NodeName == "" || !inScope[p.Spec.NodeName] || !isWorkload(p) {
+			continue
+		}
+		req := resource.PodRequests(p, resource.PodResourcesOptions{})
+		for name, q := range req {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+		shapes = append(shapes, req)
+	}
+	return total, shapes
+}
+
+// mostCommon returns the most frequent request shape (cpu and memory); ties
+// go to the larger one. nil when there is none.
+func mostCommon(shapes []corev1.ResourceList) corev1.ResourceList {
+	type key struct{ cpu, mem int64 }
+	counts := map[key]int{}
+	var best key
+	bestN := 0
+	for _, s := range shapes {
+		k := key{s.Cpu().MilliValue(), s.Memory().Value()}
+		if k.cpu == 0 && k.mem == 0 {
+			continue
+		}
+		counts[k]++
+		n := counts[k]
+		if n > bestN || (n == bestN && (k.cpu > best.cpu || (k.cpu == best.cpu && k.mem > best.mem))) {
+			best, bestN = k, n
+		}
+	}
+	if bestN == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	if best.cpu > 0 {
+		out[corev1.ResourceCPU] = *resourceMilli(best.cpu)
+	}
+	if best.mem > 0 {
+		out[corev1.ResourceMemory] = *resourceBytes(best.mem)
+	}
+	return out
+}
+
+// unitsFor is how many units of shape unit cover pct percent of total: the
+// largest count any resource of the unit needs, rounded up.
+func unitsFor(total corev1.ResourceList, pct int32, unit corev1.ResourceList) int32 {
+	n := 0.0
+	for name, u := range unit {
+		per := u.AsApproximateFloat64()
+		if per <= 0 {
+			continue
+		}
+		have := total[name]
+		want := have.AsApproximateFloat64() * float64(pct) / 100
+		n = max(n, math.Ceil(want/per-1e-9))
+	}
+	return int32(min(n, math.MaxInt32))
+}
