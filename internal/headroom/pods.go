@@ -22,7 +22,9 @@ const (
 	RoleNodeReserve = "node-reserve"
 )
 
-func resourceMilli(v int64) *resource.Quantity { return resource.NewMilliQuantity(v, resource.DecimalSI) }
+func resourceMilli(v int64) *resource.Quantity {
+	return resource.NewMilliQuantity(v, resource.DecimalSI)
+}
 func resourceBytes(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
 
 // unitSpec is the pod spec of one unit: its requests, its tolerations plus
@@ -102,6 +104,9 @@ func NodeReserveLabels(h *v1alpha1.Headroom) map[string]string {
 	return map[string]string{v1alpha1.LabelHeadroom: h.Name, v1alpha1.LabelHeadroomRole: RoleNodeReserve}
 }
 
+// NodeReserveName is the name of a headroom's per-node reserve DaemonSet.
+func NodeReserveName(h *v1alpha1.Headroom) string { return "node-reserve-" + h.Name }
+
 // NodeReserveDaemonSet is the DaemonSet that holds a slice of every selected
 // node: pause pods of the berth-node-reserve PriorityClass, which ordinary
 // pods cannot preempt and berth-burst-critical pods can.
@@ -110,7 +115,7 @@ func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 	labels := NodeReserveLabels(h)
 	grace := int64(0)
 	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-reserve-" + h.Name, Namespace: v1alpha1.SystemNamespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: NodeReserveName(h), Namespace: v1alpha1.SystemNamespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{

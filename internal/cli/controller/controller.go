@@ -21,8 +21,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
+	"github.com/berth-dev/berth/internal/controller/headroom"
 	"github.com/berth-dev/berth/internal/controller/launchtimeout"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
+	"github.com/berth-dev/berth/internal/controller/nodereserve"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/scheme"
 	"github.com/berth-dev/berth/internal/state"
@@ -160,6 +163,8 @@ func (o *options) run(cmd *cobra.Command) error {
 	provisioning.RegisterMetrics()
 	nodegroup.RegisterMetrics()
 	launchtimeout.RegisterMetrics()
+	headroom.RegisterMetrics()
+	readiness := state.NewReadiness()
 
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Clock: clk}
 	if err := ngc.Register(mgr); err != nil {
@@ -170,8 +175,28 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := lt.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", launchtimeout.Name, err)
 	}
-	prov := provisioning.New(provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk},
-		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits})
+	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
+	if err := hrc.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", headroom.Name, err)
+	}
+	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
+	if err := nrc.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", nodereserve.Name, err)
+	}
+	cbc := &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness}
+	if err := cbc.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
+	}
+	readiness.OnChange = func(key string) {
+		switch kind, ns, name := state.ParseKey(key); kind {
+		case "headroom":
+			hrc.Notify(name)
+		case "buffer":
+			cbc.Notify(ns, name)
+		}
+	}
+	prov := provisioning.New(provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Recorder: recorder, Clock: clk},
+		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
 	if err := prov.Register(cmd.Context(), mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
 	}

@@ -103,11 +103,15 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching %s failed: %v", off, err)
 			return false, fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)
 		}
-		launches.WithLabelValues(nn.NodeGroup, resultLaunched, nn.Reason).Inc()
+		reason := nn.Reason
+		if reason == scaleup.ReasonPendingPods && p.onlyVirtual(nn) {
+			reason = reasonHeadroom
+		}
+		launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
 		res.Launched = append(res.Launched, inst)
 		p.inflight.add(syntheticNode(ng, inst))
 		logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
-			"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", nn.Reason)
+			"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", reason)
 		p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
 			"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
 		for _, ref := range nn.Pods {
@@ -133,6 +137,20 @@ func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string
 	if err := p.Client.Status().Patch(ctx, pod, patch); err != nil {
 		log.FromContext(ctx).V(1).Info("could not nominate the launched node for the pod", "pod", client.ObjectKeyFromObject(pod), "node", node, "error", err.Error())
 	}
+}
+
+// reasonHeadroom is the launch reason of a node only headroom units need.
+const reasonHeadroom = "headroom"
+
+// onlyVirtual reports whether every pod planned on a new node is a
+// headroom unit or buffer chunk.
+func (p *Provisioner) onlyVirtual(nn scaleup.NewNode) bool {
+	for _, ref := range nn.Pods {
+		if _, ok := p.virtualOwner[ref.String()]; !ok {
+			return false
+		}
+	}
+	return len(nn.Pods) > 0
 }
 
 func describePods(nn scaleup.NewNode) string {

@@ -55,6 +55,9 @@ type Options struct {
 	Resync time.Duration
 	// ClusterLimits cap the capacity of all nodes.
 	ClusterLimits corev1.ResourceList
+	// MaxProvisionTime is how long a launched node may take to become
+	// Ready; until then the planner counts it as booting.
+	MaxProvisionTime time.Duration
 }
 
 // Deps are what the provisioner works with.
@@ -62,6 +65,9 @@ type Deps struct {
 	Client    client.Client
 	Cloud     cloudprovider.CloudProvider
 	Offerings *state.Offerings
+	// Readiness receives, after each round, how many headroom units and
+	// buffer chunks fit in free capacity.
+	Readiness *state.Readiness
 	Recorder  EventRecorder
 	Clock     clock.WithTicker
 }
@@ -88,6 +94,9 @@ type Provisioner struct {
 	// events read it.
 	readyMu    sync.Mutex
 	readySince map[string]time.Time
+	// virtualOwner maps the virtual pods of the current round to the
+	// readiness key of their headroom or buffer.
+	virtualOwner map[string]string
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -206,6 +215,9 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	p.renominate(ctx, res.Plan, in.Nodes, pending)
 	p.explain(res.Plan, pending)
+	if p.Readiness != nil {
+		p.Readiness.Set(readiness(res.Plan, p.virtualOwner, p.inflight.merge(in.Nodes)))
+	}
 	return res, nil
 }
 
@@ -340,9 +352,16 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 		}
 	}
 	p.forgetNominations(in.Nodes, waiting)
+	virtual, owner, err := p.virtualUnits(ctx, in.NodeGroups)
+	if err != nil {
+		return in, nil, nil, err
+	}
+	in.Pending = append(in.Pending, virtual...)
+	p.virtualOwner = owner
 	if err := p.gatherRest(ctx, &in); err != nil {
 		return in, nil, nil, err
 	}
 	in.ClusterLimits = p.opts.ClusterLimits
+	in.Now, in.LaunchGrace = now, p.opts.MaxProvisionTime
 	return in, groups, pending, nil
 }

@@ -59,7 +59,8 @@ func setup(t *testing.T, ng *v1alpha1.NodeGroup) *fixture {
 	f := &fixture{t: t, ns: ns, group: ng.Name, offerings: state.NewOfferings(clock.RealClock{}, time.Minute), events: &fakes.Recorder{}}
 	f.prov = provisioning.New(provisioning.Deps{
 		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits})
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+		MaxProvisionTime: 15 * time.Minute})
 	return f
 }
 

@@ -30,16 +30,28 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) { p.triggerIfPending(o) },
 			UpdateFunc: func(old, o any) {
-				if op, ok := old.(*corev1.Pod); ok {
-					if np, ok := o.(*corev1.Pod); ok {
-						p.onPodUpdate(op, np)
-					}
+				op, ok1 := old.(*corev1.Pod)
+				np, ok2 := o.(*corev1.Pod)
+				if !ok1 || !ok2 {
+					return
+				}
+				p.onPodUpdate(op, np)
+				// A pod bound without waiting may have taken headroom.
+				if op.Spec.NodeName == "" && np.Spec.NodeName != "" {
+					p.Trigger()
 				}
 				p.triggerIfPending(o)
 			},
+			// A pod gone frees capacity (headroom may be back).
+			DeleteFunc: func(any) { p.Trigger() },
 		}},
 		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { p.Trigger() },
+			DeleteFunc: func(any) { p.Trigger() },
+		}},
+		{&v1alpha1.Headroom{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { p.Trigger() },
+			UpdateFunc: func(any, any) { p.Trigger() },
 			DeleteFunc: func(any) { p.Trigger() },
 		}},
 		{&v1alpha1.NodeGroup{}, toolscache.ResourceEventHandlerFuncs{

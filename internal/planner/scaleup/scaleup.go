@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,11 @@ type Input struct {
 	// expected to run on (one being launched for them): they are placed
 	// there first when they fit.
 	Nominated map[string]string
+	// Now and LaunchGrace tell which not-Ready nodes are still booting:
+	// those younger than LaunchGrace. Zero Now treats every not-Ready node
+	// of a node group as booting (offline planning).
+	Now         time.Time
+	LaunchGrace time.Duration
 }
 
 // Plan is a scale-up decision.
@@ -124,7 +130,7 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSnapshot(in, groups)
+	s, err := newSnapshot(in, groups, in.booting)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +164,12 @@ func Run(in Input) (*Plan, error) {
 	return buildPlan(bin, res), nil
 }
 
-func newSnapshot(in Input, groups []*v1alpha1.NodeGroup) (*snapshot.Snapshot, error) {
+// booting reports whether a not-Ready node is still expected to come up.
+func (in Input) booting(n *corev1.Node) bool {
+	return in.Now.IsZero() || in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace
+}
+
+func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.Node) bool) (*snapshot.Snapshot, error) {
 	byName := map[string]*v1alpha1.NodeGroup{}
 	for _, g := range groups {
 		byName[g.Name] = g
@@ -166,15 +177,16 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup) (*snapshot.Snapshot, er
 	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, OptionKeys: OptionKeys}
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
-		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group])})
+		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting)})
 	}
 	return snapshot.New(sin)
 }
 
 // transientTaints are taints of a berth-managed node that will go away on
-// their own: the group's startup taints, and while the node is still
-// launching (not Ready) the taints the node lifecycle puts on it.
-func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup) []corev1.Taint {
+// their own: the group's startup taints, and the not-ready and unreachable
+// taints of the node lifecycle while the node is booting, or once it is
+// Ready (the node lifecycle controller removes them a moment later).
+func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev1.Node) bool) []corev1.Taint {
 	if ng == nil {
 		return nil
 	}
@@ -182,7 +194,7 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup) []corev1.Taint {
 	for _, t := range ng.Spec.Template.StartupTaints {
 		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
 	}
-	if !nodeReady(n) {
+	if nodeReady(n) || booting(n) {
 		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
 			out = append(out,
 				corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule},

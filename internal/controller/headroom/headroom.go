@@ -1,0 +1,229 @@
+// Package headroom is the controller of Headroom objects: it resolves how
+// many units each keeps (manual, automatic, schedules) into status, runs
+// placeholder pods and the per-node reserve DaemonSet, reports how many
+// units are ready, and records events when headroom is consumed and
+// restored. The provisioner adds missing units to its plans.
+package headroom
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// Name is the controller's name.
+const Name = "headroom"
+
+// Event reasons on a Headroom.
+const (
+	ReasonConsumed    = "HeadroomConsumed"
+	ReasonRestored    = "HeadroomRestored"
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// resyncPeriod re-resolves automatic headroom, which follows the workload.
+const resyncPeriod = 10 * time.Second
+
+// EventRecorder records events (events.k8s.io) on objects.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// ReadySource tells how many units of a headroom fit in free capacity.
+type ReadySource interface {
+	Get(key string) (int32, bool)
+}
+
+// Reconciler reconciles Headrooms.
+type Reconciler struct {
+	Client   client.Client
+	Ready    ReadySource
+	Recorder EventRecorder
+	Clock    clock.PassiveClock
+	changes  chan event.TypedGenericEvent[client.Object]
+}
+
+// +kubebuilder:rbac:groups=berth.dev,resources=headrooms,verbs=get;list;watch
+// +kubebuilder:rbac:groups=berth.dev,resources=headrooms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch;create
+
+// Notify asks for a reconcile of a Headroom; never blocks.
+func (r *Reconciler) Notify(name string) {
+	select {
+	case r.changes <- event.TypedGenericEvent[client.Object]{Object: &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+	default:
+	}
+}
+
+// Register adds the controller to the manager.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	r.changes = make(chan event.TypedGenericEvent[client.Object], 256)
+	if err := mgr.Add(&priorityClasses{client: mgr.GetClient()}); err != nil {
+		return err
+	}
+	owned := func(_ context.Context, o client.Object) []reconcile.Request {
+		if h := o.GetLabels()[v1alpha1.LabelHeadroom]; h != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: h}}}
+		}
+		return nil
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1alpha1.Headroom{}).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(owned)).
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(owned)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(owned)).
+		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile brings one Headroom's placeholders, reserve and status up to
+// date.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	h := &v1alpha1.Headroom{}
+	if err := r.Client.Get(ctx, req.NamespacedName, h); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			forget(req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	in, err := r.inputs(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res, resolveErr := hr.Resolve(h, in)
+	status := h.Status.DeepCopy()
+	status.ObservedGeneration = h.Generation
+	if resolveErr != nil {
+		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Resolve", "%v", resolveErr)
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonInvalidSpec, Message: resolveErr.Error(), ObservedGeneration: h.Generation})
+		return reconcile.Result{}, r.writeStatus(ctx, h, status)
+	}
+	if err := r.placeholders(ctx, h, res); err != nil {
+		return reconcile.Result{}, err
+	}
+	reserved, err := r.nodeReserve(ctx, h)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ready, err := r.readyUnits(ctx, h)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	status.DesiredUnits, status.ReadyUnits, status.ReservedNodes = res.Count, min(ready, res.Count), reserved
+	status.ActiveSchedule = res.ActiveSchedule
+	status.Unit = nil
+	if len(res.Shape.Resources) > 0 {
+		status.Unit = res.Shape.DeepCopy()
+	}
+	r.transition(h, status)
+	observe(h.Name, status)
+	return reconcile.Result{RequeueAfter: r.requeue(h)}, r.writeStatus(ctx, h, status)
+}
+
+func (r *Reconciler) inputs(ctx context.Context) (hr.Inputs, error) {
+	in := hr.Inputs{Now: r.Clock.Now()}
+	ngs := &v1alpha1.NodeGroupList{}
+	nodes := &corev1.NodeList{}
+	pods := &corev1.PodList{}
+	for _, l := range []client.ObjectList{ngs, nodes, pods} {
+		if err := r.Client.List(ctx, l); err != nil {
+			return in, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	for i := range ngs.Items {
+		in.NodeGroups = append(in.NodeGroups, &ngs.Items[i])
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName != "" {
+			in.Pods = append(in.Pods, &pods.Items[i])
+		}
+	}
+	return in, nil
+}
+
+// readyUnits: with placeholders, the placeholder pods that run; otherwise
+// what the provisioner's latest plan fit in free capacity of Ready nodes.
+func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (int32, error) {
+	if !h.Spec.Placeholders {
+		ready, _ := r.Ready.Get(state.HeadroomKey(h.Name))
+		return ready, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels(hr.PlaceholderLabels(h))); err != nil {
+		return 0, fmt.Errorf("listing placeholders: %w", err)
+	}
+	var n int32
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// transition sets the Ready condition and records consumed and restored
+// events when the ready count crosses the desired count.
+func (r *Reconciler) transition(h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus) {
+	was := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady)
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: h.Generation}
+	if status.ReadyUnits >= status.DesiredUnits {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonAllUnitsReady
+		c.Message = fmt.Sprintf("%d of %d units fit in free capacity", status.ReadyUnits, status.DesiredUnits)
+	} else {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUnitsMissing
+		c.Message = fmt.Sprintf("%d of %d units fit in free capacity; berth launches nodes for the rest", status.ReadyUnits, status.DesiredUnits)
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+	switch {
+	case was != nil && was.Status == metav1.ConditionTrue && c.Status == metav1.ConditionFalse && h.Status.DesiredUnits == status.DesiredUnits:
+		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonConsumed, "Consume",
+			"Headroom consumed: %d of %d units left in free capacity", status.ReadyUnits, status.DesiredUnits)
+	case was != nil && was.Status == metav1.ConditionFalse && was.Reason == v1alpha1.ReasonUnitsMissing && c.Status == metav1.ConditionTrue:
+		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonRestored, "Restore",
+			"Headroom restored: %d of %d units fit in free capacity", status.ReadyUnits, status.DesiredUnits)
+	}
+}
+
+func (r *Reconciler) requeue(h *v1alpha1.Headroom) time.Duration {
+	if h.Spec.Automatic != nil || len(h.Spec.Schedules) > 0 {
+		return resyncPeriod
+	}
+	return 0
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus) error {
+	if equality.Semantic.DeepEqual(&h.Status, status) {
+		return nil
+	}
+	h.Status = *status
+	if err := r.Client.Status().Update(ctx, h); err != nil {
+		return fmt.Errorf("updating status of headroom %s: %w", h.Name, err)
+	}
+	return nil
+}

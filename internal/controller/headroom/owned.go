@@ -1,0 +1,133 @@
+package headroom
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	hr "github.com/berth-dev/berth/internal/headroom"
+)
+
+func placeholderName(h *v1alpha1.Headroom) string { return "headroom-" + h.Name }
+
+// annotationSpecHash records the hash of what berth last wrote into a
+// Deployment or DaemonSet it owns.
+const annotationSpecHash = "berth.dev/spec-hash"
+
+// specHash hashes a replica count and pod template as berth builds them.
+func specHash(replicas int32, t corev1.PodTemplateSpec) string {
+	data, _ := json.Marshal(struct {
+		R int32
+		T corev1.PodTemplateSpec
+	}{replicas, t})
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// placeholders keeps a Deployment of placeholder pods, one per unit, while
+// spec.placeholders is set, and removes it otherwise. Its ReplicaSet
+// recreates a preempted placeholder, which goes pending and makes the
+// provisioner restore the headroom.
+func (r *Reconciler) placeholders(ctx context.Context, h *v1alpha1.Headroom, res hr.Resolved) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: placeholderName(h), Namespace: v1alpha1.SystemNamespace}}
+	if !h.Spec.Placeholders || len(res.Shape.Resources) == 0 {
+		return client.IgnoreNotFound(r.Client.Delete(ctx, d))
+	}
+	labels := hr.PlaceholderLabels(h)
+	replicas := res.Count
+	template := hr.PlaceholderTemplate(h, res)
+	hash := specHash(replicas, template)
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
+		// Only write what berth wants when it changed: the API server
+		// defaults the template, so writing it back every time would roll
+		// the placeholders on every reconcile.
+		if d.Annotations[annotationSpecHash] != hash {
+			d.Labels = labels
+			d.Annotations = map[string]string{annotationSpecHash: hash}
+			d.Spec.Replicas = &replicas
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+			d.Spec.Template = template
+		}
+		return controllerutil.SetControllerReference(h, d, r.Client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("placeholders of headroom %s: %w", h.Name, err)
+	}
+	if op != controllerutil.OperationResultNone {
+		log.FromContext(ctx).Info("placeholders", "headroom", h.Name, "replicas", res.Count, "operation", op)
+	}
+	return nil
+}
+
+// nodeReserve keeps the per-node reserve DaemonSet while spec.perNode is
+// set and returns how many nodes hold the reserve.
+func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int32, error) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: hr.NodeReserveName(h), Namespace: v1alpha1.SystemNamespace}}
+	if h.Spec.PerNode == nil {
+		return 0, client.IgnoreNotFound(r.Client.Delete(ctx, ds))
+	}
+	want := hr.NodeReserveDaemonSet(h)
+	hash := specHash(0, want.Spec.Template)
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, ds, func() error {
+		// As for placeholders: rewriting the defaulted template would
+		// restart the reserve pods, and a restarted reserve pod preempts
+		// lower-priority pods to get its slice back.
+		if ds.Annotations[annotationSpecHash] != hash {
+			ds.Labels = want.Labels
+			ds.Annotations = map[string]string{annotationSpecHash: hash}
+			if ds.Spec.Selector == nil {
+				ds.Spec.Selector = want.Spec.Selector // immutable once set
+			}
+			ds.Spec.Template = want.Spec.Template
+		}
+		return controllerutil.SetControllerReference(h, ds, r.Client.Scheme())
+	})
+	if err != nil {
+		return 0, fmt.Errorf("node reserve of headroom %s: %w", h.Name, err)
+	}
+	return ds.Status.NumberReady, nil
+}
+
+// priorityClasses creates berth's PriorityClasses when the manager starts:
+// berth-headroom for placeholders, berth-node-reserve for the per-node
+// reserve and berth-burst-critical for workloads that may take it.
+type priorityClasses struct{ client client.Client }
+
+// Start creates the classes that do not exist.
+func (p *priorityClasses) Start(ctx context.Context) error {
+	never := corev1.PreemptNever
+	for _, pc := range []*schedulingv1.PriorityClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassHeadroom}, Value: v1alpha1.PriorityHeadroom, PreemptionPolicy: &never,
+			Description: "berth headroom placeholders: any pod preempts them; they preempt nothing."},
+		// Neither reserve nor burst-critical pods preempt: the scheduler's
+		// preemption would evict a node's ordinary pods (the lowest
+		// priority) instead of its reserve. berth hands the reserve slice to
+		// burst-critical pods itself (controller nodereserve).
+		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassNodeReserve}, Value: v1alpha1.PriorityNodeReserve, PreemptionPolicy: &never,
+			Description: "berth per-node reserve: holds a slice of each node that ordinary pods cannot take; berth hands it to berth-burst-critical pods."},
+		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassBurstCritical}, Value: v1alpha1.PriorityBurstCritical, PreemptionPolicy: &never,
+			Description: "Workloads allowed to take berth's per-node reserve at once."},
+	} {
+		if err := p.client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// NeedLeaderElection returns false: creating the classes is idempotent.
+func (p *priorityClasses) NeedLeaderElection() bool { return false }

@@ -1,0 +1,139 @@
+// Package nodereserve hands a per-node reserve slice to a burst-critical
+// pod: when such a pod cannot be scheduled, it deletes the reserve pod of a
+// node where the pod then fits and nominates that node, so the pod runs at
+// once. The scheduler cannot do it: its preemption would evict the node's
+// ordinary pods (the lowest priority) and keep the reserve. Reserve and
+// burst-critical pods never preempt (preemptionPolicy Never), so neither
+// evicts workload; a reserve pod whose slice was taken waits until it is
+// free again.
+package nodereserve
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/planner/reserve"
+)
+
+// Name is the controller's name.
+const Name = "nodereserve"
+
+// Event reasons.
+const (
+	ReasonUsingReserve   = "UsingNodeReserve"
+	ReasonNoReserveFits  = "NoNodeReserveFits"
+	ReasonReserveHandoff = "NodeReserveHandedOver"
+)
+
+// EventRecorder records events (events.k8s.io) on objects.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// Reconciler hands reserve slices to burst-critical pods.
+type Reconciler struct {
+	Client   client.Client
+	Recorder EventRecorder
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=nodes;namespaces,verbs=get;list;watch
+
+// Register adds the controller to the manager; it only looks at
+// burst-critical pods that are not bound.
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			p, ok := o.(*corev1.Pod)
+			return ok && waiting(p)
+		}))).
+		Complete(r)
+}
+
+// waiting: a burst-critical pod the scheduler could not place and nobody
+// has nominated a node for.
+func waiting(p *corev1.Pod) bool {
+	if p.Spec.PriorityClassName != v1alpha1.PriorityClassBurstCritical || p.Spec.NodeName != "" ||
+		p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconcile gives one waiting burst-critical pod a reserve slice.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !waiting(pod) {
+		return reconcile.Result{}, nil
+	}
+	in, err := r.input(ctx, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d, err := reserve.Choose(in)
+	if err != nil {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonNoReserveFits, "Reserve", "No per-node reserve slice fits this pod: %v", err)
+		return reconcile.Result{}, nil
+	}
+	// Nominate first, so that the slice is the pod's as soon as the
+	// reserve pod is gone.
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Status.NominatedNodeName = d.Node
+	if err := r.Client.Status().Patch(ctx, pod, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("nominating %s for %s: %w", d.Node, req, err)
+	}
+	if err := r.Client.Delete(ctx, d.Reserve, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, fmt.Errorf("deleting reserve pod %s: %w", d.Reserve.Name, err)
+	}
+	log.FromContext(ctx).Info("handed a node reserve to a burst-critical pod", "pod", req.String(), "node", d.Node, "reservePod", d.Reserve.Name)
+	r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonUsingReserve, "Reserve",
+		"Taking the per-node reserve slice of node %s (reserve pod %s removed)", d.Node, d.Reserve.Name)
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input, error) {
+	in := reserve.Input{Pod: pod, IsReserve: func(p *corev1.Pod) bool {
+		return p.Labels[v1alpha1.LabelHeadroomRole] == hr.RoleNodeReserve && p.Namespace == v1alpha1.SystemNamespace
+	}}
+	nodes := &corev1.NodeList{}
+	pods := &corev1.PodList{}
+	nss := &corev1.NamespaceList{}
+	for _, l := range []client.ObjectList{nodes, pods, nss} {
+		if err := r.Client.List(ctx, l); err != nil {
+			return in, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName != "" {
+			in.Pods = append(in.Pods, &pods.Items[i])
+		}
+	}
+	for i := range nss.Items {
+		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	return in, nil
+}

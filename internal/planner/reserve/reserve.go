@@ -1,0 +1,74 @@
+// Package reserve decides where a burst-critical pod takes a per-node
+// reserve slice: a node whose reserve pod, once removed, leaves room for
+// it. The scheduler cannot do this itself: its preemption evicts the
+// lowest-priority pods of a node, i.e. ordinary workload rather than the
+// reserve, so berth hands the slice over explicitly. Pure: values in, a
+// decision out.
+package reserve
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Input is the cluster and the pod that wants a reserve slice.
+type Input struct {
+	Nodes      []*corev1.Node
+	Pods       []*corev1.Pod // bound pods
+	Namespaces []*corev1.Namespace
+	Pod        *corev1.Pod
+	// IsReserve tells reserve pods.
+	IsReserve func(*corev1.Pod) bool
+}
+
+// Decision is the node to use and the reserve pod to remove there.
+type Decision struct {
+	Node    string
+	Reserve *corev1.Pod
+}
+
+// Choose returns the first node (by name) where the pod fits after that
+// node's reserve pod is removed, or an error saying why there is none.
+func Choose(in Input) (*Decision, error) {
+	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces}
+	for _, n := range in.Nodes {
+		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n})
+	}
+	s, err := snapshot.New(sin)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.Classify(in.Pod)
+	if err != nil {
+		return nil, err
+	}
+	s.Prepare(c)
+	nodes := append([]*snapshot.Node(nil), s.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	filters := predicates.Default()
+	reserves := 0
+	for _, n := range nodes {
+		for _, p := range n.Pods {
+			if !in.IsReserve(p.Pod) || p.DeletionTimestamp != nil {
+				continue
+			}
+			reserves++
+			s.Fork()
+			s.RemovePod(p)
+			fits := !predicates.Run(filters, s, c, n).Failed()
+			s.Revert()
+			if fits {
+				return &Decision{Node: n.Name, Reserve: p.Pod}, nil
+			}
+		}
+	}
+	if reserves == 0 {
+		return nil, fmt.Errorf("no node holds a per-node reserve")
+	}
+	return nil, fmt.Errorf("the pod does not fit on any of the %d nodes with a reserve, even with the reserve removed", reserves)
+}

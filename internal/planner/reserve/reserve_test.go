@@ -1,0 +1,58 @@
+package reserve_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/reserve"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+func isReserve(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelHeadroomRole] == "node-reserve" }
+
+func reservePod(name, node string) *corev1.Pod {
+	return b.Pod(name, b.NodeName(node), b.CPU("500m"), b.Labels(v1alpha1.LabelHeadroomRole, "node-reserve"))
+}
+
+func TestChoose(t *testing.T) {
+	nodes := []*corev1.Node{b.Node("a", "2", "4Gi", b.NodeLabels("pool", "x")), b.Node("b", "2", "4Gi", b.NodeLabels("pool", "y"))}
+	full := []*corev1.Pod{
+		reservePod("ra", "a"), b.Pod("wa", b.NodeName("a"), b.CPU("1500m")),
+		reservePod("rb", "b"), b.Pod("wb", b.NodeName("b"), b.CPU("1500m")),
+	}
+	tests := []struct {
+		name     string
+		pods     []*corev1.Pod
+		pod      *corev1.Pod
+		wantNode string
+		wantErr  bool
+	}{
+		{name: "a pod that fits in the reserve slice takes the first node's reserve", pods: full,
+			pod: b.Pod("burst", b.CPU("500m")), wantNode: "a"},
+		{name: "the pod's node selection is respected", pods: full,
+			pod: b.Pod("burst", b.CPU("500m"), b.NodeSelector("pool", "y")), wantNode: "b"},
+		{name: "a pod bigger than the slice fits nowhere", pods: full,
+			pod: b.Pod("burst", b.CPU("1")), wantErr: true},
+		{name: "without reserve pods there is nothing to take", pods: []*corev1.Pod{b.Pod("wa", b.NodeName("a"), b.CPU("2"))},
+			pod: b.Pod("burst", b.CPU("500m")), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := reserve.Choose(reserve.Input{Nodes: nodes, Pods: tt.pods, Pod: tt.pod, IsReserve: isReserve})
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got %+v, want an error", d)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Node != tt.wantNode || !isReserve(d.Reserve) || d.Reserve.Spec.NodeName != tt.wantNode {
+				t.Errorf("got node %s reserve %s, want node %s", d.Node, d.Reserve.Name, tt.wantNode)
+			}
+		})
+	}
+}
