@@ -1,0 +1,153 @@
+package headroom_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/headroom"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+func reconciler() (*headroom.Reconciler, *state.Readiness, *fakes.Recorder) {
+	ready := state.NewReadiness()
+	ev := &fakes.Recorder{}
+	return &headroom.Reconciler{Client: env.Client, Ready: ready, Recorder: ev, Clock: clock.RealClock{}}, ready, ev
+}
+
+func get(t *testing.T, name string) *v1alpha1.Headroom {
+	t.Helper()
+	h := &v1alpha1.Headroom{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func reconcileOnce(t *testing.T, r *headroom.Reconciler, name string) {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func units(n int32) *v1alpha1.HeadroomUnits {
+	return &v1alpha1.HeadroomUnits{Count: n, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ensureNamespace(t *testing.T) {
+	t.Helper()
+	err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}})
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+}
+
+// TestPlaceholdersDeploymentIsStable: placeholders become a Deployment of
+// the desired size with the scope's constraints, and reconciling again does
+// not touch it (rewriting the defaulted template would restart them).
+func TestPlaceholdersDeploymentIsStable(t *testing.T) {
+	ensureNamespace(t)
+	create(t, b.NodeGroup("ph-group", b.TemplateTaint("dedicated", "ph", corev1.TaintEffectNoSchedule)),
+		&v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "ph"}, Spec: v1alpha1.HeadroomSpec{
+			Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"ph-group"}}, Units: units(3), Placeholders: true}})
+	r, _, _ := reconciler()
+	reconcileOnce(t, r, "ph")
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "headroom-ph"}, d); err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	if *d.Spec.Replicas != 3 || spec.PriorityClassName != v1alpha1.PriorityClassHeadroom || len(spec.Tolerations) != 1 ||
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "ph-group" {
+		t.Errorf("deployment: replicas %d, class %q, tolerations %v, affinity %+v", *d.Spec.Replicas, spec.PriorityClassName, spec.Tolerations, spec.Affinity)
+	}
+	gen := d.Generation
+	reconcileOnce(t, r, "ph")
+	reconcileOnce(t, r, "ph")
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation != gen {
+		t.Errorf("reconciling twice more changed the placeholder Deployment (generation %d -> %d)", gen, d.Generation)
+	}
+	h := get(t, "ph")
+	h.Spec.Units.Count = 5
+	if err := env.Client.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, "ph")
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 5 {
+		t.Errorf("replicas %d after raising the count to 5", *d.Spec.Replicas)
+	}
+}
+
+// TestStatusFollowsReadinessAndRecordsTransitions: desired units and the
+// ready count the provisioner reports become status and the Ready
+// condition; dropping below and coming back record consumed and restored
+// events; an invalid scope is reported, not crashed on.
+func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "st"}, Spec: v1alpha1.HeadroomSpec{Units: units(4)}})
+	r, ready, ev := reconciler()
+	key := state.HeadroomKey("st")
+	steps := []struct {
+		ready      int32
+		wantStatus metav1.ConditionStatus
+		wantEvent  string
+	}{
+		{4, metav1.ConditionTrue, ""},
+		{1, metav1.ConditionFalse, headroom.ReasonConsumed},
+		{4, metav1.ConditionTrue, headroom.ReasonRestored},
+	}
+	for i, s := range steps {
+		ready.Set(map[string]int32{key: s.ready})
+		reconcileOnce(t, r, "st")
+		h := get(t, "st")
+		c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady)
+		if h.Status.DesiredUnits != 4 || h.Status.ReadyUnits != s.ready || c == nil || c.Status != s.wantStatus {
+			t.Errorf("step %d: desired %d ready %d condition %+v", i, h.Status.DesiredUnits, h.Status.ReadyUnits, c)
+		}
+		evs := ev.For("st")
+		if s.wantEvent != "" && (len(evs) == 0 || evs[len(evs)-1].Reason != s.wantEvent) {
+			t.Errorf("step %d: events %+v, want last %s", i, evs, s.wantEvent)
+		}
+	}
+
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: v1alpha1.HeadroomSpec{
+		Units: units(1), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"missing"}}}})
+	reconcileOnce(t, r, "bad")
+	c := meta.FindStatusCondition(get(t, "bad").Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, `node group "missing" does not exist`) {
+		t.Errorf("condition for a missing scope group: %+v", c)
+	}
+}
