@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,12 +21,14 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
 // Scenario is the objects of a cluster.
 type Scenario struct {
 	NodeGroups []*v1alpha1.NodeGroup
+	Headrooms  []*v1alpha1.Headroom
 	Nodes      []*corev1.Node
 	Pods       []*corev1.Pod
 	DaemonSets []*appsv1.DaemonSet
@@ -142,6 +145,8 @@ func (s *Scenario) add(js []byte, where string) error {
 		err = decode(js, &s.Claims)
 	case "v1/PersistentVolume":
 		err = decode(js, &s.Volumes)
+	case v1alpha1.GroupVersion.String() + "/Headroom":
+		err = decodeStrict(js, &s.Headrooms)
 	case v1alpha1.GroupVersion.String() + "/NodeGroup":
 		err = decodeStrict(js, &s.NodeGroups)
 		if err == nil {
@@ -152,7 +157,7 @@ func (s *Scenario) add(js []byte, where string) error {
 			s.Ignored[h.Kind]++
 			return nil
 		}
-		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, berth.dev/v1alpha1 NodeGroup, and List of them)", where, gvk)
+		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, berth.dev/v1alpha1 NodeGroup and Headroom, and List of them)", where, gvk)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -209,8 +214,10 @@ func validateNodeGroup(ng *v1alpha1.NodeGroup) error {
 }
 
 // Input turns the scenario into a scale-up planner input: pods bound to a
-// node are placed, pods waiting for a node are pending.
-func (s *Scenario) Input() scaleup.Input {
+// node are placed, pods waiting for a node are pending, and the units of
+// Headrooms without placeholders are pending too (resolved at now), as the
+// controller plans them.
+func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 	in := scaleup.Input{
 		NodeGroups: s.NodeGroups, Nodes: s.Nodes, DaemonSets: s.DaemonSets,
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes,
@@ -223,5 +230,16 @@ func (s *Scenario) Input() scaleup.Input {
 			in.Pending = append(in.Pending, p)
 		}
 	}
-	return in
+	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}
+	for _, h := range s.Headrooms {
+		if h.Spec.Placeholders {
+			continue // placeholders are pods of their own in a real cluster
+		}
+		r, err := headroom.Resolve(h, hin)
+		if err != nil {
+			return in, fmt.Errorf("headroom %s: %w", h.Name, err)
+		}
+		in.Pending = append(in.Pending, headroom.VirtualPods(h, r)...)
+	}
+	return in, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -53,7 +54,11 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := scaleup.Run(sc.Input())
+			in, err := sc.Input(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := scaleup.Run(in)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -96,8 +96,10 @@ func createOrUpdate(ctx context.Context, cl client.Client, obj *unstructured.Uns
 func printTryThis(w io.Writer, kubeconfig string) {
 	k := "kubectl --kubeconfig " + kubeconfig
 	_, _ = fmt.Fprintf(w, `
-berth demo installed: node groups general (spot/on-demand, 3 zones), large and medium (tenants, from zero).
+berth demo installed: node groups general (spot/on-demand, 3 zones), large and medium (tenants, from zero),
+and a Headroom of two 500m units in general (a node is launched for it right away).
 Try, in another terminal:
+  %[1]s get headrooms,nodegroups
   %[1]s scale deployment web --replicas=12          # zone-spread pods: cheapest nodes in all zones
   %[1]s get nodes -L berth.dev/nodegroup,node.kubernetes.io/instance-type,berth.dev/capacity-type,topology.kubernetes.io/zone -w
   %[1]s scale deployment premium --replicas=2       # tenant pods: two "large" nodes from zero

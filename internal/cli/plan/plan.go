@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +37,7 @@ func NewCommand() *cobra.Command {
 DaemonSets, PodDisruptionBudgets, Namespaces, PersistentVolumeClaims,
 PersistentVolumes, and List kinds, so that
   kubectl get nodes,pods,daemonsets -A -o yaml
-output works as is) plus berth NodeGroups, and prints the plan the controller
+output works as is) plus berth NodeGroups and Headrooms, and prints the plan the controller
 would execute: pods that fit existing nodes, new nodes with their node group,
 instance type, zone, capacity type, price and pods, and the pods that fit
 nowhere with the reason per node group. Pods without spec.nodeName (and
@@ -83,7 +84,10 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		sort.Strings(kinds)
 		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
 	}
-	input := sc.Input()
+	input, err := sc.Input(time.Now())
+	if err != nil {
+		return err
+	}
 	input.ClusterLimits = limits
 	p, err := scaleup.Run(input)
 	if err != nil {
