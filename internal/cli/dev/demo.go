@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/config/demo"
-	"github.com/berth-dev/berth/internal/devenv"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -26,10 +25,7 @@ func (o *options) demoCommand() *cobra.Command {
 		Short: "Install the demo node groups and workloads into the local control plane",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := devenv.Load(o.dir)
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("no local control plane in %s (start one with `berth dev up`)", o.dir)
-			}
+			c, err := o.running()
 			if err != nil {
 				return err
 			}

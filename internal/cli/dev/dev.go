@@ -58,6 +58,16 @@ func (o *options) binaries(cmd *cobra.Command) (devenv.Binaries, devenv.Versions
 	return devenv.EnsureBinaries(cmd.Context(), root, cmd.ErrOrStderr())
 }
 
+// running loads the control plane of the state folder, or says how to
+// start one.
+func (o *options) running() (*devenv.Cluster, error) {
+	c, err := devenv.Load(o.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no local control plane in %s (start one with `berth dev up`)", o.dir)
+	}
+	return c, err
+}
+
 func (o *options) buildCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "build",
@@ -139,10 +149,7 @@ func (o *options) statusCommand() *cobra.Command {
 		Short: "Show each component's process and health; the log tail of failed ones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := devenv.Load(o.dir)
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("no local control plane in %s (start one with `berth dev up`)", o.dir)
-			}
+			c, err := o.running()
 			if err != nil {
 				return err
 			}

@@ -22,13 +22,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -59,7 +57,7 @@ type ReadySource interface {
 type Reconciler struct {
 	Client  client.Client
 	Ready   ReadySource
-	changes chan event.TypedGenericEvent[client.Object]
+	changes *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
@@ -71,20 +69,17 @@ type Reconciler struct {
 // Notify asks for a reconcile of a buffer given as "namespace/name"; never
 // blocks.
 func (r *Reconciler) Notify(namespace, name string) {
-	select {
-	case r.changes <- event.TypedGenericEvent[client.Object]{Object: &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}:
-	default:
-	}
+	r.changes.Notify(&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
 }
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	r.changes = make(chan event.TypedGenericEvent[client.Object], 256)
+	r.changes = notify.New(256)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&cbv1beta1.CapacityBuffer{}).
 		Owns(&corev1.PodTemplate{}).
-		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.changes.Source()).
 		Complete(r)
 }
 

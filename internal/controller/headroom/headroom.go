@@ -19,13 +19,12 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -58,7 +57,7 @@ type Reconciler struct {
 	Ready    ReadySource
 	Recorder EventRecorder
 	Clock    clock.PassiveClock
-	changes  chan event.TypedGenericEvent[client.Object]
+	changes  *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms,verbs=get;list;watch
@@ -70,15 +69,12 @@ type Reconciler struct {
 
 // Notify asks for a reconcile of a Headroom; never blocks.
 func (r *Reconciler) Notify(name string) {
-	select {
-	case r.changes <- event.TypedGenericEvent[client.Object]{Object: &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
-	default:
-	}
+	r.changes.Notify(&v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	r.changes = make(chan event.TypedGenericEvent[client.Object], 256)
+	r.changes = notify.New(256)
 	if err := mgr.Add(&priorityClasses{client: mgr.GetClient()}); err != nil {
 		return err
 	}
@@ -94,7 +90,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(owned)).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(owned)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(owned)).
-		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.changes.Source()).
 		Complete(r)
 }
 

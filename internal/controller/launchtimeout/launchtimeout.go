@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
@@ -62,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	group := node.Labels[v1alpha1.LabelNodeGroup]
-	if group == "" || node.DeletionTimestamp != nil || isReady(node) {
+	if group == "" || node.DeletionTimestamp != nil || nodeutil.Ready(node) {
 		return reconcile.Result{}, nil
 	}
 	age := r.Clock.Since(node.CreationTimestamp.Time)
@@ -85,13 +86,4 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	timeouts.WithLabelValues(group).Inc()
 	return reconcile.Result{}, nil
-}
-
-func isReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

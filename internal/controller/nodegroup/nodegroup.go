@@ -17,12 +17,12 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -46,8 +46,8 @@ type Reconciler struct {
 	Client   client.Client
 	Failures Failures
 	Clock    clock.PassiveClock
-	// changes receives the names of node groups whose launches failed.
-	changes chan event.TypedGenericEvent[client.Object]
+	// changes receives node groups whose launches failed.
+	changes *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
@@ -57,15 +57,12 @@ type Reconciler struct {
 // Notify asks for a reconcile of a node group (e.g. after a failed
 // launch). Safe to call from any goroutine; never blocks.
 func (r *Reconciler) Notify(nodeGroup string) {
-	select {
-	case r.changes <- event.TypedGenericEvent[client.Object]{Object: &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: nodeGroup}}}:
-	default:
-	}
+	r.changes.Notify(&v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: nodeGroup}})
 }
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	r.changes = make(chan event.TypedGenericEvent[client.Object], 64)
+	r.changes = notify.New(64)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.NodeGroup{}).
@@ -75,7 +72,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 			}
 			return nil
 		})).
-		WatchesRawSource(source.Channel(r.changes, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.changes.Source()).
 		Complete(r)
 }
 
@@ -123,7 +120,7 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 			continue
 		}
 		out.Nodes++
-		if ready(n) {
+		if nodeutil.Ready(n) {
 			out.ReadyNodes++
 		}
 		for name, q := range n.Status.Capacity {
@@ -161,13 +158,4 @@ func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 	return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionTrue, Reason: ReasonInsufficientCapacity,
 		Message: fmt.Sprintf("Launches failed for %s (%s); berth uses other offerings until the failures expire",
 			strings.Join(parts, ", "), fails[len(fails)-1].Message), ObservedGeneration: ng.Generation}
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

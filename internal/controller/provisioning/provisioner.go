@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -231,7 +232,7 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 	}
 	launching := map[string]bool{}
 	for _, n := range p.inflight.merge(nodes) {
-		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !schedulable(n) {
+		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(n) {
 			launching[n.Name] = true
 		}
 	}
@@ -263,29 +264,6 @@ func (p *Provisioner) forgetNominations(nodes []*corev1.Node, waiting map[string
 		known[n.Name] = true
 	}
 	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
-}
-
-// schedulable reports whether a node is Ready and free of the taints the
-// node lifecycle puts on nodes that are not.
-func schedulable(n *corev1.Node) bool {
-	if !nodeReady(n) {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
-			return false
-		}
-	}
-	return true
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // gather reads the cluster from the cache.
@@ -320,7 +298,7 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 	defer p.readyMu.Unlock()
 	for _, n := range p.inflight.merge(in.Nodes) {
 		known[n.Name] = true
-		if _, seen := p.readySince[n.Name]; !seen && schedulable(n) {
+		if _, seen := p.readySince[n.Name]; !seen && nodeutil.Schedulable(n) {
 			p.readySince[n.Name] = now
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -83,7 +84,7 @@ func readiness(plan *scaleup.Plan, owner map[string]string, nodes []*corev1.Node
 	}
 	up := map[string]bool{}
 	for _, n := range nodes {
-		up[n.Name] = schedulable(n)
+		up[n.Name] = nodeutil.Schedulable(n)
 	}
 	for _, pl := range plan.ExistingNodePlacements {
 		if key, ok := owner[pl.Pod.String()]; ok && up[pl.Node] {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -194,7 +195,7 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev
 	for _, t := range ng.Spec.Template.StartupTaints {
 		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
 	}
-	if nodeReady(n) || booting(n) {
+	if nodeutil.Ready(n) || booting(n) {
 		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
 			out = append(out,
 				corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule},
@@ -202,15 +203,6 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev
 		}
 	}
 	return out
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // minSizeNodes lists one template per node a group lacks to reach its

@@ -1,0 +1,29 @@
+// Package nodeutil answers questions about Node objects that several parts
+// of berth ask.
+package nodeutil
+
+import corev1 "k8s.io/api/core/v1"
+
+// Ready reports whether the node's Ready condition is True.
+func Ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Schedulable reports whether a node is Ready and free of the taints the
+// node lifecycle puts on nodes that are not (not-ready, unreachable).
+func Schedulable(n *corev1.Node) bool {
+	if !Ready(n) {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return true
+}
