@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
 	"github.com/berth-dev/berth/internal/controller/headroom"
@@ -184,7 +187,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		return fmt.Errorf("registering %s: %w", nodereserve.Name, err)
 	}
 	cbc := &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness}
-	if err := cbc.Register(mgr); err != nil {
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
+		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
+	} else if err := cbc.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
 	}
 	readiness.OnChange = func(key string) {

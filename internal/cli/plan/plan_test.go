@@ -92,3 +92,39 @@ func TestPlanRejectsUnknownOutputFormat(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestPlanSkipsAnUnreadablePendingPod: a pending pod with a malformed
+// selector is reported, and the other pods are still planned.
+func TestPlanSkipsAnUnreadablePendingPod(t *testing.T) {
+	input := group + `---
+apiVersion: v1
+kind: Pod
+metadata: {name: broken}
+spec:
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector: {matchExpressions: [{key: app, operator: Sometimes, values: [x]}]}
+  containers: [{name: c, image: i}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fine}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
+`
+	out, err := runPlan(t, input, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p scaleup.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.NewNodes) != 1 || p.NewNodes[0].Pods[0].Name != "fine" {
+		t.Errorf("new nodes %+v, want one for the readable pod", p.NewNodes)
+	}
+	if len(p.Unschedulable) != 1 || p.Unschedulable[0].Pod.Name != "broken" || !strings.Contains(p.Unschedulable[0].Message, "berth cannot read this pod") {
+		t.Errorf("unschedulable %+v", p.Unschedulable)
+	}
+}

@@ -246,6 +246,9 @@ func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
 		plan.NewNodes = append(plan.NewNodes, n)
 		plan.PricePerHour += n.PricePerHour
 	}
+	for _, inv := range res.Invalid {
+		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(inv.Pod), Message: "berth cannot read this pod: " + inv.Err.Error()})
+	}
 	explained := map[*snapshot.Class]string{}
 	for _, p := range res.Unplaced {
 		msg, ok := explained[p.Class]

@@ -68,6 +68,15 @@ type Result struct {
 	NewNodes []*NewNode
 	// Unplaced are the pods that fit nowhere, with their classes.
 	Unplaced []*snapshot.Pod
+	// Invalid are pending pods the simulator cannot read (e.g. a malformed
+	// label selector); they are skipped, not fatal for the others.
+	Invalid []InvalidPod
+}
+
+// InvalidPod is a pending pod that could not be classified, and why.
+type InvalidPod struct {
+	Pod *corev1.Pod
+	Err error
 }
 
 // NewNode is a planned node and the option chosen for it.
@@ -102,7 +111,8 @@ func Pack(in Input) (*Result, error) {
 	for _, pod := range in.Pending {
 		c, err := p.s.Classify(pod)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			p.res.Invalid = append(p.res.Invalid, InvalidPod{Pod: pod, Err: err})
+			continue
 		}
 		p.s.Prepare(c)
 		pods = append(pods, &snapshot.Pod{Pod: pod, Class: c})
