@@ -67,7 +67,8 @@ func allocatePorts() (Ports, error) {
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-// processes returns the components of a cluster in start order.
+// processes returns the components of a cluster in start order. It is long
+// because it is the table of every component's flags, kept in one place.
 func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 	pk := pki{dir: filepath.Join(c.Dir, "pki")}
 	kubeconfig := c.KubeconfigPath()

@@ -11,27 +11,15 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
-	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
-	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
-	"github.com/berth-dev/berth/internal/controller/headroom"
-	"github.com/berth-dev/berth/internal/controller/launchtimeout"
-	"github.com/berth-dev/berth/internal/controller/nodegroup"
-	"github.com/berth-dev/berth/internal/controller/nodereserve"
-	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/scheme"
-	"github.com/berth-dev/berth/internal/state"
 )
 
 type options struct {
@@ -158,52 +146,8 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	clk := clock.RealClock{}
-	recorder := mgr.GetEventRecorder("berth")
-	offerings := state.NewOfferings(clk, o.unavailableTTL)
-	cloud := kwok.New(mgr.GetClient(), clk)
-
-	provisioning.RegisterMetrics()
-	nodegroup.RegisterMetrics()
-	launchtimeout.RegisterMetrics()
-	headroom.RegisterMetrics()
-	readiness := state.NewReadiness()
-
-	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Clock: clk}
-	if err := ngc.Register(mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", nodegroup.Name, err)
-	}
-	offerings.OnChange = ngc.Notify
-	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
-	if err := lt.Register(mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", launchtimeout.Name, err)
-	}
-	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
-	if err := hrc.Register(mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", headroom.Name, err)
-	}
-	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
-	if err := nrc.Register(mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", nodereserve.Name, err)
-	}
-	cbc := &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness}
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
-		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
-	} else if err := cbc.Register(mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
-	}
-	readiness.OnChange = func(key string) {
-		switch kind, ns, name := state.ParseKey(key); kind {
-		case "headroom":
-			hrc.Notify(name)
-		case "buffer":
-			cbc.Notify(ns, name)
-		}
-	}
-	prov := provisioning.New(provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Recorder: recorder, Clock: clk},
-		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
-	if err := prov.Register(cmd.Context(), mgr); err != nil {
-		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
+	if err := o.wire(cmd.Context(), mgr, limits); err != nil {
+		return err
 	}
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,
 		"batchIdle", o.batchIdle.String(), "batchMax", o.batchMax.String(), "maxProvisionTime", o.maxProvisionTime.String())

@@ -222,6 +222,57 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// trackReadiness records when nodes were first seen schedulable and
+// returns the names of all known nodes (launched ones not in the cache
+// included).
+func (p *Provisioner) trackReadiness(nodes []*corev1.Node, now time.Time) map[string]bool {
+	known := map[string]bool{}
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	for _, n := range p.inflight.merge(nodes) {
+		known[n.Name] = true
+		if _, seen := p.readySince[n.Name]; !seen && nodeutil.Schedulable(n) {
+			p.readySince[n.Name] = now
+		}
+	}
+	for name := range p.readySince {
+		if !known[name] {
+			delete(p.readySince, name)
+		}
+	}
+	return known
+}
+
+// sortPods puts bound pods, and pods holding a nomination, into the plan
+// input as placed, and pods that need a node as pending. It returns the
+// pending pods and the set of all waiting pods, by "namespace/name".
+func (p *Provisioner) sortPods(in *scaleup.Input, pods []corev1.Pod, known map[string]bool, now time.Time) (map[string]*corev1.Pod, map[string]bool) {
+	pending := map[string]*corev1.Pod{}
+	waiting := map[string]bool{}
+	for i := range pods {
+		pod := &pods[i]
+		key := pod.Namespace + "/" + pod.Name
+		switch {
+		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
+			in.Pods = append(in.Pods, pod)
+		case unbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
+			// A pod nominated to a node (by berth, or by preemption) holds
+			// room there: plan as if it were bound to it.
+			held := pod.DeepCopy()
+			held.Spec.NodeName = pod.Status.NominatedNodeName
+			in.Pods = append(in.Pods, held)
+			waiting[key] = true
+		// A nomination to a node that no longer exists (deleted after a
+		// launch timeout, say) is stale: the pod needs a node again.
+		case awaitingNode(pod):
+			in.Pending = append(in.Pending, pod)
+			pending[key] = pod
+			waiting[key] = true
+		}
+	}
+	return pending, waiting
+}
+
 // renominate points pods the plan put on nodes that are still launching at
 // those nodes again. The scheduler clears a nomination whenever it retries
 // the pod before the node is Ready (the node is still tainted, preemption
@@ -252,7 +303,9 @@ func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
 	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
 		return false
 	}
+	p.readyMu.Lock()
 	since, ready := p.readySince[node]
+	p.readyMu.Unlock()
 	return ready && now.Sub(since) > nominationGrace
 }
 
@@ -292,43 +345,9 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 	if err := p.Client.List(ctx, pods); err != nil {
 		return in, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	known := map[string]bool{}
 	now := p.Clock.Now()
-	p.readyMu.Lock()
-	defer p.readyMu.Unlock()
-	for _, n := range p.inflight.merge(in.Nodes) {
-		known[n.Name] = true
-		if _, seen := p.readySince[n.Name]; !seen && nodeutil.Schedulable(n) {
-			p.readySince[n.Name] = now
-		}
-	}
-	for name := range p.readySince {
-		if !known[name] {
-			delete(p.readySince, name)
-		}
-	}
-	pending := map[string]*corev1.Pod{}
-	waiting := map[string]bool{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		switch {
-		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
-			in.Pods = append(in.Pods, pod)
-		case unbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
-			// A pod nominated to a node (by berth, or by preemption) holds
-			// room there: plan as if it were bound to it.
-			held := pod.DeepCopy()
-			held.Spec.NodeName = pod.Status.NominatedNodeName
-			in.Pods = append(in.Pods, held)
-			waiting[pod.Namespace+"/"+pod.Name] = true
-		// A nomination to a node that no longer exists (deleted after a
-		// launch timeout, say) is stale: the pod needs a node again.
-		case awaitingNode(pod):
-			in.Pending = append(in.Pending, pod)
-			pending[pod.Namespace+"/"+pod.Name] = pod
-			waiting[pod.Namespace+"/"+pod.Name] = true
-		}
-	}
+	known := p.trackReadiness(in.Nodes, now)
+	pending, waiting := p.sortPods(&in, pods.Items, known, now)
 	p.forgetNominations(in.Nodes, waiting)
 	virtual, owner, err := p.virtualUnits(ctx, in.NodeGroups)
 	if err != nil {
