@@ -8,6 +8,7 @@ package binpack
 
 import (
 	"fmt"
+	"math"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -101,12 +102,14 @@ type packer struct {
 	cursor map[int]int
 	byNode map[*snapshot.Node]*NewNode
 	seq    int
+	// rates caches newNodeRate per class.
+	rates map[int]float64
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
 // planned nodes are added to it.
 func Pack(in Input) (*Result, error) {
-	p := &packer{in: in, s: in.Snapshot, dead: map[int][]uint64{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}}
+	p := &packer{in: in, s: in.Snapshot, dead: map[int][]uint64{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
 	pods := make([]*snapshot.Pod, 0, len(in.Pending))
 	for _, pod := range in.Pending {
 		c, err := p.s.Classify(pod)
@@ -159,6 +162,10 @@ func (p *packer) placeNominated(pods []*snapshot.Pod) []*snapshot.Pod {
 	return rest
 }
 
+// growLookahead bounds how many nodes past the first one that would have
+// to grow are tried for free room, so that a round stays linear in pods.
+const growLookahead = 4096
+
 // place puts one pod on the first node that fits, or on a new node.
 func (p *packer) place(pod *snapshot.Pod) bool {
 	c := pod.Class
@@ -168,8 +175,20 @@ func (p *packer) place(pod *snapshot.Pod) bool {
 	// full lists topology domains found too full for the pod during this
 	// scan: their other nodes fail the same way and are skipped.
 	var full []predicates.Domain
+	// grow is the first planned node that fits the pod only by moving to a
+	// bigger (dearer) instance type; the scan goes on for a while to find
+	// one whose current type has room, which costs the plan nothing, before
+	// growing it.
+	var grow *snapshot.Node
+	lookahead := 0
 nodes:
 	for i := start; i < len(p.s.Nodes); i++ {
+		if grow != nil {
+			if lookahead == 0 {
+				break
+			}
+			lookahead--
+		}
 		if i/64 < len(dead) && dead[i/64]&(1<<(i%64)) != 0 {
 			if advancing {
 				p.cursor[c.ID] = i + 1
@@ -177,6 +196,9 @@ nodes:
 			continue
 		}
 		n := p.s.Nodes[i]
+		if grow != nil && n.Flex != nil && !n.FitsOption(n.Current, &c.Requests) {
+			continue // looking for free room only
+		}
 		for _, d := range full {
 			if v, ok := n.Labels()[d.Key]; ok && v == d.Value {
 				advancing = false
@@ -185,6 +207,12 @@ nodes:
 		}
 		st := predicates.Run(p.in.Filters, p.s, c, n)
 		if !st.Failed() {
+			if n.Flex != nil && !n.FitsOption(n.Current, &c.Requests) {
+				if grow == nil {
+					grow, lookahead = n, growLookahead
+				}
+				continue
+			}
 			p.dead[c.ID] = dead
 			p.add(pod, n)
 			return true
@@ -203,12 +231,81 @@ nodes:
 		}
 	}
 	p.dead[c.ID] = dead
+	if grow != nil && p.growthRate(grow, c) <= p.newNodeRate(c) {
+		p.add(pod, grow)
+		return true
+	}
 	t, opts := p.chooseTemplate(c)
 	if t == nil {
+		if grow != nil {
+			p.add(pod, grow)
+			return true
+		}
 		return false
 	}
 	p.add(pod, p.open(t, opts).Node)
 	return true
+}
+
+// growthRate is what a planned node costs per pod-sized unit of capacity
+// it gains by moving to the cheapest option that fits its pods and a pod of
+// class c. Growing buys room for later pods too, so it is compared per unit
+// with what a new node would cost, not as a bare price difference.
+func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
+	h := p.s.Headroom(n.NodeGroup, &n.Capacity)
+	var next *snapshot.Option
+	for _, o := range n.Flex.Options {
+		if (next == nil || o.Price < next.Price) && n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {
+			next = o
+		}
+	}
+	if next == nil {
+		return math.Inf(1)
+	}
+	gained := units(next, &c.Requests) - units(n.Current, &c.Requests)
+	if gained <= 0 {
+		return math.Inf(1)
+	}
+	return (next.Price - n.Current.Price) / gained
+}
+
+// newNodeRate is the lowest price per pod-sized unit among the options a
+// new node for a pod of class c could be launched as. It only guides the
+// choice between growing a node and opening one, so it is computed once per
+// class and round; a node is always opened from a fresh template choice.
+func (p *packer) newNodeRate(c *snapshot.Class) float64 {
+	if r, ok := p.rates[c.ID]; ok {
+		return r
+	}
+	best := math.Inf(1)
+	if _, opts := p.chooseTemplate(c); opts != nil {
+		for _, o := range opts {
+			if u := units(o, &c.Requests); u > 0 {
+				best = min(best, o.Price/u)
+			}
+		}
+	}
+	p.rates[c.ID] = best
+	return best
+}
+
+// units is how many pods of requests r an option holds, fractionally: its
+// free capacity divided by the request, for the scarcest resource.
+func units(o *snapshot.Option, r *snapshot.Resources) float64 {
+	free, pods := o.Free()
+	u := float64(pods)
+	ratio := func(req, have int64) {
+		if req > 0 {
+			u = min(u, float64(have)/float64(req))
+		}
+	}
+	ratio(r.MilliCPU, free.MilliCPU)
+	ratio(r.Memory, free.Memory)
+	ratio(r.EphemeralStorage, free.EphemeralStorage)
+	for k, v := range r.Scalar {
+		ratio(v, free.Scalar[k])
+	}
+	return u
 }
 
 func markDead(dead []uint64, i int) []uint64 {

@@ -91,16 +91,27 @@ func shareCost(o *snapshot.Option, r *snapshot.Resources) float64 {
 // then pods with affinity, anti-affinity or spread constraints (they open
 // the nodes and zones the others then fill), then bigger requests. Pods of
 // one class stay together.
+//
+// The order depends only on the pods, not on the order they were listed in
+// (class IDs do), so that the controller and `berth plan` make the same plan
+// for the same cluster: classes are told apart by their first pod's name.
 func sortPods(pods []*snapshot.Pod) {
+	slices.SortFunc(pods, func(a, b *snapshot.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	first := map[*snapshot.Class]int{}
+	for i, p := range pods {
+		if _, ok := first[p.Class]; !ok {
+			first[p.Class] = i
+		}
+	}
 	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
 		ca, cb := a.Class, b.Class
 		return cmp.Or(
 			cmp.Compare(cb.Priority, ca.Priority),
 			cmp.Compare(constrained(cb), constrained(ca)),
 			cmp.Compare(size(&cb.Requests), size(&ca.Requests)),
-			cmp.Compare(ca.ID, cb.ID),
-			cmp.Compare(a.Namespace, b.Namespace),
-			cmp.Compare(a.Name, b.Name),
+			cmp.Compare(first[ca], first[cb]),
 		)
 	})
 }

@@ -20,6 +20,7 @@ type undo struct {
 	alloc    Resources
 	allowed  int
 	capacity Resources
+	current  *Option
 }
 
 // record appends a change to the journal while a Fork is open.
@@ -58,7 +59,7 @@ func (s *Snapshot) reverse(u undo) {
 		s.unplace(u.pod)
 		if u.flex != nil {
 			u.node.Flex = &Flex{Options: u.flex}
-			u.node.Allocatable, u.node.AllowedPods = u.alloc, u.allowed
+			u.node.Allocatable, u.node.AllowedPods, u.node.Current = u.alloc, u.allowed, u.current
 			s.setCapacity(u.node, u.capacity)
 		}
 	case undoRemovePod:

@@ -34,8 +34,11 @@ type Node struct {
 	// are not chosen yet: it lists the options still possible.
 	Flex *Flex
 	// Capacity is what the node adds to limits: its capacity, or for a
-	// planned node the largest of its options when it was created.
+	// planned node the capacity of Current.
 	Capacity Resources
+	// Current is, for a planned node, the option it would be launched as
+	// now: the cheapest of its remaining options.
+	Current *Option
 
 	// elig caches, by counter ID, whether the node is counted by the
 	// counter: 0 unknown, 1 yes, 2 no.
@@ -59,13 +62,21 @@ type Option struct {
 	Node *corev1.Node
 	// Ref lets the planner find its own record of the option.
 	Ref any
+
+	// free caches Free: an option never changes once built.
+	free     *Resources
+	freePods int
 }
 
 // Free returns what is left for workload pods on a node of this option.
+// The result is shared: do not change it.
 func (o *Option) Free() (Resources, int) {
-	free := o.Allocatable.Clone()
-	free.Sub(&o.Overhead)
-	return free, o.AllowedPods - o.OverheadPods
+	if o.free == nil {
+		free := o.Allocatable.Clone()
+		free.Sub(&o.Overhead)
+		o.free, o.freePods = &free, o.AllowedPods-o.OverheadPods
+	}
+	return *o.free, o.freePods
 }
 
 // Flex is the set of options a planned node may still be launched as.

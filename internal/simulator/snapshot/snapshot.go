@@ -217,7 +217,8 @@ func (s *Snapshot) Total() Resources { return s.total }
 func (s *Snapshot) AddNode(n *Node) {
 	if n.Flex != nil {
 		n.envelope()
-		n.Capacity = Cheapest(n.Flex.Options).Allocatable
+		n.Current = Cheapest(n.Flex.Options)
+		n.Capacity = n.Current.Allocatable
 	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
@@ -267,11 +268,16 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	u := undo{kind: undoAddPod, node: n, pod: p}
 	if n.Flex != nil {
 		u.flex = n.Flex.Options
-		u.alloc, u.allowed, u.capacity = n.Allocatable, n.AllowedPods, n.Capacity
-		n.Flex = &Flex{Options: s.narrow(n, p.Class)}
-		n.envelope()
-		if len(n.Flex.Options) > 0 {
-			s.setCapacity(n, Cheapest(n.Flex.Options).Allocatable)
+		u.alloc, u.allowed, u.capacity, u.current = n.Allocatable, n.AllowedPods, n.Capacity, n.Current
+		// Options only ever narrow: when none was dropped, the envelope and
+		// the cheapest option stay as they are.
+		if opts := s.narrow(n, p.Class); len(opts) != len(n.Flex.Options) {
+			n.Flex = &Flex{Options: opts}
+			n.envelope()
+			if len(opts) > 0 {
+				n.Current = Cheapest(opts)
+				s.setCapacity(n, n.Current.Allocatable)
+			}
 		}
 	}
 	s.place(p, n)
