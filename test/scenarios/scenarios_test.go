@@ -14,8 +14,10 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/scenario"
+	"github.com/berth-dev/berth/internal/testing/workload"
 )
 
 // expectation is what a user checks of a plan. Every field is optional
@@ -180,4 +182,61 @@ func check(plan *scaleup.Plan, want *expectation) []string {
 		}
 	}
 	return problems
+}
+
+// TestPlansDoNotDependOnListOrder: the controller lists pods from its cache,
+// `berth plan` from a file; the same cluster must give the same plan in any
+// order.
+func TestPlansDoNotDependOnListOrder(t *testing.T) {
+	files, _ := filepath.Glob("*.expect.yaml")
+	for _, exp := range files {
+		name := strings.TrimSuffix(exp, ".expect.yaml")
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(name + ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = f.Close() }()
+			sc, err := scenario.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+			in, err := sc.Input(now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := scaleup.Run(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Reverse(in.Pending)
+			slices.Reverse(in.Pods)
+			slices.Reverse(in.Nodes)
+			b, err := scaleup.Run(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ya, _ := yaml.Marshal(a)
+			yb, _ := yaml.Marshal(b)
+			if string(ya) != string(yb) {
+				t.Errorf("reversing the input changed the plan:\n%s\nvs\n%s", ya, yb)
+			}
+		})
+	}
+	t.Run("benchmark workload", func(t *testing.T) {
+		in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{workload.NodeGroup(60)}, Pending: workload.Pods(300, 7)}
+		a, err := scaleup.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(in.Pending)
+		b, err := scaleup.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.PricePerHour != b.PricePerHour || len(a.NewNodes) != len(b.NewNodes) {
+			t.Errorf("reversing 300 pods changed the plan: %d nodes %.3f/h vs %d nodes %.3f/h", len(a.NewNodes), a.PricePerHour, len(b.NewNodes), b.PricePerHour)
+		}
+	})
 }
