@@ -152,9 +152,17 @@ func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
 			t.Errorf("pod %s nominated to %q, not to a launched node", got.Name, got.Status.NominatedNodeName)
 		}
 	}
+	// The scheduler may clear the nominations while the nodes boot (this
+	// test runs no nomination keeper); either way the second round must
+	// launch nothing and keep the pods on the nodes launched for them.
 	again := f.run()
-	if len(again.Launched) != 0 || again.Pending != 0 {
-		t.Errorf("second round saw %d pending pods and launched %d more nodes, want 0 and 0", again.Pending, len(again.Launched))
+	if len(again.Launched) != 0 {
+		t.Errorf("second round launched %d more nodes", len(again.Launched))
+	}
+	for _, pl := range again.Plan.ExistingNodePlacements {
+		if !launched[pl.Node] {
+			t.Errorf("second round put %s on %s, not on a node launched for it", pl.Pod, pl.Node)
+		}
 	}
 	// If the nominated nodes go away, the pods need nodes again.
 	for name := range launched {
