@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -37,6 +38,9 @@ type expectation struct {
 	OnGroup        map[string]string   `json:"onGroup"`
 	OnCapacityType map[string]string   `json:"onCapacityType"`
 	Unschedulable  map[string][]string `json:"unschedulable"`
+	// ClusterLimits, when set, is the cluster-wide limit the plan is made
+	// with (`berth plan --cluster-max-cpu/--cluster-max-memory`).
+	ClusterLimits corev1.ResourceList `json:"clusterLimits"`
 }
 
 func TestScenarios(t *testing.T) {
@@ -60,16 +64,17 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := scaleup.Run(in)
-			if err != nil {
-				t.Fatal(err)
-			}
 			data, err := os.ReadFile(exp)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var want expectation
 			if err := yaml.UnmarshalStrict(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			in.ClusterLimits = want.ClusterLimits
+			plan, err := scaleup.Run(in)
+			if err != nil {
 				t.Fatal(err)
 			}
 			for _, problem := range check(plan, &want) {

@@ -60,14 +60,6 @@ func (s *Snapshot) GroupLimit(group string) Limit { return s.limits[group] }
 // ClusterLimit returns the cluster-wide limit.
 func (s *Snapshot) ClusterLimit() Limit { return s.clusterLimit }
 
-// WithinLimits reports whether a node of the group may be (or become) of
-// option o, given that it currently accounts for capacity current (zero
-// for a node not opened yet).
-func (s *Snapshot) WithinLimits(group string, current *Resources, o *Option) bool {
-	h := s.Headroom(group, current)
-	return h.Allows(&o.Allocatable)
-}
-
 // Headroom is the largest capacity a node may have within the limits.
 type Headroom struct {
 	cpu, memory, storage int64
