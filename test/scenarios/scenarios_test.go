@@ -51,19 +51,7 @@ func TestScenarios(t *testing.T) {
 	for _, exp := range files {
 		name := strings.TrimSuffix(exp, ".expect.yaml")
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(name + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = f.Close() }()
-			sc, err := scenario.Load(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, err := sc.Input(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := loadInput(t, name)
 			data, err := os.ReadFile(exp)
 			if err != nil {
 				t.Fatal(err)
@@ -86,6 +74,26 @@ func TestScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadInput reads scenario <name>.yaml as the planner's input, with
+// Headrooms resolved at a fixed time.
+func loadInput(t *testing.T, name string) scaleup.Input {
+	t.Helper()
+	f, err := os.Open(name + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	sc, err := scenario.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sc.Input(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 func check(plan *scaleup.Plan, want *expectation) []string {
@@ -197,20 +205,7 @@ func TestPlansDoNotDependOnListOrder(t *testing.T) {
 	for _, exp := range files {
 		name := strings.TrimSuffix(exp, ".expect.yaml")
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(name + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = f.Close() }()
-			sc, err := scenario.Load(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-			in, err := sc.Input(now)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := loadInput(t, name)
 			a, err := scaleup.Run(in)
 			if err != nil {
 				t.Fatal(err)
