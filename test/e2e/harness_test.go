@@ -89,6 +89,10 @@ func startController(t *testing.T, args ...string) *controllerProc {
 	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	probes := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	logFile := filepath.Join(t.TempDir(), "controller.log")
+	if dir := os.Getenv("BERTH_E2E_LOG_DIR"); dir != "" {
+		// Keep the log after the test, e.g. to study a passing run.
+		logFile = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log")
+	}
 	f, err := os.Create(logFile)
 	if err != nil {
 		t.Fatal(err)
