@@ -128,8 +128,11 @@ func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input,
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
 	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName != "" {
-			in.Pods = append(in.Pods, &pods.Items[i])
+		switch p := &pods.Items[i]; {
+		case p.Spec.NodeName != "":
+			in.Pods = append(in.Pods, p)
+		case p.Status.NominatedNodeName != "":
+			in.Nominated = append(in.Nominated, p)
 		}
 	}
 	for i := range nss.Items {

@@ -8,6 +8,7 @@ package reserve
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,12 @@ import (
 type Input struct {
 	Nodes      []*corev1.Node
 	Pods       []*corev1.Pod // bound pods
+	// Nominated are pods waiting for the node in their
+	// status.nominatedNodeName (e.g. burst-critical pods handed a slice a
+	// moment ago). Those of the pod's priority or higher hold their room
+	// there, as kube-scheduler counts them, so that two pods are never
+	// handed the same slice.
+	Nominated  []*corev1.Pod
 	Namespaces []*corev1.Namespace
 	Pod        *corev1.Pod
 	// IsReserve tells reserve pods.
@@ -35,7 +42,7 @@ type Decision struct {
 // Choose returns the first node (by name) where the pod fits after that
 // node's reserve pod is removed, or an error saying why there is none.
 func Choose(in Input) (*Decision, error) {
-	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces}
+	sin := snapshot.Input{Pods: append(slices.Clip(in.Pods), holding(in)...), Namespaces: in.Namespaces}
 	for _, n := range in.Nodes {
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n})
 	}
@@ -71,4 +78,28 @@ func Choose(in Input) (*Decision, error) {
 		return nil, fmt.Errorf("no node holds a per-node reserve")
 	}
 	return nil, fmt.Errorf("the pod does not fit on any of the %d nodes with a reserve, even with the reserve removed", reserves)
+}
+
+// holding returns the nominated pods that keep their room from in.Pod, as
+// if bound to their nominated node.
+func holding(in Input) []*corev1.Pod {
+	prio := priority(in.Pod)
+	var out []*corev1.Pod
+	for _, p := range in.Nominated {
+		if p.Spec.NodeName != "" || p.Status.NominatedNodeName == "" || p.Namespace == in.Pod.Namespace && p.Name == in.Pod.Name ||
+			priority(p) < prio {
+			continue
+		}
+		bound := p.DeepCopy()
+		bound.Spec.NodeName = p.Status.NominatedNodeName
+		out = append(out, bound)
+	}
+	return out
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
 }

@@ -22,12 +22,18 @@ func TestChoose(t *testing.T) {
 		reservePod("ra", "a"), b.Pod("wa", b.NodeName("a"), b.CPU("1500m")),
 		reservePod("rb", "b"), b.Pod("wb", b.NodeName("b"), b.CPU("1500m")),
 	}
+	nominated := func(name, node string, prio int32) *corev1.Pod {
+		p := b.Pod(name, b.CPU("500m"), b.Priority(prio))
+		p.Status.NominatedNodeName = node
+		return p
+	}
 	tests := []struct {
-		name     string
-		pods     []*corev1.Pod
-		pod      *corev1.Pod
-		wantNode string
-		wantErr  bool
+		name      string
+		pods      []*corev1.Pod
+		nominated []*corev1.Pod
+		pod       *corev1.Pod
+		wantNode  string
+		wantErr   bool
 	}{
 		{name: "a pod that fits in the reserve slice takes the first node's reserve", pods: full,
 			pod: b.Pod("burst", b.CPU("500m")), wantNode: "a"},
@@ -35,15 +41,24 @@ func TestChoose(t *testing.T) {
 			pod: b.Pod("burst", b.CPU("500m"), b.NodeSelector("pool", "y")), wantNode: "b"},
 		{name: "a pod bigger than the slice fits nowhere", pods: full,
 			pod: b.Pod("burst", b.CPU("1")), wantErr: true},
+		{name: "a slice already handed to a pod of the same priority is not handed out again", pods: full,
+			nominated: []*corev1.Pod{nominated("earlier", "a", 1000000000)},
+			pod:       b.Pod("burst", b.CPU("500m"), b.Priority(1000000000)), wantNode: "b"},
+		{name: "a lower-priority nomination does not hold the slice (the scheduler would not count it either)", pods: full,
+			nominated: []*corev1.Pod{nominated("earlier", "a", 0)},
+			pod:       b.Pod("burst", b.CPU("500m"), b.Priority(1000000000)), wantNode: "a"},
+		{name: "when every slice is handed out there is none left", pods: full,
+			nominated: []*corev1.Pod{nominated("first", "a", 1000000000), nominated("second", "b", 1000000000)},
+			pod:       b.Pod("burst", b.CPU("500m"), b.Priority(1000000000)), wantErr: true},
 		{name: "without reserve pods there is nothing to take", pods: []*corev1.Pod{b.Pod("wa", b.NodeName("a"), b.CPU("2"))},
 			pod: b.Pod("burst", b.CPU("500m")), wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := reserve.Choose(reserve.Input{Nodes: nodes, Pods: tt.pods, Pod: tt.pod, IsReserve: isReserve})
+			d, err := reserve.Choose(reserve.Input{Nodes: nodes, Pods: tt.pods, Nominated: tt.nominated, Pod: tt.pod, IsReserve: isReserve})
 			if tt.wantErr {
 				if err == nil {
-					t.Fatalf("got %+v, want an error", d)
+					t.Fatalf("got node %s, want an error", d.Node)
 				}
 				return
 			}

@@ -1,0 +1,177 @@
+package nodereserve_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/nodereserve"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const ns = "workload"
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// twoFullNodes: two KWOK nodes of 2 cpu, each holding a 500m reserve pod
+// and 1500m of workload, the scheduler's view once they are Ready.
+func twoFullNodes(t *testing.T) {
+	t.Helper()
+	never := corev1.PreemptNever
+	create(t,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassNodeReserve}, Value: v1alpha1.PriorityNodeReserve, PreemptionPolicy: &never},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassBurstCritical}, Value: v1alpha1.PriorityBurstCritical, PreemptionPolicy: &never},
+	)
+	for _, n := range []string{"a", "b"} {
+		create(t, b.Node(n, "2", "4Gi", b.KWOK(), b.NodeLabels("pool", "reserve")))
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		for _, n := range []string{"a", "b"} {
+			node := &corev1.Node{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
+				return false, "", err
+			}
+			ready := false
+			for _, c := range node.Status.Conditions {
+				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready || len(node.Spec.Taints) > 0 {
+				return false, fmt.Sprintf("node %s: ready %v, taints %v", n, ready, node.Spec.Taints), nil
+			}
+		}
+		return true, "", nil
+	})
+	for _, n := range []string{"a", "b"} {
+		reserve := b.Pod("reserve-"+n, b.Namespace(v1alpha1.SystemNamespace), b.NoUID(), b.NodeName(n), b.CPU("500m"),
+			b.Labels(v1alpha1.LabelHeadroomRole, hr.RoleNodeReserve))
+		reserve.Spec.PriorityClassName = v1alpha1.PriorityClassNodeReserve
+		create(t, reserve, b.Pod("work-"+n, b.Namespace(ns), b.NoUID(), b.NodeName(n), b.CPU("1500m")))
+	}
+}
+
+// pending creates a pod that selects the two nodes and waits until the
+// scheduler has marked it unschedulable.
+func pending(t *testing.T, name, priorityClass string) {
+	t.Helper()
+	p := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.NodeSelector("pool", "reserve"))
+	p.Spec.PriorityClassName = priorityClass
+	create(t, p)
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			return false, "", err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				return true, "", nil
+			}
+		}
+		return false, "not marked unschedulable yet", nil
+	})
+}
+
+func reconcileNow(t *testing.T, r *nodereserve.Reconciler, name string) {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pod(t *testing.T, namespace, name string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBurstCriticalPodsTakeOneReserveEach: on two full nodes, two
+// burst-critical pods reconciled back to back get one reserve slice each
+// and run on different nodes; an ordinary pod is left alone; a third
+// burst-critical pod is told no slice is left, and the workload is never
+// touched.
+func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
+	twoFullNodes(t)
+	pending(t, "ordinary", "")
+	pending(t, "burst-1", v1alpha1.PriorityClassBurstCritical)
+	pending(t, "burst-2", v1alpha1.PriorityClassBurstCritical)
+	events := &fakes.Recorder{}
+	r := &nodereserve.Reconciler{Client: env.Client, Recorder: events}
+
+	reconcileNow(t, r, "ordinary")
+	if pod(t, v1alpha1.SystemNamespace, "reserve-a") == nil || pod(t, v1alpha1.SystemNamespace, "reserve-b") == nil {
+		t.Fatal("an ordinary pod made berth remove a reserve")
+	}
+	reconcileNow(t, r, "burst-1")
+	reconcileNow(t, r, "burst-2")
+
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		for _, name := range []string{"burst-1", "burst-2"} {
+			if p := pod(t, ns, name); p.Status.Phase != corev1.PodRunning {
+				return false, fmt.Sprintf("%s: phase %s, node %q", name, p.Status.Phase, p.Spec.NodeName), nil
+			}
+		}
+		return true, "", nil
+	})
+	n1, n2 := pod(t, ns, "burst-1").Spec.NodeName, pod(t, ns, "burst-2").Spec.NodeName
+	if n1 == n2 {
+		t.Errorf("both burst-critical pods run on %s, one reserve slice each was expected", n1)
+	}
+	for _, n := range []string{"a", "b"} {
+		if pod(t, v1alpha1.SystemNamespace, "reserve-"+n) != nil {
+			t.Errorf("the reserve pod of node %s is still there", n)
+		}
+		if w := pod(t, ns, "work-"+n); w == nil || w.DeletionTimestamp != nil || w.Spec.NodeName != n {
+			t.Errorf("the workload pod of node %s was disturbed", n)
+		}
+	}
+	if p := pod(t, ns, "ordinary"); p.Spec.NodeName != "" {
+		t.Errorf("the ordinary pod was bound to %s, into a reserved slice", p.Spec.NodeName)
+	}
+	for _, name := range []string{"burst-1", "burst-2"} {
+		ev := events.For(ns + "/" + name)
+		if len(ev) != 1 || ev[0].Reason != nodereserve.ReasonUsingReserve || !strings.Contains(ev[0].Message, "reserve slice of node ") {
+			t.Errorf("events on %s: %+v", name, ev)
+		}
+	}
+
+	pending(t, "burst-3", v1alpha1.PriorityClassBurstCritical)
+	reconcileNow(t, r, "burst-3")
+	ev := events.For(ns + "/burst-3")
+	if len(ev) != 1 || ev[0].Reason != nodereserve.ReasonNoReserveFits || !strings.Contains(ev[0].Message, "no node holds a per-node reserve") {
+		t.Errorf("events on burst-3: %+v", ev)
+	}
+	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "" || p.Spec.NodeName != "" {
+		t.Errorf("burst-3 was given node %q/%q with no slice left", p.Status.NominatedNodeName, p.Spec.NodeName)
+	}
+}
