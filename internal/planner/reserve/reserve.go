@@ -19,8 +19,8 @@ import (
 
 // Input is the cluster and the pod that wants a reserve slice.
 type Input struct {
-	Nodes      []*corev1.Node
-	Pods       []*corev1.Pod // bound pods
+	Nodes []*corev1.Node
+	Pods  []*corev1.Pod // bound pods
 	// Nominated are pods waiting for the node in their
 	// status.nominatedNodeName (e.g. burst-critical pods handed a slice a
 	// moment ago). Those of the pod's priority or higher hold their room
