@@ -1,0 +1,62 @@
+package state_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// TestFailedOfferingsComeBackAfterTheirTTL: a failed offering is avoided
+// for the TTL and then offered again; node groups see only their own
+// failures, oldest first, and when the next one expires.
+func TestFailedOfferingsComeBackAfterTheirTTL(t *testing.T) {
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	o := state.NewOfferings(clk, 3*time.Minute)
+	var changed []string
+	o.OnChange = func(g string) { changed = append(changed, g) }
+
+	spotA := scaleup.Offering{NodeGroup: "general", InstanceType: "c-2", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeSpot)}
+	spotB := scaleup.Offering{NodeGroup: "general", InstanceType: "c-2", Zone: "zone-b", CapacityType: string(v1alpha1.CapacityTypeSpot)}
+	large := scaleup.Offering{NodeGroup: "large", InstanceType: "l-4", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeOnDemand)}
+
+	o.MarkUnavailable(spotA, "insufficient capacity")
+	clk.SetTime(start.Add(time.Minute))
+	o.MarkUnavailable(spotB, "insufficient capacity")
+	o.MarkUnavailable(large, "insufficient capacity")
+
+	if diff := cmp.Diff([]string{"general", "general", "large"}, changed); diff != "" {
+		t.Errorf("change notifications (-want +got):\n%s", diff)
+	}
+	var general []scaleup.Offering
+	for _, f := range o.Failures("general") {
+		general = append(general, f.Offering)
+	}
+	if diff := cmp.Diff([]scaleup.Offering{spotA, spotB}, general); diff != "" {
+		t.Errorf("failures of general, oldest first (-want +got):\n%s", diff)
+	}
+	if got, want := o.NextExpiry("general"), start.Add(3*time.Minute); !got.Equal(want) {
+		t.Errorf("next expiry of general %s, want %s", got, want)
+	}
+	if got := len(o.Unavailable()); got != 3 {
+		t.Errorf("%d offerings unavailable, want 3", got)
+	}
+
+	clk.SetTime(start.Add(3 * time.Minute)) // spotA's TTL is over
+	if diff := cmp.Diff([]scaleup.Offering{spotB, large}, o.Unavailable()); diff != "" {
+		t.Errorf("unavailable after the first TTL (-want +got):\n%s", diff)
+	}
+	clk.SetTime(start.Add(4 * time.Minute))
+	if got := o.Unavailable(); len(got) != 0 {
+		t.Errorf("still unavailable after every TTL: %v", got)
+	}
+	if got := o.NextExpiry("general"); !got.IsZero() {
+		t.Errorf("next expiry %s with no failure left, want zero", got)
+	}
+}
