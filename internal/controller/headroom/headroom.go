@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -218,7 +220,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, h *v1alpha1.Headroom, stat
 		return nil
 	}
 	h.Status = *status
-	if err := r.Client.Status().Update(ctx, h); err != nil {
+	if err := r.Client.Status().Update(ctx, h); apierrors.IsConflict(err) {
+		// Our cached copy was stale; the newer version's event brings
+		// this headroom back. Not an error worth a stack trace.
+		log.FromContext(ctx).V(1).Info("status changed meanwhile, reconciling again", "headroom", h.Name)
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("updating status of headroom %s: %w", h.Name, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -83,5 +84,60 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 	got = reconcileOnce()
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("LaunchFailing after the failure expired: %+v, want False", c)
+	}
+}
+
+// TestStaleCacheIsNotAnError: when the reconciler reads an outdated copy
+// (its cache lags behind the API server), the status write conflicts; that
+// is retried quietly, not reported as a reconcile error with a stack
+// trace, and the next reconcile with a fresh copy writes the status.
+func TestStaleCacheIsNotAnError(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("stale", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	stale := ng.DeepCopy() // what a lagging cache still holds
+	fresh := ng.DeepCopy()
+	fresh.Labels = map[string]string{"team": "a"}
+	if err := env.Client.Update(ctx, fresh); err != nil { // someone else changes it meanwhile
+		t.Fatal(err)
+	}
+	n := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, "stale-a")
+	if err := env.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if ng, ok := obj.(*v1alpha1.NodeGroup); ok {
+				stale.DeepCopyInto(ng)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	offerings := state.NewOfferings(clk, time.Minute)
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: "stale"}}
+	res, err := (&nodegroup.Reconciler{Client: lagging, Failures: offerings, Clock: clk}).Reconcile(ctx, req)
+	if err != nil {
+		t.Fatalf("a stale read was reported as an error: %v", err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("result %+v, want a retry", res)
+	}
+	if _, err := (&nodegroup.Reconciler{Client: env.Client, Failures: offerings, Clock: clk}).Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Nodes != 1 || got.Labels["team"] != "a" {
+		t.Errorf("after a fresh reconcile: %d nodes in status, labels %v; want 1 node and the other writer's label kept", got.Status.Nodes, got.Labels)
 	}
 }
