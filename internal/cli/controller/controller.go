@@ -36,6 +36,8 @@ type options struct {
 	clusterMaxCPU    string
 	clusterMaxMemory string
 	shutdownTimeout  time.Duration
+	qps              float32
+	burst            int
 	zap              zap.Options
 }
 
@@ -66,6 +68,8 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.StringVar(&o.clusterMaxCPU, "cluster-max-cpu", "1000", "cluster-wide limit on the cpu of all nodes")
 	f.StringVar(&o.clusterMaxMemory, "cluster-max-memory", "4000Gi", "cluster-wide limit on the memory of all nodes")
 	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
+	f.Float32Var(&o.qps, "kube-api-qps", 200, "sustained requests per second to the API server (nominating 1000 pods is 1000 requests)")
+	f.IntVar(&o.burst, "kube-api-burst", 300, "requests allowed in a burst above --kube-api-qps")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	f.AddGoFlagSet(gfs)
@@ -81,7 +85,7 @@ func (o *options) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = o.qps, o.burst
 	return cfg, nil
 }
 
@@ -104,6 +108,9 @@ func (o *options) validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}
+	}
+	if o.qps <= 0 || o.burst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", o.qps, o.burst))
 	}
 	if o.batchIdle > o.batchMax {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.batchIdle, o.batchMax))

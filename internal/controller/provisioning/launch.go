@@ -2,11 +2,13 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -80,48 +82,85 @@ func (p *Provisioner) gatherRest(ctx context.Context, in *scaleup.Input) error {
 	return nil
 }
 
-// launch creates the plan's new nodes. It returns true when an offering
-// had no capacity, so that the caller plans again without it.
+// launchWorkers bounds how many nodes one round launches at once. Cloud
+// APIs take seconds per launch; one after another, a plan of 30 nodes would
+// wait minutes for its last node.
+const launchWorkers = 16
+
+// launchOutcome is what launching one planned node came to.
+type launchOutcome struct {
+	instance *cloudprovider.Instance
+	// unavailable is set when the offering had no capacity.
+	unavailable *scaleup.Offering
+	err         error
+}
+
+// launch creates the plan's new nodes, up to launchWorkers at once, and
+// nominates each node's pods to it. It returns true when an offering had
+// no capacity, so that the caller plans again without it (the nodes that
+// did launch are then part of the cluster the new plan starts from).
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
 	pending map[string]*corev1.Pod, res *Result) (bool, error) {
-	logger := log.FromContext(ctx)
-	for _, nn := range plan.NewNodes {
-		ng := groups[nn.NodeGroup]
-		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
-		inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
-		if cloudprovider.IsInsufficientCapacity(err) {
-			p.Offerings.MarkUnavailable(nn.Offering(), err.Error())
-			launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonInsufficientCapacity).Inc()
-			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch",
-				"Launching %s failed: %v; trying the next cheapest offering", off, err)
-			logger.Info("offering unavailable, planning again without it", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
-			res.Failed = append(res.Failed, nn.Offering())
-			return true, nil
-		}
-		if err != nil {
-			launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
-			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching %s failed: %v", off, err)
-			return false, fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)
-		}
-		reason := nn.Reason
-		if reason == scaleup.ReasonPendingPods && p.onlyVirtual(nn) {
-			reason = reasonHeadroom
-		}
-		launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
-		res.Launched = append(res.Launched, inst)
-		p.inflight.add(syntheticNode(ng, inst))
-		logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
-			"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", reason)
-		p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
-			"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
-		for _, ref := range nn.Pods {
-			if pod := pending[ref.String()]; pod != nil {
-				p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
-				p.nominate(ctx, pod, inst.NodeName)
-			}
+	outcomes := make([]launchOutcome, len(plan.NewNodes))
+	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
+		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pending)
+	})
+	failed := false
+	var errs []error
+	for _, o := range outcomes {
+		switch {
+		case o.instance != nil:
+			res.Launched = append(res.Launched, o.instance)
+		case o.unavailable != nil:
+			res.Failed = append(res.Failed, *o.unavailable)
+			failed = true
+		case o.err != nil:
+			errs = append(errs, o.err)
 		}
 	}
-	return false, nil
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return failed, errors.Join(errs...)
+}
+
+// launchOne launches one planned node and nominates its pods to it. Safe
+// to run concurrently for different nodes.
+func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[string]*corev1.Pod) launchOutcome {
+	logger := log.FromContext(ctx)
+	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+	if cloudprovider.IsInsufficientCapacity(err) {
+		failed := nn.Offering()
+		p.Offerings.MarkUnavailable(failed, err.Error())
+		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonInsufficientCapacity).Inc()
+		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch",
+			"Launching %s failed: %v; trying the next cheapest offering", off, err)
+		logger.Info("offering unavailable, planning again without it", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
+		return launchOutcome{unavailable: &failed}
+	}
+	if err != nil {
+		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
+		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching %s failed: %v", off, err)
+		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)}
+	}
+	reason := nn.Reason
+	if reason == scaleup.ReasonPendingPods && p.onlyVirtual(nn) {
+		reason = reasonHeadroom
+	}
+	launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
+	p.inflight.add(syntheticNode(ng, inst))
+	logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
+		"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", reason)
+	p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
+		"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
+	for _, ref := range nn.Pods {
+		if pod := pending[ref.String()]; pod != nil {
+			p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
+			p.nominate(ctx, pod, inst.NodeName) // each pod is on one planned node: no two workers touch it
+		}
+	}
+	return launchOutcome{instance: inst}
 }
 
 // nominate sets the pod's status.nominatedNodeName to the node launched for
@@ -183,6 +222,8 @@ func (p *Provisioner) explain(plan *scaleup.Plan, pending map[string]*corev1.Pod
 	for _, pod := range pending {
 		live[string(pod.UID)] = true
 	}
+	p.eventMu.Lock()
+	defer p.eventMu.Unlock()
 	for uid := range p.lastEvent {
 		if !live[string(uid)] {
 			delete(p.lastEvent, uid)
@@ -192,9 +233,12 @@ func (p *Provisioner) explain(plan *scaleup.Plan, pending map[string]*corev1.Pod
 
 // record emits an event on a pod unless the same message was the last one.
 func (p *Provisioner) record(pod *corev1.Pod, eventType, reason, msg string) {
-	if p.lastEvent[pod.UID] == msg {
+	p.eventMu.Lock()
+	same := p.lastEvent[pod.UID] == msg
+	p.lastEvent[pod.UID] = msg
+	p.eventMu.Unlock()
+	if same {
 		return
 	}
-	p.lastEvent[pod.UID] = msg
 	p.Recorder.Eventf(pod, nil, eventType, reason, "Provision", "%s", msg)
 }

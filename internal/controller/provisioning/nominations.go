@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // nominations maps pending pods ("namespace/name") to the launching node
@@ -84,4 +86,24 @@ func (p *Provisioner) keepNominations(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// logNominationLost notes, at debug level, a pod that needs a node again
+// although berth had launched one for it.
+func (p *Provisioner) logNominationLost(ctx context.Context, pod *corev1.Pod, node string) {
+	p.readyMu.Lock()
+	since, ready := p.readySince[node]
+	p.readyMu.Unlock()
+	log.FromContext(ctx).V(1).Info("pod needs a node again although berth launched one for it", "pod", klog.KObj(pod),
+		"launchedFor", node, "nodeSchedulableSince", since, "nodeSchedulable", ready, "nominatedNodeName", pod.Status.NominatedNodeName,
+		"scheduled", podScheduledMessage(pod))
+}
+
+func podScheduledMessage(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return string(c.Status) + " " + c.Reason + ": " + c.Message
+		}
+	}
+	return ""
 }

@@ -82,6 +82,7 @@ type Provisioner struct {
 	// lastEvent is the last message recorded per pending pod, so that a pod
 	// gets an event when what berth does for it changes, not every round.
 	lastEvent map[types.UID]string
+	eventMu   sync.Mutex // guards lastEvent: launches run in parallel
 	// nominated remembers, per pending pod ("namespace/name"), the
 	// launching node berth planned it on. The scheduler clears the pod's
 	// nominatedNodeName when it retries the pod before the node is Ready;
@@ -98,11 +99,18 @@ type Provisioner struct {
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
 	virtualOwner map[string]string
+	// recheckAt is when the earliest nomination berth holds for a pod on a
+	// schedulable node runs out of grace (zero: none). Nothing else
+	// happens to such a pod then, so Start plans again at that time.
+	recheckAt time.Time
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
-// may stay unbound before berth plans for it again.
-const nominationGrace = 10 * time.Second
+// may stay unbound before berth plans for it again. Planning it again is
+// cheap when its room is still there (the plan puts it back on that node);
+// when the scheduler gave the room to another pod, the pod needs a node
+// and should not wait long for it.
+const nominationGrace = 5 * time.Second
 
 // New returns a provisioner.
 func New(d Deps, o Options) *Provisioner {
@@ -127,6 +135,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	resync := p.Clock.NewTicker(p.opts.Resync)
 	defer resync.Stop()
 	go p.keepNominations(ctx)
+	var recheck <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,12 +145,17 @@ func (p *Provisioner) Start(ctx context.Context) error {
 				return nil
 			}
 		case <-resync.C():
+		case <-recheck:
 		}
 		if _, err := p.RunOnce(ctx); err != nil {
 			logger.Error(err, "provisioning round failed; retrying")
 			roundErrors.Inc()
 			p.Clock.Sleep(time.Second)
 			p.Trigger()
+		}
+		recheck = nil
+		if !p.recheckAt.IsZero() {
+			recheck = p.Clock.After(max(p.recheckAt.Sub(p.Clock.Now()), 100*time.Millisecond))
 		}
 	}
 }
@@ -246,9 +260,10 @@ func (p *Provisioner) trackReadiness(nodes []*corev1.Node, now time.Time) map[st
 // sortPods puts bound pods, and pods holding a nomination, into the plan
 // input as placed, and pods that need a node as pending. It returns the
 // pending pods and the set of all waiting pods, by "namespace/name".
-func (p *Provisioner) sortPods(in *scaleup.Input, pods []corev1.Pod, known map[string]bool, now time.Time) (map[string]*corev1.Pod, map[string]bool) {
+func (p *Provisioner) sortPods(ctx context.Context, in *scaleup.Input, pods []corev1.Pod, known map[string]bool, now time.Time) (map[string]*corev1.Pod, map[string]bool) {
 	pending := map[string]*corev1.Pod{}
 	waiting := map[string]bool{}
+	p.recheckAt = time.Time{}
 	for i := range pods {
 		pod := &pods[i]
 		key := pod.Namespace + "/" + pod.Name
@@ -258,6 +273,7 @@ func (p *Provisioner) sortPods(in *scaleup.Input, pods []corev1.Pod, known map[s
 		case unbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
 			// A pod nominated to a node (by berth, or by preemption) holds
 			// room there: plan as if it were bound to it.
+			p.noteGraceEnd(pod)
 			held := pod.DeepCopy()
 			held.Spec.NodeName = pod.Status.NominatedNodeName
 			in.Pods = append(in.Pods, held)
@@ -265,6 +281,11 @@ func (p *Provisioner) sortPods(in *scaleup.Input, pods []corev1.Pod, known map[s
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
 		case awaitingNode(pod):
+			if berth := p.nominated.get(key); berth != "" {
+				// berth had planned this pod on a node; the scheduler did
+				// not put it there (or not within the grace): plan again.
+				p.logNominationLost(ctx, pod, berth)
+			}
 			in.Pending = append(in.Pending, pod)
 			pending[key] = pod
 			waiting[key] = true
@@ -309,6 +330,21 @@ func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
 	return ready && now.Sub(since) > nominationGrace
 }
 
+// noteGraceEnd moves recheckAt forward to when the grace of a pod berth
+// nominated to a schedulable node ends.
+func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
+	node := pod.Status.NominatedNodeName
+	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
+		return // nominated by preemption: the scheduler's to keep
+	}
+	p.readyMu.Lock()
+	since, ready := p.readySince[node]
+	p.readyMu.Unlock()
+	if end := since.Add(nominationGrace); ready && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {
+		p.recheckAt = end
+	}
+}
+
 // forgetNominations drops nominations of pods that no longer wait, and of
 // nodes that are gone.
 func (p *Provisioner) forgetNominations(nodes []*corev1.Node, waiting map[string]bool) {
@@ -347,7 +383,7 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 	}
 	now := p.Clock.Now()
 	known := p.trackReadiness(in.Nodes, now)
-	pending, waiting := p.sortPods(&in, pods.Items, known, now)
+	pending, waiting := p.sortPods(ctx, &in, pods.Items, known, now)
 	p.forgetNominations(in.Nodes, waiting)
 	virtual, owner, err := p.virtualUnits(ctx, in.NodeGroups)
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
@@ -250,5 +252,63 @@ func TestBringsGroupsUpToMinSize(t *testing.T) {
 	}
 	if again := f.run(); len(again.Launched) != 0 {
 		t.Errorf("second round launched %d more", len(again.Launched))
+	}
+}
+
+// TestPodWhoseRoomWasTakenGetsANodeSoon: berth launched a node for a pod,
+// but before the pod was bound something else took the room (here a pod
+// bound straight to the node; in real clusters the scheduler placing
+// another pod there). The pod still carries its nomination, so no event
+// says it needs a node; berth must notice when the nomination's grace ends
+// and launch another node, not wait for the periodic resync (10 minutes
+// here). The provisioner runs as the controller does: informers, triggers,
+// batching.
+func TestPodWhoseRoomWasTakenGetsANodeSoon(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ng := b.NodeGroup("prov-lost", b.Size(0, 5), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.LaunchDelay(metav1.Duration{Duration: 3 * time.Second}))
+	f := setup(t, ng)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Client.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", LeaderElection: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := provisioning.New(provisioning.Deps{
+		Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+	}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
+		ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
+	if err := prov.Register(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	wants := f.pods(1, b.CPU("1500m"))[0]
+	var first string
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(wants), got); err != nil {
+			return false, "", err
+		}
+		first = got.Status.NominatedNodeName
+		return first != "", "no node launched and nominated yet", nil
+	})
+	// Take the room while the node boots.
+	thief := b.Pod("thief", b.Namespace(f.ns), b.NoUID(), b.NodeName(first), b.CPU("1500m"))
+	if err := env.Client.Create(ctx, thief); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	expect.Eventually(t, 45*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(wants), got); err != nil {
+			return false, "", err
+		}
+		ok := got.Spec.NodeName != "" && got.Spec.NodeName != first && got.Status.Phase == corev1.PodRunning
+		return ok, fmt.Sprintf("%d nodes; pod on %q (%s), nominated to %q", len(f.nodes()), got.Spec.NodeName, got.Status.Phase, got.Status.NominatedNodeName), nil
+	})
+	t.Logf("the pod whose room was taken ran on a second node %s after the room was taken", time.Since(start).Round(100*time.Millisecond))
+	if n := len(f.nodes()); n != 2 {
+		t.Errorf("%d nodes, want 2 (one more for the pod, nothing more)", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods;nodes;namespaces;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
@@ -46,7 +47,16 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 			DeleteFunc: func(any) { p.Trigger() },
 		}},
 		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { p.Trigger() },
+			AddFunc: func(any) { p.Trigger() },
+			// A node turning schedulable starts the grace of the pods
+			// berth nominated to it.
+			UpdateFunc: func(old, o any) {
+				on, ok1 := old.(*corev1.Node)
+				nn, ok2 := o.(*corev1.Node)
+				if ok1 && ok2 && !nodeutil.Schedulable(on) && nodeutil.Schedulable(nn) {
+					p.Trigger()
+				}
+			},
 			DeleteFunc: func(any) { p.Trigger() },
 		}},
 		{&v1alpha1.Headroom{}, toolscache.ResourceEventHandlerFuncs{
