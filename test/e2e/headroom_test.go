@@ -88,8 +88,17 @@ func burstRunsOnExistingNodes(t *testing.T, ns, group string, n int32, placehold
 	pods := &corev1.PodList{}
 	defer func() {
 		if t.Failed() {
+			if len(pods.Items) == 0 {
+				_ = env.Client.List(context.Background(), pods, client.InNamespace(ns))
+			}
 			for _, p := range pods.Items {
 				t.Logf("burst pod %s phase=%s node=%q nominated=%q events=%q", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.NominatedNodeName, events(t, ns, p.Name))
+			}
+			others := &corev1.PodList{}
+			_ = env.Client.List(context.Background(), others, client.InNamespace(v1alpha1.SystemNamespace))
+			for _, p := range others.Items {
+				t.Logf("berth pod %s phase=%s node=%q nominated=%q deleting=%v events=%q", p.Name, p.Status.Phase, p.Spec.NodeName,
+					p.Status.NominatedNodeName, p.DeletionTimestamp != nil, events(t, v1alpha1.SystemNamespace, p.Name))
 			}
 		}
 	}()
