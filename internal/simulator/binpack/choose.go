@@ -42,12 +42,6 @@ func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Optio
 // template's node, then the options that are launchable and fit the pod.
 func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predicates.Status) {
 	if st := predicates.Run(p.in.Filters, p.s, c, t.Node); st.Failed() {
-		if st.Detail == predicates.DetailNoOptionWithinLimits {
-			// Say which limit: "node group limit on cpu reached (12 of 12)".
-			if allowed, reason := p.in.Launcher.Allowed(p.s, t); len(allowed) == 0 {
-				st.Detail = reason
-			}
-		}
 		return nil, st
 	}
 	allowed, reason := p.in.Launcher.Allowed(p.s, t)

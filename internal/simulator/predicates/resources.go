@@ -23,12 +23,6 @@ var _ Filter = NodeResourcesFit{}
 // ReasonTooManyPods is kube-scheduler's reason for a full pod count.
 const ReasonTooManyPods = "Too many pods"
 
-// DetailNoOptionWithinLimits is the detail for a node that is still only a
-// plan (or a template): its pods and the incoming one fit some instance
-// type, but none that the node group and cluster limits allow. Callers
-// that know which limit (the scale-up launcher) replace it.
-const DetailNoOptionWithinLimits = "no single instance type fits the node's pods together with this one within the limits"
-
 // Name returns the filter name.
 func (NodeResourcesFit) Name() string { return "NodeResourcesFit" }
 
@@ -43,8 +37,8 @@ func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 	if !snapshot.Fits(&c.Requests, &n.Requested, &n.Allocatable) {
 		return insufficient(c, n)
 	}
-	if n.Flex != nil && !s.FitsAnyOption(n, &c.Requests) {
-		return fail(Unresolvable, "Insufficient resources", DetailNoOptionWithinLimits)
+	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, &c.Requests) {
+		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits")
 	}
 	return OK
 }
