@@ -62,10 +62,7 @@ func (p *Provisioner) onPodUpdate(oldPod, newPod *corev1.Pod) {
 	if p.nominated.get(newPod.Namespace+"/"+newPod.Name) != node {
 		return
 	}
-	p.readyMu.Lock()
-	_, ready := p.readySince[node]
-	p.readyMu.Unlock()
-	if ready {
+	if _, ready := p.schedulableSince(node); ready {
 		return // the node is up: the scheduler decides now
 	}
 	select {
@@ -91,9 +88,7 @@ func (p *Provisioner) keepNominations(ctx context.Context) {
 // logNominationLost notes, at debug level, a pod that needs a node again
 // although berth had launched one for it.
 func (p *Provisioner) logNominationLost(ctx context.Context, pod *corev1.Pod, node string) {
-	p.readyMu.Lock()
-	since, ready := p.readySince[node]
-	p.readyMu.Unlock()
+	since, ready := p.schedulableSince(node)
 	log.FromContext(ctx).V(1).Info("pod needs a node again although berth launched one for it", "pod", klog.KObj(pod),
 		"launchedFor", node, "nodeSchedulableSince", since, "nodeSchedulable", ready, "nominatedNodeName", pod.Status.NominatedNodeName,
 		"scheduled", podScheduledMessage(pod))

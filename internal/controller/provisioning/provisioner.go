@@ -30,11 +30,10 @@ const Name = "provisioning"
 
 // Event reasons.
 const (
-	ReasonTriggeredScaleUp    = "TriggeredScaleUp"
-	ReasonNotTriggerScaleUp   = "NotTriggerScaleUp"
-	ReasonLaunched            = "Launched"
-	ReasonLaunchFailed        = "LaunchFailed"
-	ReasonWaitingForLaunching = "WaitingForNode"
+	ReasonTriggeredScaleUp  = "TriggeredScaleUp"
+	ReasonNotTriggerScaleUp = "NotTriggerScaleUp"
+	ReasonLaunched          = "Launched"
+	ReasonLaunchFailed      = "LaunchFailed"
 )
 
 // maxAttempts bounds how often one round re-plans after launch failures.
@@ -315,43 +314,46 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 	}
 }
 
-// nominationFailed reports whether a pod berth nominated to a node is still
-// unbound nominationGrace after the node became schedulable: the
-// scheduler placed others there, and the pod needs a node again. Pods
-// nominated by preemption are never given up on here.
-func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
-	node := pod.Status.NominatedNodeName
-	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
-		return false
-	}
+// schedulableSince returns when a node was first seen schedulable, and
+// whether it has been.
+func (p *Provisioner) schedulableSince(node string) (time.Time, bool) {
 	p.readyMu.Lock()
-	since, ready := p.readySince[node]
-	p.readyMu.Unlock()
-	return ready && now.Sub(since) > nominationGrace
+	defer p.readyMu.Unlock()
+	since, ok := p.readySince[node]
+	return since, ok
 }
 
-// noteGraceEnd moves recheckAt forward to when the grace of a pod berth
-// nominated to a schedulable node ends.
-func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
+// graceEnd returns when berth stops holding a pod's room on the node berth
+// nominated it to: nominationGrace after the node became schedulable. ok
+// is false while the node boots, and for nominations berth did not make
+// (preemption's, which the scheduler keeps).
+func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
 	node := pod.Status.NominatedNodeName
 	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
-		return // nominated by preemption: the scheduler's to keep
+		return time.Time{}, false
 	}
-	p.readyMu.Lock()
-	since, ready := p.readySince[node]
-	p.readyMu.Unlock()
-	if end := since.Add(nominationGrace); ready && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {
+	since, ok := p.schedulableSince(node)
+	return since.Add(nominationGrace), ok
+}
+
+// nominationFailed reports whether a pod berth nominated is still unbound
+// after its grace: the scheduler placed others there, and the pod needs a
+// node again.
+func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
+	end, ok := p.graceEnd(pod)
+	return ok && now.After(end)
+}
+
+// noteGraceEnd moves recheckAt forward to the end of a held pod's grace.
+func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
+	if end, ok := p.graceEnd(pod); ok && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {
 		p.recheckAt = end
 	}
 }
 
 // forgetNominations drops nominations of pods that no longer wait, and of
-// nodes that are gone.
-func (p *Provisioner) forgetNominations(nodes []*corev1.Node, waiting map[string]bool) {
-	known := map[string]bool{}
-	for _, n := range p.inflight.merge(nodes) {
-		known[n.Name] = true
-	}
+// nodes that are gone (known: the node names trackReadiness returned).
+func (p *Provisioner) forgetNominations(known, waiting map[string]bool) {
 	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
 }
 
@@ -384,7 +386,7 @@ func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1
 	now := p.Clock.Now()
 	known := p.trackReadiness(in.Nodes, now)
 	pending, waiting := p.sortPods(ctx, &in, pods.Items, known, now)
-	p.forgetNominations(in.Nodes, waiting)
+	p.forgetNominations(known, waiting)
 	virtual, owner, err := p.virtualUnits(ctx, in.NodeGroups)
 	if err != nil {
 		return in, nil, nil, err
