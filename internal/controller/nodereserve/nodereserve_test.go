@@ -3,6 +3,7 @@ package nodereserve_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -103,6 +105,32 @@ func reconcileNow(t *testing.T, r *nodereserve.Reconciler, name string) {
 	}
 }
 
+// lagging returns a client whose pod lists show the given pods as they
+// were, in place of (or in addition to) what the API server holds now.
+func lagging(t *testing.T, stale ...*corev1.Pod) client.Client {
+	t.Helper()
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(direct, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			pods, ok := list.(*corev1.PodList)
+			if !ok {
+				return nil
+			}
+			for _, old := range stale {
+				pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Namespace == old.Namespace && p.Name == old.Name })
+				pods.Items = append(pods.Items, *old)
+			}
+			return nil
+		},
+	})
+}
+
 func pod(t *testing.T, namespace, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{}
@@ -116,8 +144,9 @@ func pod(t *testing.T, namespace, name string) *corev1.Pod {
 }
 
 // TestBurstCriticalPodsTakeOneReserveEach: on two full nodes, two
-// burst-critical pods reconciled back to back get one reserve slice each
-// and run on different nodes; an ordinary pod is left alone; a third
+// burst-critical pods get one reserve slice each and run on different
+// nodes, also when the second is handled from a cache that has not seen
+// the first hand-over complete; an ordinary pod is left alone; a third
 // burst-critical pod is told no slice is left, and the workload is never
 // touched.
 func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
@@ -132,8 +161,17 @@ func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
 	if pod(t, v1alpha1.SystemNamespace, "reserve-a") == nil || pod(t, v1alpha1.SystemNamespace, "reserve-b") == nil {
 		t.Fatal("an ordinary pod made berth remove a reserve")
 	}
+	reserveA := pod(t, v1alpha1.SystemNamespace, "reserve-a")
 	reconcileNow(t, r, "burst-1")
-	reconcileNow(t, r, "burst-2")
+	// burst-2 is reconciled from a cache that lags: it has seen burst-1's
+	// nomination, but neither the deletion of the reserve pod handed to it
+	// nor burst-1's binding. The slice must count as taken all the same.
+	burst1 := pod(t, ns, "burst-1")
+	if burst1.Status.NominatedNodeName != "a" {
+		t.Fatalf("burst-1 nominated to %q, want a (the first node with a reserve)", burst1.Status.NominatedNodeName)
+	}
+	burst1.Spec.NodeName = ""
+	reconcileNow(t, &nodereserve.Reconciler{Client: lagging(t, burst1, reserveA), Recorder: events}, "burst-2")
 
 	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
 		for _, name := range []string{"burst-1", "burst-2"} {
