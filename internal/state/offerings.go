@@ -1,6 +1,6 @@
 // Package state holds what berth's controllers share at run time: which
-// offerings recently failed to launch, and which nodes were launched but
-// are not in the informer cache yet.
+// offerings recently failed to launch, and how many headroom units and
+// buffer chunks the latest plan fit in free capacity.
 package state
 
 import (
