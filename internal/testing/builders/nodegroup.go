@@ -39,11 +39,6 @@ func Size(minSize, maxSize int32) NodeGroupOption {
 	return func(ng *v1alpha1.NodeGroup) { ng.Spec.MinSize, ng.Spec.MaxSize = minSize, maxSize }
 }
 
-// Weight sets the node group weight.
-func Weight(w int32) NodeGroupOption {
-	return func(ng *v1alpha1.NodeGroup) { ng.Spec.Weight = w }
-}
-
 // TemplateLabel adds a label to the node template.
 func TemplateLabel(key, value string) NodeGroupOption {
 	return func(ng *v1alpha1.NodeGroup) {

@@ -51,13 +51,6 @@ func Request(name corev1.ResourceName, q string) PodOption {
 	return func(p *corev1.Pod) { request(p, name, q) }
 }
 
-// Container adds a container with the given requests.
-func Container(name string, requests corev1.ResourceList) PodOption {
-	return func(p *corev1.Pod) {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: name, Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{Requests: requests}})
-	}
-}
-
 // InitContainer adds an init container with the given requests.
 func InitContainer(name string, requests corev1.ResourceList) PodOption {
 	return func(p *corev1.Pod) {
@@ -117,11 +110,6 @@ func Tolerate(key, value string, effect corev1.TaintEffect) PodOption {
 		}
 		p.Spec.Tolerations = append(p.Spec.Tolerations, t)
 	}
-}
-
-// Toleration adds a toleration as given.
-func Toleration(t corev1.Toleration) PodOption {
-	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, t) }
 }
 
 // RequireNodeAffinity adds a required node selector term (terms are ORed).
@@ -216,16 +204,6 @@ func HostPort(port int32, protocol corev1.Protocol) PodOption {
 
 // Priority sets the pod priority.
 func Priority(v int32) PodOption { return func(p *corev1.Pod) { p.Spec.Priority = &v } }
-
-// Unschedulable marks the pod as the scheduler does when no node fits.
-func Unschedulable() PodOption {
-	return func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodPending
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
-			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		})
-	}
-}
 
 // OwnedBy sets a controller owner reference.
 func OwnedBy(kind, name string) PodOption {
