@@ -143,10 +143,11 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--secure-port="+strconv.Itoa(p.Scheduler),
 			"--cert-dir="+filepath.Join(c.Dir, "scheduler-certs"),
 			"--profiling=false",
-			// Asynchronous preemption (beta, on by default) sometimes left a
-			// preemptor pending on a node with room for it until the
-			// scheduler's 5-minute flush (placeholder e2e test, about 1 run
-			// in 4 on this machine); synchronous preemption did not.
+			// Asynchronous preemption (beta, on by default) can leave a
+			// preemptor whose last victim another preemptor already deleted
+			// pending until the scheduler's 5-minute flush
+			// (kubernetes/kubernetes#141694; placeholder e2e test, 2 runs in
+			// 8 on this machine); synchronous preemption does not.
 			"--feature-gates=SchedulerAsyncPreemption=false",
 		),
 		proc(KWOK, "http://"+loopback(p.KWOK)+"/healthz",
