@@ -11,14 +11,11 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -41,6 +38,7 @@ const (
 	ReasonTemplateNotFound    = "PodTemplateNotFound"
 	ReasonScalableNotFound    = "ScalableObjectNotFound"
 	ReasonUnsupportedScalable = "UnsupportedScalableKind"
+	ReasonNoPodToCopy         = "NoPodToCopy"
 	ReasonInvalid             = "InvalidSpec"
 	ReasonProvisioning        = "BerthProvisioning"
 	ReasonNotProvisioning     = "NotProvisioning"
@@ -64,8 +62,6 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=podtemplates,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale;replicasets/scale,verbs=get
 
 // Notify asks for a reconcile of a buffer given as "namespace/name"; never
 // blocks.
@@ -168,43 +164,10 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	return &cbv1beta1.LocalObjectRef{Name: pt.Name}, pt.Generation, n, "", nil
 }
 
-// scalable reads the pod template and desired replicas of a Deployment,
-// StatefulSet or ReplicaSet (replicas through its scale subresource).
-func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
-	ref := cb.Spec.ScalableRef
-	key := types.NamespacedName{Namespace: cb.Namespace, Name: ref.Name}
-	var obj client.Object
-	var template func() corev1.PodTemplateSpec
-	switch {
-	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
-		d := &appsv1.Deployment{}
-		obj, template = d, func() corev1.PodTemplateSpec { return d.Spec.Template }
-	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
-		s := &appsv1.StatefulSet{}
-		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
-	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
-		s := &appsv1.ReplicaSet{}
-		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
-	default:
-		return corev1.PodTemplateSpec{}, 0, ReasonUnsupportedScalable,
-			fmt.Errorf("scalableRef %s/%s is not supported (apps Deployment, StatefulSet, ReplicaSet are)", ref.APIGroup, ref.Kind)
-	}
-	if err := r.Client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
-		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
-	} else if err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", err
-	}
-	scale := &autoscalingv1.Scale{}
-	if err := r.Client.SubResource("scale").Get(ctx, obj, scale); err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
-	}
-	return template(), scale.Spec.Replicas, "", nil
-}
-
 // ownTemplate keeps a PodTemplate owned by the buffer with the scalable
 // object's pod template, so that status.podTemplateRef names it.
 func (r *Reconciler) ownTemplate(ctx context.Context, cb *cbv1beta1.CapacityBuffer, template corev1.PodTemplateSpec) (*corev1.PodTemplate, error) {
-	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "capacitybuffer-" + cb.Name, Namespace: cb.Namespace}}
+	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateName(cb), Namespace: cb.Namespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, pt, func() error {
 		pt.Template = template
 		return controllerutil.SetControllerReference(cb, pt, r.Client.Scheme())
@@ -214,6 +177,9 @@ func (r *Reconciler) ownTemplate(ctx context.Context, cb *cbv1beta1.CapacityBuff
 	}
 	return pt, nil
 }
+
+// templateName names the PodTemplate berth keeps for a scalableRef buffer.
+func templateName(cb *cbv1beta1.CapacityBuffer) string { return "capacitybuffer-" + cb.Name }
 
 func (r *Reconciler) write(ctx context.Context, cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus) error {
 	if equality.Semantic.DeepEqual(&cb.Status, status) {

@@ -2,12 +2,17 @@ package capacitybuffer_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -15,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -100,3 +106,149 @@ func TestBufferTranslation(t *testing.T) {
 		}
 	}
 }
+
+// installWidgets installs a custom resource with a scale subresource whose
+// selector is in status, as rollouts and other workload operators have.
+func installWidgets(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	obj := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	integer, str := obj("type", "integer"), obj("type", "string")
+	crd := &unstructured.Unstructured{Object: obj(
+		"apiVersion", "apiextensions.k8s.io/v1", "kind", "CustomResourceDefinition",
+		"metadata", obj("name", "widgets.example.berth.dev"),
+		"spec", obj("group", "example.berth.dev", "scope", "Namespaced",
+			"names", obj("plural", "widgets", "singular", "widget", "kind", "Widget", "listKind", "WidgetList"),
+			"versions", []any{obj("name", "v1", "served", true, "storage", true,
+				"schema", obj("openAPIV3Schema", obj("type", "object", "properties", obj(
+					"spec", obj("type", "object", "properties", obj("replicas", integer)),
+					"status", obj("type", "object", "properties", obj("replicas", integer, "selector", str))))),
+				"subresources", obj("status", obj(), "scale", obj(
+					"specReplicasPath", ".spec.replicas", "statusReplicasPath", ".status.replicas", "labelSelectorPath", ".status.selector")))}),
+	)}
+	if err := env.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		w := &unstructured.UnstructuredList{}
+		w.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.berth.dev", Version: "v1", Kind: "WidgetList"})
+		err := env.Client.List(ctx, w, client.InNamespace("default"))
+		return err == nil, fmt.Sprintf("widgets not served yet: %v", err), nil
+	})
+}
+
+func widget(t *testing.T, name string, replicas int64, selector string) {
+	t.Helper()
+	ctx := context.Background()
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.berth.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec":     map[string]any{"replicas": replicas},
+	}}
+	if err := env.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Object["status"] = map[string]any{"replicas": int64(0), "selector": selector}
+	if err := env.Client.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyCondition(cb *cbv1beta1.CapacityBuffer) *metav1.Condition {
+	return meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning)
+}
+
+// TestBufferFromAnyScalableKind: a buffer may follow a Job (its
+// parallelism) or any kind with a scale subresource, whose newest pod gives
+// the chunk's shape; kinds that cannot be scaled, and missing objects, are
+// reported in the buffer's condition.
+func TestBufferFromAnyScalableKind(t *testing.T) {
+	ctx := context.Background()
+	installWidgets(t)
+	widget(t, "w", 4, "app=widget")
+	parallelism := int32(4)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"}, Spec: batchv1.JobSpec{
+		Parallelism: &parallelism, Suspend: ptr(true),
+		Template: corev1.PodTemplateSpec{Spec: b.Pod("x", b.CPU("3")).Spec}}}
+	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	buffer := func(name, group, kind, target string) *cbv1beta1.CapacityBuffer {
+		return &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: group, Kind: kind, Name: target}, Percentage: i32(50)}}
+	}
+	for _, o := range []client.Object{job,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"}},
+		buffer("from-widget", "example.berth.dev", "Widget", "w"),
+		buffer("from-job", "batch", "Job", "batch"),
+		buffer("missing-widget", "example.berth.dev", "Widget", "nope"),
+		buffer("not-scalable", "core", "ConfigMap", "settings"),
+		buffer("unknown-kind", "example.berth.dev", "Gadget", "g"),
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness()}
+
+	cb := reconcileBuffer(t, r, "from-job")
+	if cb.Status.Replicas == nil || *cb.Status.Replicas != 2 || !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) {
+		t.Errorf("from-job: replicas %v, condition %+v; want 2 (50%% of parallelism 4)", cb.Status.Replicas, readyCondition(cb))
+	}
+
+	cb = reconcileBuffer(t, r, "from-widget")
+	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionFalse || c.Reason != capacitybuffer.ReasonNoPodToCopy {
+		t.Errorf("from-widget before any pod: condition %+v, want False/%s", c, capacitybuffer.ReasonNoPodToCopy)
+	}
+	for _, p := range []*corev1.Pod{
+		b.Pod("widget-a", b.Namespace("default"), b.NoUID(), b.Labels("app", "widget"), b.CPU("1"), b.NodeName("gone")),
+		b.Pod("widget-b", b.Namespace("default"), b.NoUID(), b.Labels("app", "widget"), b.CPU("2"), b.NodeName("gone")),
+	} {
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cb = reconcileBuffer(t, r, "from-widget")
+	if cb.Status.Replicas == nil || *cb.Status.Replicas != 2 || cb.Status.PodTemplateRef == nil {
+		t.Fatalf("from-widget: replicas %v, condition %+v; want 2 (50%% of 4)", cb.Status.Replicas, readyCondition(cb))
+	}
+	owned := &corev1.PodTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: cb.Status.PodTemplateRef.Name}, owned); err != nil {
+		t.Fatal(err)
+	}
+	spec := owned.Template.Spec
+	if cpu := spec.Containers[0].Resources.Requests.Cpu().String(); cpu != "2" || spec.NodeName != "" || owned.Template.Labels["app"] != "widget" {
+		t.Errorf("chunk template: cpu %s, node %q, labels %v; want the newest pod's 2 cpu, no node, app=widget", cpu, spec.NodeName, owned.Template.Labels)
+	}
+	// With no pod left, the shape copied before is kept.
+	if err := env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.MatchingLabels{"app": "widget"}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		err := env.Client.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "widget"})
+		return err == nil && len(pods.Items) == 0, fmt.Sprintf("%d widget pods left", len(pods.Items)), err
+	})
+	if cb = reconcileBuffer(t, r, "from-widget"); !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) {
+		t.Errorf("from-widget after its pods went: condition %+v, want the copied shape kept", readyCondition(cb))
+	}
+
+	for name, reason := range map[string]string{
+		"missing-widget": capacitybuffer.ReasonScalableNotFound,
+		"not-scalable":   capacitybuffer.ReasonUnsupportedScalable,
+		"unknown-kind":   capacitybuffer.ReasonUnsupportedScalable,
+	} {
+		cb = reconcileBuffer(t, r, name)
+		if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || cb.Status.Replicas != nil {
+			t.Errorf("%s: condition %+v, replicas %v; want False/%s and no replicas", name, c, cb.Status.Replicas, reason)
+		} else {
+			t.Logf("%s: %s", name, c.Message)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

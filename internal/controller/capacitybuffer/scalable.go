@@ -1,0 +1,153 @@
+package capacitybuffer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=*,resources=*/scale,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// scalable reads the pod template and the replicas of a buffer's
+// scalableRef. Deployments, StatefulSets and ReplicaSets give their pod
+// template and the desired replicas of their scale; a Job its template and
+// parallelism. Any other kind with a scale subresource (ReplicationController,
+// custom resources such as rollouts) gives its desired replicas, and the
+// newest of its pods (found by the scale's selector) gives the shape, as
+// Cluster Autoscaler does; until a pod exists, the template berth copied
+// before is kept. A non-empty reason marks a problem with the buffer.
+func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
+	ref := cb.Spec.ScalableRef
+	key := client.ObjectKey{Namespace: cb.Namespace, Name: ref.Name}
+	var obj client.Object
+	var template func() corev1.PodTemplateSpec
+	switch {
+	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
+		d := &appsv1.Deployment{}
+		obj, template = d, func() corev1.PodTemplateSpec { return d.Spec.Template }
+	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
+		s := &appsv1.StatefulSet{}
+		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
+	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
+		s := &appsv1.ReplicaSet{}
+		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
+	case ref.APIGroup == "batch" && ref.Kind == "Job":
+		return r.job(ctx, key)
+	default:
+		return r.fromScale(ctx, cb)
+	}
+	if err := r.Client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
+	} else if err != nil {
+		return corev1.PodTemplateSpec{}, 0, "", err
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := r.Client.SubResource("scale").Get(ctx, obj, scale); err != nil {
+		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	return template(), scale.Spec.Replicas, "", nil
+}
+
+// job reads a Job: its pod template, and its parallelism as the replicas
+// (a Job has no scale subresource; parallelism is how many pods run at once).
+func (r *Reconciler) job(ctx context.Context, key client.ObjectKey) (corev1.PodTemplateSpec, int32, string, error) {
+	j := &batchv1.Job{}
+	if err := r.Client.Get(ctx, key, j); apierrors.IsNotFound(err) {
+		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("job %q not found", key.Name)
+	} else if err != nil {
+		return corev1.PodTemplateSpec{}, 0, "", err
+	}
+	parallelism := int32(1) // the API default
+	if j.Spec.Parallelism != nil {
+		parallelism = *j.Spec.Parallelism
+	}
+	return j.Spec.Template, parallelism, "", nil
+}
+
+// fromScale reads any kind through its scale subresource.
+func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
+	ref := cb.Spec.ScalableRef
+	group := ref.APIGroup
+	if group == "core" {
+		group = "" // Cluster Autoscaler's spelling of the core group
+	}
+	mapping, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: ref.Kind})
+	if meta.IsNoMatchError(err) {
+		return corev1.PodTemplateSpec{}, 0, ReasonUnsupportedScalable, fmt.Errorf("no API serves kind %s in group %q", ref.Kind, ref.APIGroup)
+	} else if err != nil {
+		return corev1.PodTemplateSpec{}, 0, "", err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	obj.SetNamespace(cb.Namespace)
+	obj.SetName(ref.Name)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+	if err := r.Client.SubResource("scale").Get(ctx, obj, u); err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && apierrors.IsNotFound(err) {
+			// The API server names the object when it is missing; a kind
+			// without the subresource has no such route at all.
+			if d := status.Status().Details; d != nil && d.Name == ref.Name {
+				return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
+			}
+			return corev1.PodTemplateSpec{}, 0, ReasonUnsupportedScalable, fmt.Errorf("kind %s has no scale subresource", mapping.GroupVersionKind.GroupKind())
+		}
+		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, scale); err != nil {
+		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	template, reason, err := r.newestPod(ctx, cb, scale.Status.Selector)
+	return template, scale.Spec.Replicas, reason, err
+}
+
+// newestPod returns the shape of the newest pod the selector matches, or
+// the template copied before when no pod exists now.
+func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, selector string) (corev1.PodTemplateSpec, string, error) {
+	ref := cb.Spec.ScalableRef
+	sel, err := labels.Parse(selector)
+	if err != nil || sel.Empty() {
+		return corev1.PodTemplateSpec{}, ReasonUnsupportedScalable, fmt.Errorf("the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, selector)
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return corev1.PodTemplateSpec{}, "", fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	if len(live) == 0 {
+		pt := &corev1.PodTemplate{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: templateName(cb)}, pt)
+		if err == nil && metav1.IsControlledBy(pt, cb) {
+			return pt.Template, "", nil
+		}
+		return corev1.PodTemplateSpec{}, ReasonNoPodToCopy, fmt.Errorf("%s %s has no pod yet to take the chunk's shape from (selector %s)", ref.Kind, ref.Name, selector)
+	}
+	newest := slices.MaxFunc(live, func(a, b corev1.Pod) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	spec := *newest.Spec.DeepCopy()
+	spec.NodeName = "" // a chunk may go to any node
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: newest.Labels, Annotations: newest.Annotations}, Spec: spec}, "", nil
+}
