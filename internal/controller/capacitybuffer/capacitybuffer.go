@@ -19,13 +19,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
+	"github.com/berth-dev/berth/internal/statusupdate"
 )
 
 // Name is the controller's name.
@@ -186,12 +186,7 @@ func (r *Reconciler) write(ctx context.Context, cb *cbv1beta1.CapacityBuffer, st
 		return nil
 	}
 	cb.Status = *status
-	if err := r.Client.Status().Update(ctx, cb); apierrors.IsConflict(err) {
-		// Our cached copy was stale; the newer version's event brings
-		// this buffer back. Not an error worth a stack trace.
-		log.FromContext(ctx).V(1).Info("status changed meanwhile, reconciling again", "buffer", client.ObjectKeyFromObject(cb))
-		return nil
-	} else if err != nil {
+	if err := statusupdate.Update(ctx, r.Client, cb); err != nil {
 		return fmt.Errorf("updating status of buffer %s/%s: %w", cb.Namespace, cb.Name, err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -174,7 +175,7 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 	widget(t, "w", 4, "app=widget")
 	parallelism := int32(4)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"}, Spec: batchv1.JobSpec{
-		Parallelism: &parallelism, Suspend: ptr(true),
+		Parallelism: &parallelism, Suspend: ptr.To(true),
 		Template: corev1.PodTemplateSpec{Spec: b.Pod("x", b.CPU("3")).Spec}}}
 	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	buffer := func(name, group, kind, target string) *cbv1beta1.CapacityBuffer {
@@ -250,5 +251,3 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

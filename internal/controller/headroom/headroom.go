@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,13 +20,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
+	"github.com/berth-dev/berth/internal/statusupdate"
 )
 
 // Name is the controller's name.
@@ -220,12 +219,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, h *v1alpha1.Headroom, stat
 		return nil
 	}
 	h.Status = *status
-	if err := r.Client.Status().Update(ctx, h); apierrors.IsConflict(err) {
-		// Our cached copy was stale; the newer version's event brings
-		// this headroom back. Not an error worth a stack trace.
-		log.FromContext(ctx).V(1).Info("status changed meanwhile, reconciling again", "headroom", h.Name)
-		return nil
-	} else if err != nil {
+	if err := statusupdate.Update(ctx, r.Client, h); err != nil {
 		return fmt.Errorf("updating status of headroom %s: %w", h.Name, err)
 	}
 	return nil

@@ -12,20 +12,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
+	"github.com/berth-dev/berth/internal/statusupdate"
 )
 
 // Name is the controller's name.
@@ -99,12 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return result, nil
 	}
 	ng.Status = status.NodeGroupStatus
-	if err := r.Client.Status().Update(ctx, ng); apierrors.IsConflict(err) {
-		// Our cached copy was stale; the newer version's event brings
-		// this node group back. Not an error worth a stack trace.
-		log.FromContext(ctx).V(1).Info("status changed meanwhile, reconciling again", "nodeGroup", ng.Name)
-		return reconcile.Result{RequeueAfter: time.Second}, nil
-	} else if err != nil {
+	if err := statusupdate.Update(ctx, r.Client, ng); err != nil {
 		return reconcile.Result{}, fmt.Errorf("updating status of %s: %w", ng.Name, err)
 	}
 	return result, nil

@@ -89,8 +89,8 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 
 // TestStaleCacheIsNotAnError: when the reconciler reads an outdated copy
 // (its cache lags behind the API server), the status write conflicts; that
-// is retried quietly, not reported as a reconcile error with a stack
-// trace, and the next reconcile with a fresh copy writes the status.
+// is not reported as a reconcile error with a stack trace, and the next
+// reconcile with a fresh copy writes the status.
 func TestStaleCacheIsNotAnError(t *testing.T) {
 	ctx := context.Background()
 	ng := b.NodeGroup("stale", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
@@ -123,12 +123,10 @@ func TestStaleCacheIsNotAnError(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	offerings := state.NewOfferings(clk, time.Minute)
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Name: "stale"}}
-	res, err := (&nodegroup.Reconciler{Client: lagging, Failures: offerings, Clock: clk}).Reconcile(ctx, req)
-	if err != nil {
+	// The newer version's watch event reconciles the node group again; here
+	// the test does that by hand.
+	if _, err := (&nodegroup.Reconciler{Client: lagging, Failures: offerings, Clock: clk}).Reconcile(ctx, req); err != nil {
 		t.Fatalf("a stale read was reported as an error: %v", err)
-	}
-	if res.RequeueAfter <= 0 {
-		t.Errorf("result %+v, want a retry", res)
 	}
 	if _, err := (&nodegroup.Reconciler{Client: env.Client, Failures: offerings, Clock: clk}).Reconcile(ctx, req); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/nodereserve"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -59,12 +60,8 @@ func twoFullNodes(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
 				return false, "", err
 			}
-			ready := false
-			for _, c := range node.Status.Conditions {
-				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-			}
-			if !ready || len(node.Spec.Taints) > 0 {
-				return false, fmt.Sprintf("node %s: ready %v, taints %v", n, ready, node.Spec.Taints), nil
+			if !nodeutil.Ready(node) || len(node.Spec.Taints) > 0 {
+				return false, fmt.Sprintf("node %s: ready %v, taints %v", n, nodeutil.Ready(node), node.Spec.Taints), nil
 			}
 		}
 		return true, "", nil

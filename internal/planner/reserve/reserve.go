@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -83,11 +84,11 @@ func Choose(in Input) (*Decision, error) {
 // holding returns the nominated pods that keep their room from in.Pod, as
 // if bound to their nominated node.
 func holding(in Input) []*corev1.Pod {
-	prio := priority(in.Pod)
+	prio := corev1helpers.PodPriority(in.Pod)
 	var out []*corev1.Pod
 	for _, p := range in.Nominated {
 		if p.Spec.NodeName != "" || p.Status.NominatedNodeName == "" || p.Namespace == in.Pod.Namespace && p.Name == in.Pod.Name ||
-			priority(p) < prio {
+			corev1helpers.PodPriority(p) < prio {
 			continue
 		}
 		bound := p.DeepCopy()
@@ -95,11 +96,4 @@ func holding(in Input) []*corev1.Pod {
 		out = append(out, bound)
 	}
 	return out
-}
-
-func priority(p *corev1.Pod) int32 {
-	if p.Spec.Priority == nil {
-		return 0
-	}
-	return *p.Spec.Priority
 }
