@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
@@ -30,58 +31,40 @@ import (
 
 // scalable reads the pod template and the replicas of a buffer's
 // scalableRef. Deployments, StatefulSets and ReplicaSets give their pod
-// template and the desired replicas of their scale; a Job its template and
-// parallelism. Any other kind with a scale subresource (ReplicationController,
-// custom resources such as rollouts) gives its desired replicas, and the
-// newest of its pods (found by the scale's selector) gives the shape, as
-// Cluster Autoscaler does; until a pod exists, the template berth copied
-// before is kept. A non-empty reason marks a problem with the buffer.
+// template and desired replicas; a Job its template and parallelism (how
+// many pods run at once; a Job has no scale subresource). Any other kind
+// with a scale subresource (ReplicationController, custom resources such as
+// rollouts) gives its desired replicas, and the newest of its pods (found by
+// the scale's selector) gives the shape, as Cluster Autoscaler does; until
+// a pod exists, the template berth copied before is kept. A non-empty
+// reason marks a problem with the buffer.
 func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
 	ref := cb.Spec.ScalableRef
-	key := client.ObjectKey{Namespace: cb.Namespace, Name: ref.Name}
 	var obj client.Object
-	var template func() corev1.PodTemplateSpec
+	var read func() (corev1.PodTemplateSpec, *int32)
 	switch {
 	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
 		d := &appsv1.Deployment{}
-		obj, template = d, func() corev1.PodTemplateSpec { return d.Spec.Template }
+		obj, read = d, func() (corev1.PodTemplateSpec, *int32) { return d.Spec.Template, d.Spec.Replicas }
 	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
 		s := &appsv1.StatefulSet{}
-		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
+		obj, read = s, func() (corev1.PodTemplateSpec, *int32) { return s.Spec.Template, s.Spec.Replicas }
 	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
 		s := &appsv1.ReplicaSet{}
-		obj, template = s, func() corev1.PodTemplateSpec { return s.Spec.Template }
+		obj, read = s, func() (corev1.PodTemplateSpec, *int32) { return s.Spec.Template, s.Spec.Replicas }
 	case ref.APIGroup == "batch" && ref.Kind == "Job":
-		return r.job(ctx, key)
+		j := &batchv1.Job{}
+		obj, read = j, func() (corev1.PodTemplateSpec, *int32) { return j.Spec.Template, j.Spec.Parallelism }
 	default:
 		return r.fromScale(ctx, cb)
 	}
-	if err := r.Client.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: ref.Name}, obj); apierrors.IsNotFound(err) {
 		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
 	} else if err != nil {
 		return corev1.PodTemplateSpec{}, 0, "", err
 	}
-	scale := &autoscalingv1.Scale{}
-	if err := r.Client.SubResource("scale").Get(ctx, obj, scale); err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
-	}
-	return template(), scale.Spec.Replicas, "", nil
-}
-
-// job reads a Job: its pod template, and its parallelism as the replicas
-// (a Job has no scale subresource; parallelism is how many pods run at once).
-func (r *Reconciler) job(ctx context.Context, key client.ObjectKey) (corev1.PodTemplateSpec, int32, string, error) {
-	j := &batchv1.Job{}
-	if err := r.Client.Get(ctx, key, j); apierrors.IsNotFound(err) {
-		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("job %q not found", key.Name)
-	} else if err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", err
-	}
-	parallelism := int32(1) // the API default
-	if j.Spec.Parallelism != nil {
-		parallelism = *j.Spec.Parallelism
-	}
-	return j.Spec.Template, parallelism, "", nil
+	template, replicas := read()
+	return template, ptr.Deref(replicas, 1), "", nil // 1 is the API's default for all four
 }
 
 // fromScale reads any kind through its scale subresource.

@@ -22,7 +22,7 @@ import (
 type Input struct {
 	Nodes []*corev1.Node
 	Pods  []*corev1.Pod // bound pods
-	// Nominated are pods waiting for the node in their
+	// Nominated are unbound pods waiting for the node in their
 	// status.nominatedNodeName (e.g. burst-critical pods handed a slice a
 	// moment ago). Those of the pod's priority or higher hold their room
 	// there, as kube-scheduler counts them, so that two pods are never
@@ -87,8 +87,7 @@ func holding(in Input) []*corev1.Pod {
 	prio := corev1helpers.PodPriority(in.Pod)
 	var out []*corev1.Pod
 	for _, p := range in.Nominated {
-		if p.Spec.NodeName != "" || p.Status.NominatedNodeName == "" || p.Namespace == in.Pod.Namespace && p.Name == in.Pod.Name ||
-			corev1helpers.PodPriority(p) < prio {
+		if p.Namespace == in.Pod.Namespace && p.Name == in.Pod.Name || corev1helpers.PodPriority(p) < prio {
 			continue
 		}
 		bound := p.DeepCopy()
