@@ -25,6 +25,13 @@ const (
 	ReasonAllUnitsReady = "AllUnitsReady"
 	ReasonUnitsMissing  = "UnitsMissing"
 	ReasonInvalidSpec   = "InvalidSpec"
+	// ConditionSpecProblems is True when berth ignores part of the spec (a
+	// schedule that never fires) or keeps fewer units than it asks for
+	// (more than the per-headroom maximum); the message says what.
+	ConditionSpecProblems = "SpecProblems"
+	// ReasonSpecIgnored and ReasonNoProblems are its reasons.
+	ReasonSpecIgnored = "SpecIgnored"
+	ReasonNoProblems  = "NoProblems"
 )
 
 // Headroom keeps spare capacity ready before pods ask for it: a number of
@@ -230,7 +237,7 @@ type HeadroomStatus struct {
 	// ReservedNodes is how many nodes hold the per-node reserve.
 	// +optional
 	ReservedNodes int32 `json:"reservedNodes,omitempty"`
-	// Conditions: Ready.
+	// Conditions: Ready, SpecProblems.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

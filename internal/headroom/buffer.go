@@ -3,7 +3,9 @@ package headroom
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,46 +19,61 @@ import (
 // BufferReplicas is the number of chunks of a CapacityBuffer: the larger of
 // replicas and percentage of the scalable object's replicas (rounded up, at
 // least 1), capped by limits; with neither, as many chunks as fit the
-// limits. scalableReplicas is nil for a podTemplateRef buffer.
-func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32, chunk corev1.PodSpec) (int32, error) {
+// limits. scalableReplicas is nil for a podTemplateRef buffer. The result is
+// bounded by MaxUnits whatever the spec says (the upstream API has no
+// maxima); capped reports that the spec asked for more.
+func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32, chunk corev1.PodSpec) (n int32, capped bool, err error) {
 	if spec.Percentage != nil && scalableReplicas == nil {
-		return 0, errors.New("spec.percentage needs spec.scalableRef")
+		return 0, false, errors.New("spec.percentage needs spec.scalableRef")
 	}
-	var n int32
-	set := false
+	if spec.Replicas != nil && *spec.Replicas < 0 {
+		return 0, false, fmt.Errorf("spec.replicas must not be negative, not %d", *spec.Replicas)
+	}
+	if spec.Percentage != nil && *spec.Percentage < 0 {
+		return 0, false, fmt.Errorf("spec.percentage must not be negative, not %d", *spec.Percentage)
+	}
+	// Counts are computed in floating point: replicas times a percentage
+	// overflows int32 long before it is absurd.
+	want, set := 0.0, false
 	if spec.Replicas != nil {
-		n, set = *spec.Replicas, true
+		want, set = float64(*spec.Replicas), true
 	}
 	if spec.Percentage != nil {
-		pct := int32(math.Ceil(float64(*scalableReplicas) * float64(*spec.Percentage) / 100))
+		pct := math.Ceil(float64(max(*scalableReplicas, 0)) * float64(*spec.Percentage) / 100)
 		if *spec.Percentage > 0 {
 			pct = max(pct, 1)
 		}
-		n, set = max(n, pct), true
+		want, set = max(want, pct), true
 	}
-	if spec.Limits == nil {
-		if !set {
-			return 0, errors.New("set spec.replicas, spec.percentage or spec.limits")
+	if spec.Limits != nil {
+		fit, err := chunksWithin(*spec.Limits, chunk)
+		if err != nil {
+			return 0, false, err
 		}
-		return n, nil
-	}
-	fit, err := chunksWithin(*spec.Limits, chunk)
-	if err != nil {
-		return 0, err
+		if set {
+			want = min(want, fit)
+		} else {
+			want, set = fit, true
+		}
 	}
 	if !set {
-		return fit, nil
+		return 0, false, errors.New("set spec.replicas, spec.percentage or spec.limits")
 	}
-	return min(n, fit), nil
+	n, capped = clampUnits(want)
+	return n, capped, nil
 }
 
 // chunksWithin is how many chunks fit the limits.
-func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (int32, error) {
+func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (float64, error) {
 	req := resource.PodRequests(&corev1.Pod{Spec: chunk}, resource.PodResourcesOptions{})
 	n := math.Inf(1)
-	for name, limit := range limits {
+	for _, name := range slices.Sorted(maps.Keys(limits)) {
+		limit := limits[name]
+		if limit.Sign() < 0 {
+			return 0, fmt.Errorf("spec.limits.%s must not be negative, not %s", name, limit.String())
+		}
 		per := req[corev1.ResourceName(name)]
-		if per.IsZero() {
+		if per.Sign() <= 0 {
 			continue
 		}
 		n = min(n, math.Floor(limit.AsApproximateFloat64()/per.AsApproximateFloat64()))
@@ -64,13 +81,16 @@ func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (int32, e
 	if math.IsInf(n, 1) {
 		return 0, errors.New("spec.limits: the chunk requests none of the limited resources")
 	}
-	return int32(n), nil
+	return n, nil
 }
 
 // BufferPods returns a buffer's chunks as pods that exist only in berth's
 // plans: the template's spec at the lowest priority, in the buffer's
 // namespace.
 func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, replicas int32) []*corev1.Pod {
+	// The count comes from status, which other autoscalers serving the same
+	// API may write too: bound it again.
+	replicas, _ = clampUnits(float64(replicas))
 	out := make([]*corev1.Pod, 0, replicas)
 	prio := v1alpha1.PriorityHeadroom
 	for i := range replicas {

@@ -1,6 +1,7 @@
 package headroom_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -153,9 +154,10 @@ func TestBufferReplicas(t *testing.T) {
 	tests := []struct {
 		name     string
 		spec     cbv1beta1.CapacityBufferSpec
-		scalable *int32
-		want     int32
-		wantErr  string
+		scalable   *int32
+		want       int32
+		wantCapped bool
+		wantErr    string
 	}{
 		{name: "replicas alone", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(3)}, want: 3},
 		{name: "50% of 4 replicas is 2", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(50)}, scalable: i32(4), want: 2},
@@ -165,18 +167,115 @@ func TestBufferReplicas(t *testing.T) {
 		{name: "limits cap the count", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(10), Limits: limits("2")}, want: 4},
 		{name: "limits alone give as many chunks as fit", spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1700m")}, want: 3},
 		{name: "percentage without a scalable object is an error", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(10)}, wantErr: "needs spec.scalableRef"},
+		// The upstream API has no maxima: counts a namespace can write must
+		// neither wrap around nor make berth allocate millions of pods.
+		{name: "a huge percentage of huge replicas is cut to the maximum, not wrapped",
+			spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(math.MaxInt32)}, scalable: i32(math.MaxInt32), want: headroom.MaxUnits, wantCapped: true},
+		{name: "huge replicas are cut to the maximum",
+			spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(math.MaxInt32)}, want: headroom.MaxUnits, wantCapped: true},
+		{name: "huge limits of a tiny chunk are cut to the maximum",
+			spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1000000000")}, want: headroom.MaxUnits, wantCapped: true},
+		{name: "negative limits are an error", spec: cbv1beta1.CapacityBufferSpec{Limits: limits("-2")}, wantErr: "spec.limits.cpu must not be negative"},
+		{name: "negative replicas are an error", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(-1)}, wantErr: "spec.replicas must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := headroom.BufferReplicas(&tt.spec, tt.scalable, chunk)
+			got, capped, err := headroom.BufferReplicas(&tt.spec, tt.scalable, chunk)
 			if tt.wantErr != "" {
 				if err == nil || !contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Errorf("got %d, %v; want %d", got, err, tt.want)
+			if err != nil || got != tt.want || capped != tt.wantCapped {
+				t.Errorf("got %d (capped %v), %v; want %d (capped %v)", got, capped, err, tt.want, tt.wantCapped)
+			}
+		})
+	}
+}
+
+// TestHeadroomCountsAreBounded: counts that overflow int32 (manual plus
+// automatic units of a tiny shape over a large workload) are cut to
+// MaxUnits and reported, never wrapped to a negative count or turned into
+// billions of pods.
+func TestHeadroomCountsAreBounded(t *testing.T) {
+	gib := make([]*corev1.Pod, 0, 4)
+	for i := range 4 {
+		gib = append(gib, running("w"+string(rune('a'+i)), "g1", "100m", "256Mi"))
+	}
+	tiny := &v1alpha1.HeadroomUnits{Count: 10, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1")}}}
+	for _, combine := range []v1alpha1.HeadroomCombine{v1alpha1.CombineSum, v1alpha1.CombineMax} {
+		t.Run(string(combine), func(t *testing.T) {
+			h := hr(v1alpha1.HeadroomSpec{Units: tiny, Combine: combine, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 200}})
+			got, err := headroom.Resolve(h, cluster(gib...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Count != headroom.MaxUnits || !got.Capped || got.Wanted < 2e9 {
+				t.Fatalf("count %d capped %v wanted %g; want %d, capped, over 2e9 wanted", got.Count, got.Capped, got.Wanted, headroom.MaxUnits)
+			}
+			if n := len(headroom.VirtualPods(h, got)); n != int(headroom.MaxUnits) {
+				t.Errorf("%d virtual pods, want %d", n, headroom.MaxUnits)
+			}
+		})
+	}
+	// A count read back from status is bounded again.
+	h := hr(v1alpha1.HeadroomSpec{Units: tiny})
+	if n := len(headroom.VirtualPods(h, headroom.Resolved{Count: math.MaxInt32, Shape: tiny.UnitShape})); n != int(headroom.MaxUnits) {
+		t.Errorf("%d virtual pods from a count of MaxInt32, want %d", n, headroom.MaxUnits)
+	}
+}
+
+// TestScheduleThatNeverFires: February 30th never comes. Such a window is
+// never active (it used to be always active), and the problem is reported.
+func TestScheduleThatNeverFires(t *testing.T) {
+	h := hr(v1alpha1.HeadroomSpec{Units: units(1, "1", "1Gi"), Schedules: []v1alpha1.HeadroomSchedule{
+		{Name: "feb30", Cron: "0 0 30 2 *", Duration: metav1.Duration{Duration: time.Hour}, Units: v1alpha1.ScheduleUnits{Count: 5}},
+	}})
+	got, err := headroom.Resolve(h, cluster())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != 1 || got.ActiveSchedule != "" {
+		t.Errorf("count %d, active schedule %q; want 1 and none", got.Count, got.ActiveSchedule)
+	}
+	if len(got.Problems) != 1 || !contains(got.Problems[0], "spec.schedules[feb30].cron") || !contains(got.Problems[0], "never fires") {
+		t.Errorf("problems %q, want one naming the schedule and saying it never fires", got.Problems)
+	}
+}
+
+// TestQuotaChunks: a namespace's ResourceQuota bounds its buffers.
+func TestQuotaChunks(t *testing.T) {
+	chunk := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: rl("500m", "1Gi"), Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}}}}
+	quota := func(hard, used corev1.ResourceList, scopes ...corev1.ResourceQuotaScope) corev1.ResourceQuota {
+		return corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: hard, Scopes: scopes}, Status: corev1.ResourceQuotaStatus{Hard: hard, Used: used}}
+	}
+	list := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		quotas []corev1.ResourceQuota
+		want   float64
+	}{
+		{name: "no quota, no bound", want: math.Inf(1)},
+		{name: "requests.cpu left over", quotas: []corev1.ResourceQuota{quota(list("requests.cpu", "4"), list("requests.cpu", "2500m"))}, want: 3},
+		{name: "the tightest resource wins", quotas: []corev1.ResourceQuota{quota(list("cpu", "10", "requests.memory", "5Gi", "pods", "20"), list("requests.memory", "1Gi"))}, want: 4},
+		{name: "limits count against limits", quotas: []corev1.ResourceQuota{quota(list("limits.memory", "7Gi"), nil)}, want: 3},
+		{name: "pod count", quotas: []corev1.ResourceQuota{quota(list("count/pods", "5"), list("count/pods", "3"))}, want: 2},
+		{name: "a quota used up leaves none, not a negative count", quotas: []corev1.ResourceQuota{quota(list("requests.cpu", "1"), list("requests.cpu", "3"))}, want: 0},
+		{name: "scoped quotas do not apply", quotas: []corev1.ResourceQuota{quota(list("pods", "0"), nil, corev1.ResourceQuotaScopeBestEffort)}, want: math.Inf(1)},
+		{name: "resources the chunk does not use do not bound it", quotas: []corev1.ResourceQuota{quota(list("requests.nvidia.com/gpu", "0"), nil)}, want: math.Inf(1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := headroom.QuotaChunks(tt.quotas, chunk); got != tt.want {
+				t.Errorf("got %g chunks, want %g", got, tt.want)
 			}
 		})
 	}

@@ -60,9 +60,12 @@ func unitSpec(r Resolved, priority int32) corev1.PodSpec {
 // berth's plans: lowest priority (placed after every real pod), in berth's
 // namespace, constrained to the scope.
 func VirtualPods(h *v1alpha1.Headroom, r Resolved) []*corev1.Pod {
-	out := make([]*corev1.Pod, 0, r.Count)
+	// The count may come from status (the provisioner reads it there):
+	// bound it again rather than trust it.
+	count, _ := clampUnits(float64(r.Count))
+	out := make([]*corev1.Pod, 0, count)
 	spec := unitSpec(r, v1alpha1.PriorityHeadroom)
-	for i := range r.Count {
+	for i := range count {
 		name := fmt.Sprintf("headroom-%s-%d", h.Name, i)
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{

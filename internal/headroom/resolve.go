@@ -39,6 +39,13 @@ type Resolved struct {
 	Groups []*v1alpha1.NodeGroup
 	// ActiveSchedule names the schedule in effect, if any.
 	ActiveSchedule string
+	// Capped is set when the units asked for were more than MaxUnits:
+	// Count is MaxUnits then, and Wanted what was asked for.
+	Capped bool
+	Wanted float64
+	// Problems are parts of the spec that are ignored, e.g. a schedule
+	// that never fires; the headroom works without them.
+	Problems []string
 }
 
 // GroupNames returns the names of the groups in scope.
@@ -67,6 +74,10 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 	}
 	for _, w := range sp.Schedules {
 		active, err := ScheduleActive(w.Cron, w.Duration.Duration, in.Now)
+		if errors.Is(err, ErrNeverFires) {
+			res.Problems = append(res.Problems, fmt.Sprintf("spec.schedules[%s].cron: %v; the schedule is never active", w.Name, err))
+			continue
+		}
 		if err != nil {
 			return Resolved{}, fmt.Errorf("spec.schedules[%s].cron: %w", w.Name, err)
 		}
@@ -81,7 +92,8 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 	if haveManual && len(res.Shape.Resources) == 0 && sp.Automatic == nil {
 		return Resolved{}, errors.New("spec.units.resources: no unit shape (set spec.units.resources or the schedule's resources)")
 	}
-	res.Count = manual
+	res.Count, res.Capped = clampUnits(float64(manual))
+	res.Wanted = float64(manual)
 	if sp.Automatic == nil {
 		return res, nil
 	}
@@ -94,11 +106,11 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 		}
 	}
 	auto := unitsFor(total, sp.Automatic.Percentage, res.Shape.Resources)
+	res.Wanted = float64(manual) + auto
 	if sp.Combine == v1alpha1.CombineMax {
-		res.Count = max(manual, auto)
-	} else {
-		res.Count = manual + auto
+		res.Wanted = max(float64(manual), auto)
 	}
+	res.Count, res.Capped = clampUnits(res.Wanted)
 	return res, nil
 }
 
@@ -134,15 +146,24 @@ func ScopeGroups(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup) ([]*v1alpha
 	return out, nil
 }
 
+// ErrNeverFires is returned for a cron expression that names no time that
+// exists (e.g. "0 0 30 2 *", February 30th).
+var ErrNeverFires = errors.New("the cron expression never fires")
+
 // ScheduleActive reports whether a window that starts at the cron times
-// (UTC) and lasts d is open at now.
+// (UTC) and lasts d is open at now. An expression with no time in the next
+// five years (the cron library's search horizon) is ErrNeverFires.
 func ScheduleActive(expr string, d time.Duration, now time.Time) (bool, error) {
 	s, err := cron.ParseStandard(expr)
 	if err != nil {
 		return false, err
 	}
-	// The window is open when a start falls in (now-d, now].
+	// The window is open when a start falls in (now-d, now]. Next returns
+	// the zero time when it finds no start at all.
 	start := s.Next(now.UTC().Add(-d))
+	if start.IsZero() {
+		return false, fmt.Errorf("%w: %q", ErrNeverFires, expr)
+	}
 	return !start.After(now.UTC()), nil
 }
 
@@ -219,8 +240,9 @@ func mostCommon(shapes []corev1.ResourceList) corev1.ResourceList {
 }
 
 // unitsFor is how many units of shape unit cover pct percent of total: the
-// largest count any resource of the unit needs, rounded up.
-func unitsFor(total corev1.ResourceList, pct int32, unit corev1.ResourceList) int32 {
+// largest count any resource of the unit needs, rounded up. It is a float:
+// the caller bounds it (clampUnits), as it can exceed any integer type.
+func unitsFor(total corev1.ResourceList, pct int32, unit corev1.ResourceList) float64 {
 	n := 0.0
 	for name, u := range unit {
 		per := u.AsApproximateFloat64()
@@ -231,5 +253,5 @@ func unitsFor(total corev1.ResourceList, pct int32, unit corev1.ResourceList) in
 		want := have.AsApproximateFloat64() * float64(pct) / 100
 		n = max(n, math.Ceil(want/per-1e-9))
 	}
-	return int32(min(n, math.MaxInt32))
+	return n
 }

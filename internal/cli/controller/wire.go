@@ -53,7 +53,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
 		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
 	} else {
-		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness}
+		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder}
 		if err := cbc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -42,6 +44,9 @@ const (
 	ReasonInvalid             = "InvalidSpec"
 	ReasonProvisioning        = "BerthProvisioning"
 	ReasonNotProvisioning     = "NotProvisioning"
+	// ReasonChunksCut is the event reason when berth keeps fewer chunks
+	// than a buffer asks for.
+	ReasonChunksCut = "ChunksCut"
 )
 
 // resync follows the scalable object's replicas.
@@ -54,14 +59,16 @@ type ReadySource interface {
 
 // Reconciler reconciles CapacityBuffers.
 type Reconciler struct {
-	Client  client.Client
-	Ready   ReadySource
-	changes *notify.Channel
+	Client   client.Client
+	Ready    ReadySource
+	Recorder events.EventRecorder
+	changes  *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=podtemplates,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch
 
 // Notify asks for a reconcile of a buffer given as "namespace/name"; never
 // blocks.
@@ -97,26 +104,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.fail(cb, status, ReasonUnsupportedStrategy, fmt.Sprintf("berth serves only %s, not %q", cbv1beta1.StrategyActiveCapacity, strategy))
 		return reconcile.Result{}, r.write(ctx, cb, status)
 	}
-	ref, generation, replicas, reason, err := r.translate(ctx, cb)
-	if err != nil {
-		if reason == "" {
-			return reconcile.Result{}, err
-		}
-		r.fail(cb, status, reason, err.Error())
+	tr, err := r.translate(ctx, cb)
+	var bad *specError
+	if errors.As(err, &bad) {
+		r.fail(cb, status, bad.reason, bad.Error())
 		return reconcile.Result{RequeueAfter: resync}, r.write(ctx, cb, status)
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
-	status.PodTemplateRef, status.PodTemplateGeneration, status.Replicas = ref, &generation, &replicas
+	if tr.cut != "" && !sameCut(cb, tr) {
+		r.Recorder.Eventf(cb, nil, corev1.EventTypeWarning, ReasonChunksCut, "Translate", "%s", tr.cut)
+	}
+	status.PodTemplateRef, status.PodTemplateGeneration, status.Replicas = tr.ref, &tr.generation, &tr.replicas
+	msg := fmt.Sprintf("%d chunks of PodTemplate %s", tr.replicas, tr.ref.Name)
+	if tr.cut != "" {
+		msg += " (" + tr.cut + ")"
+	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionReadyForProvisioning, Status: metav1.ConditionTrue,
-		Reason: ReasonTranslated, Message: fmt.Sprintf("%d chunks of PodTemplate %s", replicas, ref.Name), ObservedGeneration: cb.Generation})
-	ready, planned := r.Ready.Get(state.BufferKey(cb.Namespace, cb.Name))
-	prov := metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionFalse, Reason: ReasonNotProvisioning,
-		Message: "berth has not planned for this buffer yet", ObservedGeneration: cb.Generation}
-	if planned {
-		prov.Status, prov.Reason = metav1.ConditionTrue, ReasonProvisioning
-		prov.Message = fmt.Sprintf("berth keeps %d chunks; %d fit in free capacity now", replicas, min(ready, replicas))
-	}
-	meta.SetStatusCondition(&status.Conditions, prov)
+		Reason: ReasonTranslated, Message: msg, ObservedGeneration: cb.Generation})
+	r.setProvisioning(cb, status, tr.replicas)
 	return reconcile.Result{RequeueAfter: resync}, r.write(ctx, cb, status)
+}
+
+// setProvisioning sets the Provisioning condition from the provisioner's
+// latest plan. Until the provisioner has planned once since berth started,
+// the condition is left as it is: saying "not provisioning" for the few
+// seconds after a restart would be false, and flap.
+func (r *Reconciler) setProvisioning(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, replicas int32) {
+	ready, planned := r.Ready.Get(state.BufferKey(cb.Namespace, cb.Name))
+	if !planned {
+		if meta.FindStatusCondition(status.Conditions, cbv1beta1.ConditionProvisioning) == nil {
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionFalse,
+				Reason: ReasonNotProvisioning, Message: "berth has not planned for this buffer yet", ObservedGeneration: cb.Generation})
+		}
+		return
+	}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionTrue,
+		Reason: ReasonProvisioning, Message: fmt.Sprintf("berth keeps %d chunks; %d fit in free capacity now", replicas, min(ready, replicas)),
+		ObservedGeneration: cb.Generation})
 }
 
 func (r *Reconciler) fail(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, reason, msg string) {
@@ -127,41 +152,90 @@ func (r *Reconciler) fail(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.Capaci
 		Reason: ReasonNotProvisioning, Message: "the buffer is not ready for provisioning", ObservedGeneration: cb.Generation})
 }
 
-// translate resolves the buffer's pod template and chunk count. A non-empty
-// reason marks an error in the buffer (reported in status) rather than a
-// failure to talk to the API server.
-func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (*cbv1beta1.LocalObjectRef, int64, int32, string, error) {
+// specError is a problem with the buffer itself, reported in its status
+// with a reason, as opposed to a failure to talk to the API server, which
+// is retried. Read it with errors.As.
+type specError struct {
+	reason string
+	err    error
+}
+
+func (e *specError) Error() string { return e.err.Error() }
+func (e *specError) Unwrap() error { return e.err }
+
+func problem(reason, format string, args ...any) error {
+	return &specError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// translation is a buffer as berth keeps it.
+type translation struct {
+	ref        *cbv1beta1.LocalObjectRef
+	generation int64
+	replicas   int32
+	// cut says why berth keeps fewer chunks than the spec asks for (the
+	// per-buffer maximum, the namespace's ResourceQuota); empty if not.
+	cut string
+}
+
+// sameCut reports whether the buffer's status already says the count was
+// cut to the same number, so that the event is recorded once per change.
+func sameCut(cb *cbv1beta1.CapacityBuffer, tr translation) bool {
+	c := meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning)
+	return c != nil && cb.Status.Replicas != nil && *cb.Status.Replicas == tr.replicas && strings.Contains(c.Message, tr.cut)
+}
+
+// translate resolves the buffer's pod template and chunk count. A problem
+// with the buffer is a *specError.
+func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (translation, error) {
 	sp := &cb.Spec
-	if sp.PodTemplateRef != nil {
-		pt := &corev1.PodTemplate{}
+	var (
+		template  corev1.PodTemplateSpec
+		scalable  *int32
+		pt        *corev1.PodTemplate
+		fromOwner bool
+	)
+	switch {
+	case sp.PodTemplateRef != nil:
+		pt = &corev1.PodTemplate{}
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: sp.PodTemplateRef.Name}, pt)
 		if apierrors.IsNotFound(err) {
-			return nil, 0, 0, ReasonTemplateNotFound, fmt.Errorf("PodTemplate %q not found", sp.PodTemplateRef.Name)
+			return translation{}, problem(ReasonTemplateNotFound, "PodTemplate %q not found", sp.PodTemplateRef.Name)
 		} else if err != nil {
-			return nil, 0, 0, "", err
+			return translation{}, err
 		}
-		n, err := hr.BufferReplicas(sp, nil, pt.Template.Spec)
+		template = pt.Template
+	case sp.ScalableRef != nil:
+		t, replicas, err := r.scalable(ctx, cb)
 		if err != nil {
-			return nil, 0, 0, ReasonInvalid, err
+			return translation{}, err
 		}
-		return &cbv1beta1.LocalObjectRef{Name: pt.Name}, pt.Generation, n, "", nil
+		template, scalable, fromOwner = t, &replicas, true
+	default:
+		return translation{}, problem(ReasonInvalid, "set spec.podTemplateRef or spec.scalableRef")
 	}
-	if sp.ScalableRef == nil {
-		return nil, 0, 0, ReasonInvalid, errors.New("set spec.podTemplateRef or spec.scalableRef")
-	}
-	template, replicas, reason, err := r.scalable(ctx, cb)
+	n, capped, err := hr.BufferReplicas(sp, scalable, template.Spec)
 	if err != nil {
-		return nil, 0, 0, reason, err
+		return translation{}, &specError{reason: ReasonInvalid, err: err}
 	}
-	pt, err := r.ownTemplate(ctx, cb, template)
-	if err != nil {
-		return nil, 0, 0, "", err
+	tr := translation{replicas: n}
+	if capped {
+		tr.cut = fmt.Sprintf("cut to berth's maximum of %d chunks per buffer", hr.MaxUnits)
 	}
-	n, err := hr.BufferReplicas(sp, &replicas, template.Spec)
-	if err != nil {
-		return nil, 0, 0, ReasonInvalid, err
+	quotas := &corev1.ResourceQuotaList{}
+	if err := r.Client.List(ctx, quotas, client.InNamespace(cb.Namespace)); err != nil {
+		return translation{}, fmt.Errorf("listing resource quotas of %s: %w", cb.Namespace, err)
 	}
-	return &cbv1beta1.LocalObjectRef{Name: pt.Name}, pt.Generation, n, "", nil
+	if allowed := hr.QuotaChunks(quotas.Items, template.Spec); float64(tr.replicas) > allowed {
+		tr.replicas = int32(allowed)
+		tr.cut = fmt.Sprintf("cut to %d chunks by the ResourceQuota of namespace %s", tr.replicas, cb.Namespace)
+	}
+	if fromOwner {
+		if pt, err = r.ownTemplate(ctx, cb, template); err != nil {
+			return translation{}, err
+		}
+	}
+	tr.ref, tr.generation = &cbv1beta1.LocalObjectRef{Name: pt.Name}, pt.Generation
+	return tr, nil
 }
 
 // ownTemplate keeps a PodTemplate owned by the buffer with the scalable

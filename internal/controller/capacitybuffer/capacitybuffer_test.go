@@ -22,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/fakes"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -72,7 +73,7 @@ func TestBufferTranslation(t *testing.T) {
 	}
 	ready := state.NewReadiness()
 	ready.Set(map[string]int32{state.BufferKey("default", "from-template"): 2})
-	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: ready}
+	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: ready, Recorder: &fakes.Recorder{}}
 
 	cb := reconcileBuffer(t, r, "from-template")
 	if cb.Status.Replicas == nil || *cb.Status.Replicas != 3 || cb.Status.PodTemplateRef.Name != "chunk" {
@@ -194,7 +195,7 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness()}
+	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
 
 	cb := reconcileBuffer(t, r, "from-job")
 	if cb.Status.Replicas == nil || *cb.Status.Replicas != 2 || !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) {

@@ -36,9 +36,9 @@ import (
 // with a scale subresource (ReplicationController, custom resources such as
 // rollouts) gives its desired replicas, and the newest of its pods (found by
 // the scale's selector) gives the shape, as Cluster Autoscaler does; until
-// a pod exists, the template berth copied before is kept. A non-empty
-// reason marks a problem with the buffer.
-func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
+// a pod exists, the template berth copied before is kept. A problem with
+// the buffer is a *specError.
+func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, error) {
 	ref := cb.Spec.ScalableRef
 	var obj client.Object
 	var read func() (corev1.PodTemplateSpec, *int32)
@@ -59,16 +59,16 @@ func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer)
 		return r.fromScale(ctx, cb)
 	}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: ref.Name}, obj); apierrors.IsNotFound(err) {
-		return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
+		return corev1.PodTemplateSpec{}, 0, problem(ReasonScalableNotFound, "%s %q not found", ref.Kind, ref.Name)
 	} else if err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", err
+		return corev1.PodTemplateSpec{}, 0, err
 	}
 	template, replicas := read()
-	return template, ptr.Deref(replicas, 1), "", nil // 1 is the API's default for all four
+	return template, ptr.Deref(replicas, 1), nil // 1 is the API's default for all four
 }
 
 // fromScale reads any kind through its scale subresource.
-func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, string, error) {
+func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, error) {
 	ref := cb.Spec.ScalableRef
 	group := ref.APIGroup
 	if group == "core" {
@@ -76,9 +76,9 @@ func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	}
 	mapping, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: ref.Kind})
 	if meta.IsNoMatchError(err) {
-		return corev1.PodTemplateSpec{}, 0, ReasonUnsupportedScalable, fmt.Errorf("no API serves kind %s in group %q", ref.Kind, ref.APIGroup)
+		return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "no API serves kind %s in group %q", ref.Kind, ref.APIGroup)
 	} else if err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", err
+		return corev1.PodTemplateSpec{}, 0, err
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(mapping.GroupVersionKind)
@@ -92,45 +92,45 @@ func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 			// The API server names the object when it is missing; a kind
 			// without the subresource has no such route at all.
 			if d := status.Status().Details; d != nil && d.Name == ref.Name {
-				return corev1.PodTemplateSpec{}, 0, ReasonScalableNotFound, fmt.Errorf("%s %q not found", ref.Kind, ref.Name)
+				return corev1.PodTemplateSpec{}, 0, problem(ReasonScalableNotFound, "%s %q not found", ref.Kind, ref.Name)
 			}
-			return corev1.PodTemplateSpec{}, 0, ReasonUnsupportedScalable, fmt.Errorf("kind %s has no scale subresource", mapping.GroupVersionKind.GroupKind())
+			return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "kind %s has no scale subresource", mapping.GroupVersionKind.GroupKind())
 		}
-		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
+		return corev1.PodTemplateSpec{}, 0, fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
 	}
 	scale := &autoscalingv1.Scale{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, scale); err != nil {
-		return corev1.PodTemplateSpec{}, 0, "", fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
+		return corev1.PodTemplateSpec{}, 0, fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
 	}
-	template, reason, err := r.newestPod(ctx, cb, scale.Status.Selector)
-	return template, scale.Spec.Replicas, reason, err
+	template, err := r.newestPod(ctx, cb, scale.Status.Selector)
+	return template, scale.Spec.Replicas, err
 }
 
 // newestPod returns the shape of the newest pod the selector matches, or
 // the template copied before when no pod exists now.
-func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, selector string) (corev1.PodTemplateSpec, string, error) {
+func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, selector string) (corev1.PodTemplateSpec, error) {
 	ref := cb.Spec.ScalableRef
 	sel, err := labels.Parse(selector)
 	if err != nil || sel.Empty() {
-		return corev1.PodTemplateSpec{}, ReasonUnsupportedScalable, fmt.Errorf("the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, selector)
+		return corev1.PodTemplateSpec{}, problem(ReasonUnsupportedScalable, "the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, selector)
 	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return corev1.PodTemplateSpec{}, "", fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
+		return corev1.PodTemplateSpec{}, fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
 	}
 	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	if len(live) == 0 {
 		pt := &corev1.PodTemplate{}
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: templateName(cb)}, pt)
 		if err == nil && metav1.IsControlledBy(pt, cb) {
-			return pt.Template, "", nil
+			return pt.Template, nil
 		}
-		return corev1.PodTemplateSpec{}, ReasonNoPodToCopy, fmt.Errorf("%s %s has no pod yet to take the chunk's shape from (selector %s)", ref.Kind, ref.Name, selector)
+		return corev1.PodTemplateSpec{}, problem(ReasonNoPodToCopy, "%s %s has no pod yet to take the chunk's shape from (selector %s)", ref.Kind, ref.Name, selector)
 	}
 	newest := slices.MaxFunc(live, func(a, b corev1.Pod) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
 	spec := *newest.Spec.DeepCopy()
 	spec.NodeName = "" // a chunk may go to any node
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: newest.Labels, Annotations: newest.Annotations}, Spec: spec}, "", nil
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: newest.Labels, Annotations: newest.Annotations}, Spec: spec}, nil
 }

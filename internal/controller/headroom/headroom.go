@@ -8,6 +8,8 @@ package headroom
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,11 +44,6 @@ const (
 // resyncPeriod re-resolves automatic headroom, which follows the workload.
 const resyncPeriod = 10 * time.Second
 
-// EventRecorder records events (events.k8s.io) on objects.
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
-}
-
 // ReadySource tells how many units of a headroom fit in free capacity.
 type ReadySource interface {
 	Get(key string) (int32, bool)
@@ -56,7 +53,7 @@ type ReadySource interface {
 type Reconciler struct {
 	Client   client.Client
 	Ready    ReadySource
-	Recorder EventRecorder
+	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	changes  *notify.Channel
 }
@@ -125,19 +122,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	ready, err := r.readyUnits(ctx, h)
+	ready, planned, err := r.readyUnits(ctx, h)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status.DesiredUnits, status.ReadyUnits, status.ReservedNodes = res.Count, min(ready, res.Count), reserved
+	status.DesiredUnits, status.ReservedNodes = res.Count, reserved
 	status.ActiveSchedule = res.ActiveSchedule
 	status.Unit = nil
 	if len(res.Shape.Resources) > 0 {
 		status.Unit = res.Shape.DeepCopy()
 	}
-	r.transition(h, status)
+	r.reportProblems(h, status, res)
+	requeue := r.requeue(h)
+	if planned {
+		status.ReadyUnits = min(ready, res.Count)
+		r.transition(h, status)
+	} else {
+		// The provisioner has not planned since berth started: what fits
+		// is not known yet. Keep the last readiness rather than report the
+		// headroom consumed (and restored a moment later).
+		status.ReadyUnits = min(status.ReadyUnits, res.Count)
+		requeue = notPlannedRequeue
+	}
 	observe(h.Name, status)
-	return reconcile.Result{RequeueAfter: r.requeue(h)}, r.writeStatus(ctx, h, status)
+	return reconcile.Result{RequeueAfter: requeue}, r.writeStatus(ctx, h, status)
+}
+
+// notPlannedRequeue is how soon a headroom is looked at again while the
+// provisioner has not planned yet (it also notifies when it has).
+const notPlannedRequeue = 2 * time.Second
+
+// reportProblems sets the SpecProblems condition and records an event when
+// it changes: parts of the spec berth ignores (a schedule that never
+// fires) and a count cut to the maximum.
+func (r *Reconciler) reportProblems(h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus, res hr.Resolved) {
+	problems := slices.Clone(res.Problems)
+	if res.Capped {
+		problems = append(problems, fmt.Sprintf("the spec asks for %.0f units; berth keeps at most %d per headroom", res.Wanted, hr.MaxUnits))
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionSpecProblems, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems,
+		Message: "berth uses the whole spec", ObservedGeneration: h.Generation}
+	if len(problems) > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonSpecIgnored, strings.Join(problems, "; ")
+	}
+	was := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionSpecProblems)
+	if c.Status == metav1.ConditionTrue && (was == nil || was.Message != c.Message) {
+		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, v1alpha1.ReasonSpecIgnored, "Resolve", "%s", c.Message)
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
 }
 
 func (r *Reconciler) inputs(ctx context.Context) (hr.Inputs, error) {
@@ -166,14 +198,16 @@ func (r *Reconciler) inputs(ctx context.Context) (hr.Inputs, error) {
 
 // readyUnits: with placeholders, the placeholder pods that run; otherwise
 // what the provisioner's latest plan fit in free capacity of Ready nodes.
-func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (int32, error) {
+// known is false while the provisioner has not planned for the headroom
+// since berth started.
+func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (ready int32, known bool, err error) {
 	if !h.Spec.Placeholders {
-		ready, _ := r.Ready.Get(state.HeadroomKey(h.Name))
-		return ready, nil
+		ready, known := r.Ready.Get(state.HeadroomKey(h.Name))
+		return ready, known, nil
 	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels(hr.PlaceholderLabels(h))); err != nil {
-		return 0, fmt.Errorf("listing placeholders: %w", err)
+		return 0, false, fmt.Errorf("listing placeholders: %w", err)
 	}
 	var n int32
 	for _, p := range pods.Items {
@@ -181,7 +215,7 @@ func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (int3
 			n++
 		}
 	}
-	return n, nil
+	return n, true, nil
 }
 
 // transition sets the Ready condition and records consumed and restored

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -149,5 +150,54 @@ func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
 	c := meta.FindStatusCondition(get(t, "bad").Status.Conditions, v1alpha1.ConditionReady)
 	if c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, `node group "missing" does not exist`) {
 		t.Errorf("condition for a missing scope group: %+v", c)
+	}
+}
+
+// TestRestartKeepsReadyStatus: after a restart the provisioner has not
+// planned yet. A headroom that was Ready stays Ready (no HeadroomConsumed
+// event, no flap) until the first plan says otherwise.
+func TestRestartKeepsReadyStatus(t *testing.T) {
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "restart"}, Spec: v1alpha1.HeadroomSpec{Units: units(2)}})
+	before, ready, _ := reconciler()
+	ready.Set(map[string]int32{state.HeadroomKey("restart"): 2})
+	reconcileOnce(t, before, "restart")
+	if c := meta.FindStatusCondition(get(t, "restart").Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("before the restart: condition %+v, want Ready", c)
+	}
+
+	after, ready, ev := reconciler() // a new process: nothing planned yet
+	reconcileOnce(t, after, "restart")
+	h := get(t, "restart")
+	if c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || h.Status.ReadyUnits != 2 {
+		t.Errorf("right after the restart: ready units %d, condition %+v; want 2 and Ready", h.Status.ReadyUnits, c)
+	}
+	if evs := ev.For("restart"); len(evs) != 0 {
+		t.Errorf("events right after the restart: %+v, want none", evs)
+	}
+	ready.Set(map[string]int32{state.HeadroomKey("restart"): 1})
+	reconcileOnce(t, after, "restart")
+	if evs := ev.For("restart"); len(evs) != 1 || evs[0].Reason != headroom.ReasonConsumed {
+		t.Errorf("events once the first plan fits 1 of 2: %+v, want one %s", evs, headroom.ReasonConsumed)
+	}
+}
+
+// TestScheduleThatNeverFiresIsReported: the window of February 30th is
+// ignored (the manual count stays), and the SpecProblems condition and an
+// event say so.
+func TestScheduleThatNeverFiresIsReported(t *testing.T) {
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "feb30"}, Spec: v1alpha1.HeadroomSpec{Units: units(1),
+		Schedules: []v1alpha1.HeadroomSchedule{{Name: "never", Cron: "0 0 30 2 *", Duration: metav1.Duration{Duration: time.Hour},
+			Units: v1alpha1.ScheduleUnits{Count: 5}}}}})
+	r, _, ev := reconciler()
+	reconcileOnce(t, r, "feb30")
+	reconcileOnce(t, r, "feb30")
+	h := get(t, "feb30")
+	c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionSpecProblems)
+	if h.Status.DesiredUnits != 1 || h.Status.ActiveSchedule != "" || c == nil || c.Status != metav1.ConditionTrue ||
+		!strings.Contains(c.Message, "spec.schedules[never].cron") {
+		t.Errorf("desired %d, active %q, condition %+v; want 1, none, SpecProblems naming the schedule", h.Status.DesiredUnits, h.Status.ActiveSchedule, c)
+	}
+	if evs := ev.For("feb30"); len(evs) != 1 || evs[0].Reason != v1alpha1.ReasonSpecIgnored {
+		t.Errorf("events %+v, want one %s (not one per reconcile)", evs, v1alpha1.ReasonSpecIgnored)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,11 +29,6 @@ const Name = "launchtimeout"
 // ReasonLaunchTimeout is the event reason on a node that is deleted.
 const ReasonLaunchTimeout = "LaunchTimeout"
 
-// EventRecorder records events (events.k8s.io) on objects.
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
-}
-
 // Unavailable marks offerings that should not be launched for a while.
 type Unavailable interface {
 	MarkUnavailable(off scaleup.Offering, message string)
@@ -44,7 +39,7 @@ type Reconciler struct {
 	Client           client.Client
 	Cloud            cloudprovider.CloudProvider
 	Offerings        Unavailable
-	Recorder         EventRecorder
+	Recorder         events.EventRecorder
 	Clock            clock.PassiveClock
 	MaxProvisionTime time.Duration
 }

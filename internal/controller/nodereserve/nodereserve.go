@@ -13,7 +13,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,15 +36,10 @@ const (
 	ReasonReserveHandoff = "NodeReserveHandedOver"
 )
 
-// EventRecorder records events (events.k8s.io) on objects.
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
-}
-
 // Reconciler hands reserve slices to burst-critical pods.
 type Reconciler struct {
 	Client   client.Client
-	Recorder EventRecorder
+	Recorder events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,11 +39,6 @@ const (
 // maxAttempts bounds how often one round re-plans after launch failures.
 const maxAttempts = 5
 
-// EventRecorder records events (events.k8s.io) on objects.
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
-}
-
 // Options tune the provisioner.
 type Options struct {
 	// BatchIdle ends a batch when no new pending pod arrived for this long.
@@ -68,7 +63,7 @@ type Deps struct {
 	// Readiness receives, after each round, how many headroom units and
 	// buffer chunks fit in free capacity.
 	Readiness *state.Readiness
-	Recorder  EventRecorder
+	Recorder  events.EventRecorder
 	Clock     clock.WithTicker
 }
 
