@@ -23,6 +23,21 @@ const (
 	// LabelArch is the well-known architecture label.
 	LabelArch = "kubernetes.io/arch"
 
+	// AnnotationLaunchedBy is the owner mark berth writes on every node it
+	// launches: the UID of the NodeGroup it was launched for. Berth deletes
+	// a node only when this mark matches the NodeGroup named by
+	// LabelNodeGroup (a label anyone with node update rights can copy; the
+	// UID ties the node to one incarnation of the group), and the
+	// ValidatingAdmissionPolicy in config/policy lets only berth's service
+	// account set it and berth's account delete only nodes carrying it.
+	AnnotationLaunchedBy = "berth.dev/launched-by"
+	// LabelInitialized is set to "true" on a berth node the first time
+	// berth sees it Ready. The launch timeout applies only to nodes without
+	// it: a node that was ever healthy is never deleted for being NotReady
+	// (a kubelet restart or a network partition is not a failed launch).
+	// It is a label, not memory, so a restarted controller knows it too.
+	LabelInitialized = "berth.dev/initialized"
+
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"
 

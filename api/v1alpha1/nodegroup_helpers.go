@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "maps"
-
 // NodeLabels returns the labels of a node launched for this group from an
 // instance type and offering: the template labels plus the well-known ones.
 // The planner's templates and the cloud providers both use it, so that
@@ -9,7 +7,9 @@ import "maps"
 // whoever names the node.
 func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string {
 	l := make(map[string]string, len(ng.Spec.Template.Labels)+7)
-	maps.Copy(l, ng.Spec.Template.Labels)
+	for k, v := range ng.Spec.Template.Labels {
+		l[k] = string(v)
+	}
 	l[LabelNodeGroup] = ng.Name
 	l[LabelOS] = "linux"
 	l[LabelZone] = o.Zone

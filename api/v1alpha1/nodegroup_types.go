@@ -42,6 +42,7 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`
 // +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 57",message="name must be at most 57 characters: nodes are named <name>-<5 characters> and carry that name in the kubernetes.io/hostname label, whose values are at most 63 characters"
 type NodeGroup struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
@@ -104,10 +105,16 @@ type NodeGroupSpec struct {
 
 // NodeTemplate is the part of a node that berth sets at launch.
 type NodeTemplate struct {
-	// Labels are added to every node of the group.
+	// Labels are added to every node of the group. Keys and values must be
+	// valid label keys and values, and must not be one of the labels berth
+	// sets itself (berth.dev/nodegroup, berth.dev/capacity-type,
+	// berth.dev/initialized, kubernetes.io/hostname,
+	// node.kubernetes.io/instance-type, topology.kubernetes.io/zone).
 	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="label keys must be qualified names: an optional DNS subdomain prefix and '/', then at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['berth.dev/nodegroup', 'berth.dev/capacity-type', 'berth.dev/initialized', 'kubernetes.io/hostname', 'node.kubernetes.io/instance-type', 'topology.kubernetes.io/zone']))",message="labels must not set a label berth sets on every node itself (node group, capacity type, initialized, hostname, instance type, zone)"
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 
 	// Taints are added to every node of the group.
 	// +kubebuilder:validation:MaxItems=50
@@ -123,16 +130,24 @@ type NodeTemplate struct {
 	StartupTaints []NodeTaint `json:"startupTaints,omitempty"`
 }
 
+// LabelValue is a label value: at most 63 characters of alphanumerics,
+// '-', '_' or '.', starting and ending with an alphanumeric, or empty.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
 // NodeTaint is a taint of a node template. It mirrors corev1.Taint but
 // validates the effect.
 type NodeTaint struct {
-	// Key of the taint.
+	// Key of the taint: a qualified name, like a label key.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="a taint key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
 	// +required
 	Key string `json:"key"`
-	// Value of the taint.
+	// Value of the taint: like a label value.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +optional
 	Value string `json:"value,omitempty"`
 	// Effect of the taint: NoSchedule, PreferNoSchedule or NoExecute.
@@ -147,9 +162,10 @@ type TaintEffect string
 // InstanceType is a machine type that a node group can launch.
 type InstanceType struct {
 	// Name of the instance type, e.g. m5.large. Nodes carry it in the
-	// node.kubernetes.io/instance-type label.
+	// node.kubernetes.io/instance-type label, so it must be a label value.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
 	// +required
 	Name string `json:"name"`
 
@@ -179,9 +195,11 @@ type InstanceType struct {
 
 // Offering is one way to buy an instance type.
 type Offering struct {
-	// Zone the node is launched in (topology.kubernetes.io/zone).
+	// Zone the node is launched in (topology.kubernetes.io/zone, so it
+	// must be a label value).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
 	// +required
 	Zone string `json:"zone"`
 	// CapacityType is spot or on-demand.
@@ -222,9 +240,11 @@ type KWOKProvider struct {
 // OfferingSelector matches offerings; an empty field matches any value.
 type OfferingSelector struct {
 	// InstanceType to match.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	InstanceType string `json:"instanceType,omitempty"`
 	// Zone to match.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Zone string `json:"zone,omitempty"`
 	// CapacityType to match.

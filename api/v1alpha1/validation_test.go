@@ -98,6 +98,57 @@ func TestNodeGroupValidation(t *testing.T) {
 			}(),
 			wantErr: []string{"spec.provider", "a provider must be set"},
 		},
+		// Every name that becomes a label value or key on a node is checked
+		// at admission: otherwise every launch of the group fails.
+		{
+			name:    "a name of 58 characters is rejected: the node names would not fit the hostname label",
+			ng:      builders.NodeGroup(strings.Repeat("n", 58)),
+			wantErr: []string{"name must be at most 57 characters"},
+		},
+		{
+			name: "a name of 57 characters is accepted",
+			ng:   builders.NodeGroup(strings.Repeat("n", 57)),
+		},
+		{
+			name:    "a template label value with a space is rejected naming labels",
+			ng:      builders.NodeGroup("bad-label-value", builders.TemplateLabel("team", "a b")),
+			wantErr: []string{"spec.template.labels.team", "should match"},
+		},
+		{
+			name:    "a template label value of 64 characters is rejected",
+			ng:      builders.NodeGroup("long-label-value", builders.TemplateLabel("team", strings.Repeat("a", 64))),
+			wantErr: []string{"spec.template.labels.team", "may not be more than 63"},
+		},
+		{
+			name:    "a template label key with two slashes is rejected naming labels",
+			ng:      builders.NodeGroup("bad-label-key", builders.TemplateLabel("a/b/c", "x")),
+			wantErr: []string{"spec.template.labels", "label keys must be qualified names"},
+		},
+		{
+			name:    "a template label that berth sets itself is rejected",
+			ng:      builders.NodeGroup("reserved-label", builders.TemplateLabel("berth.dev/nodegroup", "other")),
+			wantErr: []string{"spec.template.labels", "must not set a label berth sets"},
+		},
+		{
+			name:    "a taint key that is not a qualified name is rejected naming the key",
+			ng:      builders.NodeGroup("bad-taint-key", builders.TemplateTaint("a b", "x", corev1.TaintEffectNoSchedule)),
+			wantErr: []string{"spec.template.taints[0].key", "qualified name"},
+		},
+		{
+			name:    "a taint value that is not a label value is rejected naming the value",
+			ng:      builders.NodeGroup("bad-taint-value", builders.TemplateTaint("size", "-large", corev1.TaintEffectNoSchedule)),
+			wantErr: []string{"spec.template.taints[0].value", "should match"},
+		},
+		{
+			name:    "an instance type name with a slash is rejected naming the name",
+			ng:      builders.NodeGroup("bad-type-name", builders.InstanceType("m5/large", "2", "4Gi", builders.OnDemand("zone-a", "0.1"))),
+			wantErr: []string{"spec.instanceTypes[0].name", "should match"},
+		},
+		{
+			name:    "a zone with a space is rejected naming the zone",
+			ng:      builders.NodeGroup("bad-zone", builders.InstanceType("m-2", "2", "4Gi", builders.OnDemand("zone a", "0.1"))),
+			wantErr: []string{"spec.instanceTypes[0].offerings[0].zone", "should match"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

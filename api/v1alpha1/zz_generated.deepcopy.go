@@ -403,7 +403,7 @@ func (in *NodeTemplate) DeepCopyInto(out *NodeTemplate) {
 	*out = *in
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

@@ -14,7 +14,8 @@ const defaultPods = "110"
 // NodeFor returns the node a machine of a node group's offering registers
 // as: template and well-known labels, template and startup taints, the
 // instance type's capacity as capacity and allocatable, and no conditions
-// (it is still booting). Providers that create Node objects build on it;
+// (it is still booting), and the owner mark (AnnotationLaunchedBy, the
+// group's UID) that lets berth delete it later. Providers that create Node objects build on it;
 // the provisioner uses it for nodes launched but not seen yet.
 func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
 	it, o := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType)
@@ -28,7 +29,7 @@ func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
 		capacity[corev1.ResourcePods] = resource.MustParse(defaultPods)
 	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)}},
 		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
 	}
 	for _, t := range append(append([]v1alpha1.NodeTaint{}, ng.Spec.Template.Taints...), ng.Spec.Template.StartupTaints...) {

@@ -152,8 +152,8 @@ func TestBufferReplicas(t *testing.T) {
 		return &cbv1beta1.ResourceList{"cpu": resource.MustParse(cpu)}
 	}
 	tests := []struct {
-		name     string
-		spec     cbv1beta1.CapacityBufferSpec
+		name       string
+		spec       cbv1beta1.CapacityBufferSpec
 		scalable   *int32
 		want       int32
 		wantCapped bool

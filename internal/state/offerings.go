@@ -17,12 +17,24 @@ import (
 type Failure struct {
 	Offering scaleup.Offering
 	Message  string
-	At       time.Time
+	// At is when the launch failed.
+	At time.Time
+	// Until is when the offering may be tried again.
+	Until time.Time
+	// Streak counts failures in a row: each one doubles the wait.
+	Streak int
 }
+
+// MaxBackoffFactor caps the exponential backoff of an offering that keeps
+// failing: it waits at most this many times the base TTL.
+const MaxBackoffFactor = 16
 
 // Offerings remembers offerings that failed to launch, for a while: the
 // planner skips them, and the node group shows a LaunchFailing condition.
-// Safe for concurrent use.
+// An offering that fails again soon after its wait ended waits twice as
+// long (up to MaxBackoffFactor times the TTL), so a launch that always
+// fails (a bad image, a quota, a webhook that rejects the node) costs one
+// attempt per backoff, not one per round. Safe for concurrent use.
 type Offerings struct {
 	mu    sync.Mutex
 	clock clock.PassiveClock
@@ -41,7 +53,16 @@ func NewOfferings(clk clock.PassiveClock, ttl time.Duration) *Offerings {
 // MarkUnavailable records a failed launch.
 func (o *Offerings) MarkUnavailable(off scaleup.Offering, message string) {
 	o.mu.Lock()
-	o.fails[off] = Failure{Offering: off, Message: message, At: o.clock.Now()}
+	now := o.clock.Now()
+	f := Failure{Offering: off, Message: message, At: now, Streak: 1}
+	// A failure within one TTL after the previous wait ended continues the
+	// streak; a longer good spell starts it afresh.
+	if prev, ok := o.fails[off]; ok && now.Before(prev.Until.Add(o.ttl)) {
+		f.Streak = min(prev.Streak+1, 32)
+	}
+	factor := min(time.Duration(1)<<(f.Streak-1), MaxBackoffFactor)
+	f.Until = now.Add(factor * o.ttl)
+	o.fails[off] = f
 	o.mu.Unlock()
 	if o.OnChange != nil {
 		o.OnChange(off.NodeGroup)
@@ -65,8 +86,10 @@ func (o *Offerings) Failures(nodeGroup string) []Failure {
 	now := o.clock.Now()
 	var out []Failure
 	for k, f := range o.fails {
-		if now.Sub(f.At) >= o.ttl {
-			delete(o.fails, k)
+		if !now.Before(f.Until) {
+			if !now.Before(f.Until.Add(o.ttl)) {
+				delete(o.fails, k) // the streak is over too
+			}
 			continue
 		}
 		if nodeGroup == "" || k.NodeGroup == nodeGroup {
@@ -83,12 +106,14 @@ func (o *Offerings) Failures(nodeGroup string) []Failure {
 	return out
 }
 
-// NextExpiry returns when the oldest failure of a node group expires, or
-// zero when there is none.
+// NextExpiry returns when the first current failure of a node group
+// expires, or zero when there is none.
 func (o *Offerings) NextExpiry(nodeGroup string) time.Time {
-	fs := o.Failures(nodeGroup)
-	if len(fs) == 0 {
-		return time.Time{}
+	var first time.Time
+	for _, f := range o.Failures(nodeGroup) {
+		if first.IsZero() || f.Until.Before(first) {
+			first = f.Until
+		}
 	}
-	return fs[0].At.Add(o.ttl)
+	return first
 }

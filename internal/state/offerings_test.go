@@ -60,3 +60,32 @@ func TestFailedOfferingsComeBackAfterTheirTTL(t *testing.T) {
 		t.Errorf("next expiry %s with no failure left, want zero", got)
 	}
 }
+
+// TestAnOfferingThatKeepsFailingWaitsLongerEachTime: each failure soon
+// after the previous wait ended doubles the wait, up to MaxBackoffFactor
+// times the TTL; after a good spell of one TTL the wait is back to one TTL.
+func TestAnOfferingThatKeepsFailingWaitsLongerEachTime(t *testing.T) {
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	ttl := time.Minute
+	o := state.NewOfferings(clk, ttl)
+	bad := scaleup.Offering{NodeGroup: "general", InstanceType: "c-2", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeOnDemand)}
+
+	var waits []time.Duration
+	for range 7 {
+		o.MarkUnavailable(bad, "webhook denied the node")
+		until := o.NextExpiry("general")
+		waits = append(waits, until.Sub(clk.Now()))
+		clk.SetTime(until) // tried again as soon as allowed, and fails again
+	}
+	want := []time.Duration{ttl, 2 * ttl, 4 * ttl, 8 * ttl, 16 * ttl, 16 * ttl, 16 * ttl}
+	if diff := cmp.Diff(want, waits); diff != "" {
+		t.Errorf("waits of an offering failing every time (-want +got):\n%s", diff)
+	}
+
+	clk.SetTime(clk.Now().Add(ttl)) // one TTL without a failure
+	o.MarkUnavailable(bad, "webhook denied the node")
+	if got := o.NextExpiry("general").Sub(clk.Now()); got != ttl {
+		t.Errorf("wait after a good spell %s, want the base TTL %s", got, ttl)
+	}
+}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/config/policy"
 	"github.com/berth-dev/berth/config/rbac"
 	"github.com/berth-dev/berth/internal/devenv"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -33,24 +36,13 @@ import (
 // config/rbac (generated from the markers).
 var controllerKubeconfig string
 
-// installRBAC applies config/rbac and writes controllerKubeconfig.
+// installRBAC applies config/rbac and config/policy and writes
+// controllerKubeconfig.
 func installRBAC(ctx context.Context, c client.Client, cluster *devenv.Cluster, dir string) error {
-	err := fs.WalkDir(rbac.Files, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
+	for _, files := range []fs.FS{rbac.Files, policy.Files} {
+		if err := applyAll(ctx, c, files); err != nil {
 			return err
 		}
-		data, err := rbac.Files.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&obj.Object); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		return c.Create(ctx, obj)
-	})
-	if err != nil {
-		return err
 	}
 	cfg, err := clientcmd.LoadFromFile(cluster.KubeconfigPath())
 	if err != nil {
@@ -61,6 +53,35 @@ func installRBAC(ctx context.Context, c client.Client, cluster *devenv.Cluster, 
 	}
 	controllerKubeconfig = filepath.Join(dir, "controller.kubeconfig")
 	return clientcmd.WriteToFile(*cfg, controllerKubeconfig)
+}
+
+// applyAll creates every object of every YAML file (one or more documents
+// each) of files.
+func applyAll(ctx context.Context, c client.Client, files fs.FS) error {
+	return fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
+			return err
+		}
+		data, err := fs.ReadFile(files, path)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if err := c.Create(ctx, obj); err != nil {
+				return fmt.Errorf("%s: creating %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	})
 }
 
 // controllerProc is a running `berth controller`.

@@ -60,10 +60,12 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if d := ng.Spec.Provider.KWOK.LaunchDelay; d != nil {
 		delay = d.Duration
 	}
-	node.Annotations = map[string]string{
-		v1alpha1.AnnotationKWOKNode: v1alpha1.AnnotationKWOKNodeValue,
-		v1alpha1.AnnotationReadyAt:  p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano),
+	if ng.UID == "" {
+		// Without the owner mark berth could never delete the node again.
+		return nil, fmt.Errorf("node group %s has no UID (not read from the API server)", ng.Name)
 	}
+	node.Annotations[v1alpha1.AnnotationKWOKNode] = v1alpha1.AnnotationKWOKNodeValue
+	node.Annotations[v1alpha1.AnnotationReadyAt] = p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
 	// Register NotReady, as a kubelet does while the machine boots. A node
 	// without any condition would lose the not-ready taint the API server

@@ -43,6 +43,7 @@ func TestCreateLaunchesANodeThatBootsAfterTheLaunchDelay(t *testing.T) {
 		b.ExtraCapacity("example.com/gpu", "2"),
 		b.LaunchDelay(metav1.Duration{Duration: 3 * time.Second}))
 	ng.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: "agent-not-ready", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+	ng.UID = "uid-kwok-delay"
 	p := kwok.New(env.Client, clock.RealClock{})
 	inst, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "large-4", Zone: "zone-b", CapacityType: v1alpha1.CapacityTypeSpot}})
 	if err != nil {
@@ -55,6 +56,9 @@ func TestCreateLaunchesANodeThatBootsAfterTheLaunchDelay(t *testing.T) {
 	wantLabels := map[string]string{
 		"size": "large", v1alpha1.LabelNodeGroup: "kwok-delay", v1alpha1.LabelInstanceType: "large-4", v1alpha1.LabelZone: "zone-b",
 		v1alpha1.LabelCapacityType: "spot", v1alpha1.LabelHostname: inst.NodeName, v1alpha1.LabelOS: "linux", v1alpha1.LabelArch: "amd64",
+	}
+	if got := node.Annotations[v1alpha1.AnnotationLaunchedBy]; got != "uid-kwok-delay" {
+		t.Errorf("owner mark %q, want the node group's UID", got)
 	}
 	for k, v := range wantLabels {
 		if node.Labels[k] != v {
@@ -110,6 +114,7 @@ func TestFailureInjectionReturnsInsufficientCapacity(t *testing.T) {
 	ng := b.NodeGroup("kwok-fail",
 		b.InstanceType("m-2", "2", "4Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.1")),
 		b.FailOffering(v1alpha1.OfferingSelector{CapacityType: v1alpha1.CapacityTypeSpot}))
+	ng.UID = "uid-kwok-fail"
 	p := kwok.New(env.Client, clock.RealClock{})
 	_, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeSpot}})
 	if !cloudprovider.IsInsufficientCapacity(err) {

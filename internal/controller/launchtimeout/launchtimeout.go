@@ -2,6 +2,14 @@
 // become Ready within the maximum provision time. Their pods are still
 // pending, so the provisioner launches a replacement, from another
 // offering: the one that timed out is marked unavailable for a while.
+//
+// It acts only on what it knows berth caused: a node carrying berth's owner
+// mark (the UID of the NodeGroup it was launched for) that has never been
+// Ready. The first time it sees a berth node Ready it labels it
+// initialized, durably, and never deletes it afterwards: a node that goes
+// NotReady later (kubelet restart, network partition) is not a failed
+// launch, and deleting it without a drain would take its pods down, or a
+// whole fleet in a partition.
 package launchtimeout
 
 import (
@@ -10,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,7 +53,8 @@ type Reconciler struct {
 	MaxProvisionTime time.Duration
 }
 
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;delete;patch
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
@@ -58,21 +68,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	group := node.Labels[v1alpha1.LabelNodeGroup]
-	if group == "" || node.DeletionTimestamp != nil || nodeutil.Ready(node) {
+	if group == "" || node.DeletionTimestamp != nil || node.Labels[v1alpha1.LabelInitialized] == "true" {
 		return reconcile.Result{}, nil
+	}
+	if nodeutil.Ready(node) {
+		return reconcile.Result{}, r.markInitialized(ctx, node)
 	}
 	age := r.Clock.Since(node.CreationTimestamp.Time)
 	if age < r.MaxProvisionTime {
 		return reconcile.Result{RequeueAfter: r.MaxProvisionTime - age}, nil
 	}
-	if _, err := r.Cloud.Get(ctx, node.Name); cloudprovider.IsNotFound(err) {
-		return reconcile.Result{}, nil // not launched by this provider
-	} else if err != nil {
+	if owned, err := r.launchedByBerth(ctx, node); err != nil || !owned {
 		return reconcile.Result{}, err
 	}
-	msg := fmt.Sprintf("Node was not Ready %s after launch (max provision time %s); deleting it so that its pods get a replacement",
+	msg := fmt.Sprintf("Node was never Ready in %s since launch (max provision time %s); deleting it so that its pods get a replacement",
 		age.Round(time.Second), r.MaxProvisionTime)
-	log.FromContext(ctx).Info("deleting node that did not become ready", "node", node.Name, "nodeGroup", group, "age", age.String())
+	log.FromContext(ctx).Info("deleting node that never became ready", "node", node.Name, "nodeGroup", group, "age", age.String())
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonLaunchTimeout, "Delete", "%s", msg)
 	r.Offerings.MarkUnavailable(scaleup.Offering{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
 		Zone: node.Labels[v1alpha1.LabelZone], CapacityType: node.Labels[v1alpha1.LabelCapacityType]}, "node "+node.Name+" did not become Ready")
@@ -81,4 +92,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	timeouts.WithLabelValues(group).Inc()
 	return reconcile.Result{}, nil
+}
+
+// markInitialized records, on the node itself, that it has been Ready
+// once. The patch is guarded by the node's resourceVersion so that it
+// never races with a deletion or a relabel.
+func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node) error {
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	node.Labels[v1alpha1.LabelInitialized] = "true"
+	if err := r.Client.Patch(ctx, node, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("labelling node %s initialized: %w", node.Name, err))
+	}
+	return nil
+}
+
+// launchedByBerth reports whether berth launched the node: its owner mark
+// matches the UID of the NodeGroup it is labelled with, and the cloud
+// provider knows the instance. Anything else (a node labelled by hand, a
+// node of a deleted and recreated group) is left alone and logged.
+func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (bool, error) {
+	logger := log.FromContext(ctx).WithValues("node", node.Name)
+	ng := &v1alpha1.NodeGroup{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: node.Labels[v1alpha1.LabelNodeGroup]}, ng); apierrors.IsNotFound(err) {
+		logger.V(1).Info("not deleting NotReady node: its node group does not exist")
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if mark := node.Annotations[v1alpha1.AnnotationLaunchedBy]; mark == "" || mark != string(ng.UID) {
+		logger.V(1).Info("not deleting NotReady node: it does not carry this node group's owner mark", "mark", mark)
+		return false, nil
+	}
+	if _, err := r.Cloud.Get(ctx, node.Name); cloudprovider.IsNotFound(err) {
+		return false, nil // not launched by this provider
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -90,14 +90,14 @@ const launchWorkers = 16
 // launchOutcome is what launching one planned node came to.
 type launchOutcome struct {
 	instance *cloudprovider.Instance
-	// unavailable is set when the offering had no capacity.
+	// unavailable is set when the launch failed: the offering is avoided.
 	unavailable *scaleup.Offering
 	err         error
 }
 
 // launch creates the plan's new nodes, up to launchWorkers at once, and
-// nominates each node's pods to it. It returns true when an offering had
-// no capacity, so that the caller plans again without it (the nodes that
+// nominates each node's pods to it. It returns true when a launch failed,
+// so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from).
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
 	pending map[string]*corev1.Pod, res *Result) (bool, error) {
@@ -130,19 +130,25 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	logger := log.FromContext(ctx)
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
-	if cloudprovider.IsInsufficientCapacity(err) {
-		failed := nn.Offering()
-		p.Offerings.MarkUnavailable(failed, err.Error())
-		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonInsufficientCapacity).Inc()
-		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch",
-			"Launching %s failed: %v; trying the next cheapest offering", off, err)
-		logger.Info("offering unavailable, planning again without it", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
-		return launchOutcome{unavailable: &failed}
+	if err != nil && ctx.Err() != nil {
+		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault
 	}
 	if err != nil {
-		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
-		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching %s failed: %v", off, err)
-		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)}
+		// Every failed launch is the offering's: it is avoided (for longer
+		// each time it fails again) and the round plans again without it, so
+		// one broken offering never stops the other pods, node groups or
+		// headroom.
+		failed := nn.Offering()
+		p.Offerings.MarkUnavailable(failed, err.Error())
+		why := reasonError
+		if cloudprovider.IsInsufficientCapacity(err) {
+			why = reasonInsufficientCapacity
+		}
+		launches.WithLabelValues(nn.NodeGroup, resultFailed, why).Inc()
+		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch",
+			"Launching %s failed: %v; avoiding it for a while and trying the next cheapest offering", off, err)
+		logger.Info("launch failed, planning again without the offering", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
+		return launchOutcome{unavailable: &failed}
 	}
 	reason := nn.Reason
 	if reason == scaleup.ReasonPendingPods && p.onlyVirtual(nn) {

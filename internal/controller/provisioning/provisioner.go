@@ -8,6 +8,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -130,6 +131,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	defer resync.Stop()
 	go p.keepNominations(ctx)
 	var recheck <-chan time.Time
+	failures := 0 // rounds failed in a row: the retry waits 1s, 2s, 4s ... maxRoundBackoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,17 +143,36 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		case <-resync.C():
 		case <-recheck:
 		}
-		if _, err := p.RunOnce(ctx); err != nil {
-			logger.Error(err, "provisioning round failed; retrying")
+		if err := p.safeRound(ctx); err != nil {
+			failures++
+			wait := min(time.Second<<min(failures-1, 6), maxRoundBackoff)
+			logger.Error(err, "provisioning round failed; retrying", "in", wait.String())
 			roundErrors.Inc()
-			p.Clock.Sleep(time.Second)
+			p.Clock.Sleep(wait)
 			p.Trigger()
+		} else {
+			failures = 0
 		}
 		recheck = nil
 		if !p.recheckAt.IsZero() {
 			recheck = p.Clock.After(max(p.recheckAt.Sub(p.Clock.Now()), 100*time.Millisecond))
 		}
 	}
+}
+
+// maxRoundBackoff caps the wait before a failed round is retried.
+const maxRoundBackoff = time.Minute
+
+// safeRound runs one round and turns a panic into an error: nothing a user
+// can create may take the controller down, and the next round goes on.
+func (p *Provisioner) safeRound(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("provisioning round panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	_, err = p.RunOnce(ctx)
+	return err
 }
 
 // waitForBatch returns when no trigger arrived for BatchIdle, or BatchMax

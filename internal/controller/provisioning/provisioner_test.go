@@ -2,6 +2,7 @@ package provisioning_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
@@ -59,11 +61,33 @@ func setup(t *testing.T, ng *v1alpha1.NodeGroup) *fixture {
 		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name})
 	})
 	f := &fixture{t: t, ns: ns, group: ng.Name, offerings: state.NewOfferings(clock.RealClock{}, time.Minute), events: &fakes.Recorder{}}
+	f.useCloud(kwok.New(env.Client, clock.RealClock{}))
+	return f
+}
+
+// useCloud gives the fixture a new provisioner that launches with cloud.
+func (f *fixture) useCloud(cloud cloudprovider.CloudProvider) {
 	f.prov = provisioning.New(provisioning.Deps{
-		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+		Client: env.Client, Cloud: cloud, Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
 	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
 		MaxProvisionTime: 15 * time.Minute})
-	return f
+}
+
+// brokenGroup is a cloud provider whose launches in one node group fail
+// with an error that is not about capacity (a webhook that rejects the
+// node, a bad image, an API quota), and that launches the others with KWOK.
+type brokenGroup struct {
+	cloudprovider.CloudProvider
+	group string
+	calls int
+}
+
+func (c *brokenGroup) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	if req.NodeGroup.Name == c.group {
+		c.calls++
+		return nil, errors.New("admission webhook \"nodes.example.com\" denied the request")
+	}
+	return c.CloudProvider.Create(ctx, req)
 }
 
 // pods creates pending pods that select the fixture's node group, and waits
@@ -208,6 +232,39 @@ func TestFallsBackWhenAnOfferingHasNoCapacity(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no LaunchFailed event on the node group: %+v", f.events.Events)
+	}
+}
+
+// TestALaunchErrorStopsOnlyItsOffering: launches in one node group fail
+// with an error that is not about capacity. The round does not fail: the
+// other group's pod gets its node, the broken offering is avoided (and not
+// tried again next round), the pod that needs it is told why.
+func TestALaunchErrorStopsOnlyItsOffering(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-healthy", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	broken := b.NodeGroup("prov-broken", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.05")))
+	if err := env.Client.Create(context.Background(), broken); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), broken) })
+	cloud := &brokenGroup{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: broken.Name}
+	f.useCloud(cloud)
+	f.pods(1, b.CPU("1"))
+	other := &fixture{t: t, ns: f.ns, group: broken.Name, created: 100}
+	waiting := other.pods(1, b.CPU("1"))
+
+	res := f.run() // fails the test if the round returns an error
+	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != f.group {
+		t.Errorf("launched %+v, want one node of the healthy group", res.Launched)
+	}
+	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].NodeGroup != broken.Name {
+		t.Errorf("unavailable offerings %+v, want the broken group's one", u)
+	}
+	f.run()
+	if cloud.calls != 1 {
+		t.Errorf("the broken offering was tried %d times in two rounds, want once (it backs off)", cloud.calls)
+	}
+	if ev := f.events.For(waiting[0].Namespace + "/" + waiting[0].Name); len(ev) == 0 || ev[len(ev)-1].Reason != provisioning.ReasonNotTriggerScaleUp {
+		t.Errorf("events on the pod whose only offering fails: %+v, want NotTriggerScaleUp", ev)
 	}
 }
 

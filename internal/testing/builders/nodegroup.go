@@ -43,9 +43,9 @@ func Size(minSize, maxSize int32) NodeGroupOption {
 func TemplateLabel(key, value string) NodeGroupOption {
 	return func(ng *v1alpha1.NodeGroup) {
 		if ng.Spec.Template.Labels == nil {
-			ng.Spec.Template.Labels = map[string]string{}
+			ng.Spec.Template.Labels = map[string]v1alpha1.LabelValue{}
 		}
-		ng.Spec.Template.Labels[key] = value
+		ng.Spec.Template.Labels[key] = v1alpha1.LabelValue(value)
 	}
 }
 

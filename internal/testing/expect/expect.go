@@ -3,15 +3,35 @@ package expect
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
 
+// permanentError stops Eventually at once.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps an error that waiting cannot cure (a decoding error, a
+// wrong test setup): Eventually fails at once instead of retrying it.
+func Permanent(err error) error { return &permanentError{err: err} }
+
 // Eventually polls cond every 100ms until it returns true or the timeout
-// passes; then it fails the test with the last reason cond gave. An error
-// from cond stops the polling at once.
+// passes; then it fails the test with the last reason or error cond gave.
+// An error from cond is retried like a false (a loaded API server times out,
+// a cache is not synced yet, an update conflicts), unless it is wrapped with
+// Permanent.
 func Eventually(t testing.TB, timeout time.Duration, cond func(ctx context.Context) (ok bool, reason string, err error)) {
 	t.Helper()
+	if msg, ok := poll(timeout, cond); !ok {
+		t.Fatal(msg)
+	}
+}
+
+// poll runs the loop of Eventually and returns the failure message.
+func poll(timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	reason := "condition never evaluated"
@@ -19,18 +39,20 @@ func Eventually(t testing.TB, timeout time.Duration, cond func(ctx context.Conte
 	defer tick.Stop()
 	for {
 		ok, r, err := cond(ctx)
-		if err != nil && ctx.Err() == nil {
-			t.Fatalf("error while waiting: %v", err)
-		}
-		if ok {
-			return
-		}
-		if r != "" {
+		var perm *permanentError
+		switch {
+		case errors.As(err, &perm):
+			return "error while waiting: " + perm.err.Error(), false
+		case err != nil && ctx.Err() == nil:
+			reason = "last error: " + err.Error()
+		case ok:
+			return "", true
+		case r != "":
 			reason = r
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out after %s: %s", timeout, reason)
+			return "timed out after " + timeout.String() + ": " + reason, false
 		case <-tick.C:
 		}
 	}

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/scheme"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// controllerSA is the user name of berth's service account.
+const controllerSA = "system:serviceaccount:berth-system:berth-controller"
+
+// asController returns a client that acts as berth's service account.
+func asController(t *testing.T) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerSA}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func markedNode(name, mark string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelNodeGroup: "guarded"}}}
+	if mark != "" {
+		n.Annotations = map[string]string{v1alpha1.AnnotationLaunchedBy: mark}
+	}
+	return n
+}
+
+// TestOnlyBerthMarksAndDeletesItsNodes: the admission policies of
+// config/policy make the owner mark trustworthy. Another user (here the
+// cluster admin) cannot set it on a new node or add it to an existing one;
+// berth's service account cannot delete a node without it, and can delete
+// the nodes it marked.
+func TestOnlyBerthMarksAndDeletesItsNodes(t *testing.T) {
+	ctx := context.Background()
+	berth := asController(t)
+	// The policies take effect once the API server's policy cache has them.
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Create(ctx, markedNode("forged-mark", "some-uid"))
+		if err == nil {
+			_ = env.Client.Delete(ctx, markedNode("forged-mark", ""))
+			return false, "the admin could create a node with berth's owner mark", nil
+		}
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("creating a forged node: %v", err), nil
+	})
+
+	plain := markedNode("not-berths", "")
+	if err := env.Client.Create(ctx, plain); err != nil {
+		t.Fatalf("creating a node without the mark: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), markedNode("not-berths", "")) })
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+v1alpha1.AnnotationLaunchedBy+`":"x"}}}`))
+	if err := env.Client.Patch(ctx, markedNode("not-berths", ""), patch); err == nil || !strings.Contains(err.Error(), "only berth's service account") {
+		t.Errorf("admin adding the owner mark: %v, want denied by the policy", err)
+	}
+	if err := berth.Delete(ctx, markedNode("not-berths", "")); err == nil || !strings.Contains(err.Error(), "only nodes it launched") {
+		t.Errorf("berth deleting a node it did not launch: %v, want denied by the policy", err)
+	}
+
+	if err := berth.Create(ctx, markedNode("berths-own", "uid-1")); err != nil {
+		t.Fatalf("berth creating a marked node: %v", err)
+	}
+	if err := berth.Delete(ctx, markedNode("berths-own", "")); err != nil {
+		t.Errorf("berth deleting a node it marked: %v", err)
+	}
+}
