@@ -27,7 +27,7 @@ run: build controlplane ## Start the local control plane, install the demo and r
 	$(BERTH) dev up
 	$(BERTH) dev demo
 	$(BERTH) controller --kubeconfig .berth/dev/kubeconfig --leader-elect=false \
-		--metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 --zap-devel
+		--metrics-bind-address 127.0.0.1:8080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:8081 --zap-devel
 
 test: controlplane ## Run unit, controller and end-to-end tests, the scheduler fidelity test and the bench module's checks.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/berth-dev/berth/config/crd"
+	"github.com/berth-dev/berth/config/system"
 )
 
 // logTailLines is how much of a component's log errors and status show.
@@ -93,6 +94,15 @@ func finishSetup(ctx context.Context, cfg *rest.Config, timeout time.Duration) e
 	}
 	if err := crd.Install(ctx, cfg); err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	pcs, err := system.PriorityClasses()
+	if err != nil {
+		return err
+	}
+	for _, pc := range pcs {
+		if _, err := cs.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+		}
 	}
 	// berth's own namespace (leader election lease, placeholder pods).
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}

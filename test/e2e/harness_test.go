@@ -119,7 +119,7 @@ func startController(t *testing.T, args ...string) *controllerProc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(berthBin, append([]string{"controller", "--kubeconfig", controllerKubeconfig,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes}, args...)...)
+		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,11 +77,82 @@ func TestOnlyBerthMarksAndDeletesItsNodes(t *testing.T) {
 	if err := berth.Delete(ctx, markedNode("not-berths", "")); err == nil || !strings.Contains(err.Error(), "only nodes it launched") {
 		t.Errorf("berth deleting a node it did not launch: %v, want denied by the policy", err)
 	}
+	relabel := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"x"}}}`))
+	if err := berth.Patch(ctx, markedNode("not-berths", ""), relabel); err == nil || !strings.Contains(err.Error(), "only nodes it launched") {
+		t.Errorf("berth relabelling a node it did not launch: %v, want denied by the policy", err)
+	}
 
 	if err := berth.Create(ctx, markedNode("berths-own", "uid-1")); err != nil {
 		t.Fatalf("berth creating a marked node: %v", err)
 	}
 	if err := berth.Delete(ctx, markedNode("berths-own", "")); err != nil {
 		t.Errorf("berth deleting a node it marked: %v", err)
+	}
+}
+
+// TestMetricsNeedAnAuthorizedCaller: with the default --metrics-secure the
+// endpoint speaks HTTPS and answers only callers the API server
+// authenticates and authorizes for get on /metrics.
+func TestMetricsNeedAnAuthorizedCaller(t *testing.T) {
+	ctx := context.Background()
+	reader := "metrics-reader"
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: reader, Namespace: v1alpha1.SystemNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nosy", Namespace: v1alpha1.SystemNamespace}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: reader},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: reader},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: reader, Namespace: v1alpha1.SystemNamespace}}},
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	token := func(sa string) string {
+		tr, err := env.Clientset.CoreV1().ServiceAccounts(v1alpha1.SystemNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	startController(t, "--metrics-secure=true", "--metrics-bind-address", addr, "--leader-elect=false")
+	// The endpoint has a self-signed certificate: this test checks who may
+	// read it, not the certificate.
+	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test endpoint
+	status := func(bearer string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	allowed, nosy := token(reader), token("nosy")
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		code, err := status(allowed)
+		return code == http.StatusOK, fmt.Sprintf("authorized caller got %d", code), err
+	})
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"anonymous", "", http.StatusUnauthorized}, {"a service account without the right", nosy, http.StatusForbidden}} {
+		if code, err := status(c.token); err != nil || code != c.want {
+			t.Errorf("%s reading /metrics: %d %v, want %d", c.who, code, err, c.want)
+		}
+	}
+	plain, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // a plain-HTTP probe of a TLS port
+	if err == nil {
+		_ = plain.Body.Close()
+		if plain.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP read /metrics")
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/internal/scheme"
@@ -25,6 +27,10 @@ import (
 type options struct {
 	kubeconfig       string
 	metricsAddr      string
+	metricsSecure    bool
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
 	probeAddr        string
 	leaderElect      bool
 	leaderNamespace  string
@@ -42,8 +48,10 @@ type options struct {
 }
 
 // NewCommand returns `berth controller`.
-func NewCommand() *cobra.Command {
-	o := &options{zap: zap.Options{Development: false}}
+func NewCommand() *cobra.Command { return newCommand(&options{zap: zap.Options{Development: false}}) }
+
+// newCommand binds the command's flags to o.
+func newCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the berth controller manager against a cluster",
@@ -56,7 +64,11 @@ health probes, and elects a leader so that several replicas can run.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables it)")
+	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics non-resource URL); false only on a loopback address")
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-leader waits before it takes over an unrenewed lease")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	f.StringVar(&o.leaderNamespace, "leader-election-namespace", "berth-system", "namespace of the leader election lease")
@@ -112,6 +124,13 @@ func (o *options) validate() error {
 	if o.qps <= 0 || o.burst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", o.qps, o.burst))
 	}
+	if !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+			o.leaseDuration, o.renewDeadline, o.retryPeriod))
+	}
+	if !o.metricsSecure && !loopback(o.metricsAddr) {
+		errs = append(errs, fmt.Errorf("--metrics-secure=false serves metrics to anyone who can reach %q; bind them to a loopback address (127.0.0.1:8080) or keep them secure", o.metricsAddr))
+	}
 	if o.batchIdle > o.batchMax {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.batchIdle, o.batchMax))
 	}
@@ -134,7 +153,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	shutdown := o.shutdownTimeout
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "berth-controller",
@@ -142,6 +161,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		// A replica that stops cleanly hands over at once instead of
 		// making the next one wait for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
 		GracefulShutdownTimeout:       &shutdown,
 	})
 	if err != nil {
@@ -159,4 +181,32 @@ func (o *options) run(cmd *cobra.Command) error {
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,
 		"batchIdle", o.batchIdle.String(), "batchMax", o.batchMax.String(), "maxProvisionTime", o.maxProvisionTime.String())
 	return mgr.Start(cmd.Context())
+}
+
+// metricsOptions serves metrics over HTTPS behind the API server's
+// authentication and authorization (as Kubebuilder projects do; a
+// self-signed certificate unless one is mounted), or in plain HTTP on a
+// loopback address for local runs.
+func (o *options) metricsOptions() metricsserver.Options {
+	if !o.metricsSecure {
+		return metricsserver.Options{BindAddress: o.metricsAddr}
+	}
+	return metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
+
+// loopback reports whether addr (host:port) listens only on a loopback
+// interface; "0" (metrics off) counts as safe.
+func loopback(addr string) bool {
+	if addr == "0" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

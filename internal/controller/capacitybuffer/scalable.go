@@ -26,7 +26,8 @@ import (
 
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=*,resources=*/scale,verbs=get
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale;replicasets/scale,verbs=get
+// +kubebuilder:rbac:groups="",resources=replicationcontrollers/scale,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // scalable reads the pod template and the replicas of a buffer's

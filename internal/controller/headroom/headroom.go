@@ -62,8 +62,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,namespace=berth-system,resources=deployments;daemonsets,verbs=create;update;patch;delete
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
 // Notify asks for a reconcile of a Headroom; never blocks.
 func (r *Reconciler) Notify(name string) {

@@ -101,33 +101,28 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 	return ds.Status.NumberReady, nil
 }
 
-// priorityClasses creates berth's PriorityClasses when the manager starts:
-// berth-headroom for placeholders, berth-node-reserve for the per-node
-// reserve and berth-burst-critical for workloads that may take it.
+// priorityClasses checks, when the manager starts, that berth's
+// PriorityClasses are installed (config/system/priorityclasses.yaml):
+// berth does not create cluster-wide priority classes itself, so that it
+// needs no right to create them. A missing class is logged as an error
+// that says what to apply; placeholders and reserve pods cannot start
+// without it.
 type priorityClasses struct{ client client.Client }
 
-// Start creates the classes that do not exist.
+// Start checks the classes once.
 func (p *priorityClasses) Start(ctx context.Context) error {
-	never := corev1.PreemptNever
-	for _, pc := range []*schedulingv1.PriorityClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassHeadroom}, Value: v1alpha1.PriorityHeadroom, PreemptionPolicy: &never,
-			Description: "berth headroom placeholders: any pod preempts them; they preempt nothing."},
-		// Neither reserve nor burst-critical pods preempt: the scheduler's
-		// preemption would evict a node's ordinary pods (the lowest
-		// priority) instead of its reserve. berth hands the reserve slice to
-		// burst-critical pods itself (controller nodereserve).
-		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassNodeReserve}, Value: v1alpha1.PriorityNodeReserve, PreemptionPolicy: &never,
-			Description: "berth per-node reserve: holds a slice of each node that ordinary pods cannot take; berth hands it to berth-burst-critical pods."},
-		{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassBurstCritical}, Value: v1alpha1.PriorityBurstCritical, PreemptionPolicy: &never,
-			Description: "Workloads allowed to take berth's per-node reserve at once."},
-	} {
-		if err := p.client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+	for _, name := range []string{v1alpha1.PriorityClassHeadroom, v1alpha1.PriorityClassNodeReserve, v1alpha1.PriorityClassBurstCritical} {
+		err := p.client.Get(ctx, client.ObjectKey{Name: name}, &schedulingv1.PriorityClass{})
+		switch {
+		case apierrors.IsNotFound(err):
+			log.FromContext(ctx).Error(err, "berth's PriorityClass is missing: placeholders and per-node reserve pods cannot start; apply config/system/priorityclasses.yaml", "priorityClass", name)
+		case err != nil:
+			log.FromContext(ctx).Error(err, "could not check berth's PriorityClass", "priorityClass", name)
 		}
 	}
 	<-ctx.Done()
 	return nil
 }
 
-// NeedLeaderElection returns false: creating the classes is idempotent.
+// NeedLeaderElection returns false: every replica checks.
 func (p *priorityClasses) NeedLeaderElection() bool { return false }

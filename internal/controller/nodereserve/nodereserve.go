@@ -42,7 +42,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 }
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes;namespaces,verbs=get;list;watch
 

@@ -1,0 +1,110 @@
+package rbac_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/berth-dev/berth/config/rbac"
+)
+
+// reviewed is every right berth's service account holds, one line per
+// (scope, group, resource, names) with its verbs. A change to the RBAC
+// markers changes the generated role.yaml and fails this test until the
+// list is updated: every new right is a reviewed decision.
+var reviewed = []string{
+	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
+	"cluster core namespaces: get list watch",
+	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label; the admission policies of config/policy narrow create/patch/delete to nodes berth marked
+	"cluster core persistentvolumeclaims: get list watch",
+	"cluster core persistentvolumes: get list watch",
+	"cluster core pods: get list watch",
+	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for
+	"cluster core podtemplates: create delete get list patch update watch", // CapacityBuffer's podTemplateRef in the buffer's namespace (pod templates run nothing)
+	"cluster core replicationcontrollers/scale: get",
+	"cluster core resourcequotas: get list watch",
+	"cluster core events: create patch",
+	"cluster events.k8s.io events: create patch",
+	"cluster apps daemonsets: get list watch",
+	"cluster apps deployments: get list watch",
+	"cluster apps replicasets: get list watch",
+	"cluster apps statefulsets: get list watch",
+	"cluster apps deployments/scale: get",
+	"cluster apps replicasets/scale: get",
+	"cluster apps statefulsets/scale: get",
+	"cluster batch jobs: get list watch",
+	"cluster autoscaling.x-k8s.io capacitybuffers: get list watch",
+	"cluster autoscaling.x-k8s.io capacitybuffers/status: get patch update",
+	"cluster berth.dev headrooms: get list watch",
+	"cluster berth.dev nodegroups: get list watch",
+	"cluster berth.dev headrooms/status: get patch update",
+	"cluster berth.dev nodegroups/status: get patch update",
+	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics
+	"cluster authorization.k8s.io subjectaccessreviews: create", // may they read it
+	"cluster scheduling.k8s.io priorityclasses: get",            // checks at start that the shipped classes exist; never creates them
+	// Writes only in berth's own namespace.
+	"berth-system core pods: delete",                            // reserve pods handed to burst-critical pods
+	"berth-system apps daemonsets: create delete patch update",  // per-node reserve
+	"berth-system apps deployments: create delete patch update", // headroom placeholders
+	"berth-system coordination.k8s.io leases: create",
+	"berth-system coordination.k8s.io leases[berth-controller]: get patch update", // its own leader election lease only
+}
+
+// TestRBACIsTheReviewedList: the generated Role and ClusterRole grant
+// exactly the reviewed rights; in particular no write outside berth-system
+// except nodes, pod status, pod templates, events and the status of
+// berth's own kinds, and no wildcard.
+func TestRBACIsTheReviewedList(t *testing.T) {
+	data, err := rbac.Files.ReadFile("role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var role rbacv1.Role // a ClusterRole decodes the same way
+		if err := dec.Decode(&role); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		scope := "cluster"
+		if role.Namespace != "" {
+			scope = role.Namespace
+		}
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					if g == "*" || res == "*" || strings.HasPrefix(res, "*/") || slices.Contains(r.Verbs, "*") {
+						t.Errorf("wildcard rule %+v", r)
+					}
+					group := g
+					if group == "" {
+						group = "core"
+					}
+					names := ""
+					if len(r.ResourceNames) > 0 {
+						names = "[" + strings.Join(r.ResourceNames, ",") + "]"
+					}
+					verbs := slices.Clone(r.Verbs)
+					slices.Sort(verbs)
+					got = append(got, fmt.Sprintf("%s %s %s%s: %s", scope, group, res, names, strings.Join(verbs, " ")))
+				}
+			}
+		}
+	}
+	want := slices.Clone(reviewed)
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("generated RBAC differs from the reviewed list (-reviewed +generated):\n%s", diff)
+	}
+}
