@@ -71,6 +71,20 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "cb-norep", Namespace: "default"},
 			Spec:       cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "t"}},
 		}, wantErr: []string{"with podTemplateRef, replicas or limits must be set"}},
+		{name: "a capacity buffer asking for more than 10000 chunks is rejected naming replicas", obj: &cbv1beta1.CapacityBuffer{
+			ObjectMeta: metav1.ObjectMeta{Name: "cb-huge", Namespace: "default"},
+			Spec:       cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "t"}, Replicas: ptr(int32(2147483647))},
+		}, wantErr: []string{"spec.replicas", "less than or equal to 10000"}},
+		{name: "a capacity buffer with a huge percentage is rejected naming percentage", obj: &cbv1beta1.CapacityBuffer{
+			ObjectMeta: metav1.ObjectMeta{Name: "cb-pct", Namespace: "default"},
+			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{Kind: "Deployment", Name: "web"},
+				Percentage: ptr(int32(2000000000))},
+		}, wantErr: []string{"spec.percentage", "less than or equal to 10000"}},
+		{name: "a capacity buffer with a negative limit is rejected naming limits", obj: &cbv1beta1.CapacityBuffer{
+			ObjectMeta: metav1.ObjectMeta{Name: "cb-neg", Namespace: "default"},
+			Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "t"},
+				Limits: &cbv1beta1.ResourceList{"cpu": resource.MustParse("-4")}},
+		}, wantErr: []string{"spec.limits", "must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,7 +83,9 @@ type ScalableRef struct {
 // ResourceName names a resource.
 type ResourceName string
 
-// ResourceList is a set of resource quantities.
+// ResourceList is a set of resource quantities, none negative.
+// +kubebuilder:validation:MaxProperties=16
+// +kubebuilder:validation:XValidation:rule="self.all(k, !string(self[k]).startsWith('-'))",message="quantities must not be negative"
 type ResourceList map[ResourceName]resource.Quantity
 
 // CapacityBufferSpec is the buffer wanted.
@@ -104,15 +106,20 @@ type CapacityBufferSpec struct {
 	// +optional
 	ScalableRef *ScalableRef `json:"scalableRef,omitempty"`
 	// Replicas is the number of chunks. With percentage, the larger wins.
+	// berth bounds it (the upstream API does not): a namespace that may
+	// create buffers must not be able to ask for unbounded capacity.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Percentage of the scalable object's replicas, rounded up (at least 1).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Percentage *int32 `json:"percentage,omitempty"`
 	// Limits cap the chunks by their total requests; with neither replicas
-	// nor percentage, as many chunks as fit the limits.
+	// nor percentage, as many chunks as fit the limits. Quantities must
+	// not be negative.
 	// +optional
 	Limits *ResourceList `json:"limits,omitempty"`
 }

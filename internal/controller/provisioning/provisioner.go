@@ -54,6 +54,9 @@ type Options struct {
 	// MaxProvisionTime is how long a launched node may take to become
 	// Ready; until then the planner counts it as booting.
 	MaxProvisionTime time.Duration
+	// MaxVirtualPods caps the headroom units and buffer chunks of one round
+	// (0: DefaultMaxVirtualPods).
+	MaxVirtualPods int
 }
 
 // Deps are what the provisioner works with.
@@ -77,7 +80,9 @@ type Provisioner struct {
 	// lastEvent is the last message recorded per pending pod, so that a pod
 	// gets an event when what berth does for it changes, not every round.
 	lastEvent map[types.UID]string
-	eventMu   sync.Mutex // guards lastEvent: launches run in parallel
+	eventMu   sync.Mutex // guards lastEvent and lastCapped: launches run in parallel
+	// lastCapped is the last VirtualUnitsCapped message per readiness key.
+	lastCapped map[string]string
 	// nominated remembers, per pending pod ("namespace/name"), the
 	// launching node berth planned it on. The scheduler clears the pod's
 	// nominatedNodeName when it retries the pod before the node is Ready;
@@ -110,7 +115,7 @@ const nominationGrace = 5 * time.Second
 // New returns a provisioner.
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
-		lastEvent: map[types.UID]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
+		lastEvent: map[types.UID]string{}, lastCapped: map[string]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
 		readySince: map[string]time.Time{}}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -367,5 +368,51 @@ func TestPodWhoseRoomWasTakenGetsANodeSoon(t *testing.T) {
 	t.Logf("the pod whose room was taken ran on a second node %s after the room was taken", time.Since(start).Round(100*time.Millisecond))
 	if n := len(f.nodes()); n != 2 {
 		t.Errorf("%d nodes, want 2 (one more for the pod, nothing more)", n)
+	}
+}
+
+// TestVirtualUnitsOfAllHeadroomsAreCapped: each Headroom is bounded on its
+// own, and all of them together are bounded per round: with a cap of 5,
+// two Headrooms of 4 units plan 5 units, and the Headroom that was cut gets
+// a VirtualUnitsCapped event.
+func TestVirtualUnitsOfAllHeadroomsAreCapped(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("prov-capped", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f.prov = provisioning.New(provisioning.Deps{
+		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+		MaxProvisionTime: 15 * time.Minute, MaxVirtualPods: 5})
+	shape := v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	for _, name := range []string{"capped-a", "capped-b"} {
+		h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.HeadroomSpec{
+			Scope: v1alpha1.HeadroomScope{NodeGroups: []string{f.group}}, Units: &v1alpha1.HeadroomUnits{Count: 4, UnitShape: shape}}}
+		if err := env.Client.Create(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), h) })
+		h.Status = v1alpha1.HeadroomStatus{DesiredUnits: 4, Unit: &shape}
+		if err := env.Client.Status().Update(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		res, err := f.prov.RunOnce(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		planned := len(res.Plan.ExistingNodePlacements)
+		for _, nn := range res.Plan.NewNodes {
+			planned += len(nn.Pods)
+		}
+		return planned == 5, fmt.Sprintf("%d units planned, want 5", planned), nil
+	})
+	var capped []string
+	for _, e := range f.events.Events {
+		if e.Reason == provisioning.ReasonVirtualUnitsCapped {
+			capped = append(capped, e.Object)
+		}
+	}
+	if len(capped) != 1 || capped[0] != "capped-b" {
+		t.Errorf("VirtualUnitsCapped events on %v, want one on capped-b", capped)
 	}
 }

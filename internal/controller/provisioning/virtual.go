@@ -21,6 +21,17 @@ import (
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=podtemplates,verbs=get;list;watch
 
+// DefaultMaxVirtualPods caps the headroom units and buffer chunks of all
+// Headrooms and CapacityBuffers that one round plans: each object is
+// bounded (headroom.MaxUnits), but many of them together must not make a
+// round plan millions of pods. Objects are taken in list order (by name);
+// those past the cap get a VirtualUnitsCapped event.
+const DefaultMaxVirtualPods = 50000
+
+// ReasonVirtualUnitsCapped is the event reason on a Headroom or
+// CapacityBuffer whose units were cut by MaxVirtualPods.
+const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
+
 // virtualUnits returns the headroom units and buffer chunks to add to the
 // plan as pods, and the readiness key of each. Headrooms held by
 // placeholders are not added: their placeholder pods are real and counted
@@ -28,7 +39,11 @@ import (
 func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[string]string, error) {
 	var pods []*corev1.Pod
 	owner := map[string]string{}
-	add := func(key string, ps []*corev1.Pod) {
+	add := func(obj client.Object, key string, ps []*corev1.Pod) {
+		if room := p.maxVirtualPods() - len(pods); len(ps) > room {
+			p.warnCapped(obj, key, len(ps), room)
+			ps = ps[:room]
+		}
 		for _, pod := range ps {
 			pods = append(pods, pod)
 			owner[pod.Namespace+"/"+pod.Name] = key
@@ -47,7 +62,7 @@ func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeG
 		if err != nil {
 			continue // reported on the Headroom by its controller
 		}
-		add(state.HeadroomKey(h.Name), hr.VirtualPods(h, hr.Resolved{Count: h.Status.DesiredUnits, Shape: *h.Status.Unit, Groups: scope}))
+		add(h, state.HeadroomKey(h.Name), hr.VirtualPods(h, hr.Resolved{Count: h.Status.DesiredUnits, Shape: *h.Status.Unit, Groups: scope}))
 	}
 	buffers := &cbv1beta1.CapacityBufferList{}
 	if err := p.Client.List(ctx, buffers); err != nil {
@@ -67,7 +82,7 @@ func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeG
 			log.FromContext(ctx).V(1).Info("buffer template not found", "buffer", client.ObjectKeyFromObject(cb), "error", err.Error())
 			continue
 		}
-		add(state.BufferKey(cb.Namespace, cb.Name), hr.BufferPods(cb, &pt.Template, *cb.Status.Replicas))
+		add(cb, state.BufferKey(cb.Namespace, cb.Name), hr.BufferPods(cb, &pt.Template, *cb.Status.Replicas))
 	}
 	return pods, owner, nil
 }
@@ -92,4 +107,24 @@ func readiness(plan *scaleup.Plan, owner map[string]string, nodes []*corev1.Node
 		}
 	}
 	return ready
+}
+
+// warnCapped records, once per change, that an object's units were cut.
+func (p *Provisioner) warnCapped(obj client.Object, key string, wanted, planned int) {
+	msg := fmt.Sprintf("Only %d of %d units are planned: all Headrooms and CapacityBuffers together are limited to %d units per round",
+		planned, wanted, p.maxVirtualPods())
+	p.eventMu.Lock()
+	same := p.lastCapped[key] == msg
+	p.lastCapped[key] = msg
+	p.eventMu.Unlock()
+	if !same {
+		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonVirtualUnitsCapped, "Plan", "%s", msg)
+	}
+}
+
+func (p *Provisioner) maxVirtualPods() int {
+	if p.opts.MaxVirtualPods > 0 {
+		return p.opts.MaxVirtualPods
+	}
+	return DefaultMaxVirtualPods
 }
