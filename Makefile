@@ -10,7 +10,7 @@ BENCH ?= .
 BENCH_COUNT ?= 6
 FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale fidelity clean help
+.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale fidelity clean help fuzz race
 
 all: build
 
@@ -33,6 +33,16 @@ test: controlplane ## Run unit, controller and end-to-end tests, the scheduler f
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd test/fidelity && $(GO) test -timeout $(TEST_TIMEOUT) ./... -args -cases $(FIDELITY_CASES)
 	cd bench && GOTOOLCHAIN=auto $(GO) test -run TestCataloguesAgree ./...
+	$(MAKE) fuzz
+
+FUZZ_TIME ?= 10s
+fuzz: ## Run each fuzz target (scenario loader, cron schedules, prices and quantities) for FUZZ_TIME.
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadAndPlan$$' -fuzztime $(FUZZ_TIME) ./internal/scenario/
+	$(GO) test -run '^$$' -fuzz '^FuzzScheduleActive$$' -fuzztime $(FUZZ_TIME) ./internal/headroom/
+	$(GO) test -run '^$$' -fuzz '^FuzzPricesAndQuantities$$' -fuzztime $(FUZZ_TIME) ./internal/planner/scaleup/
+
+race: ## Run the unit tests (no control plane) with the race detector.
+	$(GO) test -short -race ./...
 
 e2e-scale: build controlplane ## Measure 1000 pending pods -> Running on the real control plane (reports wall time and controller peak memory).
 	BERTH_E2E_SCALE=1 $(GO) test -count=1 -v -timeout 30m -run 'TestThroughput1000Pods' ./test/e2e/

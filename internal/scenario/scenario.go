@@ -65,13 +65,22 @@ type jsonRaw []byte
 
 func (r *jsonRaw) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
 
+// MaxInputBytes bounds what Load reads: a dump of a 20,000-pod cluster is
+// about 100 MiB.
+const MaxInputBytes = 512 << 20
+
 // Load reads every document of r. Errors name the document (by position,
-// counting from 1, and by kind/name where known).
+// counting from 1, and by kind/name where known). NodeGroups and Headrooms
+// get the API server's defaults and validation, from berth's CRDs.
 func Load(r io.Reader) (*Scenario, error) {
 	s := &Scenario{Ignored: map[string]int{}}
-	reader := yaml.NewYAMLReader(bufio.NewReader(r))
+	limited := &io.LimitedReader{R: r, N: MaxInputBytes + 1}
+	reader := yaml.NewYAMLReader(bufio.NewReader(limited))
 	for doc := 1; ; doc++ {
 		raw, err := reader.Read()
+		if limited.N <= 0 {
+			return nil, fmt.Errorf("input is larger than %d MiB", MaxInputBytes>>20)
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -85,7 +94,7 @@ func Load(r io.Reader) (*Scenario, error) {
 		if err != nil {
 			return nil, fmt.Errorf("document %d: malformed YAML: %w", doc, err)
 		}
-		if err := s.add(js, fmt.Sprintf("document %d", doc)); err != nil {
+		if err := s.add(js, fmt.Sprintf("document %d", doc), false); err != nil {
 			return nil, err
 		}
 	}
@@ -104,8 +113,9 @@ func stripComments(b []byte) []byte {
 	return out
 }
 
-// add decodes one object (or the items of a List).
-func (s *Scenario) add(js []byte, where string) error {
+// add decodes one object (or the items of a List; nested is true for the
+// items).
+func (s *Scenario) add(js []byte, where string, nested bool) error {
 	var h header
 	if err := sigsyaml.Unmarshal(js, &h); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -115,8 +125,13 @@ func (s *Scenario) add(js []byte, where string) error {
 	}
 	gvk := h.APIVersion + "/" + h.Kind
 	if strings.HasSuffix(h.Kind, "List") && h.APIVersion == "v1" {
+		if nested {
+			// The API server never nests Lists; nesting made every level
+			// parse its items again (quadratic time and memory).
+			return fmt.Errorf("%s: a List inside a List is not supported", where)
+		}
 		for i, item := range h.Items {
-			if err := s.add(item, fmt.Sprintf("%s, item %d", where, i+1)); err != nil {
+			if err := s.add(item, fmt.Sprintf("%s, item %d", where, i+1), true); err != nil {
 				return err
 			}
 		}
@@ -126,7 +141,15 @@ func (s *Scenario) add(js []byte, where string) error {
 	if h.Metadata.Name == "" {
 		return fmt.Errorf("%s: metadata.name is required", where)
 	}
-	var err error
+	v, err := validatorFor(gvk)
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		if js, err = v.defaultAndValidate(js); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	switch gvk {
 	case "v1/Node":
 		err = decode(js, &s.Nodes)
@@ -149,9 +172,6 @@ func (s *Scenario) add(js []byte, where string) error {
 		err = decodeStrict(js, &s.Headrooms)
 	case v1alpha1.GroupVersion.String() + "/NodeGroup":
 		err = decodeStrict(js, &s.NodeGroups)
-		if err == nil {
-			err = validateNodeGroup(s.NodeGroups[len(s.NodeGroups)-1])
-		}
 	default:
 		if ignoredKinds[gvk] {
 			s.Ignored[h.Kind]++
@@ -180,36 +200,6 @@ func decodeStrict[T any](js []byte, into *[]*T) error {
 		return err
 	}
 	*into = append(*into, obj)
-	return nil
-}
-
-// validateNodeGroup applies, offline, the rules the API server enforces
-// with CEL and OpenAPI that the planner depends on.
-func validateNodeGroup(ng *v1alpha1.NodeGroup) error {
-	sp := &ng.Spec
-	switch {
-	case sp.MinSize < 0 || sp.MaxSize < 0:
-		return errors.New("spec.minSize and spec.maxSize must not be negative")
-	case sp.MinSize > sp.MaxSize:
-		return fmt.Errorf("spec.minSize: minSize (%d) must be less than or equal to maxSize (%d)", sp.MinSize, sp.MaxSize)
-	case len(sp.InstanceTypes) == 0:
-		return errors.New("spec.instanceTypes: at least one instance type is required")
-	}
-	seen := map[string]bool{}
-	for i, it := range sp.InstanceTypes {
-		if seen[it.Name] {
-			return fmt.Errorf("spec.instanceTypes[%d]: duplicate instance type %q", i, it.Name)
-		}
-		seen[it.Name] = true
-		if len(it.Offerings) == 0 {
-			return fmt.Errorf("spec.instanceTypes[%d].offerings: at least one offering is required", i)
-		}
-		for j, o := range it.Offerings {
-			if o.CapacityType != v1alpha1.CapacityTypeSpot && o.CapacityType != v1alpha1.CapacityTypeOnDemand {
-				return fmt.Errorf("spec.instanceTypes[%d].offerings[%d].capacityType: must be spot or on-demand, not %q", i, j, o.CapacityType)
-			}
-		}
-	}
 	return nil
 }
 

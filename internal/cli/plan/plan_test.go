@@ -42,7 +42,18 @@ func TestPlanRejectsBadInputNamingTheDocument(t *testing.T) {
 		{"pod in a List without a name", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {}}\n", "document 1, item 1"},
 		{"node group with min above max", strings.Replace(group, "maxSize: 3", "minSize: 4\n  maxSize: 3", 1), "spec.minSize"},
 		{"node group with an unknown field", strings.Replace(group, "maxSize: 3", "maxSize: 3\n  maxSise: 4", 1), `unknown field "maxSise"`},
-		{"invalid price", strings.Replace(group, `"0.05"`, `"cheap"`, 1), `invalid pricePerHour "cheap"`},
+		{"invalid price", strings.Replace(group, `"0.05"`, `"cheap"`, 1), `pricePerHour: Invalid value: "cheap": pricePerHour must be a non-negative decimal`},
+		{"NaN price", strings.Replace(group, `"0.05"`, `"NaN"`, 1), `pricePerHour must be a non-negative decimal`},
+		// The same rules as the API server's, from the same CRD: kubectl apply
+		// would reject these too.
+		{"node group name too long for its node names", strings.Replace(group, "name: general", "name: "+strings.Repeat("g", 58), 1), "name must be at most 57 characters"},
+		{"template label value with a space", strings.Replace(group, "maxSize: 3", "maxSize: 3\n  template: {labels: {team: a b}}", 1), "spec.template.labels.team"},
+		{"negative max size", strings.Replace(group, "maxSize: 3", "maxSize: -3", 1), "spec.maxSize"},
+		{"duplicate instance types", strings.Replace(group, "  provider:", `  - name: m-2
+    capacity: {cpu: "4", memory: 8Gi}
+    offerings: [{zone: zone-a, capacityType: spot, pricePerHour: "0.1"}]
+  provider:`, 1), "Duplicate value"},
+		{"a List inside a List", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: List, items: []}\n", "document 1, item 1: a List inside a List"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package scaleup
 
 import (
 	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"strconv"
@@ -152,7 +153,9 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,
 	taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
 	price, err := strconv.ParseFloat(off.PricePerHour, 64)
-	if err != nil || price < 0 {
+	// ParseFloat accepts "NaN", "Inf" and "1e400" (as +Inf): none is a price,
+	// and NaN would make every cost comparison false.
+	if err != nil || price < 0 || math.IsNaN(price) || math.IsInf(price, 0) {
 		return nil, fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
 	}
 	l := ng.NodeLabels(&it, &off)

@@ -1,0 +1,45 @@
+package scaleup_test
+
+import (
+	"math"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// FuzzPricesAndQuantities plans a pod against a node group whose price and
+// capacity, and the pod's requests, come from the fuzzer (as `berth plan`
+// reads them from a file): the planner returns a plan or an error, never
+// panics, and never prices a node as NaN, infinite or negative.
+func FuzzPricesAndQuantities(f *testing.F) {
+	f.Add("0.096", "4", "16Gi", "500m", "1Gi")
+	f.Add("NaN", "4", "16Gi", "1", "1Gi")
+	f.Add("1e400", "1e18", "9223372036854775807", "1e18", "1")
+	f.Add("0", "0", "0", "0", "0")
+	f.Fuzz(func(t *testing.T, price, cpu, mem, reqCPU, reqMem string) {
+		qs := []resource.Quantity{}
+		for _, s := range []string{cpu, mem, reqCPU, reqMem} {
+			q, err := resource.ParseQuantity(s)
+			if err != nil || q.Sign() < 0 {
+				return // the API server and the loader reject these first
+			}
+			qs = append(qs, q)
+		}
+		ng := b.NodeGroup("fuzz", b.InstanceType("t", "1", "1Gi", v1alpha1.Offering{Zone: "z", CapacityType: v1alpha1.CapacityTypeOnDemand, PricePerHour: price}))
+		ng.Spec.InstanceTypes[0].Capacity = corev1.ResourceList{corev1.ResourceCPU: qs[0], corev1.ResourceMemory: qs[1]}
+		pod := b.Pod("p", b.Namespace("default"))
+		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: qs[2], corev1.ResourceMemory: qs[3]}
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: []*corev1.Pod{pod}})
+		if err != nil {
+			return
+		}
+		if p := plan.PricePerHour; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+			t.Fatalf("plan price %v from pricePerHour %q", p, price)
+		}
+	})
+}
