@@ -269,6 +269,14 @@ type NodeGroupStatus struct {
 	// PricePerHour is the total price of the group's nodes.
 	// +optional
 	PricePerHour string `json:"pricePerHour,omitempty"`
+	// UnavailableOfferings are the offerings berth avoids after failed
+	// launches, until when, and how many failures in a row doubled the
+	// wait. A restarted or new leader reads them back, so it does not
+	// retry a broken offering at once.
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=atomic
+	// +optional
+	UnavailableOfferings []UnavailableOffering `json:"unavailableOfferings,omitempty"`
 	// Conditions: LaunchFailing, ScaleDownSuspended.
 	// +listType=map
 	// +listMapKey=type
@@ -284,4 +292,30 @@ type NodeGroupList struct {
 	// +optional
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeGroup `json:"items"`
+}
+
+// UnavailableOffering is an offering berth avoids after a failed launch.
+type UnavailableOffering struct {
+	// InstanceType of the offering.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	InstanceType string `json:"instanceType"`
+	// Zone of the offering.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Zone string `json:"zone"`
+	// CapacityType of the offering.
+	// +required
+	CapacityType CapacityType `json:"capacityType"`
+	// Until is when berth tries the offering again.
+	// +required
+	Until metav1.Time `json:"until"`
+	// Streak counts the failures in a row.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Streak int32 `json:"streak"`
+	// Message of the last failure.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }

@@ -69,6 +69,17 @@ func (o *Offerings) MarkUnavailable(off scaleup.Offering, message string) {
 	}
 }
 
+// Restore records a failure read back from the cluster (a NodeGroup's
+// status) when the controller starts; a failure already known is kept.
+func (o *Offerings) Restore(f Failure) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.fails[f.Offering]; !ok && o.clock.Now().Before(f.Until) {
+		f.Streak = max(f.Streak, 1)
+		o.fails[f.Offering] = f
+	}
+}
+
 // Unavailable returns the offerings that failed within the TTL, sorted.
 func (o *Offerings) Unavailable() []scaleup.Offering {
 	var out []scaleup.Offering

@@ -143,6 +143,15 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 		out.PricePerHour = strconv.FormatFloat(out.price, 'f', 4, 64)
 	}
 	meta.SetStatusCondition(&out.Conditions, r.launchCondition(ng))
+	for _, f := range r.Failures.Failures(ng.Name) {
+		msg := f.Message
+		if len(msg) > 1024 {
+			msg = msg[:1021] + "..."
+		}
+		out.UnavailableOfferings = append(out.UnavailableOfferings, v1alpha1.UnavailableOffering{
+			InstanceType: f.Offering.InstanceType, Zone: f.Offering.Zone, CapacityType: v1alpha1.CapacityType(f.Offering.CapacityType),
+			Until: metav1.NewTime(f.Until.Truncate(time.Second).Add(time.Second)), Streak: int32(min(f.Streak, 32)), Message: msg})
+	}
 	return out
 }
 

@@ -81,6 +81,9 @@ type Provisioner struct {
 	// gets an event when what berth does for it changes, not every round.
 	lastEvent map[types.UID]string
 	eventMu   sync.Mutex // guards lastEvent and lastCapped: launches run in parallel
+	// recovered is set once recoverState has run (rounds run one at a
+	// time, from Start).
+	recovered bool
 	// lastCapped is the last VirtualUnitsCapped message per readiness key.
 	lastCapped map[string]string
 	// nominated remembers, per pending pod ("namespace/name"), the
@@ -219,6 +222,13 @@ type Result struct {
 // rest of the round is planned again without it.
 func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	logger := log.FromContext(ctx)
+	if !p.recovered {
+		// Before the first round, read back what a previous leader knew.
+		if err := p.recoverState(ctx); err != nil {
+			return nil, fmt.Errorf("recovering state: %w", err)
+		}
+		p.recovered = true
+	}
 	in, groups, pending, err := p.gather(ctx)
 	if err != nil {
 		return nil, err

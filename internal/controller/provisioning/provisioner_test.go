@@ -416,3 +416,31 @@ func TestVirtualUnitsOfAllHeadroomsAreCapped(t *testing.T) {
 		t.Errorf("VirtualUnitsCapped events on %v, want one on capped-b", capped)
 	}
 }
+
+// TestANewLeaderAvoidsWhatThePreviousOneAvoided: the previous leader's
+// failed offering is in the NodeGroup's status; a new provisioner (a new
+// leader, with empty memory) does not launch it, and launches the next
+// cheapest offering instead.
+func TestANewLeaderAvoidsWhatThePreviousOneAvoided(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("prov-recover", b.InstanceType("m-2", "2", "8Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.10")))
+	f := setup(t, ng)
+	ng.Status.UnavailableOfferings = []v1alpha1.UnavailableOffering{{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeSpot,
+		Until: metav1.NewTime(time.Now().Add(10 * time.Minute)), Streak: 2, Message: "quota exceeded"}}
+	if err := env.Client.Status().Update(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &v1alpha1.NodeGroup{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got)
+		return err == nil && len(got.Status.UnavailableOfferings) == 1, "status not visible yet", err
+	})
+	f.pods(1, b.CPU("1"))
+	res := f.run()
+	if len(res.Launched) != 1 || res.Launched[0].Offering.CapacityType != v1alpha1.CapacityTypeOnDemand {
+		t.Errorf("launched %+v, want one on-demand node (spot is still avoided)", res.Launched)
+	}
+	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].CapacityType != "spot" {
+		t.Errorf("unavailable offerings after recovery %+v, want the spot one", u)
+	}
+}

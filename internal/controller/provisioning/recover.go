@@ -1,0 +1,75 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// recoverState rebuilds, when this replica starts leading, what a previous
+// leader kept in memory, from the cluster:
+//   - offerings it was avoiding after failed launches (NodeGroup status
+//     unavailableOfferings), so a broken offering is not retried at once;
+//   - instances the cloud provider has launched whose Node has not
+//     registered yet (provider List), so they are not launched again;
+//   - the nominations it made for pods waiting on nodes still booting, so
+//     it restores them when the scheduler clears them.
+func (p *Provisioner) recoverState(ctx context.Context) error {
+	groups := &v1alpha1.NodeGroupList{}
+	if err := p.Client.List(ctx, groups); err != nil {
+		return fmt.Errorf("listing node groups: %w", err)
+	}
+	restored, launching, nominated := 0, 0, 0
+	for i := range groups.Items {
+		ng := &groups.Items[i]
+		for _, u := range ng.Status.UnavailableOfferings {
+			p.Offerings.Restore(state.Failure{
+				Offering: scaleup.Offering{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
+				Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
+			})
+			restored++
+		}
+		instances, err := p.Cloud.List(ctx, ng.Name)
+		if err != nil {
+			return fmt.Errorf("listing instances of node group %s: %w", ng.Name, err)
+		}
+		for _, inst := range instances {
+			err := p.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, &corev1.Node{})
+			if apierrors.IsNotFound(err) {
+				p.inflight.add(syntheticNode(ng, inst))
+				launching++
+			} else if err != nil {
+				return fmt.Errorf("reading node %s: %w", inst.NodeName, err)
+			}
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := p.Client.List(ctx, pods); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName != "" || pod.Status.NominatedNodeName == "" {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := p.Client.Get(ctx, client.ObjectKey{Name: pod.Status.NominatedNodeName}, node); err != nil {
+			continue // preemption's nomination to a node that is gone, or not ours
+		}
+		if node.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(node) {
+			p.nominated.set(pod.Namespace+"/"+pod.Name, node.Name)
+			nominated++
+		}
+	}
+	log.FromContext(ctx).Info("recovered state from the cluster", "unavailableOfferings", restored, "launchingInstances", launching, "nominations", nominated)
+	return nil
+}
