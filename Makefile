@@ -58,8 +58,9 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC.
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
-verify: ## Fail if generated files (deepcopy, CRDs, RBAC) or go.mod files are stale.
+verify: ## Fail if generated files (deepcopy, CRDs, RBAC) or go.mod files are stale, or the pure brain depends on clients.
 	hack/verify-generated.sh
+	hack/check-layering.sh
 	@for m in . hack/tools hack/controlplane test/fidelity; do \
 		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
 

@@ -57,3 +57,34 @@ func TestVerifyFailsOnStaleGeneratedFiles(t *testing.T) {
 		t.Errorf("make verify does not name the stale CRD:\n%s", out)
 	}
 }
+
+// TestLayeringCheckFailsOnAnImpureDependency clones the committed tree, makes a
+// pure package import internal/notify (which uses controller-runtime; a
+// direct-import linter would not see it), and expects the check `make verify` runs to
+// fail naming the package and the dependency.
+func TestLayeringCheckFailsOnAnImpureDependency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clones the repository and runs make")
+	}
+	root, err := devenv.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "berth")
+	if out, err := exec.Command("git", "clone", "--quiet", "--local", root, clone).CombinedOutput(); err != nil {
+		t.Skipf("cannot clone the repository (no commits yet?): %v\n%s", err, out)
+	}
+	bad := "package headroom\n\nimport _ \"github.com/berth-dev/berth/internal/notify\"\n"
+	if err := os.WriteFile(filepath.Join(clone, "internal/headroom/impure.go"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("hack/check-layering.sh")
+	cmd.Dir = clone
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the layering check passes with internal/headroom depending on controller-runtime:\n%s", out)
+	}
+	if !strings.Contains(string(out), "pure package github.com/berth-dev/berth/internal/headroom depends on sigs.k8s.io/controller-runtime") {
+		t.Errorf("the layering check does not name the package and the dependency:\n%s", out)
+	}
+}
