@@ -58,12 +58,14 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 			return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
 		}
 	}
-	readiness.OnChange = func(key string) {
-		switch kind, ns, name := state.ParseKey(key); {
-		case kind == "headroom":
-			hrc.Notify(name)
-		case kind == "buffer" && cbc != nil:
-			cbc.Notify(ns, name)
+	readiness.OnChange = func(key state.Key) {
+		switch key.Owner {
+		case state.OwnerHeadroom:
+			hrc.Notify(key.Name)
+		case state.OwnerCapacityBuffer:
+			if cbc != nil {
+				cbc.Notify(key.Namespace, key.Name)
+			}
 		}
 	}
 

@@ -54,7 +54,7 @@ const resync = 10 * time.Second
 
 // ReadySource tells how many chunks of a buffer fit in free capacity.
 type ReadySource interface {
-	Get(key string) (int32, bool)
+	Get(key state.Key) (int32, bool)
 }
 
 // Reconciler reconciles CapacityBuffers.

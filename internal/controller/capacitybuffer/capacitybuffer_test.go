@@ -72,7 +72,7 @@ func TestBufferTranslation(t *testing.T) {
 		}
 	}
 	ready := state.NewReadiness()
-	ready.Set(map[string]int32{state.BufferKey("default", "from-template"): 2})
+	ready.Set(map[state.Key]int32{state.BufferKey("default", "from-template"): 2})
 	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: ready, Recorder: &fakes.Recorder{}}
 
 	cb := reconcileBuffer(t, r, "from-template")

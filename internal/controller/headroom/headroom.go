@@ -46,7 +46,7 @@ const resyncPeriod = 10 * time.Second
 
 // ReadySource tells how many units of a headroom fit in free capacity.
 type ReadySource interface {
-	Get(key string) (int32, bool)
+	Get(key state.Key) (int32, bool)
 }
 
 // Reconciler reconciles Headrooms.
@@ -74,7 +74,7 @@ func (r *Reconciler) Notify(name string) {
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	r.changes = notify.New(256)
-	if err := mgr.Add(&priorityClasses{client: mgr.GetClient()}); err != nil {
+	if err := mgr.Add(&priorityClasses{client: mgr.GetAPIReader()}); err != nil {
 		return err
 	}
 	owned := func(_ context.Context, o client.Object) []reconcile.Request {

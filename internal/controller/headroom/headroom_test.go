@@ -131,7 +131,7 @@ func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
 		{4, metav1.ConditionTrue, headroom.ReasonRestored},
 	}
 	for i, s := range steps {
-		ready.Set(map[string]int32{key: s.ready})
+		ready.Set(map[state.Key]int32{key: s.ready})
 		reconcileOnce(t, r, "st")
 		h := get(t, "st")
 		c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady)
@@ -159,7 +159,7 @@ func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
 func TestRestartKeepsReadyStatus(t *testing.T) {
 	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "restart"}, Spec: v1alpha1.HeadroomSpec{Units: units(2)}})
 	before, ready, _ := reconciler()
-	ready.Set(map[string]int32{state.HeadroomKey("restart"): 2})
+	ready.Set(map[state.Key]int32{state.HeadroomKey("restart"): 2})
 	reconcileOnce(t, before, "restart")
 	if c := meta.FindStatusCondition(get(t, "restart").Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("before the restart: condition %+v, want Ready", c)
@@ -174,7 +174,7 @@ func TestRestartKeepsReadyStatus(t *testing.T) {
 	if evs := ev.For("restart"); len(evs) != 0 {
 		t.Errorf("events right after the restart: %+v, want none", evs)
 	}
-	ready.Set(map[string]int32{state.HeadroomKey("restart"): 1})
+	ready.Set(map[state.Key]int32{state.HeadroomKey("restart"): 1})
 	reconcileOnce(t, after, "restart")
 	if evs := ev.For("restart"); len(evs) != 1 || evs[0].Reason != headroom.ReasonConsumed {
 		t.Errorf("events once the first plan fits 1 of 2: %+v, want one %s", evs, headroom.ReasonConsumed)

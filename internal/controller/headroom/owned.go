@@ -107,7 +107,10 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 // needs no right to create them. A missing class is logged as an error
 // that says what to apply; placeholders and reserve pods cannot start
 // without it.
-type priorityClasses struct{ client client.Client }
+//
+// It reads through the API reader, not the cache: a cached Get would start
+// an informer (list and watch rights berth does not have) and wait for it.
+type priorityClasses struct{ client client.Reader }
 
 // Start checks the classes once.
 func (p *priorityClasses) Start(ctx context.Context) error {

@@ -85,7 +85,7 @@ type Provisioner struct {
 	// time, from Start).
 	recovered bool
 	// lastCapped is the last VirtualUnitsCapped message per readiness key.
-	lastCapped map[string]string
+	lastCapped map[state.Key]string
 	// nominated remembers, per pending pod ("namespace/name"), the
 	// launching node berth planned it on. The scheduler clears the pod's
 	// nominatedNodeName when it retries the pod before the node is Ready;
@@ -101,7 +101,7 @@ type Provisioner struct {
 	readySince map[string]time.Time
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
-	virtualOwner map[string]string
+	virtualOwner map[string]state.Key
 	// recheckAt is when the earliest nomination berth holds for a pod on a
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.
@@ -118,7 +118,7 @@ const nominationGrace = 5 * time.Second
 // New returns a provisioner.
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
-		lastEvent: map[types.UID]string{}, lastCapped: map[string]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
+		lastEvent: map[types.UID]string{}, lastCapped: map[state.Key]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
 		readySince: map[string]time.Time{}}
 }
 

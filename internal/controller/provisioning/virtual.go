@@ -36,10 +36,10 @@ const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
 // plan as pods, and the readiness key of each. Headrooms held by
 // placeholders are not added: their placeholder pods are real and counted
 // already, and a unit must not count twice.
-func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[string]string, error) {
+func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[string]state.Key, error) {
 	var pods []*corev1.Pod
-	owner := map[string]string{}
-	add := func(obj client.Object, key string, ps []*corev1.Pod) {
+	owner := map[string]state.Key{}
+	add := func(obj client.Object, key state.Key, ps []*corev1.Pod) {
 		if room := p.maxVirtualPods() - len(pods); len(ps) > room {
 			p.warnCapped(obj, key, len(ps), room)
 			ps = ps[:room]
@@ -89,8 +89,8 @@ func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeG
 
 // readiness counts, per headroom and buffer, the virtual units the plan put
 // on nodes that are Ready now: the units that fit in free capacity.
-func readiness(plan *scaleup.Plan, owner map[string]string, nodes []*corev1.Node) map[string]int32 {
-	ready := map[string]int32{}
+func readiness(plan *scaleup.Plan, owner map[string]state.Key, nodes []*corev1.Node) map[state.Key]int32 {
+	ready := map[state.Key]int32{}
 	for _, key := range owner {
 		ready[key] = 0
 	}
@@ -110,7 +110,7 @@ func readiness(plan *scaleup.Plan, owner map[string]string, nodes []*corev1.Node
 }
 
 // warnCapped records, once per change, that an object's units were cut.
-func (p *Provisioner) warnCapped(obj client.Object, key string, wanted, planned int) {
+func (p *Provisioner) warnCapped(obj client.Object, key state.Key, wanted, planned int) {
 	msg := fmt.Sprintf("Only %d of %d units are planned: all Headrooms and CapacityBuffers together are limited to %d units per round",
 		planned, wanted, p.maxVirtualPods())
 	p.eventMu.Lock()
