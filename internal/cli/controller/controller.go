@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/berth-dev/berth/internal/cli/limitflags"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -39,8 +38,7 @@ type options struct {
 	resync           time.Duration
 	maxProvisionTime time.Duration
 	unavailableTTL   time.Duration
-	clusterMaxCPU    string
-	clusterMaxMemory string
+	clusterLimits    limitflags.ClusterLimits
 	shutdownTimeout  time.Duration
 	qps              float32
 	burst            int
@@ -77,8 +75,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.DurationVar(&o.resync, "resync-period", 30*time.Second, "plan at least this often, even without events")
 	f.DurationVar(&o.maxProvisionTime, "max-provision-time", 15*time.Minute, "delete and replace a launched node that is not Ready after this long")
 	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
-	f.StringVar(&o.clusterMaxCPU, "cluster-max-cpu", "1000", "cluster-wide limit on the cpu of all nodes")
-	f.StringVar(&o.clusterMaxMemory, "cluster-max-memory", "4000Gi", "cluster-wide limit on the memory of all nodes")
+	o.clusterLimits.Bind(f)
 	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
 	f.Float32Var(&o.qps, "kube-api-qps", 200, "sustained requests per second to the API server (nominating 1000 pods is 1000 requests)")
 	f.IntVar(&o.burst, "kube-api-burst", 300, "requests allowed in a burst above --kube-api-qps")
@@ -99,18 +96,6 @@ func (o *options) restConfig() (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	return cfg, nil
-}
-
-func (o *options) limits() (corev1.ResourceList, error) {
-	cpu, err := resource.ParseQuantity(o.clusterMaxCPU)
-	if err != nil {
-		return nil, fmt.Errorf("--cluster-max-cpu: %w", err)
-	}
-	mem, err := resource.ParseQuantity(o.clusterMaxMemory)
-	if err != nil {
-		return nil, fmt.Errorf("--cluster-max-memory: %w", err)
-	}
-	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}, nil
 }
 
 func (o *options) validate() error {
@@ -141,7 +126,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	limits, err := o.limits()
+	limits, err := o.clusterLimits.List()
 	if err != nil {
 		return err
 	}

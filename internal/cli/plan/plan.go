@@ -13,18 +13,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/berth-dev/berth/internal/cli/limitflags"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/scenario"
 )
 
 type options struct {
-	file     string
-	output   string
-	maxCPU   string
-	maxMemry string
+	file   string
+	output string
+	limits limitflags.ClusterLimits
 }
 
 // NewCommand returns `berth plan`.
@@ -49,8 +47,7 @@ without scheduling gates) are the pending pods. Use -f - for standard input.`,
 	}
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "YAML snapshot to plan for (- for standard input)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().StringVar(&o.maxCPU, "cluster-max-cpu", "1000", "cluster-wide limit on the cpu of all nodes")
-	cmd.Flags().StringVar(&o.maxMemry, "cluster-max-memory", "4000Gi", "cluster-wide limit on the memory of all nodes")
+	o.limits.Bind(cmd.Flags())
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -59,7 +56,7 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output must be table or json, not %q", o.output)
 	}
-	limits, err := o.limits()
+	limits, err := o.limits.List()
 	if err != nil {
 		return err
 	}
@@ -99,18 +96,6 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		return enc.Encode(p)
 	}
 	return printTable(stdout, p)
-}
-
-func (o *options) limits() (corev1.ResourceList, error) {
-	cpu, err := resource.ParseQuantity(o.maxCPU)
-	if err != nil {
-		return nil, fmt.Errorf("--cluster-max-cpu: %w", err)
-	}
-	mem, err := resource.ParseQuantity(o.maxMemry)
-	if err != nil {
-		return nil, fmt.Errorf("--cluster-max-memory: %w", err)
-	}
-	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}, nil
 }
 
 func printTable(w io.Writer, p *scaleup.Plan) error {

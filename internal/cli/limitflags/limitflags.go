@@ -1,0 +1,36 @@
+// Package limitflags holds the cluster-wide limit flags that `berth
+// controller` and `berth plan` share, parsed by apimachinery's
+// resource.QuantityValue: a malformed quantity fails at flag parsing.
+package limitflags
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// ClusterLimits are --cluster-max-cpu and --cluster-max-memory.
+type ClusterLimits struct {
+	CPU    resource.QuantityValue
+	Memory resource.QuantityValue
+}
+
+// Bind registers the flags with their defaults (1000 cores, 4000Gi).
+func (l *ClusterLimits) Bind(fs *pflag.FlagSet) {
+	l.CPU.Quantity = resource.MustParse("1000")
+	l.Memory.Quantity = resource.MustParse("4000Gi")
+	fs.Var(&l.CPU, "cluster-max-cpu", "cluster-wide limit on the cpu of all nodes")
+	fs.Var(&l.Memory, "cluster-max-memory", "cluster-wide limit on the memory of all nodes")
+}
+
+// List returns the limits, or an error when one is not positive.
+func (l *ClusterLimits) List() (corev1.ResourceList, error) {
+	for name, q := range map[string]resource.Quantity{"--cluster-max-cpu": l.CPU.Quantity, "--cluster-max-memory": l.Memory.Quantity} {
+		if q.Sign() <= 0 {
+			return nil, fmt.Errorf("%s must be positive, not %s", name, q.String())
+		}
+	}
+	return corev1.ResourceList{corev1.ResourceCPU: l.CPU.Quantity, corev1.ResourceMemory: l.Memory.Quantity}, nil
+}

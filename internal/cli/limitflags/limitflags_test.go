@@ -1,0 +1,43 @@
+package limitflags
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestLimitFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string // "" means accepted
+		wantCPU string
+	}{
+		{args: nil, wantCPU: "1k"},
+		{args: []string{"--cluster-max-cpu=64"}, wantCPU: "64"},
+		{args: []string{"--cluster-max-cpu=lots"}, wantErr: "quantities must match"},
+		{args: []string{"--cluster-max-memory=-1Gi"}, wantErr: "--cluster-max-memory must be positive"},
+		{args: []string{"--cluster-max-cpu=0"}, wantErr: "--cluster-max-cpu must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var l ClusterLimits
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			l.Bind(fs)
+			err := fs.Parse(tt.args)
+			if err == nil {
+				got, lerr := l.List()
+				err = lerr
+				if err == nil && got.Cpu().String() != tt.wantCPU {
+					t.Errorf("cpu limit %s, want %s", got.Cpu().String(), tt.wantCPU)
+				}
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("rejected: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
