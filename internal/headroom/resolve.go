@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // Inputs is the cluster a headroom is resolved against.
@@ -170,15 +171,7 @@ func ScheduleActive(expr string, d time.Duration, now time.Time) (bool, error) {
 // isWorkload reports whether a pod counts as workload for automatic
 // headroom: not a DaemonSet pod, not one of berth's own pods, not finished.
 func isWorkload(p *corev1.Pod) bool {
-	if p.Labels[v1alpha1.LabelHeadroomRole] != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
+	return p.Labels[v1alpha1.LabelHeadroomRole] == "" && !podutil.IsTerminal(p) && !podutil.IsOwnedByDaemonSet(p)
 }
 
 // workload sums the requests of the workload pods running in scope and

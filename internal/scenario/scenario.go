@@ -23,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // Scenario is the objects of a cluster.
@@ -216,7 +217,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		switch {
 		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
-		case scaleup.IsPending(p):
+		case awaitsNode(p):
 			in.Pending = append(in.Pending, p)
 		}
 	}
@@ -232,4 +233,13 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		in.Pending = append(in.Pending, headroom.VirtualPods(h, r)...)
 	}
 	return in, nil
+}
+
+// awaitsNode is the controller's rule (podutil.AwaitsNode: the scheduler
+// found no node for the pod, not a DaemonSet pod), so that `berth plan` on a
+// dump of a cluster plans the pods the controller would. A pod written by
+// hand carries no status; it is planned as if the scheduler had found no
+// node for it.
+func awaitsNode(p *corev1.Pod) bool {
+	return podutil.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p))
 }

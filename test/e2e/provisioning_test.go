@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
@@ -57,7 +57,7 @@ func plannedNow(t *testing.T) *scaleup.Plan {
 		switch p := &pods.Items[i]; {
 		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
-		case provisioning.Provisionable(p):
+		case podutil.IsProvisionable(p):
 			in.Pending = append(in.Pending, p)
 		}
 	}

@@ -17,39 +17,6 @@ import (
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
-// Provisionable reports whether berth should find a node for a pod: the
-// scheduler tried and found none (PodScheduled=False, reason
-// Unschedulable), it is not gated, not nominated to a node (by preemption,
-// or by berth for a node it launched), not being deleted, and not a
-// DaemonSet pod (those belong to one node).
-func Provisionable(p *corev1.Pod) bool {
-	return awaitingNode(p) && p.Status.NominatedNodeName == ""
-}
-
-// unbound reports whether a pod waits to be bound: pending, not gated,
-// not being deleted.
-func unbound(p *corev1.Pod) bool {
-	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending
-}
-
-// awaitingNode is Provisionable without the nomination check.
-func awaitingNode(p *corev1.Pod) bool {
-	if !unbound(p) {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
-}
-
 func (p *Provisioner) gatherRest(ctx context.Context, in *scaleup.Input) error {
 	dss := &appsv1.DaemonSetList{}
 	if err := p.Client.List(ctx, dss); err != nil {

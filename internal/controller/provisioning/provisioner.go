@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -211,7 +214,9 @@ func (p *Provisioner) waitForBatch(ctx context.Context) bool {
 
 // Result summarises one round.
 type Result struct {
-	Pending  int
+	Pending int
+	// PendingPods are the pods the round planned a node for, sorted.
+	PendingPods []types.NamespacedName
 	Plan     *scaleup.Plan
 	Launched []*cloudprovider.Instance
 	Failed   []scaleup.Offering
@@ -235,6 +240,10 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	pendingPods.Set(float64(len(pending)))
 	res := &Result{Pending: len(pending)}
+	for _, pod := range pending {
+		res.PendingPods = append(res.PendingPods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+	}
+	slices.SortFunc(res.PendingPods, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	in.Nominated = p.nominated.snapshot()
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
@@ -298,9 +307,9 @@ func (p *Provisioner) sortPods(ctx context.Context, in *scaleup.Input, pods []co
 		pod := &pods[i]
 		key := pod.Namespace + "/" + pod.Name
 		switch {
-		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
+		case podutil.IsBound(pod):
 			in.Pods = append(in.Pods, pod)
-		case unbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
+		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
 			// A pod nominated to a node (by berth, or by preemption) holds
 			// room there: plan as if it were bound to it.
 			p.noteGraceEnd(pod)
@@ -310,7 +319,7 @@ func (p *Provisioner) sortPods(ctx context.Context, in *scaleup.Input, pods []co
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
-		case awaitingNode(pod):
+		case podutil.AwaitsNode(pod):
 			if berth := p.nominated.get(key); berth != "" {
 				// berth had planned this pod on a node; the scheduler did
 				// not put it there (or not within the grace): plan again.

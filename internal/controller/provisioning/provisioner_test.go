@@ -1,13 +1,16 @@
 package provisioning_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +18,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/scenario"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -111,7 +117,7 @@ func (f *fixture) pods(n int, opts ...b.PodOption) []*corev1.Pod {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, "", err
 			}
-			if !provisioning.Provisionable(got) {
+			if !podutil.IsProvisionable(got) {
 				return false, "pod " + got.Name + " not marked unschedulable yet", nil
 			}
 		}
@@ -442,5 +448,71 @@ func TestANewLeaderAvoidsWhatThePreviousOneAvoided(t *testing.T) {
 	}
 	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].CapacityType != "spot" {
 		t.Errorf("unavailable offerings after recovery %+v, want the spot one", u)
+	}
+}
+
+// TestBerthPlanAndTheControllerPlanTheSamePods: the pods of a namespace
+// are dumped from the API server as `kubectl get pods -o yaml` would, and
+// loaded by `berth plan`'s loader; the pods it plans are exactly the ones
+// the controller's round plans: pods the scheduler found no node for, not
+// gated ones, not ones the scheduler has not tried, not bound ones.
+func TestBerthPlanAndTheControllerPlanTheSamePods(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("prov-same", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f.pods(2, b.CPU("1"))
+	for _, p := range []*corev1.Pod{
+		b.Pod("gated", b.Namespace(f.ns), b.NoUID(), b.CPU("1"), b.NodeSelector(v1alpha1.LabelNodeGroup, f.group)),
+		b.Pod("untried", b.Namespace(f.ns), b.NoUID(), b.CPU("1"), b.NodeSelector(v1alpha1.LabelNodeGroup, f.group)),
+	} {
+		if p.Name == "gated" {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+		} else {
+			p.Spec.SchedulerName = "no-such-scheduler"
+		}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := f.run()
+	var controller []string
+	for _, p := range res.PendingPods {
+		if p.Namespace == f.ns {
+			controller = append(controller, p.String())
+		}
+	}
+
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	var dump bytes.Buffer
+	for i := range pods.Items {
+		p := pods.Items[i]
+		p.APIVersion, p.Kind = "v1", "Pod"
+		data, err := sigsyaml.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump.WriteString("---\n")
+		dump.Write(data)
+	}
+	sc, err := scenario.Load(&dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sc.Input(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for _, p := range in.Pending {
+		plan = append(plan, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(plan)
+	if diff := cmp.Diff(controller, plan); diff != "" {
+		t.Errorf("pods planned (-controller +berth plan):\n%s", diff)
+	}
+	if len(controller) != 2 {
+		t.Errorf("the controller planned %v, want the 2 unschedulable pods", controller)
 	}
 }

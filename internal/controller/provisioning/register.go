@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods;nodes;namespaces;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
@@ -83,7 +84,7 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 }
 
 func (p *Provisioner) triggerIfPending(o any) {
-	if pod, ok := o.(*corev1.Pod); ok && Provisionable(pod) {
+	if pod, ok := o.(*corev1.Pod); ok && podutil.IsProvisionable(pod) {
 		p.Trigger()
 	}
 }

@@ -112,13 +112,6 @@ const (
 
 func ref(p *corev1.Pod) PodRef { return PodRef{Namespace: p.Namespace, Name: p.Name} }
 
-// IsPending reports whether a pod waits for a node: not bound, not gated,
-// not finished, not being deleted.
-func IsPending(p *corev1.Pod) bool {
-	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil &&
-		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
 // Run computes the plan.
 func Run(in Input) (*Plan, error) {
 	groups := slices.Clone(in.NodeGroups)

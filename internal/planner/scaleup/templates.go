@@ -2,8 +2,8 @@ package scaleup
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 

@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // Input is what a snapshot is built from.
@@ -121,7 +123,7 @@ func New(in Input) (*Snapshot, error) {
 		s.AddNode(n)
 	}
 	for _, p := range in.Pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !podutil.IsBound(p) {
 			continue
 		}
 		n := s.byName[p.Spec.NodeName]

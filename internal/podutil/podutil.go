@@ -1,0 +1,70 @@
+// Package podutil says what a pod is, once, for the planner, the
+// controllers and the `berth plan` loader: bound or waiting, waiting for a
+// node berth should find, a DaemonSet or mirror pod, finished. It is pure
+// (API types only), as Karpenter's pkg/utils/pod is.
+package podutil
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// IsTerminal reports whether the pod has finished (Succeeded or Failed):
+// it uses no node capacity.
+func IsTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// IsBound reports whether the pod is on a node and uses its capacity.
+func IsBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" && !IsTerminal(p) }
+
+// IsOwnedByDaemonSet reports whether a DaemonSet controls the pod: it
+// belongs to one node and never makes berth launch one.
+func IsOwnedByDaemonSet(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
+}
+
+// IsMirror reports whether the pod is the API mirror of a static pod.
+func IsMirror(p *corev1.Pod) bool {
+	_, ok := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return ok
+}
+
+// IsUnbound reports whether the pod waits to be bound: no node, not gated,
+// not being deleted, not finished.
+func IsUnbound(p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil &&
+		(p.Status.Phase == corev1.PodPending || p.Status.Phase == "")
+}
+
+// FailedToSchedule reports whether the scheduler tried the pod and found
+// no node (PodScheduled=False, reason Unschedulable).
+func FailedToSchedule(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+// HasNoStatus reports whether the pod carries no status at all: a pod
+// written by hand for `berth plan`, which no scheduler has seen.
+func HasNoStatus(p *corev1.Pod) bool {
+	return p.Status.Phase == "" && len(p.Status.Conditions) == 0
+}
+
+// AwaitsNode reports whether berth should find a node for the pod: it is
+// unbound, not a DaemonSet pod, and the scheduler found no node for it.
+// A nomination (by preemption, or by berth for a node it launched) is not
+// looked at here; see IsProvisionable.
+func AwaitsNode(p *corev1.Pod) bool {
+	return IsUnbound(p) && !IsOwnedByDaemonSet(p) && FailedToSchedule(p)
+}
+
+// IsProvisionable reports whether a pod should trigger a scale-up now:
+// it awaits a node and is not nominated to one.
+func IsProvisionable(p *corev1.Pod) bool {
+	return AwaitsNode(p) && p.Status.NominatedNodeName == ""
+}

@@ -1,0 +1,68 @@
+package podutil_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/berth-dev/berth/internal/podutil"
+)
+
+func pod(mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Status: corev1.PodStatus{
+		Phase:      corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}},
+	}}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func TestClassification(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name                                   string
+		pod                                    *corev1.Pod
+		awaits, provisionable, bound, terminal bool
+	}{
+		{name: "a pod the scheduler found no node for awaits one", pod: pod(), awaits: true, provisionable: true},
+		{name: "a nominated pod awaits a node but does not trigger a scale-up", pod: pod(func(p *corev1.Pod) { p.Status.NominatedNodeName = "n" }), awaits: true},
+		{name: "a pod the scheduler has not tried does not await a node", pod: pod(func(p *corev1.Pod) { p.Status.Conditions = nil })},
+		{name: "a pod the scheduler is still binding does not await a node", pod: pod(func(p *corev1.Pod) {
+			p.Status.Conditions[0].Reason = "SchedulerError"
+		})},
+		{name: "a gated pod does not await a node", pod: pod(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "g"}} })},
+		{name: "a pod being deleted does not await a node", pod: pod(func(p *corev1.Pod) { p.DeletionTimestamp = &now })},
+		{name: "a DaemonSet pod does not await a node", pod: pod(func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds", Controller: ptr.To(true)}}
+		})},
+		{name: "a pod owned, not controlled, by a DaemonSet awaits a node", pod: pod(func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds"}}
+		}), awaits: true, provisionable: true},
+		{name: "a bound pod is bound", pod: pod(func(p *corev1.Pod) { p.Spec.NodeName = "n"; p.Status.Phase = corev1.PodRunning }), bound: true},
+		{name: "a finished pod on a node is terminal, not bound", pod: pod(func(p *corev1.Pod) { p.Spec.NodeName = "n"; p.Status.Phase = corev1.PodSucceeded }), terminal: true},
+		{name: "a failed pod without a node does not await one", pod: pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), terminal: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := [4]bool{podutil.AwaitsNode(tt.pod), podutil.IsProvisionable(tt.pod), podutil.IsBound(tt.pod), podutil.IsTerminal(tt.pod)}
+			want := [4]bool{tt.awaits, tt.provisionable, tt.bound, tt.terminal}
+			if got != want {
+				t.Errorf("awaits, provisionable, bound, terminal = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestMirrorAndNoStatus(t *testing.T) {
+	m := pod(func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} })
+	if !podutil.IsMirror(m) || podutil.IsMirror(pod()) {
+		t.Error("IsMirror does not follow the mirror annotation")
+	}
+	if !podutil.HasNoStatus(&corev1.Pod{}) || podutil.HasNoStatus(pod()) {
+		t.Error("HasNoStatus does not tell a hand-written pod from a reported one")
+	}
+}
