@@ -66,10 +66,12 @@ func Choose(in Input) (*Decision, error) {
 				continue
 			}
 			reserves++
-			s.Fork()
-			s.RemovePod(p)
-			fits := !predicates.Run(filters, s, c, n).Failed()
-			s.Revert()
+			fits := false
+			_ = s.WithFork(func() (bool, error) {
+				s.RemovePod(p)
+				fits = !predicates.Run(filters, s, c, n).Failed()
+				return false, nil // a trial: the reserve is still there
+			})
 			if fits {
 				return &Decision{Node: n.Name, Reserve: p.Pod}, nil
 			}

@@ -128,11 +128,6 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	tnodes := make([]*snapshot.Node, len(templates))
-	for i, t := range templates {
-		tnodes[i] = t.Node
-	}
-	s.SetTemplates(tnodes)
 	limits := in.ClusterLimits
 	if limits == nil {
 		limits = DefaultClusterLimits
@@ -146,11 +141,7 @@ func Run(in Input) (*Plan, error) {
 		Launcher: newLauncher(groups), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
-	for _, t := range templates {
-		if opts, _ := bin.Launcher.Allowed(s, t); len(opts) == 0 {
-			s.DisableTemplate(t.Node)
-		}
-	}
+	binpack.InstallTemplates(s, templates, bin.Launcher)
 	res, err := binpack.Pack(bin)
 	if err != nil {
 		return nil, err

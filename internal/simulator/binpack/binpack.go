@@ -37,6 +37,24 @@ type Launcher interface {
 	Allowed(s *snapshot.Snapshot, t *Template) ([]*snapshot.Option, string)
 }
 
+// InstallTemplates makes the templates the snapshot's new-node candidates
+// and disables, up front, those the launcher refuses entirely (a group at
+// its maxSize, every offering unavailable), so that filters never try
+// them. Every packing problem is prepared this way: scale-up, `berth
+// plan` and the tests build the same model.
+func InstallTemplates(s *snapshot.Snapshot, templates []*Template, l Launcher) {
+	nodes := make([]*snapshot.Node, len(templates))
+	for i, t := range templates {
+		nodes[i] = t.Node
+	}
+	s.SetTemplates(nodes)
+	for _, t := range templates {
+		if opts, _ := l.Allowed(s, t); len(opts) == 0 {
+			s.DisableTemplate(t.Node)
+		}
+	}
+}
+
 // Input is one packing problem.
 type Input struct {
 	Snapshot  *snapshot.Snapshot

@@ -80,20 +80,11 @@ func (pr problem) input(t *testing.T, pending []*corev1.Pod) binpack.Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tnodes := make([]*snapshot.Node, 0, len(pr.templates))
-	for _, tp := range pr.templates {
-		tnodes = append(tnodes, tp.Node)
-	}
-	s.SetTemplates(tnodes)
 	in := binpack.Input{
 		Snapshot: s, Pending: pending, Templates: pr.templates, Launcher: pr.limits,
 		Filters: predicates.Default(), NamePrefix: "new-", Nominated: pr.nominated, Initial: pr.initial,
 	}
-	for _, tp := range pr.templates {
-		if opts, _ := in.Launcher.Allowed(s, tp); len(opts) == 0 {
-			s.DisableTemplate(tp.Node)
-		}
-	}
+	binpack.InstallTemplates(s, pr.templates, in.Launcher)
 	return in
 }
 

@@ -30,6 +30,29 @@ func (s *Snapshot) record(u undo) {
 	}
 }
 
+// WithFork runs trial on a fork of the snapshot. The changes trial makes
+// are kept only when it returns keep=true and no error; otherwise, and
+// when it panics, they are reverted, so that a trial can never leak into
+// the snapshot or leave a fork open (Cluster Autoscaler's
+// WithForkedSnapshot). Prefer it to pairing Fork with Revert by hand.
+func (s *Snapshot) WithFork(trial func() (keep bool, err error)) error {
+	s.Fork()
+	done := false
+	defer func() {
+		if !done {
+			s.Revert()
+		}
+	}()
+	keep, err := trial()
+	done = true
+	if keep && err == nil {
+		s.Commit()
+	} else {
+		s.Revert()
+	}
+	return err
+}
+
 // Fork starts a set of changes that Revert can undo. Forks nest. O(1).
 func (s *Snapshot) Fork() { s.marks = append(s.marks, len(s.journal)) }
 

@@ -179,3 +179,46 @@ func TestCommitKeepsChanges(t *testing.T) {
 		t.Errorf("requested cpu after commit = %d, want 1000", got)
 	}
 }
+
+// TestWithForkKeepsOnlyWhatTheTrialKeeps: a trial that keeps its changes
+// commits them; one that does not, returns an error, or panics leaves the
+// snapshot as it was, and no fork open (a later Commit at depth zero would
+// otherwise keep nothing of an outer trial).
+func TestWithForkKeepsOnlyWhatTheTrialKeeps(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{Nodes: []snapshot.NodeInput{{Node: b.Node("n0", "4", "8Gi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := s.Classify(b.Pod("p", b.CPU("1")))
+	add := func() { s.AddPod(&snapshot.Pod{Pod: c.Example, Class: c}, s.Nodes[0]) }
+	cpu := func() int64 { return s.Nodes[0].Requested.MilliCPU }
+
+	_ = s.WithFork(func() (bool, error) { add(); return false, nil })
+	if cpu() != 0 {
+		t.Errorf("after a trial that keeps nothing: %dm requested, want 0", cpu())
+	}
+	if err := s.WithFork(func() (bool, error) { add(); return true, fmt.Errorf("no") }); err == nil || cpu() != 0 {
+		t.Errorf("after a failing trial: err %v, %dm requested, want the error and 0", err, cpu())
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = s.WithFork(func() (bool, error) { add(); panic("boom") })
+	}()
+	if cpu() != 0 {
+		t.Errorf("after a panicking trial: %dm requested, want 0", cpu())
+	}
+	_ = s.WithFork(func() (bool, error) { add(); return true, nil })
+	if cpu() != 1000 {
+		t.Errorf("after a trial that keeps its change: %dm requested, want 1000", cpu())
+	}
+	// No fork is left open: a change now is not journaled, and a Revert
+	// would panic on an empty mark stack.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a fork was left open by WithFork")
+			}
+		}()
+		s.Revert()
+	}()
+}
