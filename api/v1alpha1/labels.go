@@ -38,6 +38,15 @@ const (
 	// It is a label, not memory, so a restarted controller knows it too.
 	LabelInitialized = "berth.dev/initialized"
 
+	// AnnotationDoNotDisrupt "true" on a pod or a node keeps berth from
+	// removing the node (also honoured: karpenter.sh/do-not-disrupt,
+	// cluster-autoscaler.kubernetes.io/safe-to-evict "false" and the label
+	// spotinst.io/restrict-scale-down "true").
+	AnnotationDoNotDisrupt = "berth.dev/do-not-disrupt"
+	// TaintDisrupted is put on a node berth drains to remove it, before
+	// the first eviction; a restarted controller finds its drains by it.
+	TaintDisrupted = "berth.dev/disrupted"
+
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"
 

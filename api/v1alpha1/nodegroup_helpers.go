@@ -1,5 +1,12 @@
 package v1alpha1
 
+import (
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
 // NodeLabels returns the labels of a node launched for this group from an
 // instance type and offering: the template labels plus the well-known ones.
 // The planner's templates and the cloud providers both use it, so that
@@ -45,4 +52,50 @@ func (s OfferingSelector) Matches(instanceType, zone string, ct CapacityType) bo
 	return (s.InstanceType == "" || s.InstanceType == instanceType) &&
 		(s.Zone == "" || s.Zone == zone) &&
 		(s.CapacityType == "" || s.CapacityType == ct)
+}
+
+// Defaults of NodeGroup.spec.disruption.
+const (
+	DefaultConsolidateAfter = 30 * time.Second
+	DefaultDrainTimeout     = 300 * time.Second
+	DefaultBudgetPercent    = 10
+)
+
+// Policy returns the consolidation policy, WhenEmptyOrUnderutilized when
+// unset.
+func (d Disruption) Policy() ConsolidationPolicy {
+	if d.ConsolidationPolicy == "" {
+		return ConsolidationWhenEmptyOrUnderutilized
+	}
+	return d.ConsolidationPolicy
+}
+
+// After returns ConsolidateAfter or its default.
+func (d Disruption) After() time.Duration {
+	if d.ConsolidateAfter == nil {
+		return DefaultConsolidateAfter
+	}
+	return d.ConsolidateAfter.Duration
+}
+
+// Timeout returns DrainTimeout or its default.
+func (d Disruption) Timeout() time.Duration {
+	if d.DrainTimeout == nil {
+		return DefaultDrainTimeout
+	}
+	return d.DrainTimeout.Duration
+}
+
+// Allowed returns how many of a group of n nodes may be disrupted at once:
+// the budget (a count, or a percentage rounded up), at least 1.
+func (d Disruption) Allowed(n int) int {
+	b := intstr.FromString(strconv.Itoa(DefaultBudgetPercent) + "%")
+	if d.Budget != nil {
+		b = *d.Budget
+	}
+	v, err := intstr.GetScaledValueFromIntOrPercent(&b, n, true)
+	if err != nil || v < 1 {
+		return 1
+	}
+	return v
 }

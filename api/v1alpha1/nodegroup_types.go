@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -101,6 +102,52 @@ type NodeGroupSpec struct {
 	// Provider says how nodes of this group are created.
 	// +required
 	Provider Provider `json:"provider"`
+
+	// Disruption says when berth removes nodes of the group that are no
+	// longer needed. Scale-down is on by default: omitted, berth removes
+	// empty and under-utilised nodes 30 s after they became removable, at
+	// most 10 % of the group (at least one node) at a time.
+	// +optional
+	Disruption Disruption `json:"disruption,omitempty"`
+}
+
+// ConsolidationPolicy says which nodes berth may remove.
+// +kubebuilder:validation:Enum=WhenEmpty;WhenEmptyOrUnderutilized;Never
+type ConsolidationPolicy string
+
+// The consolidation policies.
+const (
+	// ConsolidationWhenEmpty removes only nodes without workload pods.
+	ConsolidationWhenEmpty ConsolidationPolicy = "WhenEmpty"
+	// ConsolidationWhenEmptyOrUnderutilized also removes nodes whose pods
+	// all fit on the other nodes.
+	ConsolidationWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	// ConsolidationNever turns scale-down off for the group.
+	ConsolidationNever ConsolidationPolicy = "Never"
+)
+
+// Disruption tunes scale-down of a node group.
+type Disruption struct {
+	// ConsolidationPolicy is WhenEmptyOrUnderutilized (default), WhenEmpty
+	// or Never.
+	// +optional
+	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
+	// ConsolidateAfter is how long a node must have been removable before
+	// berth removes it (default 30s).
+	// +optional
+	ConsolidateAfter *metav1.Duration `json:"consolidateAfter,omitempty"`
+	// Budget is how many of the group's nodes may be disrupted at once: a
+	// count ("2") or a percentage of the group's nodes ("10%", the
+	// default), rounded up, at least 1.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="budget must be a count or a percentage such as \"10%\""
+	// +optional
+	Budget *intstr.IntOrString `json:"budget,omitempty"`
+	// DrainTimeout is how long berth waits for the pods of a node to be
+	// evicted (PodDisruptionBudgets may make it wait) before it gives the
+	// removal up and untaints the node (default 300s).
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 }
 
 // NodeTemplate is the part of a node that berth sets at launch.

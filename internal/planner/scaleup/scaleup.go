@@ -149,6 +149,29 @@ func Run(in Input) (*Plan, error) {
 	return buildPlan(bin, res), nil
 }
 
+// ClusterSnapshot builds the snapshot of the cluster as it is: its nodes
+// (launching ones included, their transient taints ignored as scale-up
+// does) and bound pods, with the cluster and group limits, and no node
+// group templates. Scale-down simulates removals on it, so that "does this
+// pod fit there" is answered by the same model as scale-up.
+func ClusterSnapshot(in Input) (*snapshot.Snapshot, error) {
+	groups := slices.Clone(in.NodeGroups)
+	slices.SortFunc(groups, func(a, b *v1alpha1.NodeGroup) int { return cmp.Compare(a.Name, b.Name) })
+	s, err := newSnapshot(in, groups, in.booting)
+	if err != nil {
+		return nil, err
+	}
+	limits := in.ClusterLimits
+	if limits == nil {
+		limits = DefaultClusterLimits
+	}
+	s.SetClusterLimits(limits)
+	for _, g := range groups {
+		s.SetLimits(g.Name, g.Spec.Limits)
+	}
+	return s, nil
+}
+
 // booting reports whether a not-Ready node is still expected to come up.
 func (in Input) booting(n *corev1.Node) bool {
 	return in.Now.IsZero() || in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace

@@ -7,6 +7,7 @@ const (
 	undoAddPod
 	undoRemovePod
 	undoDisableTemplate
+	undoCordon
 )
 
 // undo is one recorded change and what is needed to reverse it.
@@ -97,6 +98,8 @@ func (s *Snapshot) reverse(u undo) {
 		s.account(n, -1)
 		s.Nodes = s.Nodes[:len(s.Nodes)-1]
 		delete(s.byName, n.Name)
+	case undoCordon:
+		u.node.Unschedulable = false
 	case undoDisableTemplate:
 		delete(s.templateOff, u.node)
 		for _, k := range s.counters {

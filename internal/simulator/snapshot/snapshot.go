@@ -401,3 +401,14 @@ func (s *Snapshot) DisableTemplate(t *Node) {
 	}
 	s.record(undo{kind: undoDisableTemplate, node: t})
 }
+
+// Cordon marks a node unschedulable, as a drain does: no pod is placed on
+// it any more, but it stays in the snapshot, so that topology spread still
+// counts its domain as the scheduler sees a draining node. Journaled. O(1).
+func (s *Snapshot) Cordon(n *Node) {
+	if n.Unschedulable {
+		return
+	}
+	n.Unschedulable = true
+	s.record(undo{kind: undoCordon, node: n})
+}

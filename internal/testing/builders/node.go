@@ -75,3 +75,27 @@ func KWOK() NodeOption {
 func NotReady() NodeOption {
 	return func(n *corev1.Node) { n.Status.Conditions = nil }
 }
+
+// LaunchedBy makes the node one berth launched for the group and saw
+// Ready: the group label, berth's owner mark (the group's UID) and the
+// initialized label.
+func LaunchedBy(ng *v1alpha1.NodeGroup) NodeOption {
+	return func(n *corev1.Node) {
+		n.Labels[v1alpha1.LabelNodeGroup] = ng.Name
+		n.Labels[v1alpha1.LabelInitialized] = "true"
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[v1alpha1.AnnotationLaunchedBy] = string(ng.UID)
+	}
+}
+
+// NodeAnnotation adds an annotation.
+func NodeAnnotation(key, value string) NodeOption {
+	return func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[key] = value
+	}
+}

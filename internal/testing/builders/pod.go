@@ -212,3 +212,20 @@ func OwnedBy(kind, name string) PodOption {
 		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID("uid-" + name), Controller: &yes})
 	}
 }
+
+// Annotation adds an annotation.
+func Annotation(key, value string) PodOption {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[key] = value
+	}
+}
+
+// EmptyDir adds an emptyDir volume on the node's disk.
+func EmptyDir(name string) PodOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+}

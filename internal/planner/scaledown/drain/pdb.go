@@ -1,0 +1,96 @@
+package drain
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ReasonPDB is the reason of a pod whose PodDisruptionBudget allows no
+// more disruption now.
+const ReasonPDB Reason = "PodDisruptionBudget"
+
+// Budgets are the PodDisruptionBudgets and the disruptions each still
+// allows in this round (status.disruptionsAllowed minus what the round has
+// planned already).
+type Budgets struct {
+	pdbs      []*policyv1.PodDisruptionBudget
+	selectors []labels.Selector
+	left      map[types.UID]int32
+}
+
+// NewBudgets reads the PDBs; one with an invalid selector matches nothing
+// (the API server rejects those anyway).
+func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
+	b := &Budgets{left: map[types.UID]int32{}}
+	for _, p := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err != nil || p.Spec.Selector == nil {
+			continue
+		}
+		b.pdbs = append(b.pdbs, p)
+		b.selectors = append(b.selectors, sel)
+		b.left[p.UID] = p.Status.DisruptionsAllowed
+	}
+	return b
+}
+
+// Matching returns the PDBs that cover the pod.
+func (b *Budgets) Matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
+	if b == nil {
+		return nil
+	}
+	var out []*policyv1.PodDisruptionBudget
+	for i, pdb := range b.pdbs {
+		if pdb.Namespace == p.Namespace && b.selectors[i].Matches(labels.Set(p.Labels)) {
+			out = append(out, pdb)
+		}
+	}
+	return out
+}
+
+// Take plans the eviction of pods: it fails, naming the budget, if one of
+// their PDBs would allow fewer disruptions than the pods it covers, and
+// otherwise counts them against every PDB.
+func (b *Budgets) Take(pods []*corev1.Pod) error {
+	need := map[types.UID]int32{}
+	names := map[types.UID]string{}
+	for _, p := range pods {
+		for _, pdb := range b.Matching(p) {
+			need[pdb.UID]++
+			names[pdb.UID] = pdb.Namespace + "/" + pdb.Name
+		}
+	}
+	for uid, n := range need {
+		if b.left[uid] < n {
+			return fmt.Errorf("PodDisruptionBudget %s allows %d more disruptions now, %d pods of the node need one", names[uid], max(b.left[uid], 0), n)
+		}
+	}
+	for uid, n := range need {
+		b.left[uid] -= n
+	}
+	return nil
+}
+
+// DisruptionBudget: a pod whose PodDisruptionBudget allows no disruption
+// now keeps its node this round (budgets for several pods of one node are
+// checked together by the planner with Budgets.Take).
+type DisruptionBudget struct{}
+
+// Name returns the rule's reason.
+func (DisruptionBudget) Name() Reason { return ReasonPDB }
+
+// Check implements Rule.
+func (DisruptionBudget) Check(p *corev1.Pod, c *Context) Outcome {
+	for _, pdb := range c.PDBs.Matching(p) {
+		if c.PDBs.left[pdb.UID] <= 0 {
+			return Outcome{Verdict: Blocks, Reason: ReasonPDB,
+				Message: "pod " + podName(p) + ": PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name + " allows no disruption now"}
+		}
+	}
+	return Outcome{}
+}

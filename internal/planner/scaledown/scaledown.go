@@ -1,0 +1,300 @@
+// Package scaledown is the scale-down planner: which nodes berth can remove
+// now, proven by simulation on the same snapshot and filters as scale-up.
+// A node is removable when every pod that must move has a home on the
+// other nodes (nodes removed in the same plan excluded, nodes being
+// launched included), the headroom units that fit before still fit after,
+// no drainability rule blocks it, and its group's minSize, consolidation
+// policy and disruption budget allow it. Least-utilised nodes are tried
+// first. Pure: values in, Plan out.
+package scaledown
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Node-level reasons a node is not removable (pod-level ones are the
+// drain rules' reasons).
+const (
+	ReasonNodeDoNotDisrupt drain.Reason = "NodeDoNotDisrupt"
+	ReasonPolicy           drain.Reason = "ConsolidationPolicy"
+	ReasonMinSize          drain.Reason = "MinSize"
+	ReasonBudget           drain.Reason = "DisruptionBudget"
+	ReasonNoHome           drain.Reason = "NoHome"
+	ReasonHeadroom         drain.Reason = "Headroom"
+	ReasonNotOwned         drain.Reason = "NotLaunchedByBerth"
+	ReasonNotInitialized   drain.Reason = "NotInitialized"
+)
+
+// Input is the cluster to plan a scale-down for.
+type Input struct {
+	NodeGroups []*v1alpha1.NodeGroup
+	Nodes      []*corev1.Node
+	// Pods are the pods bound to nodes.
+	Pods       []*corev1.Pod
+	PDBs       []*policyv1.PodDisruptionBudget
+	Namespaces []*corev1.Namespace
+	Claims     []*corev1.PersistentVolumeClaim
+	Volumes    []*corev1.PersistentVolume
+	// Virtual are the Headroom units and CapacityBuffer chunks: those that
+	// fit on the nodes before a removal must still fit after it.
+	Virtual []*corev1.Pod
+	// ClusterLimits as in scale-up.
+	ClusterLimits corev1.ResourceList
+}
+
+// Removal is a node the plan removes.
+type Removal struct {
+	Node      string `json:"node"`
+	NodeGroup string `json:"nodeGroup"`
+	// Empty is true when no pod of the node needs a new home.
+	Empty bool `json:"empty"`
+	// Utilization is the larger of cpu and memory requests over allocatable.
+	Utilization float64 `json:"utilization"`
+	// Evict are the pods to evict, each with the node the plan found for it.
+	Evict []Move `json:"evict,omitempty"`
+}
+
+// Move is a pod and the node it fits on after the removal.
+type Move struct {
+	Pod scaleup.PodRef `json:"pod"`
+	To  string         `json:"to"`
+}
+
+// Blocked is a node that stays, and why.
+type Blocked struct {
+	Node      string          `json:"node"`
+	NodeGroup string          `json:"nodeGroup"`
+	Reason    drain.Reason    `json:"reason"`
+	Pod       *scaleup.PodRef `json:"pod,omitempty"`
+	Message   string          `json:"message"`
+}
+
+// Plan is the outcome.
+type Plan struct {
+	Remove  []Removal `json:"remove"`
+	Blocked []Blocked `json:"blocked,omitempty"`
+}
+
+// candidate is a node of a group that might go.
+type candidate struct {
+	node  *snapshot.Node
+	group *v1alpha1.NodeGroup
+	util  float64
+}
+
+// Run computes the plan. Nodes carrying berth's disrupted taint are being
+// drained already: they count against their group's budget and are no
+// home for anyone.
+func Run(in Input) (*Plan, error) {
+	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, ClusterLimits: in.ClusterLimits})
+	if err != nil {
+		return nil, err
+	}
+	groups := map[string]*v1alpha1.NodeGroup{}
+	for _, g := range in.NodeGroups {
+		groups[g.Name] = g
+	}
+	p := &planner{s: s, plan: &Plan{}, groups: groups, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
+		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}}
+	for _, n := range s.Nodes {
+		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
+			continue
+		}
+		p.size[n.NodeGroup]++
+		if disrupted(n.Node) {
+			p.disrupting[n.NodeGroup]++
+			s.Cordon(n)
+		}
+	}
+	placeVirtual(s, in.Virtual)
+	for _, c := range p.candidates() {
+		p.consider(c)
+	}
+	return p.plan, nil
+}
+
+type planner struct {
+	s       *snapshot.Snapshot
+	plan    *Plan
+	groups  map[string]*v1alpha1.NodeGroup
+	budgets *drain.Budgets
+	rules   []drain.Rule
+	// size, disrupting and removed count nodes per group.
+	size, disrupting, removed map[string]int
+}
+
+// candidates are the nodes berth launched, that were Ready once and are
+// Ready now, not being removed: least utilised first. Others of a group
+// are reported as blocked with the reason.
+func (p *planner) candidates() []candidate {
+	var out []candidate
+	for _, n := range p.s.Nodes {
+		g := p.groups[n.NodeGroup]
+		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) {
+			continue
+		}
+		switch {
+		case n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID):
+			p.block(n, g, ReasonNotOwned, nil, "node "+n.Name+" was not launched by berth for this node group")
+		case n.Node.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n.Node):
+			continue // launching or unhealthy: not a scale-down matter
+		case n.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true" || n.Node.Labels[v1alpha1.LabelScaleDownDisabled] == "true":
+			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
+		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever:
+			continue
+		default:
+			out = append(out, candidate{node: n, group: g, util: utilization(n)})
+		}
+	}
+	slices.SortFunc(out, func(a, b candidate) int {
+		if c := cmp.Compare(a.util, b.util); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.node.Name, b.node.Name)
+	})
+	return out
+}
+
+// consider tries to remove one candidate.
+func (p *planner) consider(c candidate) {
+	n, g := c.node, c.group
+	name := g.Name
+	// Cheapest first, and what the user can change first: the pods, the
+	// policy, the group's size and budget; the simulation last.
+	movers, evict, blocked := p.classify(n, g)
+	if blocked != nil {
+		p.plan.Blocked = append(p.plan.Blocked, *blocked)
+		return
+	}
+	if len(evict) > 0 && g.Spec.Disruption.Policy() == v1alpha1.ConsolidationWhenEmpty {
+		p.block(n, g, ReasonPolicy, nil, "node "+n.Name+" is not empty and node group "+name+" removes only empty nodes")
+		return
+	}
+	if left := p.size[name] - p.disrupting[name] - p.removed[name]; left <= int(g.Spec.MinSize) {
+		p.block(n, g, ReasonMinSize, nil, "node group "+name+" is at its minSize")
+		return
+	}
+	if p.disrupting[name]+p.removed[name] >= g.Spec.Disruption.Allowed(p.size[name]) {
+		p.block(n, g, ReasonBudget, nil, "node group "+name+" disrupts as many nodes as its budget allows")
+		return
+	}
+	var moves []Move
+	var homeless *snapshot.Pod
+	_ = p.s.WithFork(func() (bool, error) {
+		moves, homeless = p.rehome(n, movers)
+		return homeless == nil, nil
+	})
+	if homeless != nil {
+		reason, what := ReasonNoHome, "pod "
+		if homeless.Annotations[v1alpha1.AnnotationVirtual] != "" {
+			reason, what = ReasonHeadroom, "headroom unit "
+		}
+		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}
+		p.block(n, g, reason, &ref, what+ref.String()+" would fit on no other node")
+		return
+	}
+	if err := p.budgets.Take(evict); err != nil {
+		p.block(n, g, drain.ReasonPDB, nil, err.Error())
+		return
+	}
+	p.removed[name]++
+	r := Removal{Node: n.Name, NodeGroup: name, Empty: len(evict) == 0, Utilization: c.util}
+	for _, m := range moves {
+		if m.Pod.Name != "" && !isVirtual(m, movers) {
+			r.Evict = append(r.Evict, m)
+		}
+	}
+	p.plan.Remove = append(p.plan.Remove, r)
+}
+
+// classify runs the drain rules on the node's pods: the pods (and headroom
+// units) that must move, the real pods among them to evict, or the first
+// pod that blocks.
+func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot.Pod, []*corev1.Pod, *Blocked) {
+	ctx := &drain.Context{PDBs: p.budgets}
+	var movers []*snapshot.Pod
+	var evict []*corev1.Pod
+	for _, sp := range n.Pods {
+		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" {
+			movers = append(movers, sp)
+			continue
+		}
+		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {
+		case drain.Blocks:
+			ref := scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}
+			return nil, nil, &Blocked{Node: n.Name, NodeGroup: g.Name, Reason: o.Reason, Pod: &ref, Message: o.Message}
+		case drain.Moves:
+			movers = append(movers, sp)
+			evict = append(evict, sp.Pod)
+		}
+	}
+	return movers, evict, nil
+}
+
+// rehome cordons the node, takes the movers off it and places each on the
+// first node (by name) where the filters pass, largest pods first. It
+// returns the moves, or the first pod with no home. Call it in a fork.
+func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *snapshot.Pod) {
+	p.s.Cordon(n)
+	pods := slices.Clone(movers)
+	for _, sp := range pods {
+		p.s.RemovePod(sp)
+	}
+	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
+		return cmp.Compare(b.Class.Requests.MilliCPU+b.Class.Requests.Memory>>20, a.Class.Requests.MilliCPU+a.Class.Requests.Memory>>20)
+	})
+	homes := homes(p.s)
+	var moves []Move
+	for _, sp := range pods {
+		// The pod as its controller recreates it: without a node. A shallow
+		// copy: nothing below changes the shared slices.
+		unbound := *sp.Pod
+		unbound.Spec.NodeName = ""
+		c, err := p.s.Classify(&unbound)
+		if err != nil {
+			return nil, sp
+		}
+		p.s.Prepare(c)
+		to := firstFit(p.s, c, homes)
+		if to == nil {
+			return nil, sp
+		}
+		p.s.AddPod(&snapshot.Pod{Pod: &unbound, Class: c}, to)
+		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
+	}
+	return moves, nil
+}
+
+func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Reason, pod *scaleup.PodRef, msg string) {
+	p.plan.Blocked = append(p.plan.Blocked, Blocked{Node: n.Name, NodeGroup: g.Name, Reason: reason, Pod: pod, Message: msg})
+}
+
+// disrupted reports whether berth is draining the node.
+func disrupted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.TaintDisrupted {
+			return true
+		}
+	}
+	return false
+}
+
+func isVirtual(m Move, movers []*snapshot.Pod) bool {
+	for _, sp := range movers {
+		if sp.Namespace == m.Pod.Namespace && sp.Name == m.Pod.Name {
+			return sp.Annotations[v1alpha1.AnnotationVirtual] != ""
+		}
+	}
+	return false
+}

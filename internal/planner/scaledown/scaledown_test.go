@@ -1,0 +1,231 @@
+package scaledown_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+func group(name string, mutate ...func(*v1alpha1.NodeGroup)) *v1alpha1.NodeGroup {
+	ng := b.NodeGroup(name, b.Size(0, 100))
+	ng.UID = types.UID("uid-group-" + name)
+	all := intstr.FromString("100%") // one rule at a time; TestBudget tests the budget
+	ng.Spec.Disruption.Budget = &all
+	for _, m := range mutate {
+		m(ng)
+	}
+	return ng
+}
+
+// node is a 4-cpu, 16Gi node berth launched for ng.
+func node(name string, ng *v1alpha1.NodeGroup, opts ...b.NodeOption) *corev1.Node {
+	return b.Node(name, "4", "16Gi", append([]b.NodeOption{b.LaunchedBy(ng)}, opts...)...)
+}
+
+// app is a pod of a Deployment on a node.
+func app(name, on, cpu string, opts ...b.PodOption) *corev1.Pod {
+	return b.Pod(name, append([]b.PodOption{b.NodeName(on), b.CPU(cpu), b.OwnedBy("ReplicaSet", "web"), b.Labels("app", "web"), b.Phase(corev1.PodRunning)}, opts...)...)
+}
+
+func pdb(name string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-pdb-" + name)},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+// outcome is what a user reads of a plan: the nodes removed, and per
+// staying node the reason (and the pod, when one is named).
+type outcome struct {
+	removed []string
+	blocked map[string]string
+}
+
+func run(t *testing.T, in scaledown.Input) outcome {
+	t.Helper()
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := outcome{blocked: map[string]string{}}
+	for _, r := range plan.Remove {
+		out.removed = append(out.removed, r.Node)
+	}
+	slices.Sort(out.removed)
+	for _, bl := range plan.Blocked {
+		s := string(bl.Reason)
+		if bl.Pod != nil {
+			s += " " + bl.Pod.String()
+		}
+		out.blocked[bl.Node] = s
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	g := group("g")
+	tests := []struct {
+		name string
+		in   scaledown.Input
+		want outcome
+	}{
+		{
+			name: "an empty node goes, a full node whose pods fit nowhere else stays",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+				Pods: []*corev1.Pod{app("busy", "b", "3500m"), b.Pod("ds", b.NodeName("a"), b.CPU("100m"), b.OwnedBy("DaemonSet", "agent"))}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/busy"}},
+		},
+		{
+			name: "of two half-used nodes the less used goes and its pods move to the other",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+				Pods: []*corev1.Pod{app("small", "a", "1"), app("large", "b", "2")}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/large"}},
+		},
+		{
+			name: "DaemonSet, mirror, finished and placeholder pods go with their node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Pods: []*corev1.Pod{
+				b.Pod("ds", b.NodeName("a"), b.CPU("1"), b.OwnedBy("DaemonSet", "agent")),
+				b.Pod("static", b.NodeName("a"), b.CPU("1"), b.Annotation(corev1.MirrorPodAnnotationKey, "x")),
+				b.Pod("done", b.NodeName("a"), b.CPU("1"), b.Phase(corev1.PodSucceeded)),
+				b.Pod("placeholder", b.NodeName("a"), b.CPU("1"), b.Labels(v1alpha1.LabelHeadroomRole, "placeholder")),
+			}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
+		},
+		{
+			name: "a bare pod keeps its node, named in the reason",
+			in:   scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)}, Pods: []*corev1.Pod{b.Pod("bare", b.NodeName("a"), b.CPU("1"))}},
+			want: outcome{removed: []string{"b"}, blocked: map[string]string{"a": "NotReplicated default/bare"}},
+		},
+		{
+			name: "a bare pod annotated safe-to-evict moves",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g, group("other")}, Nodes: []*corev1.Node{node("a", g), b.Node("z", "4", "16Gi")},
+				Pods: []*corev1.Pod{b.Pod("bare", b.NodeName("a"), b.CPU("1"), b.Annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"))}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
+		},
+		{
+			name: "do-not-disrupt pods of berth, Karpenter and Ocean, and not-safe-to-evict, keep their nodes",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g), node("c", g), node("d", g), b.Node("z", "16", "64Gi")},
+				Pods: []*corev1.Pod{
+					app("berth", "a", "1", b.Annotation("berth.dev/do-not-disrupt", "true")),
+					app("karpenter", "b", "1", b.Annotation("karpenter.sh/do-not-disrupt", "true")),
+					app("ocean", "c", "1", b.Labels("spotinst.io/restrict-scale-down", "true")),
+					app("ca", "d", "1", b.Annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")),
+				}},
+			want: outcome{blocked: map[string]string{"a": "DoNotDisrupt default/berth", "b": "DoNotDisrupt default/karpenter",
+				"c": "DoNotDisrupt default/ocean", "d": "NotSafeToEvict default/ca"}},
+		},
+		{
+			name: "a node annotated do-not-disrupt stays",
+			in:   scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, b.NodeAnnotation("berth.dev/do-not-disrupt", "true"))}},
+			want: outcome{blocked: map[string]string{"a": "NodeDoNotDisrupt"}},
+		},
+		{
+			name: "local storage and kube-system pods without a PDB keep their nodes",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g), b.Node("z", "16", "64Gi")},
+				Pods: []*corev1.Pod{app("scratch", "a", "1", b.EmptyDir("cache")), app("dns", "b", "1", b.Namespace("kube-system"))}},
+			want: outcome{blocked: map[string]string{"a": "LocalStorage default/scratch", "b": "SystemPodWithoutPDB kube-system/dns"}},
+		},
+		{
+			name: "a PDB that allows no disruption keeps the node; one that allows one lets one of two nodes go",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g, group("g2")}, Nodes: []*corev1.Node{node("a", g), node("b", g), b.Node("z", "16", "64Gi")},
+				Pods: []*corev1.Pod{app("w1", "a", "1"), app("w2", "b", "1")}, PDBs: []*policyv1.PodDisruptionBudget{pdb("web", 1)}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "PodDisruptionBudget default/w2"}},
+		},
+		{
+			name: "minSize keeps the last node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{group("min", func(ng *v1alpha1.NodeGroup) { ng.Spec.MinSize = 1 })},
+				Nodes: []*corev1.Node{node("a", group("min"))}},
+			want: outcome{blocked: map[string]string{"a": "MinSize"}},
+		},
+		{
+			name: "WhenEmpty keeps a node with workload even when its pods could move",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{group("we", func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.ConsolidationPolicy = v1alpha1.ConsolidationWhenEmpty
+			})}, Nodes: []*corev1.Node{node("a", group("we")), b.Node("z", "16", "64Gi")}, Pods: []*corev1.Pod{app("w", "a", "1")}},
+			want: outcome{blocked: map[string]string{"a": "ConsolidationPolicy"}},
+		},
+		{
+			name: "Never removes nothing",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{group("nv", func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.ConsolidationPolicy = v1alpha1.ConsolidationNever
+			})}, Nodes: []*corev1.Node{node("a", group("nv"))}},
+			want: outcome{blocked: map[string]string{}},
+		},
+		{
+			name: "a node without berth's owner mark is not berth's to remove",
+			in:   scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid-of-another-group"))}},
+			want: outcome{blocked: map[string]string{"a": "NotLaunchedByBerth"}},
+		},
+		{
+			name: "a node berth is draining already is no home and counts against the budget",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{group("one", func(ng *v1alpha1.NodeGroup) {
+				one := intstr.FromInt32(1)
+				ng.Spec.Disruption.Budget = &one
+			})}, Nodes: []*corev1.Node{
+				node("a", group("one"), b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)), node("b", group("one"))}},
+			want: outcome{blocked: map[string]string{"b": "DisruptionBudget"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(t, tt.in)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBudget: of 25 empty nodes the default budget (10 %, rounded up)
+// removes 3 at once, a budget of "5" removes 5, "1%" still 1.
+func TestBudget(t *testing.T) {
+	for budget, want := range map[string]int{"": 3, "5": 5, "1%": 1} {
+		t.Run("budget="+budget, func(t *testing.T) {
+			ng := group("many")
+			ng.Spec.Disruption.Budget = nil
+			if budget != "" {
+				v := intstr.Parse(budget)
+				ng.Spec.Disruption.Budget = &v
+			}
+			var nodes []*corev1.Node
+			for i := range 25 {
+				nodes = append(nodes, node(fmt.Sprintf("n%02d", i), ng))
+			}
+			got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes})
+			if len(got.removed) != want {
+				t.Errorf("%d nodes removed, want %d", len(got.removed), want)
+			}
+		})
+	}
+}
+
+// TestHeadroomStays: a headroom unit of 3.5 cpu sits on the empty node b
+// (a has only 3 cpu free). Removing b would leave the unit without a
+// home: b stays, naming the unit. Without the unit b goes.
+func TestHeadroomStays(t *testing.T) {
+	g := group("hr")
+	nodes := []*corev1.Node{node("a", g), node("b", g)}
+	pods := []*corev1.Pod{app("w", "a", "1")}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "spare"}}
+	unit := headroom.VirtualPods(h, headroom.Resolved{Count: 1, Shape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: b.Node("x", "3500m", "1").Status.Capacity[corev1.ResourceCPU]}}})
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: nodes, Pods: pods, Virtual: unit})
+	if len(got.removed) != 0 || !strings.HasPrefix(got.blocked["b"], "Headroom") {
+		t.Errorf("with a headroom unit on b: removed %v, b blocked %q; want nothing removed and b kept for the headroom", got.removed, got.blocked["b"])
+	}
+	got = run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: nodes, Pods: pods})
+	if !slices.Equal(got.removed, []string{"b"}) {
+		t.Errorf("without headroom: removed %v, want [b]", got.removed)
+	}
+}
