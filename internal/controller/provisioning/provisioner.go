@@ -217,9 +217,9 @@ type Result struct {
 	Pending int
 	// PendingPods are the pods the round planned a node for, sorted.
 	PendingPods []types.NamespacedName
-	Plan     *scaleup.Plan
-	Launched []*cloudprovider.Instance
-	Failed   []scaleup.Offering
+	Plan        *scaleup.Plan
+	Launched    []*cloudprovider.Instance
+	Failed      []scaleup.Offering
 }
 
 // RunOnce plans for the pods pending now and launches the nodes of the
