@@ -47,6 +47,10 @@ const (
 	// the first eviction; a restarted controller finds its drains by it.
 	TaintDisrupted = "berth.dev/disrupted"
 
+	// AnnotationDisruptionStarted is the RFC 3339 time berth tainted a node
+	// to drain it; the drain timeout counts from it, across restarts.
+	AnnotationDisruptionStarted = "berth.dev/disruption-started"
+
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"
 

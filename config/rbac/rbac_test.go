@@ -23,7 +23,7 @@ import (
 var reviewed = []string{
 	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
 	"cluster core namespaces: get list watch",
-	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label; the admission policies of config/policy narrow create/patch/delete to nodes berth marked
+	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal; the admission policies of config/policy narrow patch/delete to nodes berth marked
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
 	"cluster core pods: get list watch",
@@ -51,7 +51,7 @@ var reviewed = []string{
 	"cluster authorization.k8s.io subjectaccessreviews: create", // may they read it
 	"cluster scheduling.k8s.io priorityclasses: get",            // checks at start that the shipped classes exist; never creates them
 	// Writes only in berth's own namespace.
-	"berth-system core pods: delete",                            // reserve pods handed to burst-critical pods
+	"berth-system core pods: delete",                            // reserve pods handed to burst-critical pods, placeholders on a node being removed
 	"berth-system apps daemonsets: create delete patch update",  // per-node reserve
 	"berth-system apps deployments: create delete patch update", // headroom placeholders
 	"berth-system coordination.k8s.io leases: create",

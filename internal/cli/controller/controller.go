@@ -24,25 +24,27 @@ import (
 )
 
 type options struct {
-	kubeconfig       string
-	metricsAddr      string
-	metricsSecure    bool
-	leaseDuration    time.Duration
-	renewDeadline    time.Duration
-	retryPeriod      time.Duration
-	probeAddr        string
-	leaderElect      bool
-	leaderNamespace  string
-	batchIdle        time.Duration
-	batchMax         time.Duration
-	resync           time.Duration
-	maxProvisionTime time.Duration
-	unavailableTTL   time.Duration
-	clusterLimits    limitflags.ClusterLimits
-	shutdownTimeout  time.Duration
-	qps              float32
-	burst            int
-	zap              zap.Options
+	kubeconfig        string
+	metricsAddr       string
+	metricsSecure     bool
+	scaleDown         bool
+	scaleDownInterval time.Duration
+	leaseDuration     time.Duration
+	renewDeadline     time.Duration
+	retryPeriod       time.Duration
+	probeAddr         string
+	leaderElect       bool
+	leaderNamespace   string
+	batchIdle         time.Duration
+	batchMax          time.Duration
+	resync            time.Duration
+	maxProvisionTime  time.Duration
+	unavailableTTL    time.Duration
+	clusterLimits     limitflags.ClusterLimits
+	shutdownTimeout   time.Duration
+	qps               float32
+	burst             int
+	zap               zap.Options
 }
 
 // NewCommand returns `berth controller`.
@@ -74,6 +76,8 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.DurationVar(&o.batchMax, "batch-max-duration", 10*time.Second, "a batch of pending pods ends this long after it started at the latest")
 	f.DurationVar(&o.resync, "resync-period", 30*time.Second, "plan at least this often, even without events")
 	f.DurationVar(&o.maxProvisionTime, "max-provision-time", 15*time.Minute, "delete and replace a launched node that is not Ready after this long")
+	f.BoolVar(&o.scaleDown, "scale-down", true, "remove nodes of berth's node groups that are no longer needed (each group tunes it in spec.disruption)")
+	f.DurationVar(&o.scaleDownInterval, "scale-down-interval", 10*time.Second, "how often scale-down plans")
 	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
 	o.clusterLimits.Bind(f)
 	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
@@ -101,7 +105,7 @@ func (o *options) restConfig() (*rest.Config, error) {
 func (o *options) validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{"--batch-idle-duration": o.batchIdle, "--batch-max-duration": o.batchMax,
-		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--unavailable-offering-ttl": o.unavailableTTL} {
+		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--scale-down-interval": o.scaleDownInterval, "--unavailable-offering-ttl": o.unavailableTTL} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}

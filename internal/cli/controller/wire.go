@@ -13,6 +13,7 @@ import (
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
+	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/controller/headroom"
 	"github.com/berth-dev/berth/internal/controller/launchtimeout"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
@@ -66,6 +67,15 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 			if cbc != nil {
 				cbc.Notify(key.Namespace, key.Name)
 			}
+		}
+	}
+
+	if o.scaleDown {
+		disruption.RegisterMetrics()
+		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), Cloud: cloud, Recorder: recorder, Clock: clk},
+			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits})
+		if err := dc.Register(mgr); err != nil {
+			return fmt.Errorf("registering %s: %w", disruption.Name, err)
 		}
 	}
 

@@ -229,3 +229,20 @@ func TestHeadroomStays(t *testing.T) {
 		t.Errorf("without headroom: removed %v, want [b]", got.removed)
 	}
 }
+
+// TestRecheck: a node being drained (after a restart, say) may go on while
+// its remaining pods have a home, even if their PDB makes them wait now;
+// it must stop when a pod has no home any more.
+func TestRecheck(t *testing.T) {
+	g := group("re")
+	draining := node("a", g, b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule))
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{draining, node("b", g)},
+		Pods: []*corev1.Pod{app("w", "a", "1")}, PDBs: []*policyv1.PodDisruptionBudget{pdb("web", 0)}}
+	if bl, err := scaledown.Recheck(in, "a"); err != nil || bl != nil {
+		t.Errorf("a drain whose pod fits on b: %+v %v, want it to go on", bl, err)
+	}
+	in.Pods = append(in.Pods, app("big", "b", "3500m"))
+	if bl, err := scaledown.Recheck(in, "a"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
+		t.Errorf("a drain whose pod fits nowhere now: %+v %v, want NoHome", bl, err)
+	}
+}

@@ -1,0 +1,101 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/virtualunits"
+)
+
+// world is the cluster as one round sees it.
+type world struct {
+	input  scaledown.Input
+	nodes  []*corev1.Node
+	byName map[string]*corev1.Node
+	groups map[string]*v1alpha1.NodeGroup
+	// podsOn are the pods bound to each node.
+	podsOn map[string][]*corev1.Pod
+	// awaiting counts the pods waiting for a node to be launched.
+	awaiting int
+}
+
+// gather reads the cluster from the informer cache.
+func (c *Controller) gather(ctx context.Context) (*world, error) {
+	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{}}
+	w.input.ClusterLimits = c.opts.ClusterLimits
+	ngs := &v1alpha1.NodeGroupList{}
+	if err := c.Client.List(ctx, ngs); err != nil {
+		return nil, fmt.Errorf("listing node groups: %w", err)
+	}
+	for i := range ngs.Items {
+		g := &ngs.Items[i]
+		w.input.NodeGroups = append(w.input.NodeGroups, g)
+		w.groups[g.Name] = g
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.Client.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		w.nodes = append(w.nodes, n)
+		w.byName[n.Name] = n
+	}
+	w.input.Nodes = w.nodes
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case p.Spec.NodeName != "":
+			w.input.Pods = append(w.input.Pods, p)
+			w.podsOn[p.Spec.NodeName] = append(w.podsOn[p.Spec.NodeName], p)
+		case podutil.AwaitsNode(p):
+			w.awaiting++
+		}
+	}
+	pdbs := &policyv1.PodDisruptionBudgetList{}
+	if err := c.Client.List(ctx, pdbs); err != nil {
+		return nil, fmt.Errorf("listing poddisruptionbudgets: %w", err)
+	}
+	for i := range pdbs.Items {
+		w.input.PDBs = append(w.input.PDBs, &pdbs.Items[i])
+	}
+	nss := &corev1.NamespaceList{}
+	if err := c.Client.List(ctx, nss); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		w.input.Namespaces = append(w.input.Namespaces, &nss.Items[i])
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := c.Client.List(ctx, pvcs); err != nil {
+		return nil, fmt.Errorf("listing persistentvolumeclaims: %w", err)
+	}
+	for i := range pvcs.Items {
+		w.input.Claims = append(w.input.Claims, &pvcs.Items[i])
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := c.Client.List(ctx, pvs); err != nil {
+		return nil, fmt.Errorf("listing persistentvolumes: %w", err)
+	}
+	for i := range pvs.Items {
+		w.input.Volumes = append(w.input.Volumes, &pvs.Items[i])
+	}
+	sets, err := virtualunits.List(ctx, c.Client, w.input.NodeGroups)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		w.input.Virtual = append(w.input.Virtual, s.Pods...)
+	}
+	return w, nil
+}
