@@ -28,6 +28,8 @@ var reviewed = []string{
 	"cluster core persistentvolumes: get list watch",
 	"cluster core pods: get list watch",
 	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for
+	"cluster core pods/eviction: create",                                   // scale-down drains through the Eviction API (PodDisruptionBudgets apply), never by deleting pods
+	"cluster policy poddisruptionbudgets: get list watch",                  // scale-down plans within the budgets
 	"cluster core podtemplates: create delete get list patch update watch", // CapacityBuffer's podTemplateRef in the buffer's namespace (pod templates run nothing)
 	"cluster core replicationcontrollers/scale: get",
 	"cluster core resourcequotas: get list watch",
