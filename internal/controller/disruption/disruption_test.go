@@ -1,0 +1,274 @@
+package disruption_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+type fixture struct {
+	t      *testing.T
+	ns     string
+	group  *v1alpha1.NodeGroup
+	nodes  []string
+	ctrl   *disruption.Controller
+	events *fakes.Recorder
+	clk    *clocktesting.FakeClock
+}
+
+// setup creates a node group whose nodes are removable as soon as they are
+// (consolidateAfter 0, budget 100 %), n Ready nodes of 2 cpu launched for
+// it, a namespace, and a controller with a fake clock.
+func setup(t *testing.T, name string, n int) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	all := intstr.FromString("100%")
+	ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng.Spec.Disruption = v1alpha1.Disruption{ConsolidateAfter: &metav1.Duration{}, Budget: &all, DrainTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, o := range []client.Object{ng, ns} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fixture{t: t, ns: name, group: ng, events: &fakes.Recorder{}, clk: clocktesting.NewFakeClock(time.Now())}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), ns)
+		_ = env.Client.Delete(context.Background(), ng)
+		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: name})
+	})
+	cloud := kwok.New(env.Client, clock.RealClock{})
+	for range n {
+		inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.nodes = append(f.nodes, inst.NodeName)
+	}
+	for _, name := range f.nodes {
+		node := &corev1.Node{}
+		expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+			err := env.Client.Get(ctx, client.ObjectKey{Name: name}, node)
+			return err == nil && nodeutil.Schedulable(node), "node " + name + " not schedulable yet", err
+		})
+		// What the launch timeout controller does when it sees it Ready.
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Labels[v1alpha1.LabelInitialized] = "true"
+		if err := env.Client.Patch(ctx, node, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+	return f
+}
+
+// deployment runs replicas pods of 1 cpu on the group's nodes, spread one
+// per node, and waits until they run.
+func (f *fixture) deployment(replicas int32) {
+	f.t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
+			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
+				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
+			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+		}},
+	}}
+	if err := env.Client.Create(ctx, d); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitRunning(int(replicas))
+}
+
+func (f *fixture) waitRunning(n int) {
+	f.t.Helper()
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running == n, fmt.Sprintf("%d of %d pods running", running, n), nil
+	})
+}
+
+// pdb sets the web PodDisruptionBudget and waits until its status allows
+// `allowed` disruptions.
+func (f *fixture) pdb(spec policyv1.PodDisruptionBudgetSpec, allowed int32) {
+	f.t.Helper()
+	ctx := context.Background()
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); apierrors.IsNotFound(err) {
+		pdb.Spec = spec
+		if err := env.Client.Create(ctx, pdb); err != nil {
+			f.t.Fatal(err)
+		}
+	} else if err != nil {
+		f.t.Fatal(err)
+	} else {
+		pdb.Spec = spec
+		if err := env.Client.Update(ctx, pdb); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	expect.Eventually(f.t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb)
+		ok := err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DisruptionsAllowed == allowed
+		return ok, fmt.Sprintf("PDB allows %d disruptions, want %d", pdb.Status.DisruptionsAllowed, allowed), err
+	})
+}
+
+func (f *fixture) run() *disruption.Result {
+	f.t.Helper()
+	res, err := f.ctrl.RunOnce(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) node(name string) *corev1.Node {
+	n := &corev1.Node{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func tainted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.TaintDisrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTaintFirstEvictWithinThePDBThenRemove: two nodes, one pod each, a
+// PDB allowing one disruption. The first round taints one node and evicts
+// nothing; while the PDB allows no disruption the eviction is refused and
+// retried, the pod stays; once allowed the pod is evicted, runs on the
+// other node, and the node is deleted.
+func TestTaintFirstEvictWithinThePDBThenRemove(t *testing.T) {
+	f := setup(t, "sd-pdb", 2)
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("first round started %v, want one node (the other must take its pod)", res.Started)
+	}
+	victim := res.Started[0]
+	if n := f.node(victim); n == nil || !tainted(n) {
+		t.Fatalf("node %s after the first round: want it tainted %s", victim, v1alpha1.TaintDisrupted)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			t.Errorf("pod %s is being deleted in the round that tainted its node: the taint must come first", p.Name)
+		}
+	}
+
+	// The budget closes: the eviction is refused (429) and not forced.
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	for range 3 {
+		f.run()
+	}
+	f.waitRunning(2)
+	if n := f.node(victim); n == nil || !tainted(n) {
+		t.Fatalf("node %s while the PDB refuses: want it still there and tainted", victim)
+	}
+
+	// The budget opens: the drain finishes.
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		f.run()
+		return f.node(victim) == nil, "node " + victim + " not removed yet", nil
+	})
+	f.waitRunning(2)
+	removed := false
+	for _, e := range f.events.For(victim) {
+		removed = removed || e.Reason == disruption.ReasonRemoved
+	}
+	if !removed {
+		t.Errorf("no Removed event on %s: %+v", victim, f.events.For(victim))
+	}
+}
+
+// TestADrainThatTimesOutIsGivenUp: a node a previous leader started to
+// drain long ago (taint and start annotation) whose pod's PDB allows no
+// disruption: the new controller re-checks it, finds the drain past the
+// timeout, untaints the node and says why; nothing is evicted or deleted.
+func TestADrainThatTimesOutIsGivenUp(t *testing.T) {
+	f := setup(t, "sd-timeout", 2)
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	victim := f.nodes[0]
+	n := f.node(victim)
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	n.Annotations[v1alpha1.AnnotationDisruptionStarted] = f.clk.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+	res := f.run()
+	if len(res.GivenUp) != 1 || res.GivenUp[0] != victim {
+		t.Fatalf("given up %v, want [%s]", res.GivenUp, victim)
+	}
+	if n := f.node(victim); n == nil || tainted(n) || n.Annotations[v1alpha1.AnnotationDisruptionStarted] != "" {
+		t.Fatalf("node %s after the timeout: want it kept, untainted, without the start annotation", victim)
+	}
+	timedOut := false
+	for _, e := range f.events.For(victim) {
+		timedOut = timedOut || (e.Reason == disruption.ReasonDrainTimedOut && strings.Contains(e.Message, "did not finish"))
+	}
+	if !timedOut {
+		t.Errorf("events on %s: %+v, want DrainTimedOut", victim, f.events.For(victim))
+	}
+	f.waitRunning(2)
+}
