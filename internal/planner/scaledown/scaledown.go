@@ -249,7 +249,7 @@ func (p *planner) consider(c candidate) {
 	})
 	if homeless != nil {
 		reason, what := ReasonNoHome, "pod "
-		if homeless.Annotations[v1alpha1.AnnotationVirtual] != "" {
+		if homeless.Annotations[v1alpha1.AnnotationVirtual] != "" || homeless.Labels[v1alpha1.LabelHeadroomRole] != "" {
 			reason, what = ReasonHeadroom, "headroom unit "
 		}
 		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}

@@ -94,14 +94,21 @@ func TestPlan(t *testing.T) {
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/large"}},
 		},
 		{
-			name: "DaemonSet, mirror, finished and placeholder pods go with their node",
+			name: "DaemonSet, mirror and finished pods go with their node",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Pods: []*corev1.Pod{
 				b.Pod("ds", b.NodeName("a"), b.CPU("1"), b.OwnedBy("DaemonSet", "agent")),
 				b.Pod("static", b.NodeName("a"), b.CPU("1"), b.Annotation(corev1.MirrorPodAnnotationKey, "x")),
 				b.Pod("done", b.NodeName("a"), b.CPU("1"), b.Phase(corev1.PodSucceeded)),
-				b.Pod("placeholder", b.NodeName("a"), b.CPU("1"), b.Labels(v1alpha1.LabelHeadroomRole, "placeholder")),
 			}},
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
+		},
+		{
+			name: "a headroom placeholder holds its node like a workload pod when it fits nowhere else",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Pods: []*corev1.Pod{
+				b.Pod("placeholder", b.NodeName("a"), b.CPU("1"), b.Namespace(v1alpha1.SystemNamespace), b.OwnedBy("ReplicaSet", "headroom-x"),
+					b.Labels(v1alpha1.LabelHeadroomRole, "placeholder")),
+			}},
+			want: outcome{blocked: map[string]string{"a": "Headroom berth-system/placeholder"}},
 		},
 		{
 			name: "a bare pod keeps its node, named in the reason",
