@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 )
@@ -242,4 +243,29 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 // node for it.
 func awaitsNode(p *corev1.Pod) bool {
 	return podutil.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p))
+}
+
+// ScaleDownInput turns the scenario into a scale-down planner input: the
+// bound pods, the PodDisruptionBudgets, and the units of Headrooms without
+// placeholders (resolved at now), which must keep a home.
+func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
+	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
+		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes}
+	for _, p := range s.Pods {
+		if p.Spec.NodeName != "" {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}
+	for _, h := range s.Headrooms {
+		if h.Spec.Placeholders {
+			continue
+		}
+		r, err := headroom.Resolve(h, hin)
+		if err != nil {
+			return in, fmt.Errorf("headroom %s: %w", h.Name, err)
+		}
+		in.Virtual = append(in.Virtual, headroom.VirtualPods(h, r)...)
+	}
+	return in, nil
 }

@@ -13,16 +13,19 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/scenario"
 )
 
 type options struct {
-	file   string
-	output string
-	limits limitflags.ClusterLimits
+	file      string
+	output    string
+	scaleDown bool
+	limits    limitflags.ClusterLimits
 }
 
 // NewCommand returns `berth plan`.
@@ -47,6 +50,7 @@ without scheduling gates) are the pending pods. Use -f - for standard input.`,
 	}
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "YAML snapshot to plan for (- for standard input)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().BoolVar(&o.scaleDown, "scale-down", false, "show the scale-down side instead: which of berth's nodes would be removed, and why the others stay")
 	o.limits.Bind(cmd.Flags())
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -80,6 +84,9 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		sort.Strings(kinds)
 		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
+	}
+	if o.scaleDown {
+		return o.planScaleDown(sc, limits, stdout)
 	}
 	input, err := sc.Input(time.Now())
 	if err != nil {
@@ -138,4 +145,44 @@ func summarize(pods []string) string {
 		return strings.Join(pods, ",")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(pods[:show], ","), len(pods)-show)
+}
+
+// planScaleDown prints the scale-down plan: the same planner as the
+// controller's, on the snapshot. It says what would be removed if every
+// node had been removable for its group's consolidateAfter.
+func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceList, stdout io.Writer) error {
+	in, err := sc.ScaleDownInput(time.Now())
+	if err != nil {
+		return err
+	}
+	in.ClusterLimits = limits
+	p, err := scaledown.Run(in)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintf(tw, "REMOVABLE NODES: %d\n", len(p.Remove))
+	if len(p.Remove) > 0 {
+		_, _ = fmt.Fprintln(tw, "NODE\tNODEGROUP\tUTILIZATION\tPODS TO MOVE")
+		for _, r := range p.Remove {
+			moves := make([]string, 0, len(r.Evict))
+			for _, m := range r.Evict {
+				moves = append(moves, m.Pod.String()+" -> "+m.To)
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%s\n", r.Node, r.NodeGroup, 100*r.Utilization, strings.Join(moves, ", "))
+		}
+	}
+	if len(p.Blocked) > 0 {
+		_, _ = fmt.Fprintf(tw, "\nNODES THAT STAY: %d\n", len(p.Blocked))
+		_, _ = fmt.Fprintln(tw, "NODE\tNODEGROUP\tREASON\tMESSAGE")
+		for _, b := range p.Blocked {
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Node, b.NodeGroup, b.Reason, b.Message)
+		}
+	}
+	return tw.Flush()
 }

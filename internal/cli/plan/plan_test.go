@@ -139,3 +139,48 @@ spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
 		t.Errorf("unschedulable %+v", p.Unschedulable)
 	}
 }
+
+// TestPlanScaleDown: the scale-down side of a snapshot, by the
+// controller's planner: node b's pod fits on a, so b would go; a stays
+// because of its bare pod, and says so.
+func TestPlanScaleDown(t *testing.T) {
+	node := func(name string) string {
+		return `---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ` + name + `
+  labels: {berth.dev/nodegroup: general, berth.dev/initialized: "true", kubernetes.io/hostname: ` + name + `}
+  annotations: {berth.dev/launched-by: uid-general}
+status:
+  capacity: {cpu: "2", memory: 4Gi, pods: "110"}
+  allocatable: {cpu: "2", memory: 4Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+`
+	}
+	input := strings.Replace(group, "metadata: {name: general}", "metadata: {name: general, uid: uid-general}", 1) + node("a") + node("b") + `---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare, namespace: default}
+spec: {nodeName: a, containers: [{name: c, image: c, resources: {requests: {cpu: 500m}}}]}
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  namespace: default
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: rs1, controller: true}]
+spec: {nodeName: b, containers: [{name: c, image: c, resources: {requests: {cpu: 500m}}}]}
+status: {phase: Running}
+`
+	out, err := runPlan(t, input, "--scale-down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"REMOVABLE NODES: 1", "default/web-1 -> a", "NotReplicated", "pod default/bare is not backed by a controller"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not contain %q:\n%s", want, out)
+		}
+	}
+}
