@@ -18,11 +18,21 @@ func homes(s *snapshot.Snapshot) []*snapshot.Node {
 	return out
 }
 
-// firstFit returns the first node where every filter passes, or nil.
-func firstFit(s *snapshot.Snapshot, c *snapshot.Class, nodes []*snapshot.Node) *snapshot.Node {
+// firstFit returns the first node, from index *hint on and wrapping
+// around, where every filter passes, or nil; it moves *hint there. Starting
+// where the last pod went keeps a scan short while nodes fill up one after
+// another; a cheap check of free resources and pod slots skips full nodes
+// before the filters (which explain each failure) run.
+func firstFit(s *snapshot.Snapshot, c *snapshot.Class, nodes []*snapshot.Node, hint *int) *snapshot.Node {
 	filters := predicates.Default()
-	for _, n := range nodes {
+	for k := range nodes {
+		i := (*hint + k) % len(nodes)
+		n := nodes[i]
+		if n.Unschedulable || len(n.Pods) >= n.AllowedPods || !snapshot.Fits(&c.Requests, &n.Requested, &n.Allocatable) {
+			continue
+		}
 		if !predicates.Run(filters, s, c, n).Failed() {
+			*hint = i
 			return n
 		}
 	}
@@ -34,13 +44,14 @@ func firstFit(s *snapshot.Snapshot, c *snapshot.Class, nodes []*snapshot.Node) *
 // that fit nowhere need new nodes (scale-up's matter) and are left out.
 func placeVirtual(s *snapshot.Snapshot, virtual []*corev1.Pod) {
 	nodes := homes(s)
+	hint := 0
 	for _, v := range virtual {
 		c, err := s.Classify(v)
 		if err != nil {
 			continue
 		}
 		s.Prepare(c)
-		if n := firstFit(s, c, nodes); n != nil {
+		if n := firstFit(s, c, nodes, &hint); n != nil {
 			s.AddPod(&snapshot.Pod{Pod: v, Class: c}, n)
 		}
 	}

@@ -184,6 +184,38 @@ type planner struct {
 	rules   []drain.Rule
 	// size, disrupting and removed count nodes per group.
 	size, disrupting, removed map[string]int
+	// homes are the nodes by name and hint where the last pod went.
+	homes []*snapshot.Node
+	hint  int
+	// unbound caches, per pod, its copy without a node and that copy's
+	// prepared class: a pod is simulated once per node tried.
+	unbound map[*corev1.Pod]unboundPod
+}
+
+type unboundPod struct {
+	pod   *corev1.Pod
+	class *snapshot.Class
+}
+
+// unboundClass returns the pod as its controller recreates it (without a
+// node; a shallow copy, nothing changes the shared slices) and its
+// prepared class, or a nil class if it cannot be classified.
+func (p *planner) unboundClass(pod *corev1.Pod) (*corev1.Pod, *snapshot.Class) {
+	if u, ok := p.unbound[pod]; ok {
+		return u.pod, u.class
+	}
+	cp := *pod
+	cp.Spec.NodeName = ""
+	c, err := p.s.Classify(&cp)
+	if err != nil {
+		return &cp, nil
+	}
+	p.s.Prepare(c)
+	if p.unbound == nil {
+		p.unbound = map[*corev1.Pod]unboundPod{}
+	}
+	p.unbound[pod] = unboundPod{pod: &cp, class: c}
+	return &cp, c
 }
 
 // candidates are the nodes berth launched, that were Ready once and are
@@ -306,23 +338,20 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
 		return cmp.Compare(b.Class.Requests.MilliCPU+b.Class.Requests.Memory>>20, a.Class.Requests.MilliCPU+a.Class.Requests.Memory>>20)
 	})
-	homes := homes(p.s)
+	if p.homes == nil {
+		p.homes = homes(p.s)
+	}
 	var moves []Move
 	for _, sp := range pods {
-		// The pod as its controller recreates it: without a node. A shallow
-		// copy: nothing below changes the shared slices.
-		unbound := *sp.Pod
-		unbound.Spec.NodeName = ""
-		c, err := p.s.Classify(&unbound)
-		if err != nil {
+		unbound, c := p.unboundClass(sp.Pod)
+		if c == nil {
 			return nil, sp
 		}
-		p.s.Prepare(c)
-		to := firstFit(p.s, c, homes)
+		to := firstFit(p.s, c, p.homes, &p.hint)
 		if to == nil {
 			return nil, sp
 		}
-		p.s.AddPod(&snapshot.Pod{Pod: &unbound, Class: c}, to)
+		p.s.AddPod(&snapshot.Pod{Pod: unbound, Class: c}, to)
 		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
 	}
 	return moves, nil

@@ -1,0 +1,50 @@
+package scaledown_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// BenchmarkScaleDown plans a scale-down of N 16-cpu nodes with 30 pods
+// each: half the nodes are lightly used (30 x 100m), half heavily (30 x
+// 450m), so that the light ones can empty into each other and the heavy
+// ones cannot move. Budget 100 %: every node is simulated. Reports the
+// nodes the plan removes.
+func BenchmarkScaleDown(b_ *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b_.Run(fmt.Sprintf("nodes=%d", n), func(bb *testing.B) {
+			all := intstr.FromString("100%")
+			ng := b.NodeGroup("bench", b.Size(0, 10000))
+			ng.UID = "uid-bench"
+			ng.Spec.Disruption.Budget = &all
+			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}}
+			for i := range n {
+				name := fmt.Sprintf("node-%05d", i)
+				in.Nodes = append(in.Nodes, b.Node(name, "16", "64Gi", b.LaunchedBy(ng)))
+				cpu := "100m"
+				if i%2 == 1 {
+					cpu = "450m"
+				}
+				for j := range 30 {
+					in.Pods = append(in.Pods, b.Pod(fmt.Sprintf("p-%d-%d", i, j), b.NodeName(name), b.CPU(cpu), b.Memory("256Mi"),
+						b.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), b.Phase(corev1.PodRunning)))
+				}
+			}
+			var plan *scaledown.Plan
+			for bb.Loop() {
+				var err error
+				if plan, err = scaledown.Run(in); err != nil {
+					bb.Fatal(err)
+				}
+			}
+			bb.ReportMetric(float64(len(plan.Remove)), "removed")
+		})
+	}
+}
