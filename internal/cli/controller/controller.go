@@ -113,7 +113,7 @@ func (o *options) validate() error {
 	if o.qps <= 0 || o.burst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", o.qps, o.burst))
 	}
-	if !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
+	if o.leaseDuration <= o.renewDeadline || o.renewDeadline <= o.retryPeriod || o.retryPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			o.leaseDuration, o.renewDeadline, o.retryPeriod))
 	}

@@ -17,7 +17,7 @@ const (
 	labelOceanRestrictScaleDown     = "spotinst.io/restrict-scale-down"
 )
 
-// DoNotDisrupt: a pod annotated berth.dev/do-not-disrupt: "true" (or
+// DoNotDisrupt blocks: a pod annotated berth.dev/do-not-disrupt: "true" (or
 // karpenter.sh/do-not-disrupt: "true", or labelled
 // spotinst.io/restrict-scale-down: "true") keeps its node.
 type DoNotDisrupt struct{}

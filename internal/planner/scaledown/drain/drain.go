@@ -16,11 +16,11 @@ type Verdict int
 const (
 	// Undecided passes the pod to the next rule.
 	Undecided Verdict = iota
-	// Stays: the pod goes away with its node and needs no new home.
+	// Stays means the pod goes away with its node and needs no new home.
 	Stays
-	// Moves: the pod is evicted and must fit on another node.
+	// Moves means the pod is evicted and must fit on another node.
 	Moves
-	// Blocks: the node may not be removed because of this pod.
+	// Blocks means the node may not be removed because of this pod.
 	Blocks
 )
 

@@ -9,7 +9,7 @@ import (
 // ReasonGoesWithNode is the reason of pods that need no new home.
 const ReasonGoesWithNode Reason = "GoesWithNode"
 
-// GoesWithNode: DaemonSet pods (their DaemonSet runs one per node; berth's
+// GoesWithNode lets go with the node: DaemonSet pods (their DaemonSet runs one per node; berth's
 // per-node reserve is one), mirror pods (static pods of the node) and
 // finished pods need no new home. Headroom placeholders are not among
 // them: they hold headroom and must fit elsewhere like any pod (berth

@@ -5,7 +5,7 @@ import corev1 "k8s.io/api/core/v1"
 // ReasonLocalStorage is the reason of a pod whose data would be lost.
 const ReasonLocalStorage Reason = "LocalStorage"
 
-// LocalStorage: a pod with an emptyDir on the node's disk or a hostPath
+// LocalStorage blocks: a pod with an emptyDir on the node's disk or a hostPath
 // volume loses that data when evicted, so it keeps its node unless the
 // context allows local storage. In-memory emptyDirs do not count.
 type LocalStorage struct{}

@@ -8,7 +8,7 @@ import (
 // ReasonNotReplicated is the reason of a pod no controller would recreate.
 const ReasonNotReplicated Reason = "NotReplicated"
 
-// NotReplicated: a pod without a controlling owner (a bare pod) would be
+// NotReplicated blocks: a pod without a controlling owner (a bare pod) would be
 // gone for good once evicted, so it keeps its node unless annotated
 // cluster-autoscaler.kubernetes.io/safe-to-evict: "true".
 type NotReplicated struct{}

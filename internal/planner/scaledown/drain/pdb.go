@@ -76,7 +76,7 @@ func (b *Budgets) Take(pods []*corev1.Pod) error {
 	return nil
 }
 
-// DisruptionBudget: a pod whose PodDisruptionBudget allows no disruption
+// DisruptionBudget blocks: a pod whose PodDisruptionBudget allows no disruption
 // now keeps its node this round (budgets for several pods of one node are
 // checked together by the planner with Budgets.Take).
 type DisruptionBudget struct{}

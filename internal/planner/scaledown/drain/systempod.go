@@ -9,7 +9,7 @@ import (
 // PodDisruptionBudget.
 const ReasonSystemPodWithoutPDB Reason = "SystemPodWithoutPDB"
 
-// SystemPodWithoutPDB: a kube-system pod (DNS, metrics) that no
+// SystemPodWithoutPDB blocks: a kube-system pod (DNS, metrics) that no
 // PodDisruptionBudget covers keeps its node, as in Cluster Autoscaler:
 // evicting the cluster's plumbing needs the owner's say.
 type SystemPodWithoutPDB struct{}
