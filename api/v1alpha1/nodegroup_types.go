@@ -148,6 +148,24 @@ type Disruption struct {
 	// removal up and untaints the node (default 300s).
 	// +optional
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+	// Window limits when berth starts removals in the group (for example
+	// only outside business hours); drains already started go on. Without
+	// it, at any time.
+	// +optional
+	Window *DisruptionWindow `json:"window,omitempty"`
+}
+
+// DisruptionWindow is a recurring time window, UTC.
+type DisruptionWindow struct {
+	// Cron is when the window opens: a standard 5-field expression in UTC
+	// (e.g. "0 22 * * 1-5") or a descriptor such as @daily.
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule="self.matches('^\\\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|([0-9*/,?A-Za-z-]+\\\\s+){4}[0-9*/,?A-Za-z-]+)\\\\s*$')",message="cron must be a 5-field expression such as \"0 22 * * 1-5\" or a descriptor such as @daily"
+	// +required
+	Cron string `json:"cron"`
+	// Duration the window stays open.
+	// +required
+	Duration metav1.Duration `json:"duration"`
 }
 
 // NodeTemplate is the part of a node that berth sets at launch.

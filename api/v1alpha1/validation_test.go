@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/testing/builders"
@@ -97,6 +98,35 @@ func TestNodeGroupValidation(t *testing.T) {
 				return ng
 			}(),
 			wantErr: []string{"spec.provider", "a provider must be set"},
+		},
+		{
+			name: "a disruption budget that is neither a count nor a percentage is rejected naming budget",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("bad-budget")
+				v := intstr.FromString("ten")
+				ng.Spec.Disruption.Budget = &v
+				return ng
+			}(),
+			wantErr: []string{"spec.disruption.budget", "count or a percentage"},
+		},
+		{
+			name: "a disruption window with a malformed cron is rejected naming the cron",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("bad-window")
+				ng.Spec.Disruption.Window = &v1alpha1.DisruptionWindow{Cron: "at night"}
+				return ng
+			}(),
+			wantErr: []string{"spec.disruption.window.cron", "5-field expression"},
+		},
+		{
+			name: "a disruption policy, budget and window are accepted",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("good-disruption")
+				v := intstr.FromString("25%")
+				ng.Spec.Disruption = v1alpha1.Disruption{ConsolidationPolicy: v1alpha1.ConsolidationWhenEmpty, Budget: &v,
+					Window: &v1alpha1.DisruptionWindow{Cron: "0 22 * * 1-5"}}
+				return ng
+			}(),
 		},
 		// Every name that becomes a label value or key on a node is checked
 		// at admission: otherwise every launch of the group fails.

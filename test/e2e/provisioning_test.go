@@ -154,11 +154,15 @@ func TestFortyPendingPodsRunOnThePlannedNodes(t *testing.T) {
 // get exactly two large nodes; two standard pods get medium nodes only.
 func TestTenantGroupsScaleFromZero(t *testing.T) {
 	ns := newNamespace(t)
-	createNodeGroup(t, b.NodeGroup("large", b.TemplateLabel("size", "large"), b.TemplateTaint("size", "large", corev1.TaintEffectNoSchedule),
-		b.InstanceType("large-4", "4", "16Gi", b.OnDemand("zone-a", "0.20"))))
-	createNodeGroup(t, b.NodeGroup("medium", b.TemplateLabel("size", "medium"), b.TemplateTaint("size", "medium", corev1.TaintEffectNoSchedule),
-		b.InstanceType("medium-2", "2", "4Gi", b.OnDemand("zone-a", "0.08"))))
-	startController(t)
+	quick := func(ng *v1alpha1.NodeGroup) *v1alpha1.NodeGroup {
+		ng.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: 2 * time.Second}
+		return ng
+	}
+	createNodeGroup(t, quick(b.NodeGroup("large", b.TemplateLabel("size", "large"), b.TemplateTaint("size", "large", corev1.TaintEffectNoSchedule),
+		b.InstanceType("large-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))))
+	createNodeGroup(t, quick(b.NodeGroup("medium", b.TemplateLabel("size", "medium"), b.TemplateTaint("size", "medium", corev1.TaintEffectNoSchedule),
+		b.InstanceType("medium-2", "2", "4Gi", b.OnDemand("zone-a", "0.08")))))
+	startController(t, "--scale-down-interval=1s")
 
 	premium := func(name string) *corev1.Pod {
 		return b.Pod(name, b.Namespace(ns), b.NoUID(), b.Labels("tier", "premium"), b.CPU("1"), b.Memory("1Gi"),
@@ -185,6 +189,17 @@ func TestTenantGroupsScaleFromZero(t *testing.T) {
 	if n := len(groupNodes(t, "medium")); n == 0 {
 		t.Error("no medium node for the standard pods")
 	}
+
+	// The tenants leave: their pods go, and both groups return to zero.
+	if err := env.Client.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	expect.Eventually(t, 3*time.Minute, func(context.Context) (bool, string, error) {
+		l, m := len(liveNodes(t, "large")), len(liveNodes(t, "medium"))
+		return l == 0 && m == 0, fmt.Sprintf("%d large and %d medium nodes left", l, m), nil
+	})
+	t.Logf("both tenant groups back to zero %s after their pods were deleted (consolidateAfter 2s, budget 10%%: one node at a time)", time.Since(start).Round(time.Second))
 }
 
 // TestImpossiblePodIsExplainedAndOthersAreServed: a pod needing 64 cpu

@@ -29,6 +29,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/podutil"
 )
@@ -77,8 +78,9 @@ type Controller struct {
 	removableSince map[string]time.Time
 	// checked holds the draining nodes this replica started or re-checked.
 	checked map[string]bool
-	// lastBlocked is the last ScaleDownBlocked message per node.
-	lastBlocked map[string]string
+	// lastBlocked is the last ScaleDownBlocked message per node, and
+	// lastWindow per node group with an unreadable window.
+	lastBlocked, lastWindow map[string]string
 }
 
 // New returns a controller.
@@ -86,7 +88,7 @@ func New(d Deps, o Options) *Controller {
 	if o.MaxRemovalsPerRound <= 0 {
 		o.MaxRemovalsPerRound = DefaultMaxRemovalsPerRound
 	}
-	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, checked: map[string]bool{}, lastBlocked: map[string]string{}}
+	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, checked: map[string]bool{}, lastBlocked: map[string]string{}, lastWindow: map[string]string{}}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -188,7 +190,7 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
 			since = now
 		}
 		g := w.groups[r.NodeGroup]
-		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound {
+		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) {
 			out = append(out, r.Node)
 		}
 	}
@@ -238,4 +240,25 @@ func isDisrupted(n *corev1.Node) bool {
 // pods (placeholders are deleted instead, see advance).
 func mustMove(p *corev1.Pod) bool {
 	return !podutil.IsOwnedByDaemonSet(p) && !podutil.IsMirror(p) && !podutil.IsTerminal(p)
+}
+
+// windowOpen reports whether the group's disruption window (if any) is
+// open now. A window that cannot be read (the API server validates the
+// cron's shape, not every value) or never opens keeps removals off, and
+// says so once per change.
+func (c *Controller) windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
+	w := g.Spec.Disruption.Window
+	if w == nil {
+		return true
+	}
+	open, err := headroom.ScheduleActive(w.Cron, w.Duration.Duration, now)
+	if err != nil {
+		msg := fmt.Sprintf("spec.disruption.window: %v; no removal starts in this group", err)
+		if c.lastWindow[g.Name] != msg {
+			c.lastWindow[g.Name] = msg
+			c.Recorder.Eventf(g, nil, corev1.EventTypeWarning, ReasonScaleDownBlocked, "ScaleDown", "%s", msg)
+		}
+		return false
+	}
+	return open
 }

@@ -272,3 +272,27 @@ func TestADrainThatTimesOutIsGivenUp(t *testing.T) {
 	}
 	f.waitRunning(2)
 }
+
+// TestRemovalsWaitForTheWindow: a removable node is not touched while the
+// group's disruption window is closed, and is once it opens.
+func TestRemovalsWaitForTheWindow(t *testing.T) {
+	f := setup(t, "sd-window", 1)
+	now := f.clk.Now().UTC()
+	// A window of one hour opening at the next full hour + 1.
+	opens := now.Truncate(time.Hour).Add(2 * time.Hour)
+	g := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.group), g); err != nil {
+		t.Fatal(err)
+	}
+	g.Spec.Disruption.Window = &v1alpha1.DisruptionWindow{Cron: fmt.Sprintf("0 %d * * *", opens.Hour()), Duration: metav1.Duration{Duration: time.Hour}}
+	if err := env.Client.Update(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.run(); len(res.Started) != 0 || len(res.Plan.Remove) != 1 {
+		t.Fatalf("window closed: started %v, planned %d removals; want 1 planned and none started", res.Started, len(res.Plan.Remove))
+	}
+	f.clk.SetTime(opens.Add(time.Minute))
+	if res := f.run(); len(res.Started) != 1 {
+		t.Fatalf("window open: started %v, want the empty node", res.Started)
+	}
+}
