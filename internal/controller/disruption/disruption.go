@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -190,7 +191,8 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
 			since = now
 		}
 		g := w.groups[r.NodeGroup]
-		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) {
+		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) &&
+			!meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
 			out = append(out, r.Node)
 		}
 	}

@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -79,6 +81,26 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "m-2/zone-a/spot") || !strings.Contains(c.Message, "no spot capacity") {
 		t.Errorf("LaunchFailing after a failure: %+v", c)
 	}
+
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("ScaleDownSuspended with a failure but no pending pod: %+v, want False", c)
+	}
+	if got.Status.UnavailableOfferings == nil || got.Status.UnavailableOfferings[0].CapacityType != v1alpha1.CapacityTypeSpot {
+		t.Errorf("unavailableOfferings %+v, want the spot offering", got.Status.UnavailableOfferings)
+	}
+	// A pod waits for this group while its launches fail: scale-down is
+	// suspended, naming the pod.
+	pod := b.Pod("waits", b.Namespace("default"), b.NoUID(), b.CPU("64"), b.NodeSelector(v1alpha1.LabelNodeGroup, "status"))
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pod) })
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := reconcileOnce()
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended)
+		ok := c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "pending pod default/waits") && strings.Contains(c.Message, "no spot capacity")
+		return ok, fmt.Sprintf("ScaleDownSuspended %+v", c), nil
+	})
 
 	clk.Step(4 * time.Minute)
 	got = reconcileOnce()
