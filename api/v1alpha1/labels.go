@@ -47,6 +47,12 @@ const (
 	// the first eviction; a restarted controller finds its drains by it.
 	TaintDisrupted = "berth.dev/disrupted"
 
+	// AnnotationReplacedBy on a node names the cheaper node berth launched
+	// to replace it; the node is drained once that one is Ready.
+	AnnotationReplacedBy = "berth.dev/replaced-by"
+	// AnnotationReplacementStarted is the RFC 3339 time the replacement
+	// was launched.
+	AnnotationReplacementStarted = "berth.dev/replacement-started"
 	// AnnotationDisruptionStarted is the RFC 3339 time berth tainted a node
 	// to drain it; the drain timeout counts from it, across restarts.
 	AnnotationDisruptionStarted = "berth.dev/disruption-started"

@@ -78,6 +78,17 @@ func (d Disruption) After() time.Duration {
 	return d.ConsolidateAfter.Duration
 }
 
+// DefaultReplaceSavingsPercent is the share a replacement must save.
+const DefaultReplaceSavingsPercent = 10
+
+// Savings returns the share (0-1) a replacement must save.
+func (d Disruption) Savings() float64 {
+	if d.ReplaceSavingsPercent <= 0 {
+		return DefaultReplaceSavingsPercent / 100.0
+	}
+	return float64(d.ReplaceSavingsPercent) / 100
+}
+
 // Timeout returns DrainTimeout or its default.
 func (d Disruption) Timeout() time.Duration {
 	if d.DrainTimeout == nil {

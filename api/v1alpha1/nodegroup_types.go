@@ -148,6 +148,15 @@ type Disruption struct {
 	// removal up and untaints the node (default 300s).
 	// +optional
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+	// ReplaceSavingsPercent: under WhenEmptyOrUnderutilized, berth replaces
+	// up to three nodes whose pods fit on the other nodes plus one new node
+	// by that node when it costs at least this many percent less than they
+	// do (default 10, to avoid churn; unset or 0 means the default). The
+	// new node is Ready before the old ones are drained.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ReplaceSavingsPercent int32 `json:"replaceSavingsPercent,omitempty"`
 	// Window limits when berth starts removals in the group (for example
 	// only outside business hours); drains already started go on. Without
 	// it, at any time.

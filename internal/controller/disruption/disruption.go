@@ -136,8 +136,9 @@ func (c *Controller) safeRound(ctx context.Context) (err error) {
 type Result struct {
 	Plan *scaledown.Plan
 	// Started are the nodes tainted this round; Removed the nodes deleted;
-	// GivenUp the drains stopped.
-	Started, Removed, GivenUp []string
+	// GivenUp the drains stopped; Replacements the nodes launched to
+	// replace others.
+	Started, Removed, GivenUp, Replacements []string
 }
 
 // RunOnce runs one round: drains in progress advance, then new removals
@@ -149,8 +150,13 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	res := &Result{}
 	for _, n := range w.nodes {
-		if isDisrupted(n) {
+		switch {
+		case isDisrupted(n):
 			if err := c.advance(ctx, w, n, res); err != nil {
+				return res, err
+			}
+		case n.Annotations[v1alpha1.AnnotationReplacedBy] != "":
+			if err := c.awaitReplacement(ctx, w, n, res); err != nil {
 				return res, err
 			}
 		}
@@ -172,6 +178,13 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			return res, err
 		}
 		res.Started = append(res.Started, name)
+	}
+	for _, r := range plan.Replace {
+		if c.dueAll(w, r.Nodes) {
+			if err := c.launchReplacement(ctx, w, r, res); err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, nil
 }
@@ -196,12 +209,39 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
 			out = append(out, r.Node)
 		}
 	}
+	for _, r := range plan.Replace {
+		for _, name := range r.Nodes {
+			planned[name] = true
+			if _, ok := c.removableSince[name]; !ok {
+				c.removableSince[name] = now
+			}
+		}
+	}
 	for name := range c.removableSince {
 		if !planned[name] {
 			delete(c.removableSince, name)
 		}
 	}
 	return out
+}
+
+// dueAll reports whether every node of a replacement has been removable
+// for its group's consolidateAfter, in its group's window.
+func (c *Controller) dueAll(w *world, nodes []string) bool {
+	now := c.Clock.Now()
+	for _, name := range nodes {
+		n := w.byName[name]
+		if n == nil {
+			return false
+		}
+		g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		since, ok := c.removableSince[name]
+		if g == nil || !ok || now.Sub(since) < g.Spec.Disruption.After() || !c.windowOpen(g, now) ||
+			meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
+			return false
+		}
+	}
+	return true
 }
 
 // report records a ScaleDownBlocked event on each node that stays, once

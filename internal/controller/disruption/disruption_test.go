@@ -47,11 +47,11 @@ type fixture struct {
 // setup creates a node group whose nodes are removable as soon as they are
 // (consolidateAfter 0, budget 100 %), n Ready nodes of 2 cpu launched for
 // it, a namespace, and a controller with a fake clock.
-func setup(t *testing.T, name string, n int) *fixture {
+func setup(t *testing.T, name string, n int, opts ...b.NodeGroupOption) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	all := intstr.FromString("100%")
-	ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng := b.NodeGroup(name, append([]b.NodeGroupOption{b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))}, opts...)...)
 	ng.Spec.Disruption = v1alpha1.Disruption{ConsolidateAfter: &metav1.Duration{}, Budget: &all, DrainTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	for _, o := range []client.Object{ng, ns} {
@@ -92,7 +92,9 @@ func setup(t *testing.T, name string, n int) *fixture {
 
 // deployment runs replicas pods of 1 cpu on the group's nodes, spread one
 // per node, and waits until they run.
-func (f *fixture) deployment(replicas int32) {
+func (f *fixture) deployment(replicas int32) { f.deploymentOf(replicas, "1") }
+
+func (f *fixture) deploymentOf(replicas int32, cpu string) {
 	f.t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{"app": "web"}
@@ -104,7 +106,7 @@ func (f *fixture) deployment(replicas int32) {
 			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
 				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
 			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
 		}},
 	}}
 	if err := env.Client.Create(ctx, d); err != nil {
@@ -294,5 +296,62 @@ func TestRemovalsWaitForTheWindow(t *testing.T) {
 	f.clk.SetTime(opens.Add(time.Minute))
 	if res := f.run(); len(res.Started) != 1 {
 		t.Fatalf("window open: started %v, want the empty node", res.Started)
+	}
+}
+
+// TestReplaceByACheaperNodeFirst: three 2-cpu nodes (0.10/h each) hold one
+// 1200m pod each. Once the group offers an 8-cpu node at 0.20/h, berth
+// launches one, waits until it is Ready, and only then taints the three
+// old nodes; their pods move to it and the old nodes are deleted.
+func TestReplaceByACheaperNodeFirst(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, "sd-replace", 3)
+	f.deploymentOf(3, "1200m")
+	g := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.group), g); err != nil {
+		t.Fatal(err)
+	}
+	b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g)
+	if err := env.Client.Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var repl string
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		res := f.run()
+		if len(res.Replacements) == 1 {
+			repl = res.Replacements[0]
+		}
+		return repl != "", "no replacement launched", nil
+	})
+	for _, old := range f.nodes {
+		if n := f.node(old); n == nil || tainted(n) || n.Annotations[v1alpha1.AnnotationReplacedBy] != repl {
+			t.Fatalf("old node %s right after the launch: want it marked replaced by %s and not tainted", old, repl)
+		}
+	}
+	var readyAt time.Time
+	expect.Eventually(t, 2*time.Minute, func(context.Context) (bool, string, error) {
+		f.run()
+		if n := f.node(repl); n != nil && readyAt.IsZero() && nodeutil.Schedulable(n) {
+			readyAt = time.Now()
+		}
+		for _, old := range f.nodes {
+			if n := f.node(old); n != nil {
+				if tainted(n) && readyAt.IsZero() {
+					return false, "", expect.Permanent(fmt.Errorf("old node %s tainted before the replacement was Ready", old))
+				}
+				return false, "old node " + old + " still there", nil
+			}
+		}
+		return true, "", nil
+	})
+	f.waitRunning(3)
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != repl {
+			t.Errorf("pod %s runs on %s, want the replacement %s", p.Name, p.Spec.NodeName, repl)
+		}
 	}
 }

@@ -131,6 +131,8 @@ func (c *Controller) stop(ctx context.Context, n *corev1.Node, reason, msg strin
 	}
 	n.Spec.Taints = taints
 	delete(n.Annotations, v1alpha1.AnnotationDisruptionStarted)
+	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
+	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}

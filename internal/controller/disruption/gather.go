@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
@@ -68,6 +69,13 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	}
 	for i := range pdbs.Items {
 		w.input.PDBs = append(w.input.PDBs, &pdbs.Items[i])
+	}
+	dss := &appsv1.DaemonSetList{}
+	if err := c.Client.List(ctx, dss); err != nil {
+		return nil, fmt.Errorf("listing daemonsets: %w", err)
+	}
+	for i := range dss.Items {
+		w.input.DaemonSets = append(w.input.DaemonSets, &dss.Items[i])
 	}
 	nss := &corev1.NamespaceList{}
 	if err := c.Client.List(ctx, nss); err != nil {

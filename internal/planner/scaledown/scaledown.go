@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
@@ -51,6 +52,10 @@ type Input struct {
 	Virtual []*corev1.Pod
 	// ClusterLimits as in scale-up.
 	ClusterLimits corev1.ResourceList
+	// DaemonSets and Unavailable offerings, as in scale-up: a replacement
+	// node is planned by the scale-up planner.
+	DaemonSets  []*appsv1.DaemonSet
+	Unavailable []scaleup.Offering
 }
 
 // Removal is a node the plan removes.
@@ -82,8 +87,11 @@ type Blocked struct {
 
 // Plan is the outcome.
 type Plan struct {
-	Remove  []Removal `json:"remove"`
-	Blocked []Blocked `json:"blocked,omitempty"`
+	Remove []Removal `json:"remove"`
+	// Replace is at most one replacement: nodes whose pods all fit on the
+	// other nodes plus one new, cheaper node.
+	Replace []Replacement `json:"replace,omitempty"`
+	Blocked []Blocked     `json:"blocked,omitempty"`
 }
 
 // candidate is a node of a group that might go.
@@ -116,11 +124,19 @@ func Run(in Input) (*Plan, error) {
 		if disrupted(n.Node) {
 			p.disrupting[n.NodeGroup]++
 			s.Cordon(n)
+		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+			p.disrupting[n.NodeGroup]++ // its replacement is launching
 		}
 	}
 	placeVirtual(s, in.Virtual)
-	for _, c := range p.candidates() {
+	cands := p.candidates()
+	for _, c := range cands {
 		p.consider(c)
+	}
+	if len(p.plan.Remove) == 0 {
+		if err := p.replace(in, cands); err != nil {
+			return nil, err
+		}
 	}
 	return p.plan, nil
 }
@@ -160,8 +176,8 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: map[string]*v1alpha1.NodeGroup{g.Name: g}, budgets: drain.NewBudgets(pdbs), rules: drain.Rules()}
 	for _, other := range s.Nodes {
-		if disrupted(other.Node) {
-			s.Cordon(other)
+		if disrupted(other.Node) || other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+			s.Cordon(other) // going too: no home
 		}
 	}
 	placeVirtual(s, in.Virtual)
@@ -225,7 +241,7 @@ func (p *planner) candidates() []candidate {
 	var out []candidate
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) {
+		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
 			continue
 		}
 		switch {

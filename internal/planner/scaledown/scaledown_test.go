@@ -253,3 +253,58 @@ func TestRecheck(t *testing.T) {
 		t.Errorf("a drain whose pod fits nowhere now: %+v %v, want NoHome", bl, err)
 	}
 }
+
+// TestReplaceByACheaperNode: three 2-cpu nodes at 0.10 each hold one
+// 1200m pod each; none can take another's pod. The group also offers an
+// 8-cpu node at 0.20: the three are replaced by it (0.20 <= 90 % of 0.30).
+// At 0.28 it saves less than 10 % and nothing is replaced; bare pods are
+// never moved for a replacement either.
+func TestReplaceByACheaperNode(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		large     string
+		bare      bool
+		wantNodes int
+	}{
+		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
+		{name: "not when the large node saves less than 10 %", large: "0.28"},
+		{name: "not when a pod is bare", large: "0.20", bare: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.InstanceTypes = nil
+				b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))(ng)
+				b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.large))(ng)
+			})
+			var nodes []*corev1.Node
+			var pods []*corev1.Pod
+			for i := range 3 {
+				name := fmt.Sprintf("small-%d", i)
+				nodes = append(nodes, b.Node(name, "2", "8Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "small-2",
+					v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")))
+				opts := []b.PodOption{b.NodeName(name), b.CPU("1200m"), b.Phase(corev1.PodRunning)}
+				if !tt.bare {
+					opts = append(opts, b.OwnedBy("ReplicaSet", "web"))
+				}
+				pods = append(pods, b.Pod(fmt.Sprintf("w-%d", i), opts...))
+			}
+			plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, Pods: pods})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Remove) != 0 {
+				t.Fatalf("removed %+v: no node can be removed outright", plan.Remove)
+			}
+			got := 0
+			if len(plan.Replace) == 1 {
+				got = len(plan.Replace[0].Nodes)
+				if r := plan.Replace[0]; r.New.InstanceType != "large-8" || r.NewPrice != 0.20 || r.OldPrice < 0.2999 || r.OldPrice > 0.3001 {
+					t.Errorf("replacement %+v, want large-8 at 0.20 for 0.30", r)
+				}
+			}
+			if got != tt.wantNodes || len(plan.Replace) > 1 {
+				t.Errorf("replacements %+v, want %d nodes replaced", plan.Replace, tt.wantNodes)
+			}
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+)
+
+// ReasonReplacing is the event reason on nodes being replaced.
+const ReasonReplacing = "Replacing"
+
+// replacementGrace is how long a replacement may be missing from the
+// cache after its launch before berth gives the replacement up (a launch
+// timeout deletes a replacement that never becomes Ready).
+const replacementGrace = 2 * time.Minute
+
+// launchReplacement launches the cheaper node first and marks the nodes it
+// replaces; they are drained once it is Ready (awaitReplacement).
+func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledown.Replacement, res *Result) error {
+	ng := w.groups[r.New.NodeGroup]
+	if ng == nil {
+		return nil
+	}
+	off := cloudprovider.Offering{InstanceType: r.New.InstanceType, Zone: r.New.Zone, CapacityType: v1alpha1.CapacityType(r.New.CapacityType)}
+	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+	if err != nil {
+		log.FromContext(ctx).Info("could not launch a replacement; trying again later", "offering", off.String(), "error", err.Error())
+		return nil
+	}
+	now := c.Clock.Now().UTC().Format(time.RFC3339)
+	for _, name := range r.Nodes {
+		n := w.byName[name]
+		patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[v1alpha1.AnnotationReplacedBy] = inst.NodeName
+		n.Annotations[v1alpha1.AnnotationReplacementStarted] = now
+		if err := c.Client.Patch(ctx, n, patch); err != nil {
+			return fmt.Errorf("marking node %s replaced: %w", name, err)
+		}
+		delete(c.removableSince, name)
+		c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonReplacing, "ScaleDown",
+			"Replacing nodes %s (%.4f/h) by new node %s (%s, %.4f/h); they are drained once it is Ready",
+			strings.Join(r.Nodes, ", "), r.OldPrice, inst.NodeName, off, r.NewPrice)
+	}
+	res.Replacements = append(res.Replacements, inst.NodeName)
+	log.FromContext(ctx).Info("launched a cheaper replacement", "node", inst.NodeName, "offering", off.String(), "replaces", r.Nodes,
+		"oldPricePerHour", r.OldPrice, "newPricePerHour", r.NewPrice)
+	return nil
+}
+
+// awaitReplacement starts the drain of a replaced node once its
+// replacement is Ready and the node's pods still have a home; it gives the
+// replacement up if the new node is gone.
+func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
+	repl := w.byName[n.Annotations[v1alpha1.AnnotationReplacedBy]]
+	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementStarted])
+	if err != nil {
+		started = time.Time{}
+	}
+	switch {
+	case repl == nil && c.Clock.Since(started) > replacementGrace:
+		res.GivenUp = append(res.GivenUp, n.Name)
+		return c.unmark(ctx, n, "Replacement "+n.Annotations[v1alpha1.AnnotationReplacedBy]+" is gone; the node stays")
+	case repl == nil || !nodeutil.Schedulable(repl):
+		return nil // still launching
+	}
+	blocked, err := scaledown.Recheck(w.input, n.Name)
+	if err != nil {
+		return err
+	}
+	if blocked != nil {
+		res.GivenUp = append(res.GivenUp, n.Name)
+		return c.unmark(ctx, n, "Replacement "+repl.Name+" is Ready but the node cannot be removed any more: "+blocked.Message)
+	}
+	if err := c.start(ctx, n); err != nil {
+		return err
+	}
+	res.Started = append(res.Started, n.Name)
+	return nil
+}
+
+// unmark removes the replacement annotations: the node stays.
+func (c *Controller) unmark(ctx context.Context, n *corev1.Node, msg string) error {
+	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
+	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)
+	if err := c.Client.Patch(ctx, n, patch); err != nil {
+		return fmt.Errorf("unmarking node %s: %w", n.Name, err)
+	}
+	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonDrainStopped, "ScaleDown", "%s", msg)
+	return nil
+}

@@ -1,0 +1,144 @@
+package scaledown
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// maxReplaced bounds how many nodes one replacement takes out.
+const maxReplaced = 3
+
+// Replacement is a set of nodes whose pods fit on the other nodes plus one
+// new node that costs less than they do together.
+type Replacement struct {
+	Nodes []string `json:"nodes"`
+	// New is the node to launch first, as the scale-up planner chose it.
+	New      scaleup.NewNode `json:"new"`
+	OldPrice float64         `json:"oldPricePerHour"`
+	NewPrice float64         `json:"newPricePerHour"`
+}
+
+// replace looks, when nothing could simply be removed, for the cheapest
+// replacement of the 3, 2 or 1 least-utilised candidates that only lack
+// room (their pods pass every drain rule): their pods are planned by the
+// scale-up planner on the rest of the cluster plus new nodes; it must need
+// exactly one new node, saving at least the group's share.
+func (p *planner) replace(in Input, cands []candidate) error {
+	var stuck []candidate
+	for _, c := range cands {
+		if c.group.Spec.Disruption.Policy() != v1alpha1.ConsolidationWhenEmptyOrUnderutilized {
+			continue
+		}
+		if _, _, blocked := p.classify(c.node, c.group); blocked == nil && p.budgetAllows(c.group, 1) {
+			stuck = append(stuck, c)
+		}
+	}
+	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
+		set := stuck[:k]
+		r, err := p.tryReplace(in, set)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			p.plan.Replace = append(p.plan.Replace, *r)
+			for _, c := range set {
+				p.removed[c.group.Name]++
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// budgetAllows reports whether the group may disrupt n more nodes.
+func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
+	name := g.Name
+	return p.size[name]-p.disrupting[name]-p.removed[name]-n >= int(g.Spec.MinSize) &&
+		p.disrupting[name]+p.removed[name]+n <= g.Spec.Disruption.Allowed(p.size[name])
+}
+
+// tryReplace plans the pods of set as pending on the cluster without it.
+func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
+	out := map[string]bool{}
+	old, savings := 0.0, 1.0
+	perGroup := map[string]int{}
+	for _, c := range set {
+		out[c.node.Name] = true
+		price, ok := nodePrice(c.group, c.node)
+		if !ok {
+			return nil, nil
+		}
+		old += price
+		savings = min(savings, c.group.Spec.Disruption.Savings())
+		perGroup[c.group.Name]++
+	}
+	for _, c := range set {
+		if !p.budgetAllows(c.group, perGroup[c.group.Name]) {
+			return nil, nil
+		}
+	}
+	sin := scaleup.Input{NodeGroups: in.NodeGroups, DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
+		Volumes: in.Volumes, ClusterLimits: in.ClusterLimits, Unavailable: in.Unavailable}
+	for _, n := range in.Nodes {
+		if !out[n.Name] {
+			sin.Nodes = append(sin.Nodes, n)
+		}
+	}
+	// The cluster's pods as the snapshot holds them (headroom units placed
+	// as bound pods); the pods and units that must leave the set become
+	// pending, without a node.
+	for _, n := range p.s.Nodes {
+		if out[n.Name] {
+			continue
+		}
+		for _, sp := range n.Pods {
+			sin.Pods = append(sin.Pods, boundTo(sp, n.Name))
+		}
+	}
+	for _, c := range set {
+		movers, _, _ := p.classify(c.node, c.group)
+		for _, sp := range movers {
+			u, _ := p.unboundClass(sp.Pod)
+			sin.Pending = append(sin.Pending, u)
+		}
+	}
+	plan, err := scaleup.Run(sin)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.Unschedulable) > 0 || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
+		return nil, nil
+	}
+	r := &Replacement{New: plan.NewNodes[0], OldPrice: old, NewPrice: plan.NewNodes[0].PricePerHour}
+	for _, c := range set {
+		r.Nodes = append(r.Nodes, c.node.Name)
+	}
+	return r, nil
+}
+
+// boundTo returns the pod as bound to node (headroom units placed by the
+// snapshot carry no node yet).
+func boundTo(sp *snapshot.Pod, node string) *corev1.Pod {
+	if sp.Spec.NodeName == node {
+		return sp.Pod
+	}
+	cp := *sp.Pod
+	cp.Spec.NodeName = node
+	return &cp
+}
+
+// nodePrice is the price of a node's offering in its group.
+func nodePrice(g *v1alpha1.NodeGroup, n *snapshot.Node) (float64, bool) {
+	l := n.Node.Labels
+	_, o := g.FindOffering(l[v1alpha1.LabelInstanceType], l[v1alpha1.LabelZone], v1alpha1.CapacityType(l[v1alpha1.LabelCapacityType]))
+	if o == nil {
+		return 0, false
+	}
+	price, err := strconv.ParseFloat(o.PricePerHour, 64)
+	return price, err == nil
+}
