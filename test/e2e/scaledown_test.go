@@ -204,3 +204,77 @@ func TestBlockersKeepTheirNodes(t *testing.T) {
 		t.Errorf("%d nodes, want the 3 that blockers hold", n)
 	}
 }
+
+// TestThreeNodesBecomeOneCheaperNode: three 2-cpu nodes at 0.10/h hold one
+// 1200m pod each. When the group starts offering an 8-cpu node at 0.20/h,
+// berth launches one, and only after it is Ready taints the old nodes
+// (their disruption-started time is not before its Ready time); the pods
+// end up on it and the old nodes are gone.
+func TestThreeNodesBecomeOneCheaperNode(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	after := metav1.Duration{Duration: 2 * time.Second}
+	all := intstr.FromString("100%")
+	ng := b.NodeGroup("consolidate", b.Size(0, 10), b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.LaunchDelay(metav1.Duration{Duration: 3 * time.Second}))
+	ng.Spec.Disruption.ConsolidateAfter, ng.Spec.Disruption.Budget = &after, &all
+	createNodeGroup(t, ng)
+	d := webDeployment(ns, "consolidate", 3)
+	d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1200m")
+	if err := env.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, "--scale-down-interval=1s")
+	waitRunning(t, ns, 3, 2*time.Minute)
+	old := map[string]bool{}
+	for _, n := range liveNodes(t, "consolidate") {
+		old[n.Name] = true
+	}
+	if len(old) != 3 {
+		t.Fatalf("%d nodes for three 1200m pods on 2-cpu nodes, want 3", len(old))
+	}
+	got := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got); err != nil {
+		t.Fatal(err)
+	}
+	b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(got)
+	if err := env.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	var large corev1.Node
+	expect.Eventually(t, 3*time.Minute, func(context.Context) (bool, string, error) {
+		nodes := liveNodes(t, "consolidate")
+		for _, n := range nodes {
+			if old[n.Name] {
+				return false, fmt.Sprintf("%d nodes, old ones still there", len(nodes)), nil
+			}
+			large = n
+		}
+		return len(nodes) == 1, fmt.Sprintf("%d nodes", len(nodes)), nil
+	})
+	if large.Labels[v1alpha1.LabelInstanceType] != "large-8" {
+		t.Errorf("the node left is %s (%s), want the large-8 replacement", large.Name, large.Labels[v1alpha1.LabelInstanceType])
+	}
+	waitRunning(t, ns, 3, time.Minute)
+	var readyAt time.Time
+	for _, c := range large.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			readyAt = c.LastTransitionTime.Time
+		}
+	}
+	for name := range old {
+		replacing := 0
+		for _, e := range events(t, "default", name) {
+			if strings.HasPrefix(e, "Replacing") {
+				replacing++
+				if !strings.Contains(e, "by new node "+large.Name) {
+					t.Errorf("node %s: %q, want it replaced by %s", name, e, large.Name)
+				}
+			}
+		}
+		if replacing != 1 {
+			t.Errorf("node %s got %d Replacing events, want exactly one replacement", name, replacing)
+		}
+	}
+	t.Logf("replacement %s Ready at %s", large.Name, readyAt.Format(time.RFC3339))
+}

@@ -79,6 +79,8 @@ type Controller struct {
 	removableSince map[string]time.Time
 	// checked holds the draining nodes this replica started or re-checked.
 	checked map[string]bool
+	// lastReplacement is when this replica last launched a replacement.
+	lastReplacement time.Time
 	// lastBlocked is the last ScaleDownBlocked message per node, and
 	// lastWindow per node group with an unreadable window.
 	lastBlocked, lastWindow map[string]string
@@ -180,6 +182,9 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		res.Started = append(res.Started, name)
 	}
 	for _, r := range plan.Replace {
+		if c.replacing(w) {
+			break // one replacement at a time
+		}
 		if c.dueAll(w, r.Nodes) {
 			if err := c.launchReplacement(ctx, w, r, res); err != nil {
 				return res, err
@@ -303,4 +308,20 @@ func (c *Controller) windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
 		return false
 	}
 	return open
+}
+
+// replacing reports whether a replacement is under way: a node carries the
+// replaced-by mark, or this replica launched one in the last minute (the
+// informer cache may not show the marks yet; launching another would
+// double the cost it means to save).
+func (c *Controller) replacing(w *world) bool {
+	if c.Clock.Since(c.lastReplacement) < time.Minute {
+		return true
+	}
+	for _, n := range w.nodes {
+		if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+			return true
+		}
+	}
+	return false
 }

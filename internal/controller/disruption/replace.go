@@ -37,6 +37,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		log.FromContext(ctx).Info("could not launch a replacement; trying again later", "offering", off.String(), "error", err.Error())
 		return nil
 	}
+	c.lastReplacement = c.Clock.Now()
 	now := c.Clock.Now().UTC().Format(time.RFC3339)
 	for _, name := range r.Nodes {
 		n := w.byName[name]
