@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -155,7 +156,7 @@ var ErrNeverFires = errors.New("the cron expression never fires")
 // (UTC) and lasts d is open at now. An expression with no time in the next
 // five years (the cron library's search horizon) is ErrNeverFires.
 func ScheduleActive(expr string, d time.Duration, now time.Time) (bool, error) {
-	s, err := cron.ParseStandard(expr)
+	s, err := parseCron(expr)
 	if err != nil {
 		return false, err
 	}
@@ -247,4 +248,20 @@ func unitsFor(total corev1.ResourceList, pct int32, unit corev1.ResourceList) fl
 		n = max(n, math.Ceil(want/per-1e-9))
 	}
 	return n
+}
+
+// parseCron parses a standard cron expression in UTC. Time zone prefixes
+// are refused (berth's windows are UTC), and a panic of the cron library
+// on malformed input (it slices "TZ=" without a space out of range) is
+// turned into an error: nothing a user writes may crash the controller.
+func parseCron(expr string) (s cron.Schedule, err error) {
+	if t := strings.TrimSpace(expr); strings.HasPrefix(t, "TZ=") || strings.HasPrefix(t, "CRON_TZ=") {
+		return nil, fmt.Errorf("cron %q: time zones are not supported, windows are in UTC", expr)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("cron %q: malformed expression", expr)
+		}
+	}()
+	return cron.ParseStandard(expr)
 }
