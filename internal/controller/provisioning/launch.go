@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,38 +15,6 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
-
-func (p *Provisioner) gatherRest(ctx context.Context, in *scaleup.Input) error {
-	dss := &appsv1.DaemonSetList{}
-	if err := p.Client.List(ctx, dss); err != nil {
-		return fmt.Errorf("listing daemonsets: %w", err)
-	}
-	for i := range dss.Items {
-		in.DaemonSets = append(in.DaemonSets, &dss.Items[i])
-	}
-	nss := &corev1.NamespaceList{}
-	if err := p.Client.List(ctx, nss); err != nil {
-		return fmt.Errorf("listing namespaces: %w", err)
-	}
-	for i := range nss.Items {
-		in.Namespaces = append(in.Namespaces, &nss.Items[i])
-	}
-	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := p.Client.List(ctx, pvcs); err != nil {
-		return fmt.Errorf("listing persistentvolumeclaims: %w", err)
-	}
-	for i := range pvcs.Items {
-		in.Claims = append(in.Claims, &pvcs.Items[i])
-	}
-	pvs := &corev1.PersistentVolumeList{}
-	if err := p.Client.List(ctx, pvs); err != nil {
-		return fmt.Errorf("listing persistentvolumes: %w", err)
-	}
-	for i := range pvs.Items {
-		in.Volumes = append(in.Volumes, &pvs.Items[i])
-	}
-	return nil
-}
 
 // launchWorkers bounds how many nodes one round launches at once. Cloud
 // APIs take seconds per launch; one after another, a plan of 30 nodes would

@@ -4,10 +4,15 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
 // nominations maps pending pods ("namespace/name") to the launching node
@@ -101,4 +106,68 @@ func podScheduledMessage(pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// renominate points pods the plan put on nodes that are still launching at
+// those nodes again. The scheduler clears a nomination whenever it retries
+// the pod before the node is Ready (the node is still tainted, preemption
+// finds nothing), so berth keeps restating it until the pod is bound.
+func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[string]*corev1.Pod) {
+	if plan == nil {
+		return
+	}
+	launching := map[string]bool{}
+	for _, n := range p.inflight.merge(nodes) {
+		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(n) {
+			launching[n.Name] = true
+		}
+	}
+	for _, pl := range plan.ExistingNodePlacements {
+		if pod := pending[pl.Pod.String()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
+			p.nominate(ctx, pod, pl.Node)
+		}
+	}
+}
+
+// schedulableSince returns when a node was first seen schedulable, and
+// whether it has been.
+func (p *Provisioner) schedulableSince(node string) (time.Time, bool) {
+	p.schedulableMu.Lock()
+	defer p.schedulableMu.Unlock()
+	since, ok := p.schedulableAt[node]
+	return since, ok
+}
+
+// graceEnd returns when berth stops holding a pod's room on the node berth
+// nominated it to: nominationGrace after the node became schedulable. ok
+// is false while the node boots, and for nominations berth did not make
+// (preemption's, which the scheduler keeps).
+func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
+	node := pod.Status.NominatedNodeName
+	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
+		return time.Time{}, false
+	}
+	since, ok := p.schedulableSince(node)
+	return since.Add(nominationGrace), ok
+}
+
+// nominationFailed reports whether a pod berth nominated is still unbound
+// after its grace: the scheduler placed others there, and the pod needs a
+// node again.
+func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
+	end, ok := p.graceEnd(pod)
+	return ok && now.After(end)
+}
+
+// noteGraceEnd moves recheckAt forward to the end of a held pod's grace.
+func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
+	if end, ok := p.graceEnd(pod); ok && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {
+		p.recheckAt = end
+	}
+}
+
+// forgetNominations drops nominations of pods that no longer wait, and of
+// nodes that are gone (known: the node names trackSchedulable returned).
+func (p *Provisioner) forgetNominations(known, waiting map[string]bool) {
+	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
 }

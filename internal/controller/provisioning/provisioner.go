@@ -21,11 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
-	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
-	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -97,11 +94,11 @@ type Provisioner struct {
 	// nodes differently and launch one more.
 	nominated   *nominations
 	renominateQ chan *corev1.Pod
-	// readySince is when each node was first seen Ready, to tell when a
-	// nomination berth made has had its chance. Guarded by readyMu: pod
+	// schedulableAt is when each node was first seen schedulable, to tell when a
+	// nomination berth made has had its chance. Guarded by schedulableMu: pod
 	// events read it.
-	readyMu    sync.Mutex
-	readySince map[string]time.Time
+	schedulableMu sync.Mutex
+	schedulableAt map[string]time.Time
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
 	virtualOwner map[string]state.Key
@@ -122,7 +119,7 @@ const nominationGrace = 5 * time.Second
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		lastEvent: map[types.UID]string{}, lastCapped: map[state.Key]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
-		readySince: map[string]time.Time{}}
+		schedulableAt: map[string]time.Time{}}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -234,10 +231,11 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		}
 		p.recovered = true
 	}
-	in, groups, pending, err := p.gather(ctx)
+	r, err := p.newRound(ctx)
 	if err != nil {
 		return nil, err
 	}
+	in, groups, pending := r.in, r.groups, r.pending
 	pendingPods.Set(float64(len(pending)))
 	res := &Result{Pending: len(pending)}
 	for _, pod := range pending {
@@ -273,170 +271,4 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		p.Readiness.Set(readiness(res.Plan, p.virtualOwner, p.inflight.merge(in.Nodes)))
 	}
 	return res, nil
-}
-
-// trackReadiness records when nodes were first seen schedulable and
-// returns the names of all known nodes (launched ones not in the cache
-// included).
-func (p *Provisioner) trackReadiness(nodes []*corev1.Node, now time.Time) map[string]bool {
-	known := map[string]bool{}
-	p.readyMu.Lock()
-	defer p.readyMu.Unlock()
-	for _, n := range p.inflight.merge(nodes) {
-		known[n.Name] = true
-		if _, seen := p.readySince[n.Name]; !seen && nodeutil.Schedulable(n) {
-			p.readySince[n.Name] = now
-		}
-	}
-	for name := range p.readySince {
-		if !known[name] {
-			delete(p.readySince, name)
-		}
-	}
-	return known
-}
-
-// sortPods puts bound pods, and pods holding a nomination, into the plan
-// input as placed, and pods that need a node as pending. It returns the
-// pending pods and the set of all waiting pods, by "namespace/name".
-func (p *Provisioner) sortPods(ctx context.Context, in *scaleup.Input, pods []corev1.Pod, known map[string]bool, now time.Time) (map[string]*corev1.Pod, map[string]bool) {
-	pending := map[string]*corev1.Pod{}
-	waiting := map[string]bool{}
-	p.recheckAt = time.Time{}
-	for i := range pods {
-		pod := &pods[i]
-		key := pod.Namespace + "/" + pod.Name
-		switch {
-		case podutil.IsBound(pod):
-			in.Pods = append(in.Pods, pod)
-		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
-			// A pod nominated to a node (by berth, or by preemption) holds
-			// room there: plan as if it were bound to it.
-			p.noteGraceEnd(pod)
-			held := pod.DeepCopy()
-			held.Spec.NodeName = pod.Status.NominatedNodeName
-			in.Pods = append(in.Pods, held)
-			waiting[key] = true
-		// A nomination to a node that no longer exists (deleted after a
-		// launch timeout, say) is stale: the pod needs a node again.
-		case podutil.AwaitsNode(pod):
-			if berth := p.nominated.get(key); berth != "" {
-				// berth had planned this pod on a node; the scheduler did
-				// not put it there (or not within the grace): plan again.
-				p.logNominationLost(ctx, pod, berth)
-			}
-			in.Pending = append(in.Pending, pod)
-			pending[key] = pod
-			waiting[key] = true
-		}
-	}
-	return pending, waiting
-}
-
-// renominate points pods the plan put on nodes that are still launching at
-// those nodes again. The scheduler clears a nomination whenever it retries
-// the pod before the node is Ready (the node is still tainted, preemption
-// finds nothing), so berth keeps restating it until the pod is bound.
-func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[string]*corev1.Pod) {
-	if plan == nil {
-		return
-	}
-	launching := map[string]bool{}
-	for _, n := range p.inflight.merge(nodes) {
-		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(n) {
-			launching[n.Name] = true
-		}
-	}
-	for _, pl := range plan.ExistingNodePlacements {
-		if pod := pending[pl.Pod.String()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
-			p.nominate(ctx, pod, pl.Node)
-		}
-	}
-}
-
-// schedulableSince returns when a node was first seen schedulable, and
-// whether it has been.
-func (p *Provisioner) schedulableSince(node string) (time.Time, bool) {
-	p.readyMu.Lock()
-	defer p.readyMu.Unlock()
-	since, ok := p.readySince[node]
-	return since, ok
-}
-
-// graceEnd returns when berth stops holding a pod's room on the node berth
-// nominated it to: nominationGrace after the node became schedulable. ok
-// is false while the node boots, and for nominations berth did not make
-// (preemption's, which the scheduler keeps).
-func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
-	node := pod.Status.NominatedNodeName
-	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
-		return time.Time{}, false
-	}
-	since, ok := p.schedulableSince(node)
-	return since.Add(nominationGrace), ok
-}
-
-// nominationFailed reports whether a pod berth nominated is still unbound
-// after its grace: the scheduler placed others there, and the pod needs a
-// node again.
-func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
-	end, ok := p.graceEnd(pod)
-	return ok && now.After(end)
-}
-
-// noteGraceEnd moves recheckAt forward to the end of a held pod's grace.
-func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
-	if end, ok := p.graceEnd(pod); ok && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {
-		p.recheckAt = end
-	}
-}
-
-// forgetNominations drops nominations of pods that no longer wait, and of
-// nodes that are gone (known: the node names trackReadiness returned).
-func (p *Provisioner) forgetNominations(known, waiting map[string]bool) {
-	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
-}
-
-// gather reads the cluster from the cache.
-func (p *Provisioner) gather(ctx context.Context) (scaleup.Input, map[string]*v1alpha1.NodeGroup, map[string]*corev1.Pod, error) {
-	var in scaleup.Input
-	ngs := &v1alpha1.NodeGroupList{}
-	if err := p.Client.List(ctx, ngs); err != nil {
-		return in, nil, nil, fmt.Errorf("listing node groups: %w", err)
-	}
-	groups := map[string]*v1alpha1.NodeGroup{}
-	for i := range ngs.Items {
-		if ngs.Items[i].DeletionTimestamp == nil {
-			groups[ngs.Items[i].Name] = &ngs.Items[i]
-			in.NodeGroups = append(in.NodeGroups, &ngs.Items[i])
-		}
-	}
-	nodes := &corev1.NodeList{}
-	if err := p.Client.List(ctx, nodes); err != nil {
-		return in, nil, nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	for i := range nodes.Items {
-		in.Nodes = append(in.Nodes, &nodes.Items[i])
-	}
-	p.inflight.observe(in.Nodes)
-	pods := &corev1.PodList{}
-	if err := p.Client.List(ctx, pods); err != nil {
-		return in, nil, nil, fmt.Errorf("listing pods: %w", err)
-	}
-	now := p.Clock.Now()
-	known := p.trackReadiness(in.Nodes, now)
-	pending, waiting := p.sortPods(ctx, &in, pods.Items, known, now)
-	p.forgetNominations(known, waiting)
-	virtual, owner, err := p.virtualUnits(ctx, in.NodeGroups)
-	if err != nil {
-		return in, nil, nil, err
-	}
-	in.Pending = append(in.Pending, virtual...)
-	p.virtualOwner = owner
-	if err := p.gatherRest(ctx, &in); err != nil {
-		return in, nil, nil, err
-	}
-	in.ClusterLimits = p.opts.ClusterLimits
-	in.Now, in.LaunchGrace = now, p.opts.MaxProvisionTime
-	return in, groups, pending, nil
 }

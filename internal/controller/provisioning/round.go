@@ -1,0 +1,110 @@
+package provisioning
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
+)
+
+// round is what one provisioning round works on, built by newRound in
+// named steps.
+type round struct {
+	now time.Time
+	// in is the planner's input.
+	in     scaleup.Input
+	groups map[string]*v1alpha1.NodeGroup
+	// known are the nodes that exist or are being launched, by name.
+	known map[string]bool
+	// pending are the pods that need a node; waiting those plus the pods
+	// holding a nomination; both by "namespace/name".
+	pending map[string]*corev1.Pod
+	waiting map[string]bool
+}
+
+// newRound reads the cluster and brings the provisioner's bookkeeping up
+// to date, each a named step: launched nodes the cache now shows are
+// forgotten, nodes' first schedulable times recorded, pods sorted into
+// placed and pending, stale nominations dropped, headroom units added.
+func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
+	r, pods, err := p.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.inflight.observe(r.in.Nodes)
+	r.known = p.trackSchedulable(r.in.Nodes, r.now)
+	p.recheckAt = time.Time{}
+	p.sortPods(ctx, r, pods)
+	p.forgetNominations(r.known, r.waiting)
+	virtual, owner, err := p.virtualUnits(ctx, r.in.NodeGroups)
+	if err != nil {
+		return nil, err
+	}
+	r.in.Pending = append(r.in.Pending, virtual...)
+	p.virtualOwner = owner
+	return r, nil
+}
+
+// trackSchedulable records when nodes were first seen schedulable and
+// returns the names of all known nodes (launched ones not in the cache
+// included).
+func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[string]bool {
+	known := map[string]bool{}
+	p.schedulableMu.Lock()
+	defer p.schedulableMu.Unlock()
+	for _, n := range p.inflight.merge(nodes) {
+		known[n.Name] = true
+		if _, seen := p.schedulableAt[n.Name]; !seen && nodeutil.Schedulable(n) {
+			p.schedulableAt[n.Name] = now
+		}
+	}
+	for name := range p.schedulableAt {
+		if !known[name] {
+			delete(p.schedulableAt, name)
+		}
+	}
+	return known
+}
+
+// sortPods puts bound pods, and pods holding a nomination, into the plan
+// input as placed, and pods that need a node as pending; it fills the
+// round's pending and waiting sets. A pod held by a nomination moves
+// recheckAt to the end of its grace.
+func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []corev1.Pod) {
+	in, known, now := &r.in, r.known, r.now
+	pending := map[string]*corev1.Pod{}
+	waiting := map[string]bool{}
+	r.pending, r.waiting = pending, waiting
+	for i := range pods {
+		pod := &pods[i]
+		key := pod.Namespace + "/" + pod.Name
+		switch {
+		case podutil.IsBound(pod):
+			in.Pods = append(in.Pods, pod)
+		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
+			// A pod nominated to a node (by berth, or by preemption) holds
+			// room there: plan as if it were bound to it.
+			p.noteGraceEnd(pod)
+			held := pod.DeepCopy()
+			held.Spec.NodeName = pod.Status.NominatedNodeName
+			in.Pods = append(in.Pods, held)
+			waiting[key] = true
+		// A nomination to a node that no longer exists (deleted after a
+		// launch timeout, say) is stale: the pod needs a node again.
+		case podutil.AwaitsNode(pod):
+			if berth := p.nominated.get(key); berth != "" {
+				// berth had planned this pod on a node; the scheduler did
+				// not put it there (or not within the grace): plan again.
+				p.logNominationLost(ctx, pod, berth)
+			}
+			in.Pending = append(in.Pending, pod)
+			pending[key] = pod
+			waiting[key] = true
+		}
+	}
+}
