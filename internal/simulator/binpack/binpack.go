@@ -8,7 +8,6 @@ package binpack
 
 import (
 	"fmt"
-	"math"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -113,13 +112,13 @@ type packer struct {
 	in  Input
 	s   *snapshot.Snapshot
 	res Result
-	// dead[class] marks nodes (by index in s.Nodes) where the class failed
+	// unusable[class] marks nodes (by index in s.Nodes) where the class failed
 	// for a reason that cannot go away while pods are only added; cursor is
-	// the first index not known dead.
-	dead   map[int][]uint64
-	cursor map[int]int
-	byNode map[*snapshot.Node]*NewNode
-	seq    int
+	// the first index not known unusable.
+	unusable map[int]nodeSet
+	cursor   map[int]int
+	byNode   map[*snapshot.Node]*NewNode
+	seq      int
 	// rates caches newNodeRate per class.
 	rates map[int]float64
 }
@@ -127,7 +126,7 @@ type packer struct {
 // Pack places the pending pods. The snapshot is changed: placed pods and
 // planned nodes are added to it.
 func Pack(in Input) (*Result, error) {
-	p := &packer{in: in, s: in.Snapshot, dead: map[int][]uint64{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
+	p := &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
 	pods := make([]*snapshot.Pod, 0, len(in.Pending))
 	for _, pod := range in.Pending {
 		c, err := p.s.Classify(pod)
@@ -184,30 +183,61 @@ func (p *packer) placeNominated(pods []*snapshot.Pod) []*snapshot.Pod {
 // to grow are tried for free room, so that a round stays linear in pods.
 const growLookahead = 4096
 
-// place puts one pod on the first node that fits, or on a new node.
+// place puts one pod, in this order: on the first existing or planned
+// node where it fits as is (scanNodes), on a planned node grown to a
+// bigger instance type when that costs no more than a new node, or on a
+// new node (addToNewNode).
 func (p *packer) place(pod *snapshot.Pod) bool {
-	c := pod.Class
-	dead := p.dead[c.ID]
-	start := p.cursor[c.ID]
+	fit, grow := p.scanNodes(pod.Class)
+	switch {
+	case fit != nil:
+		p.add(pod, fit)
+		return true
+	case grow != nil && p.growthRate(grow, pod.Class) <= p.newNodeRate(pod.Class):
+		p.add(pod, grow)
+		return true
+	}
+	return p.addToNewNode(pod, grow)
+}
+
+// addToNewNode opens a node from the best template for the pod; without
+// one, it grows the planned node grow if there is one.
+func (p *packer) addToNewNode(pod *snapshot.Pod, grow *snapshot.Node) bool {
+	t, opts := p.chooseTemplate(pod.Class)
+	if t == nil {
+		if grow != nil {
+			p.add(pod, grow)
+			return true
+		}
+		return false
+	}
+	p.add(pod, p.open(t, opts).Node)
+	return true
+}
+
+// scanNodes looks at the nodes in order (existing before planned) from the
+// class's cursor and returns the first where a pod of the class fits as
+// is; or nil and grow, the first planned node that fits only by moving to
+// a bigger (dearer) instance type. After finding grow the scan goes on for
+// growLookahead nodes, for one whose current type has room (which costs
+// the plan nothing). Nodes a pod of the class can never use are recorded
+// in the class's unusable set, and the cursor skips the leading ones;
+// topology domains found too full are skipped for the rest of the scan.
+func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
+	unusable := p.unusable[c.ID]
+	defer func() { p.unusable[c.ID] = unusable }()
 	advancing := true
-	// full lists topology domains found too full for the pod during this
-	// scan: their other nodes fail the same way and are skipped.
 	var full []predicates.Domain
-	// grow is the first planned node that fits the pod only by moving to a
-	// bigger (dearer) instance type; the scan goes on for a while to find
-	// one whose current type has room, which costs the plan nothing, before
-	// growing it.
-	var grow *snapshot.Node
 	lookahead := 0
 nodes:
-	for i := start; i < len(p.s.Nodes); i++ {
+	for i := p.cursor[c.ID]; i < len(p.s.Nodes); i++ {
 		if grow != nil {
 			if lookahead == 0 {
 				break
 			}
 			lookahead--
 		}
-		if i/64 < len(dead) && dead[i/64]&(1<<(i%64)) != 0 {
+		if unusable.has(i) {
 			if advancing {
 				p.cursor[c.ID] = i + 1
 			}
@@ -231,13 +261,11 @@ nodes:
 				}
 				continue
 			}
-			p.dead[c.ID] = dead
-			p.add(pod, n)
-			return true
+			return n, nil
 		}
 		switch {
 		case st.Code == predicates.Unresolvable:
-			dead = markDead(dead, i)
+			unusable = unusable.mark(i)
 			if advancing {
 				p.cursor[c.ID] = i + 1
 			}
@@ -248,90 +276,21 @@ nodes:
 			advancing = false
 		}
 	}
-	p.dead[c.ID] = dead
-	if grow != nil && p.growthRate(grow, c) <= p.newNodeRate(c) {
-		p.add(pod, grow)
-		return true
-	}
-	t, opts := p.chooseTemplate(c)
-	if t == nil {
-		if grow != nil {
-			p.add(pod, grow)
-			return true
-		}
-		return false
-	}
-	p.add(pod, p.open(t, opts).Node)
-	return true
+	return nil, grow
 }
 
-// growthRate is what a planned node costs per pod-sized unit of capacity
-// it gains by moving to the cheapest option that fits its pods and a pod of
-// class c. Growing buys room for later pods too, so it is compared per unit
-// with what a new node would cost, not as a bare price difference.
-func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
-	h := p.s.Headroom(n.NodeGroup, &n.Capacity)
-	var next *snapshot.Option
-	for _, o := range n.Flex.Options {
-		if (next == nil || o.Price < next.Price) && n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {
-			next = o
-		}
-	}
-	if next == nil {
-		return math.Inf(1)
-	}
-	gained := units(next, &c.Requests) - units(n.Current, &c.Requests)
-	if gained <= 0 {
-		return math.Inf(1)
-	}
-	return (next.Price - n.Current.Price) / gained
-}
+// nodeSet is a set of node indexes, one bit each: a class's nodes that no
+// pod of it can ever use (a filter said Unresolvable).
+type nodeSet []uint64
 
-// newNodeRate is the lowest price per pod-sized unit among the options a
-// new node for a pod of class c could be launched as. It only guides the
-// choice between growing a node and opening one, so it is computed once per
-// class and round; a node is always opened from a fresh template choice.
-func (p *packer) newNodeRate(c *snapshot.Class) float64 {
-	if r, ok := p.rates[c.ID]; ok {
-		return r
-	}
-	best := math.Inf(1)
-	if _, opts := p.chooseTemplate(c); opts != nil {
-		for _, o := range opts {
-			if u := units(o, &c.Requests); u > 0 {
-				best = min(best, o.Price/u)
-			}
-		}
-	}
-	p.rates[c.ID] = best
-	return best
-}
+func (s nodeSet) has(i int) bool { return i/64 < len(s) && s[i/64]&(1<<(i%64)) != 0 }
 
-// units is how many pods of requests r an option holds, fractionally: its
-// free capacity divided by the request, for the scarcest resource.
-func units(o *snapshot.Option, r *snapshot.Resources) float64 {
-	free, pods := o.Free()
-	u := float64(pods)
-	ratio := func(req, have int64) {
-		if req > 0 {
-			u = min(u, float64(have)/float64(req))
-		}
+func (s nodeSet) mark(i int) nodeSet {
+	for len(s) <= i/64 {
+		s = append(s, 0)
 	}
-	ratio(r.MilliCPU, free.MilliCPU)
-	ratio(r.Memory, free.Memory)
-	ratio(r.EphemeralStorage, free.EphemeralStorage)
-	for k, v := range r.Scalar {
-		ratio(v, free.Scalar[k])
-	}
-	return u
-}
-
-func markDead(dead []uint64, i int) []uint64 {
-	for len(dead) <= i/64 {
-		dead = append(dead, 0)
-	}
-	dead[i/64] |= 1 << (i % 64)
-	return dead
+	s[i/64] |= 1 << (i % 64)
+	return s
 }
 
 func (p *packer) add(pod *snapshot.Pod, n *snapshot.Node) {
