@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -109,4 +111,19 @@ func (d Disruption) Allowed(n int) int {
 		return 1
 	}
 	return v
+}
+
+// DefaultPodsPerNode is the pod capacity of an instance type whose
+// capacity does not say (the kubelet's default).
+const DefaultPodsPerNode = 110
+
+// Price returns the offering's price per hour. It fails on what the API
+// server's pattern rejects and on what strconv.ParseFloat accepts but is
+// no price: NaN, infinities (also "1e400") and negative numbers.
+func (o *Offering) Price() (float64, error) {
+	p, err := strconv.ParseFloat(o.PricePerHour, 64)
+	if err != nil || p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		return 0, fmt.Errorf("invalid pricePerHour %q", o.PricePerHour)
+	}
+	return p, nil
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// defaultPods is the pod capacity of an instance type that does not say.
-const defaultPods = "110"
-
 // NodeFor returns the node a machine of a node group's offering registers
 // as: template and well-known labels, template and startup taints, the
 // instance type's capacity as capacity and allocatable, and no conditions
@@ -26,7 +23,7 @@ func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
 	labels[v1alpha1.LabelHostname] = name
 	capacity := it.Capacity.DeepCopy()
 	if _, ok := capacity[corev1.ResourcePods]; !ok {
-		capacity[corev1.ResourcePods] = resource.MustParse(defaultPods)
+		capacity[corev1.ResourcePods] = *resource.NewQuantity(v1alpha1.DefaultPodsPerNode, resource.DecimalSI)
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)}},

@@ -77,7 +77,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	if err := mgr.Add(&priorityClasses{client: mgr.GetAPIReader()}); err != nil {
 		return err
 	}
-	owned := func(_ context.Context, o client.Object) []reconcile.Request {
+	// Pods are owned by a ReplicaSet or the DaemonSet, not by the Headroom:
+	// they are mapped by the Headroom label berth puts on them.
+	podsOf := func(_ context.Context, o client.Object) []reconcile.Request {
 		if h := o.GetLabels()[v1alpha1.LabelHeadroom]; h != "" {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: h}}}
 		}
@@ -86,9 +88,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.Headroom{}).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(owned)).
-		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(owned)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(owned)).
+		Owns(&appsv1.Deployment{}).
+		Owns(&appsv1.DaemonSet{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podsOf)).
 		WatchesRawSource(r.changes.Source()).
 		Complete(r)
 }

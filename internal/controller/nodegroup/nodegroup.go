@@ -142,7 +142,7 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 		}
 		_, o := ng.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
 		if o != nil {
-			if p, err := strconv.ParseFloat(o.PricePerHour, 64); err == nil {
+			if p, err := o.Price(); err == nil {
 				out.price += p
 			}
 		}

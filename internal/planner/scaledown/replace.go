@@ -1,8 +1,6 @@
 package scaledown
 
 import (
-	"strconv"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -139,6 +137,6 @@ func nodePrice(g *v1alpha1.NodeGroup, n *snapshot.Node) (float64, bool) {
 	if o == nil {
 		return 0, false
 	}
-	price, err := strconv.ParseFloat(o.PricePerHour, 64)
+	price, err := o.Price()
 	return price, err == nil
 }

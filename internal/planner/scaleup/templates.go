@@ -3,9 +3,7 @@ package scaleup
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +19,6 @@ import (
 // OptionKeys are the node labels that differ between the options of one
 // node group template.
 var OptionKeys = []string{v1alpha1.LabelInstanceType, v1alpha1.LabelCapacityType, v1alpha1.LabelArch}
-
-// defaultPods is the pod capacity of an instance type that does not say.
-const defaultPods = 110
 
 // Offering identifies one way to launch a node: group, instance type,
 // zone and capacity type.
@@ -152,15 +147,13 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 
 func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,
 	taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
-	price, err := strconv.ParseFloat(off.PricePerHour, 64)
-	// ParseFloat accepts "NaN", "Inf" and "1e400" (as +Inf): none is a price,
-	// and NaN would make every cost comparison false.
-	if err != nil || price < 0 || math.IsNaN(price) || math.IsInf(price, 0) {
+	price, err := off.Price()
+	if err != nil {
 		return nil, fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
 	}
 	l := ng.NodeLabels(&it, &off)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: l}, Spec: corev1.NodeSpec{Taints: taints}}
-	pods := defaultPods
+	pods := v1alpha1.DefaultPodsPerNode
 	if q, ok := it.Capacity[corev1.ResourcePods]; ok {
 		pods = int(q.Value())
 	}
