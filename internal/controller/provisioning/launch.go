@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,7 +35,7 @@ type launchOutcome struct {
 // so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from).
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
-	pending map[string]*corev1.Pod, res *Result) (bool, error) {
+	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
 	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
 		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pending)
@@ -60,7 +61,7 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 
 // launchOne launches one planned node and nominates its pods to it. Safe
 // to run concurrently for different nodes.
-func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[string]*corev1.Pod) launchOutcome {
+func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
 	logger := log.FromContext(ctx)
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
@@ -95,7 +96,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
 		"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
 	for _, ref := range nn.Pods {
-		if pod := pending[ref.String()]; pod != nil {
+		if pod := pending[ref.Key()]; pod != nil {
 			p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
 			p.nominate(ctx, pod, inst.NodeName) // each pod is on one planned node: no two workers touch it
 		}
@@ -110,7 +111,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 // spread in a way that leaves one without a home. A failure is logged, not
 // fatal: the pod is then scheduled as usual.
 func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string) {
-	p.nominated.set(pod.Namespace+"/"+pod.Name, node)
+	p.nominated.set(client.ObjectKeyFromObject(pod), node)
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Status.NominatedNodeName = node
 	if err := p.Client.Status().Patch(ctx, pod, patch); err != nil {
@@ -125,7 +126,7 @@ const reasonHeadroom = "headroom"
 // headroom unit or buffer chunk.
 func (p *Provisioner) onlyVirtual(nn scaleup.NewNode) bool {
 	for _, ref := range nn.Pods {
-		if _, ok := p.virtualOwner[ref.String()]; !ok {
+		if _, ok := p.virtualOwner[ref.Key()]; !ok {
 			return false
 		}
 	}
@@ -148,12 +149,12 @@ func describePods(nn scaleup.NewNode) string {
 }
 
 // explain records, on every pod the plan could not place, why.
-func (p *Provisioner) explain(plan *scaleup.Plan, pending map[string]*corev1.Pod) {
+func (p *Provisioner) explain(plan *scaleup.Plan, pending map[types.NamespacedName]*corev1.Pod) {
 	if plan == nil {
 		return
 	}
 	for _, u := range plan.Unschedulable {
-		if pod := pending[u.Pod.String()]; pod != nil {
+		if pod := pending[u.Pod.Key()]; pod != nil {
 			p.record(pod, corev1.EventTypeWarning, ReasonNotTriggerScaleUp, "No node can be launched for this pod: "+u.Message)
 		}
 	}

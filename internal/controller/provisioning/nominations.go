@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -20,31 +22,31 @@ import (
 // events read it.
 type nominations struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[types.NamespacedName]string
 }
 
-func newNominations() *nominations { return &nominations{m: map[string]string{}} }
+func newNominations() *nominations { return &nominations{m: map[types.NamespacedName]string{}} }
 
-func (n *nominations) set(pod, node string) {
+func (n *nominations) set(pod types.NamespacedName, node string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.m[pod] = node
 }
 
-func (n *nominations) get(pod string) string {
+func (n *nominations) get(pod types.NamespacedName) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.m[pod]
 }
 
-func (n *nominations) snapshot() map[string]string {
+func (n *nominations) snapshot() map[types.NamespacedName]string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return maps.Clone(n.m)
 }
 
 // retain keeps the entries keep returns true for.
-func (n *nominations) retain(keep func(pod, node string) bool) {
+func (n *nominations) retain(keep func(pod types.NamespacedName, node string) bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for pod, node := range n.m {
@@ -64,7 +66,7 @@ func (p *Provisioner) onPodUpdate(oldPod, newPod *corev1.Pod) {
 		return
 	}
 	node := oldPod.Status.NominatedNodeName
-	if p.nominated.get(newPod.Namespace+"/"+newPod.Name) != node {
+	if p.nominated.get(client.ObjectKeyFromObject(newPod)) != node {
 		return
 	}
 	if _, ready := p.schedulableSince(node); ready {
@@ -83,7 +85,7 @@ func (p *Provisioner) keepNominations(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case pod := <-p.renominateQ:
-			if node := p.nominated.get(pod.Namespace + "/" + pod.Name); node != "" {
+			if node := p.nominated.get(client.ObjectKeyFromObject(pod)); node != "" {
 				p.nominate(ctx, pod.DeepCopy(), node)
 			}
 		}
@@ -112,7 +114,7 @@ func podScheduledMessage(pod *corev1.Pod) string {
 // those nodes again. The scheduler clears a nomination whenever it retries
 // the pod before the node is Ready (the node is still tainted, preemption
 // finds nothing), so berth keeps restating it until the pod is bound.
-func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[string]*corev1.Pod) {
+func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod) {
 	if plan == nil {
 		return
 	}
@@ -123,7 +125,7 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 		}
 	}
 	for _, pl := range plan.ExistingNodePlacements {
-		if pod := pending[pl.Pod.String()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
+		if pod := pending[pl.Pod.Key()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
 			p.nominate(ctx, pod, pl.Node)
 		}
 	}
@@ -144,7 +146,7 @@ func (p *Provisioner) schedulableSince(node string) (time.Time, bool) {
 // (preemption's, which the scheduler keeps).
 func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
 	node := pod.Status.NominatedNodeName
-	if p.nominated.get(pod.Namespace+"/"+pod.Name) != node {
+	if p.nominated.get(client.ObjectKeyFromObject(pod)) != node {
 		return time.Time{}, false
 	}
 	since, ok := p.schedulableSince(node)
@@ -168,6 +170,6 @@ func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
 
 // forgetNominations drops nominations of pods that no longer wait, and of
 // nodes that are gone (known: the node names trackSchedulable returned).
-func (p *Provisioner) forgetNominations(known, waiting map[string]bool) {
-	p.nominated.retain(func(pod, node string) bool { return waiting[pod] && known[node] })
+func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool) {
+	p.nominated.retain(func(pod types.NamespacedName, node string) bool { return waiting[pod] && known[node] })
 }

@@ -101,7 +101,7 @@ type Provisioner struct {
 	schedulableAt map[string]time.Time
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
-	virtualOwner map[string]state.Key
+	virtualOwner map[types.NamespacedName]state.Key
 	// recheckAt is when the earliest nomination berth holds for a pod on a
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.

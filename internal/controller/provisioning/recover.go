@@ -66,7 +66,7 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 			continue // preemption's nomination to a node that is gone, or not ours
 		}
 		if node.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(node) {
-			p.nominated.set(pod.Namespace+"/"+pod.Name, node.Name)
+			p.nominated.set(client.ObjectKeyFromObject(pod), node.Name)
 			nominated++
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -22,9 +24,9 @@ type round struct {
 	// known are the nodes that exist or are being launched, by name.
 	known map[string]bool
 	// pending are the pods that need a node; waiting those plus the pods
-	// holding a nomination; both by "namespace/name".
-	pending map[string]*corev1.Pod
-	waiting map[string]bool
+	// holding a nomination.
+	pending map[types.NamespacedName]*corev1.Pod
+	waiting map[types.NamespacedName]bool
 }
 
 // newRound reads the cluster and brings the provisioner's bookkeeping up
@@ -77,12 +79,12 @@ func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[
 // recheckAt to the end of its grace.
 func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []corev1.Pod) {
 	in, known, now := &r.in, r.known, r.now
-	pending := map[string]*corev1.Pod{}
-	waiting := map[string]bool{}
+	pending := map[types.NamespacedName]*corev1.Pod{}
+	waiting := map[types.NamespacedName]bool{}
 	r.pending, r.waiting = pending, waiting
 	for i := range pods {
 		pod := &pods[i]
-		key := pod.Namespace + "/" + pod.Name
+		key := client.ObjectKeyFromObject(pod)
 		switch {
 		case podutil.IsBound(pod):
 			in.Pods = append(in.Pods, pod)

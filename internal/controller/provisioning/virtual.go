@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -29,13 +30,13 @@ const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
 // plan as pods, and the readiness key of each. Headrooms held by
 // placeholders are not added: their placeholder pods are real and counted
 // already, and a unit must not count twice.
-func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[string]state.Key, error) {
+func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[types.NamespacedName]state.Key, error) {
 	sets, err := virtualunits.List(ctx, p.Client, groups)
 	if err != nil {
 		return nil, nil, err
 	}
 	var pods []*corev1.Pod
-	owner := map[string]state.Key{}
+	owner := map[types.NamespacedName]state.Key{}
 	for _, set := range sets {
 		ps := set.Pods
 		if room := p.maxVirtualPods() - len(pods); len(ps) > room {
@@ -44,7 +45,7 @@ func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeG
 		}
 		for _, pod := range ps {
 			pods = append(pods, pod)
-			owner[pod.Namespace+"/"+pod.Name] = set.Key
+			owner[client.ObjectKeyFromObject(pod)] = set.Key
 		}
 	}
 	return pods, owner, nil
@@ -52,7 +53,7 @@ func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeG
 
 // readiness counts, per headroom and buffer, the virtual units the plan put
 // on nodes that are Ready now: the units that fit in free capacity.
-func readiness(plan *scaleup.Plan, owner map[string]state.Key, nodes []*corev1.Node) map[state.Key]int32 {
+func readiness(plan *scaleup.Plan, owner map[types.NamespacedName]state.Key, nodes []*corev1.Node) map[state.Key]int32 {
 	ready := map[state.Key]int32{}
 	for _, key := range owner {
 		ready[key] = 0
@@ -65,7 +66,7 @@ func readiness(plan *scaleup.Plan, owner map[string]state.Key, nodes []*corev1.N
 		up[n.Name] = nodeutil.Schedulable(n)
 	}
 	for _, pl := range plan.ExistingNodePlacements {
-		if key, ok := owner[pl.Pod.String()]; ok && up[pl.Node] {
+		if key, ok := owner[pl.Pod.Key()]; ok && up[pl.Node] {
 			ready[key]++
 		}
 	}

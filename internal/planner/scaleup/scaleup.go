@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -40,10 +41,10 @@ type Input struct {
 	// Unavailable offerings are not launched (e.g. they just failed with
 	// insufficient capacity).
 	Unavailable []Offering
-	// Nominated maps pending pods ("namespace/name") to the node they are
+	// Nominated maps pending pods to the node they are
 	// expected to run on (one being launched for them): they are placed
 	// there first when they fit.
-	Nominated map[string]string
+	Nominated map[types.NamespacedName]string
 	// Now and LaunchGrace tell which not-Ready nodes are still booting:
 	// those younger than LaunchGrace. Zero Now treats every not-Ready node
 	// of a node group as booting (offline planning).
@@ -91,6 +92,9 @@ type PodRef struct {
 }
 
 func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
+
+// Key is the pod's key in maps of pods.
+func (p PodRef) Key() types.NamespacedName { return types.NamespacedName(p) }
 
 // Placement is a pending pod that fits an existing node.
 type Placement struct {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -66,10 +67,10 @@ type Input struct {
 	// Initial are nodes to open before any pod is placed (to bring node
 	// groups up to their minimum size), one per entry.
 	Initial []*Template
-	// Nominated maps pods ("namespace/name") to the node they are expected
+	// Nominated maps pods to the node they are expected
 	// on; such a pod is placed there first when it fits, as kube-scheduler
 	// does with a nominated node.
-	Nominated map[string]string
+	Nominated map[types.NamespacedName]string
 }
 
 // Placement is a pod and the node it goes to.
@@ -169,7 +170,7 @@ func (p *packer) placeNominated(pods []*snapshot.Pod) []*snapshot.Pod {
 	}
 	rest := pods[:0:0]
 	for _, pod := range pods {
-		n := p.s.Node(p.in.Nominated[pod.Namespace+"/"+pod.Name])
+		n := p.s.Node(p.in.Nominated[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}])
 		if n != nil && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
 			p.add(pod, n)
 			continue

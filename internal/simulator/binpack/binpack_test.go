@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
@@ -66,7 +67,7 @@ type problem struct {
 	bound     []*corev1.Pod
 	templates []*binpack.Template
 	limits    maxNodes
-	nominated map[string]string
+	nominated map[types.NamespacedName]string
 	initial   []*binpack.Template
 }
 
@@ -187,7 +188,7 @@ func TestPacking(t *testing.T) {
 		want: outcome{On: map[string]string{"client": "new-1", "server": "new-1"}, New: []string{"new-1 general/a/m: client,server"}, Price: 1},
 	}, {
 		name:    "a nominated pod goes to its nominated node, not the first that fits",
-		problem: problem{nodes: []*corev1.Node{b.Node("first", "2", "8Gi"), b.Node("second", "2", "8Gi")}, nominated: map[string]string{"/p": "second"}},
+		problem: problem{nodes: []*corev1.Node{b.Node("first", "2", "8Gi"), b.Node("second", "2", "8Gi")}, nominated: map[types.NamespacedName]string{{Name: "p"}: "second"}},
 		pending: []*corev1.Pod{b.Pod("p", b.Namespace(""), b.CPU("1"))},
 		want:    outcome{On: map[string]string{"p": "second"}},
 	}, {

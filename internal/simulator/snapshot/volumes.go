@@ -4,20 +4,21 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // volumeLookup resolves a pod's PersistentVolumeClaims to the node affinity
 // of the PersistentVolumes they are bound to.
 type volumeLookup struct {
-	claims  map[string]*corev1.PersistentVolumeClaim // namespace/name
+	claims  map[types.NamespacedName]*corev1.PersistentVolumeClaim
 	volumes map[string]*corev1.PersistentVolume
 }
 
 func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) volumeLookup {
-	l := volumeLookup{claims: map[string]*corev1.PersistentVolumeClaim{}, volumes: map[string]*corev1.PersistentVolume{}}
+	l := volumeLookup{claims: map[types.NamespacedName]*corev1.PersistentVolumeClaim{}, volumes: map[string]*corev1.PersistentVolume{}}
 	for _, c := range claims {
-		l.claims[c.Namespace+"/"+c.Name] = c
+		l.claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
 	}
 	for _, v := range volumes {
 		l.volumes[v.Name] = v
@@ -35,7 +36,7 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		claim, ok := l.claims[pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName]
+		claim, ok := l.claims[types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}]
 		if !ok {
 			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName)
 		}
