@@ -127,3 +127,13 @@ func (o *Offering) Price() (float64, error) {
 	}
 	return p, nil
 }
+
+// OfferingKey names one offering of one node group. The planner, the
+// memory of failed launches and the launch timeout all key offerings by
+// it.
+type OfferingKey struct {
+	NodeGroup    string `json:"nodeGroup"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+}

@@ -8,14 +8,14 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/utils/clock"
+	"github.com/berth-dev/berth/api/v1alpha1"
 
-	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"k8s.io/utils/clock"
 )
 
 // Failure is a failed launch of an offering.
 type Failure struct {
-	Offering scaleup.Offering
+	Offering v1alpha1.OfferingKey
 	Message  string
 	// At is when the launch failed.
 	At time.Time
@@ -39,7 +39,7 @@ type Offerings struct {
 	mu    sync.Mutex
 	clock clock.PassiveClock
 	ttl   time.Duration
-	fails map[scaleup.Offering]Failure
+	fails map[v1alpha1.OfferingKey]Failure
 	// OnChange, if set, is called (outside the lock) with the node group of
 	// every newly recorded failure.
 	OnChange func(nodeGroup string)
@@ -47,11 +47,11 @@ type Offerings struct {
 
 // NewOfferings returns a store that forgets a failure after ttl.
 func NewOfferings(clk clock.PassiveClock, ttl time.Duration) *Offerings {
-	return &Offerings{clock: clk, ttl: ttl, fails: map[scaleup.Offering]Failure{}}
+	return &Offerings{clock: clk, ttl: ttl, fails: map[v1alpha1.OfferingKey]Failure{}}
 }
 
 // MarkUnavailable records a failed launch.
-func (o *Offerings) MarkUnavailable(off scaleup.Offering, message string) {
+func (o *Offerings) MarkUnavailable(off v1alpha1.OfferingKey, message string) {
 	o.mu.Lock()
 	now := o.clock.Now()
 	f := Failure{Offering: off, Message: message, At: now, Streak: 1}
@@ -81,8 +81,8 @@ func (o *Offerings) Restore(f Failure) {
 }
 
 // Unavailable returns the offerings that failed within the TTL, sorted.
-func (o *Offerings) Unavailable() []scaleup.Offering {
-	var out []scaleup.Offering
+func (o *Offerings) Unavailable() []v1alpha1.OfferingKey {
+	var out []v1alpha1.OfferingKey
 	for _, f := range o.Failures("") {
 		out = append(out, f.Offering)
 	}

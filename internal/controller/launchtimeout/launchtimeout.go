@@ -29,7 +29,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
-	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
 // Name is the controller's name.
@@ -40,7 +39,7 @@ const ReasonLaunchTimeout = "LaunchTimeout"
 
 // Unavailable marks offerings that should not be launched for a while.
 type Unavailable interface {
-	MarkUnavailable(off scaleup.Offering, message string)
+	MarkUnavailable(off v1alpha1.OfferingKey, message string)
 }
 
 // Reconciler enforces the maximum provision time.
@@ -85,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		age.Round(time.Second), r.MaxProvisionTime)
 	log.FromContext(ctx).Info("deleting node that never became ready", "node", node.Name, "nodeGroup", group, "age", age.String())
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonLaunchTimeout, "Delete", "%s", msg)
-	r.Offerings.MarkUnavailable(scaleup.Offering{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
+	r.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
 		Zone: node.Labels[v1alpha1.LabelZone], CapacityType: node.Labels[v1alpha1.LabelCapacityType]}, "node "+node.Name+" did not become Ready")
 	if err := r.Cloud.Delete(ctx, node.Name); err != nil && !cloudprovider.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)

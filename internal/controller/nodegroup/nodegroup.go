@@ -34,7 +34,7 @@ const Name = "nodegroup"
 // Condition reasons.
 const (
 	ReasonInsufficientCapacity = "InsufficientCapacity"
-	ReasonLaunchesSucceeding   = "NoRecentFailures"
+	ReasonNoRecentFailures     = "NoRecentFailures"
 	// ReasonPendingAfterLaunchFailure: scale-down is suspended.
 	ReasonPendingAfterLaunchFailure = "PendingAfterLaunchFailure"
 	// ReasonScaleDownActive: scale-down is not suspended.
@@ -169,7 +169,7 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 	fails := r.Failures.Failures(ng.Name)
 	if len(fails) == 0 {
-		return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionFalse, Reason: ReasonLaunchesSucceeding,
+		return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionFalse, Reason: ReasonNoRecentFailures,
 			Message: "No offering failed to launch recently", ObservedGeneration: ng.Generation}
 	}
 	parts := make([]string, 0, len(fails))

@@ -85,8 +85,11 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		logger.Info("launch failed, planning again without the offering", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
 		return launchOutcome{unavailable: &failed}
 	}
-	reason := nn.Reason
-	if reason == scaleup.ReasonPendingPods && p.onlyVirtual(nn) {
+	reason := reasonPendingPods
+	switch {
+	case nn.Reason == scaleup.ReasonMinSize:
+		reason = reasonMinSize
+	case p.onlyVirtual(nn):
 		reason = reasonHeadroom
 	}
 	launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
@@ -119,8 +122,6 @@ func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string
 	}
 }
 
-// reasonHeadroom is the launch reason of a node only headroom units need.
-const reasonHeadroom = "headroom"
 
 // onlyVirtual reports whether every pod planned on a new node is a
 // headroom unit or buffer chunk.

@@ -5,10 +5,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Launch results and reasons (metric label values).
+// Launch results and reasons: the values of the launch metric's labels,
+// one lowercase set.
 const (
-	resultLaunched             = "launched"
-	resultFailed               = "failed"
+	resultLaunched = "launched"
+	resultFailed   = "failed"
+	// Why a node was launched.
+	reasonPendingPods = "pending_pods"
+	reasonMinSize     = "min_size"
+	reasonHeadroom    = "headroom" // only headroom units and buffer chunks need it
+	// Why a launch failed.
 	reasonInsufficientCapacity = "insufficient_capacity"
 	reasonError                = "error"
 )
@@ -20,7 +26,7 @@ var (
 	})
 	launches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "node_launches_total",
-		Help: "Node launches by node group, result (launched, failed) and reason (pending pods, minSize, insufficient_capacity, error).",
+		Help: "Node launches by node group, result (launched, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error).",
 	}, []string{"nodegroup", "result", "reason"})
 	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "plan_duration_seconds",

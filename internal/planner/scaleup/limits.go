@@ -44,7 +44,7 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 		return nil, fmt.Sprintf("node group at maxSize %d", ng.Spec.MaxSize)
 	}
 	all := t.Node.Flex.Options
-	h := s.Headroom(t.Group, &snapshot.Resources{})
+	h := s.LimitRoom(t.Group, &snapshot.Resources{})
 	out := make([]*snapshot.Option, 0, len(all))
 	for _, o := range all {
 		if h.Allows(&o.Allocatable) {

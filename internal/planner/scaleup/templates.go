@@ -20,14 +20,8 @@ import (
 // node group template.
 var OptionKeys = []string{v1alpha1.LabelInstanceType, v1alpha1.LabelCapacityType, v1alpha1.LabelArch}
 
-// Offering identifies one way to launch a node: group, instance type,
-// zone and capacity type.
-type Offering struct {
-	NodeGroup    string `json:"nodeGroup"`
-	InstanceType string `json:"instanceType"`
-	Zone         string `json:"zone"`
-	CapacityType string `json:"capacityType"`
-}
+// Offering names an offering of a node group (v1alpha1.OfferingKey).
+type Offering = v1alpha1.OfferingKey
 
 // optionRef is what the planner keeps of an option.
 type optionRef struct {

@@ -11,7 +11,7 @@ import (
 // class c. Growing buys room for later pods too, so it is compared per unit
 // with what a new node would cost, not as a bare price difference.
 func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
-	h := p.s.Headroom(n.NodeGroup, &n.Capacity)
+	h := p.s.LimitRoom(n.NodeGroup, &n.Capacity)
 	var next *snapshot.Option
 	for _, o := range n.Flex.Options {
 		if (next == nil || o.Price < next.Price) && n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {

@@ -78,7 +78,7 @@ type Class struct {
 	blockingSeen int
 	// matchCache memoises counter.matches(class) by counter ID: 0 unknown,
 	// 1 true, 2 false.
-	matchCache []int8
+	matchCache []tristate
 }
 
 // HostPort is a host port a container asks for.
@@ -97,13 +97,13 @@ type AffinityTerm struct {
 	NamespaceSelector labels.Selector
 	Selector          labels.Selector
 	TopologyKey       string
-	// id identifies the term: equal ids select the same pods in the same
+	// signature identifies the term: equal signatures select the same pods in the same
 	// domains, so counters for them are shared.
-	id string
+	signature string
 }
 
-func (t *AffinityTerm) computeID() {
-	t.id = strings.Join(sets.List(t.Namespaces), ",") + "|" + t.NamespaceSelector.String() + "|" + t.Selector.String() + "|" + t.TopologyKey
+func (t *AffinityTerm) computeSignature() {
+	t.signature = strings.Join(sets.List(t.Namespaces), ",") + "|" + t.NamespaceSelector.String() + "|" + t.Selector.String() + "|" + t.TopologyKey
 }
 
 // Matches reports whether a pod with the given namespace (and namespace
@@ -288,7 +288,7 @@ func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, 
 		ns.Insert(pod.Namespace)
 	}
 	at := AffinityTerm{Namespaces: ns, NamespaceSelector: nsSel, Selector: sel, TopologyKey: t.TopologyKey}
-	at.computeID()
+	at.computeSignature()
 	return at, nil
 }
 

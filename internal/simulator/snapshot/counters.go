@@ -40,9 +40,9 @@ type Counter struct {
 	// key is the topology key (all kinds but kindAffinity, which uses the
 	// key of each term).
 	key string
-	// id identifies what the counter counts; classes with equal
-	// constraints share one counter.
-	id string
+	// signature says what the counter counts; classes with equal
+	// constraints share one counter. (ID is its index.)
+	signature string
 
 	// pairs holds the counts; positive tracks how many are above zero.
 	pairs    map[topologyPair]int
@@ -60,8 +60,8 @@ type Counter struct {
 
 // matches reports whether pods of class c are counted.
 func (k *Counter) matches(s *Snapshot, c *Class) bool {
-	if k.ID < len(c.matchCache) && c.matchCache[k.ID] != 0 {
-		return c.matchCache[k.ID] == 1
+	if k.ID < len(c.matchCache) && c.matchCache[k.ID] != unknown {
+		return c.matchCache[k.ID] == yes
 	}
 	var ok bool
 	o := k.owner
@@ -81,30 +81,23 @@ func (k *Counter) matches(s *Snapshot, c *Class) bool {
 	case kindExistingAnti:
 		// Pods of any class carrying the same term are counted.
 		for i := range c.AntiAffinity {
-			ok = ok || c.AntiAffinity[i].id == o.AntiAffinity[k.term].id
+			ok = ok || c.AntiAffinity[i].signature == o.AntiAffinity[k.term].signature
 		}
 	}
 	for len(c.matchCache) <= k.ID {
-		c.matchCache = append(c.matchCache, 0)
+		c.matchCache = append(c.matchCache, unknown)
 	}
-	c.matchCache[k.ID] = 2
-	if ok {
-		c.matchCache[k.ID] = 1
-	}
+	c.matchCache[k.ID] = of(ok)
 	return ok
 }
 
 // eligible reports whether pods on node n are counted.
 func (k *Counter) eligible(n *Node) bool {
-	if v := n.eligCache(k.ID); v != 0 {
-		return v == 1
+	if v := n.eligCache(k.ID); v != unknown {
+		return v == yes
 	}
 	ok := k.computeEligible(n)
-	v := int8(2)
-	if ok {
-		v = 1
-	}
-	n.setEligCache(k.ID, v)
+	n.setEligCache(k.ID, of(ok))
 	return ok
 }
 

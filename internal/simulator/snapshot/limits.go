@@ -60,17 +60,17 @@ func (s *Snapshot) GroupLimit(group string) Limit { return s.limits[group] }
 // ClusterLimit returns the cluster-wide limit.
 func (s *Snapshot) ClusterLimit() Limit { return s.clusterLimit }
 
-// Headroom is the largest capacity a node may have within the limits.
-type Headroom struct {
+// LimitRoom is the largest capacity a node may have within the limits.
+type LimitRoom struct {
 	cpu, memory, storage int64
 	scalar               map[corev1.ResourceName]int64
 }
 
-// Headroom returns the largest capacity a node of the group that currently
+// LimitRoom returns the largest capacity a node of the group that currently
 // accounts for current may grow to within the group and cluster limits.
 // Compute it once and test many options with Allows.
-func (s *Snapshot) Headroom(group string, current *Resources) Headroom {
-	h := Headroom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64}
+func (s *Snapshot) LimitRoom(group string, current *Resources) LimitRoom {
+	h := LimitRoom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64}
 	g := s.groups[group]
 	var used Resources
 	if g != nil {
@@ -82,7 +82,7 @@ func (s *Snapshot) Headroom(group string, current *Resources) Headroom {
 	return h
 }
 
-func (h *Headroom) lower(l *Limit, used, current *Resources) {
+func (h *LimitRoom) lower(l *Limit, used, current *Resources) {
 	for _, n := range l.Names {
 		left := Amount(&l.Max, n) - Amount(used, n) + Amount(current, n)
 		switch n {
@@ -104,7 +104,7 @@ func (h *Headroom) lower(l *Limit, used, current *Resources) {
 }
 
 // Allows reports whether capacity c fits the headroom.
-func (h *Headroom) Allows(c *Resources) bool {
+func (h *LimitRoom) Allows(c *Resources) bool {
 	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
 		return false
 	}

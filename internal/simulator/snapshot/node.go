@@ -41,8 +41,8 @@ type Node struct {
 	Current *Option
 
 	// elig caches, by counter ID, whether the node is counted by the
-	// counter: 0 unknown, 1 yes, 2 no.
-	elig []int8
+	// counter.
+	elig []tristate
 }
 
 // Option is one way to launch a planned node: an instance type bought at
@@ -120,16 +120,33 @@ func (n *Node) FitsOption(o *Option, req *Resources) bool {
 // Labels returns the node's labels.
 func (n *Node) Labels() map[string]string { return n.Node.Labels }
 
-func (n *Node) eligCache(id int) int8 {
+func (n *Node) eligCache(id int) tristate {
 	if id < len(n.elig) {
 		return n.elig[id]
 	}
-	return 0
+	return unknown
 }
 
-func (n *Node) setEligCache(id int, v int8) {
+func (n *Node) setEligCache(id int, v tristate) {
 	for len(n.elig) <= id {
-		n.elig = append(n.elig, 0)
+		n.elig = append(n.elig, unknown)
 	}
 	n.elig[id] = v
+}
+
+// tristate is a cached yes/no answer that may not be known yet.
+type tristate int8
+
+const (
+	unknown tristate = iota
+	yes
+	no
+)
+
+// of returns yes or no.
+func of(b bool) tristate {
+	if b {
+		return yes
+	}
+	return no
 }

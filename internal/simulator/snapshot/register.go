@@ -15,21 +15,21 @@ func (s *Snapshot) Prepare(c *Class) {
 	if len(c.Spread) > 0 && c.spreadCounters == nil {
 		c.spreadCounters = make([]*Counter, len(c.Spread))
 		for i := range c.Spread {
-			c.spreadCounters[i] = s.counter(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey, id: spreadID(c, i)})
+			c.spreadCounters[i] = s.counter(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey, signature: spreadID(c, i)})
 		}
 	}
 	if len(c.Affinity) > 0 && c.affinityCounter == nil {
 		ids := make([]string, len(c.Affinity))
 		for i := range c.Affinity {
-			ids[i] = c.Affinity[i].id
+			ids[i] = c.Affinity[i].signature
 		}
-		c.affinityCounter = s.counter(&Counter{kind: kindAffinity, owner: c, id: "affinity|" + strings.Join(ids, "&")})
+		c.affinityCounter = s.counter(&Counter{kind: kindAffinity, owner: c, signature: "affinity|" + strings.Join(ids, "&")})
 	}
 	if len(c.AntiAffinity) > 0 && c.antiCounters == nil {
 		c.antiCounters = make([]*Counter, len(c.AntiAffinity))
 		for i := range c.AntiAffinity {
 			t := &c.AntiAffinity[i]
-			c.antiCounters[i] = s.counter(&Counter{kind: kindAnti, owner: c, term: i, key: t.TopologyKey, id: "anti|" + t.id})
+			c.antiCounters[i] = s.counter(&Counter{kind: kindAnti, owner: c, term: i, key: t.TopologyKey, signature: "anti|" + t.signature})
 		}
 	}
 }
@@ -58,10 +58,10 @@ func spreadID(c *Class, i int) string {
 
 // counter returns the registered counter with k's id, or registers k.
 func (s *Snapshot) counter(k *Counter) *Counter {
-	if have := s.counterByID[k.id]; have != nil {
+	if have := s.counterBySignature[k.signature]; have != nil {
 		return have
 	}
-	s.counterByID[k.id] = k
+	s.counterBySignature[k.signature] = k
 	return s.register(k)
 }
 
@@ -72,9 +72,9 @@ func (s *Snapshot) registerExistingAnti(c *Class) {
 	c.existingAnti = make([]*Counter, len(c.AntiAffinity))
 	for i := range c.AntiAffinity {
 		t := &c.AntiAffinity[i]
-		id := "existing-anti|" + t.id
-		fresh := s.counterByID[id] == nil
-		k := s.counter(&Counter{kind: kindExistingAnti, owner: c, term: i, key: t.TopologyKey, id: id})
+		sig := "existing-anti|" + t.signature
+		fresh := s.counterBySignature[sig] == nil
+		k := s.counter(&Counter{kind: kindExistingAnti, owner: c, term: i, key: t.TopologyKey, signature: sig})
 		c.existingAnti[i] = k
 		if fresh {
 			s.existingAnti = append(s.existingAnti, k)

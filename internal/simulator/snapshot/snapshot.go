@@ -72,7 +72,7 @@ type Snapshot struct {
 	optionKeys sets.Set[string]
 
 	counters     []*Counter
-	counterByID  map[string]*Counter
+	counterBySignature  map[string]*Counter
 	existingAnti []*Counter
 	groups       map[string]*GroupUsage
 	total        Resources
@@ -101,7 +101,7 @@ func New(in Input) (*Snapshot, error) {
 		vols:        newVolumeLookup(in.Claims, in.Volumes),
 		optionKeys:  sets.New(in.OptionKeys...),
 		groups:      map[string]*GroupUsage{},
-		counterByID: map[string]*Counter{},
+		counterBySignature: map[string]*Counter{},
 		limits:      map[string]Limit{},
 	}
 	for _, ns := range in.Namespaces {
@@ -288,7 +288,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 
 func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
 	checkLabels := s.ReferencesOptionKeys(c)
-	h := s.Headroom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	out := make([]*Option, 0, len(n.Flex.Options))
 	for _, o := range n.Flex.Options {
 		if !n.FitsOption(o, &c.Requests) || !h.Allows(&o.Allocatable) {
@@ -307,7 +307,7 @@ func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
 // FitsAnyOption reports whether a flexible node's pods plus req fit at
 // least one of its options that the node may become within the limits.
 func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
-	h := s.Headroom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	for _, o := range n.Flex.Options {
 		if n.FitsOption(o, req) && h.Allows(&o.Allocatable) {
 			return true
