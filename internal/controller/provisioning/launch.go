@@ -122,7 +122,6 @@ func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string
 	}
 }
 
-
 // onlyVirtual reports whether every pod planned on a new node is a
 // headroom unit or buffer chunk.
 func (p *Provisioner) onlyVirtual(nn scaleup.NewNode) bool {

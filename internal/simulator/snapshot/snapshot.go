@@ -71,13 +71,13 @@ type Snapshot struct {
 	vols       volumeLookup
 	optionKeys sets.Set[string]
 
-	counters     []*Counter
-	counterBySignature  map[string]*Counter
-	existingAnti []*Counter
-	groups       map[string]*GroupUsage
-	total        Resources
-	limits       map[string]Limit
-	clusterLimit Limit
+	counters           []*Counter
+	counterBySignature map[string]*Counter
+	existingAnti       []*Counter
+	groups             map[string]*GroupUsage
+	total              Resources
+	limits             map[string]Limit
+	clusterLimit       Limit
 
 	journal []undo
 	marks   []int
@@ -93,16 +93,16 @@ type GroupUsage struct {
 // New builds a snapshot.
 func New(in Input) (*Snapshot, error) {
 	s := &Snapshot{
-		byName:      map[string]*Node{},
-		templateOff: map[*Node]bool{},
-		namespaces:  map[string]labels.Set{},
-		classes:     map[uint64]*Class{},
-		fp:          newFingerprinter(),
-		vols:        newVolumeLookup(in.Claims, in.Volumes),
-		optionKeys:  sets.New(in.OptionKeys...),
-		groups:      map[string]*GroupUsage{},
+		byName:             map[string]*Node{},
+		templateOff:        map[*Node]bool{},
+		namespaces:         map[string]labels.Set{},
+		classes:            map[uint64]*Class{},
+		fp:                 newFingerprinter(),
+		vols:               newVolumeLookup(in.Claims, in.Volumes),
+		optionKeys:         sets.New(in.OptionKeys...),
+		groups:             map[string]*GroupUsage{},
 		counterBySignature: map[string]*Counter{},
-		limits:      map[string]Limit{},
+		limits:             map[string]Limit{},
 	}
 	for _, ns := range in.Namespaces {
 		s.namespaces[ns.Name] = labels.Set(ns.Labels)
