@@ -10,7 +10,6 @@ package scaledown
 
 import (
 	"cmp"
-	"math"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -141,57 +140,6 @@ func Run(in Input) (*Plan, error) {
 	return p.plan, nil
 }
 
-// Recheck reports whether a node berth is draining (it carries the
-// disrupted taint, say after a controller restart) is still removable: its
-// remaining pods are not blocked by a rule and have a home elsewhere.
-// Budget, minSize and consolidateAfter were satisfied when the drain
-// started and are not checked again. It returns nil when the drain may go
-// on, or why it must stop.
-func Recheck(in Input, name string) (*Blocked, error) {
-	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, ClusterLimits: in.ClusterLimits})
-	if err != nil {
-		return nil, err
-	}
-	n := s.Node(name)
-	if n == nil {
-		return nil, nil // gone already
-	}
-	var g *v1alpha1.NodeGroup
-	for _, ng := range in.NodeGroups {
-		if ng.Name == n.NodeGroup {
-			g = ng
-		}
-	}
-	if g == nil {
-		return &Blocked{Node: name, Reason: ReasonNotOwned, Message: "node " + name + " belongs to no node group"}, nil
-	}
-	// A drain waits for PodDisruptionBudgets (the Eviction API enforces
-	// them, until the drain timeout): they do not stop a drain in progress.
-	pdbs := make([]*policyv1.PodDisruptionBudget, len(in.PDBs))
-	for i, pdb := range in.PDBs {
-		cp := *pdb
-		cp.Status.DisruptionsAllowed = math.MaxInt32
-		pdbs[i] = &cp
-	}
-	p := &planner{s: s, plan: &Plan{}, groups: map[string]*v1alpha1.NodeGroup{g.Name: g}, budgets: drain.NewBudgets(pdbs), rules: drain.Rules()}
-	for _, other := range s.Nodes {
-		if disrupted(other.Node) || other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
-			s.Cordon(other) // going too: no home
-		}
-	}
-	placeVirtual(s, in.Virtual)
-	movers, _, blocked := p.classify(n, g)
-	if blocked != nil {
-		return blocked, nil
-	}
-	if _, homeless := p.rehome(n, movers); homeless != nil {
-		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}
-		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNoHome, Pod: &ref, Message: "pod " + ref.String() + " would fit on no other node"}, nil
-	}
-	return nil, nil
-}
-
 type planner struct {
 	s       *snapshot.Snapshot
 	plan    *Plan
@@ -316,61 +264,6 @@ func (p *planner) consider(c candidate) {
 		}
 	}
 	p.plan.Remove = append(p.plan.Remove, r)
-}
-
-// classify runs the drain rules on the node's pods: the pods (and headroom
-// units) that must move, the real pods among them to evict, or the first
-// pod that blocks.
-func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot.Pod, []*corev1.Pod, *Blocked) {
-	ctx := &drain.Context{PDBs: p.budgets}
-	var movers []*snapshot.Pod
-	var evict []*corev1.Pod
-	for _, sp := range n.Pods {
-		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" {
-			movers = append(movers, sp)
-			continue
-		}
-		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {
-		case drain.Blocks:
-			ref := scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}
-			return nil, nil, &Blocked{Node: n.Name, NodeGroup: g.Name, Reason: o.Reason, Pod: &ref, Message: o.Message}
-		case drain.Moves:
-			movers = append(movers, sp)
-			evict = append(evict, sp.Pod)
-		}
-	}
-	return movers, evict, nil
-}
-
-// rehome cordons the node, takes the movers off it and places each on the
-// first node (by name) where the filters pass, largest pods first. It
-// returns the moves, or the first pod with no home. Call it in a fork.
-func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *snapshot.Pod) {
-	p.s.Cordon(n)
-	pods := slices.Clone(movers)
-	for _, sp := range pods {
-		p.s.RemovePod(sp)
-	}
-	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
-		return cmp.Compare(b.Class.Requests.MilliCPU+b.Class.Requests.Memory>>20, a.Class.Requests.MilliCPU+a.Class.Requests.Memory>>20)
-	})
-	if p.homes == nil {
-		p.homes = homes(p.s)
-	}
-	var moves []Move
-	for _, sp := range pods {
-		unbound, c := p.unboundClass(sp.Pod)
-		if c == nil {
-			return nil, sp
-		}
-		to := firstFit(p.s, c, p.homes, &p.hint)
-		if to == nil {
-			return nil, sp
-		}
-		p.s.AddPod(&snapshot.Pod{Pod: unbound, Class: c}, to)
-		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
-	}
-	return moves, nil
 }
 
 func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Reason, pod *scaleup.PodRef, msg string) {

@@ -1,0 +1,128 @@
+package disruption
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+)
+
+// due returns the planned removals whose node has been removable for its
+// group's consolidateAfter, at most MaxRemovalsPerRound, and forgets the
+// nodes that are not removable any more.
+func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
+	now := c.Clock.Now()
+	planned := map[string]bool{}
+	var out []string
+	for _, r := range plan.Remove {
+		planned[r.Node] = true
+		since, ok := c.removableSince[r.Node]
+		if !ok {
+			c.removableSince[r.Node] = now
+			since = now
+		}
+		g := w.groups[r.NodeGroup]
+		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) &&
+			!meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
+			out = append(out, r.Node)
+		}
+	}
+	for _, r := range plan.Replace {
+		for _, name := range r.Nodes {
+			planned[name] = true
+			if _, ok := c.removableSince[name]; !ok {
+				c.removableSince[name] = now
+			}
+		}
+	}
+	for name := range c.removableSince {
+		if !planned[name] {
+			delete(c.removableSince, name)
+		}
+	}
+	return out
+}
+
+// dueAll reports whether every node of a replacement has been removable
+// for its group's consolidateAfter, in its group's window.
+func (c *Controller) dueAll(w *world, nodes []string) bool {
+	now := c.Clock.Now()
+	for _, name := range nodes {
+		n := w.byName[name]
+		if n == nil {
+			return false
+		}
+		g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		since, ok := c.removableSince[name]
+		if g == nil || !ok || now.Sub(since) < g.Spec.Disruption.After() || !c.windowOpen(g, now) ||
+			meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
+			return false
+		}
+	}
+	return true
+}
+
+// report records a ScaleDownBlocked event on each node that stays, once
+// per change of reason, and the unremovable-nodes metric.
+func (c *Controller) report(w *world, plan *scaledown.Plan) {
+	unremovable.Reset()
+	seen := map[string]bool{}
+	for _, b := range plan.Blocked {
+		unremovable.WithLabelValues(string(b.Reason)).Inc()
+		seen[b.Node] = true
+		if c.lastBlocked[b.Node] == b.Message {
+			continue
+		}
+		c.lastBlocked[b.Node] = b.Message
+		if n := w.byName[b.Node]; n != nil {
+			c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonScaleDownBlocked, "ScaleDown", "Node is not removed: %s (%s)", b.Message, b.Reason)
+		}
+	}
+	for name := range c.lastBlocked {
+		if !seen[name] {
+			delete(c.lastBlocked, name)
+		}
+	}
+}
+
+// windowOpen reports whether the group's disruption window (if any) is
+// open now. A window that cannot be read (the API server validates the
+// cron's shape, not every value) or never opens keeps removals off, and
+// says so once per change.
+func (c *Controller) windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
+	w := g.Spec.Disruption.Window
+	if w == nil {
+		return true
+	}
+	open, err := headroom.ScheduleActive(w.Cron, w.Duration.Duration, now)
+	if err != nil {
+		msg := fmt.Sprintf("spec.disruption.window: %v; no removal starts in this group", err)
+		if c.lastWindow[g.Name] != msg {
+			c.lastWindow[g.Name] = msg
+			c.Recorder.Eventf(g, nil, corev1.EventTypeWarning, ReasonScaleDownBlocked, "ScaleDown", "%s", msg)
+		}
+		return false
+	}
+	return open
+}
+
+// replacing reports whether a replacement is under way: a node carries the
+// replaced-by mark, or this replica launched one in the last minute (the
+// informer cache may not show the marks yet; launching another would
+// double the cost it means to save).
+func (c *Controller) replacing(w *world) bool {
+	if c.Clock.Since(c.lastReplacement) < time.Minute {
+		return true
+	}
+	for _, n := range w.nodes {
+		if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+			return true
+		}
+	}
+	return false
+}

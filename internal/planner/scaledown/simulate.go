@@ -1,0 +1,68 @@
+package scaledown
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// classify runs the drain rules on the node's pods: the pods (and headroom
+// units) that must move, the real pods among them to evict, or the first
+// pod that blocks.
+func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot.Pod, []*corev1.Pod, *Blocked) {
+	ctx := &drain.Context{PDBs: p.budgets}
+	var movers []*snapshot.Pod
+	var evict []*corev1.Pod
+	for _, sp := range n.Pods {
+		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" {
+			movers = append(movers, sp)
+			continue
+		}
+		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {
+		case drain.Blocks:
+			ref := scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}
+			return nil, nil, &Blocked{Node: n.Name, NodeGroup: g.Name, Reason: o.Reason, Pod: &ref, Message: o.Message}
+		case drain.Moves:
+			movers = append(movers, sp)
+			evict = append(evict, sp.Pod)
+		}
+	}
+	return movers, evict, nil
+}
+
+// rehome cordons the node, takes the movers off it and places each on the
+// first node (by name) where the filters pass, largest pods first. It
+// returns the moves, or the first pod with no home. Call it in a fork.
+func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *snapshot.Pod) {
+	p.s.Cordon(n)
+	pods := slices.Clone(movers)
+	for _, sp := range pods {
+		p.s.RemovePod(sp)
+	}
+	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
+		return cmp.Compare(b.Class.Requests.MilliCPU+b.Class.Requests.Memory>>20, a.Class.Requests.MilliCPU+a.Class.Requests.Memory>>20)
+	})
+	if p.homes == nil {
+		p.homes = homes(p.s)
+	}
+	var moves []Move
+	for _, sp := range pods {
+		unbound, c := p.unboundClass(sp.Pod)
+		if c == nil {
+			return nil, sp
+		}
+		to := firstFit(p.s, c, p.homes, &p.hint)
+		if to == nil {
+			return nil, sp
+		}
+		p.s.AddPod(&snapshot.Pod{Pod: unbound, Class: c}, to)
+		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
+	}
+	return moves, nil
+}

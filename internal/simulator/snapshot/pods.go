@@ -1,0 +1,101 @@
+package snapshot
+
+// AddPod places a pod on a node. On a flexible node the options narrow to
+// those the node's pods still fit.
+func (s *Snapshot) AddPod(p *Pod, n *Node) {
+	u := undo{kind: undoAddPod, node: n, pod: p}
+	if n.Flex != nil {
+		u.flex = n.Flex.Options
+		u.alloc, u.allowed, u.capacity, u.current = n.Allocatable, n.AllowedPods, n.Capacity, n.Current
+		// Options only ever narrow: when none was dropped, the envelope and
+		// the cheapest option stay as they are.
+		if opts := s.narrow(n, p.Class); len(opts) != len(n.Flex.Options) {
+			n.Flex = &Flex{Options: opts}
+			n.envelope()
+			if len(opts) > 0 {
+				n.Current = Cheapest(opts)
+				s.setCapacity(n, n.Current.Allocatable)
+			}
+		}
+	}
+	s.place(p, n)
+	s.record(u)
+}
+
+func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
+	checkLabels := s.ReferencesOptionKeys(c)
+	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	out := make([]*Option, 0, len(n.Flex.Options))
+	for _, o := range n.Flex.Options {
+		if !n.FitsOption(o, &c.Requests) || !h.Allows(&o.Allocatable) {
+			continue
+		}
+		if checkLabels {
+			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// FitsAnyOption reports whether a flexible node's pods plus req fit at
+// least one of its options that the node may become within the limits.
+func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
+	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	for _, o := range n.Flex.Options {
+		if n.FitsOption(o, req) && h.Allows(&o.Allocatable) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Snapshot) place(p *Pod, n *Node) {
+	p.Node = n
+	p.slot = len(n.Pods)
+	n.Pods = append(n.Pods, p)
+	n.Requested.Add(&p.Class.Requests)
+	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
+	for _, k := range p.Class.counters {
+		if k.eligible(n) {
+			k.count(n, 1)
+		}
+	}
+}
+
+// RemovePod takes a placed pod off its node.
+func (s *Snapshot) RemovePod(p *Pod) {
+	n := p.Node
+	s.unplace(p)
+	s.record(undo{kind: undoRemovePod, node: n, pod: p})
+}
+
+func (s *Snapshot) unplace(p *Pod) {
+	n := p.Node
+	for _, k := range p.Class.counters {
+		if k.eligible(n) {
+			k.count(n, -1)
+		}
+	}
+	last := len(n.Pods) - 1
+	n.Pods[p.slot] = n.Pods[last]
+	n.Pods[p.slot].slot = p.slot
+	n.Pods = n.Pods[:last]
+	n.Requested.Sub(&p.Class.Requests)
+	n.HostPorts = removePorts(n.HostPorts, p.Class.HostPorts)
+	p.Node = nil
+}
+
+func removePorts(have, remove []HostPort) []HostPort {
+	for _, r := range remove {
+		for i, h := range have {
+			if h == r {
+				have = append(have[:i], have[i+1:]...)
+				break
+			}
+		}
+	}
+	return have
+}

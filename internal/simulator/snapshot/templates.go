@@ -1,0 +1,50 @@
+package snapshot
+
+// SetTemplates sets the node group templates: hypothetical nodes, one per
+// node group and zone, that topology spread counts as potential domains.
+func (s *Snapshot) SetTemplates(ts []*Node) {
+	s.templates = ts
+	for _, t := range ts {
+		t.Template = true
+		if t.Flex != nil {
+			t.envelope()
+		}
+	}
+	for _, k := range s.counters {
+		if k.kind == kindSpread {
+			k.resetPotential(s)
+		}
+	}
+}
+
+// Templates returns the node group templates.
+func (s *Snapshot) Templates() []*Node { return s.templates }
+
+// TemplateAvailable reports whether a template can launch more nodes.
+func (s *Snapshot) TemplateAvailable(t *Node) bool { return !s.templateOff[t] }
+
+// DisableTemplate marks a template as unable to launch more nodes (its
+// group reached a limit), so it stops being a potential domain.
+func (s *Snapshot) DisableTemplate(t *Node) {
+	if s.templateOff[t] {
+		return
+	}
+	s.templateOff[t] = true
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.hasPotential() && k.eligible(t) {
+			k.addPotential(t.Labels()[k.key], -1)
+		}
+	}
+	s.record(undo{kind: undoDisableTemplate, node: t})
+}
+
+// Cordon marks a node unschedulable, as a drain does: no pod is placed on
+// it any more, but it stays in the snapshot, so that topology spread still
+// counts its domain as the scheduler sees a draining node. Journaled. O(1).
+func (s *Snapshot) Cordon(n *Node) {
+	if n.Unschedulable {
+		return
+	}
+	n.Unschedulable = true
+	s.record(undo{kind: undoCordon, node: n})
+}
