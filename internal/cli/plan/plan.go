@@ -98,9 +98,7 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
+		return writeJSON(stdout, p)
 	}
 	return printTable(stdout, p)
 }
@@ -161,9 +159,7 @@ func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceLis
 		return err
 	}
 	if o.output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
+		return writeJSON(stdout, p)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintf(tw, "REMOVABLE NODES: %d\n", len(p.Remove))
@@ -185,4 +181,10 @@ func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceLis
 		}
 	}
 	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

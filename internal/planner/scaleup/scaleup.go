@@ -128,17 +128,9 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSnapshot(in, groups, in.booting)
+	s, err := ClusterSnapshot(in)
 	if err != nil {
 		return nil, err
-	}
-	limits := in.ClusterLimits
-	if limits == nil {
-		limits = DefaultClusterLimits
-	}
-	s.SetClusterLimits(limits)
-	for _, g := range groups {
-		s.SetLimits(g.Name, g.Spec.Limits)
 	}
 	bin := binpack.Input{
 		Snapshot: s, Pending: in.Pending, Templates: templates,
