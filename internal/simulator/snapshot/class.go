@@ -107,9 +107,11 @@ func (t *AffinityTerm) computeSignature() {
 }
 
 // Matches reports whether a pod with the given namespace (and namespace
-// labels) and labels is selected by the term.
+// labels) and labels is selected by the term. Unknown namespace labels are
+// an empty set, as in kube-scheduler: an empty namespaceSelector (all
+// namespaces) still matches, a selector that requires a label does not.
 func (t *AffinityTerm) Matches(namespace string, nsLabels labels.Set, podLabels labels.Set) bool {
-	if t.Namespaces.Has(namespace) || (nsLabels != nil && t.NamespaceSelector.Matches(nsLabels)) {
+	if t.Namespaces.Has(namespace) || t.NamespaceSelector.Matches(nsLabels) {
 		return t.Selector.Matches(podLabels)
 	}
 	return false
