@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -222,6 +223,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 			in.Pending = append(in.Pending, p)
 		}
 	}
+	in.DaemonSets = append(in.DaemonSets, s.reserveDaemonSets()...)
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}
 	for _, h := range s.Headrooms {
 		if h.Spec.Placeholders {
@@ -268,4 +270,27 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 		in.Virtual = append(in.Virtual, headroom.VirtualPods(h, r)...)
 	}
 	return in, nil
+}
+
+// reserveDaemonSets are the per-node reserve DaemonSets of the Headrooms
+// with spec.perNode, as the controller runs them: a dump of a cluster has
+// them, a hand-written scenario need not; a reserve is overhead of every
+// new node it selects, like any DaemonSet. Those the scenario has already
+// are not added twice.
+func (s *Scenario) reserveDaemonSets() []*appsv1.DaemonSet {
+	have := map[types.NamespacedName]bool{}
+	for _, ds := range s.DaemonSets {
+		have[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = true
+	}
+	var out []*appsv1.DaemonSet
+	for _, h := range s.Headrooms {
+		if h.Spec.PerNode == nil {
+			continue
+		}
+		ds := headroom.NodeReserveDaemonSet(h)
+		if !have[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] {
+			out = append(out, ds)
+		}
+	}
+	return out
 }
