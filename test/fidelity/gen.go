@@ -38,6 +38,7 @@ func Generate(seed int64) Case {
 	c := Case{Namespaces: []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: "default", Labels: map[string]string{"env": "dev"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, // a namespace without labels
 	}}
 	for i := range 3 + g.r.Intn(6) {
 		c.Nodes = append(c.Nodes, g.node(fmt.Sprintf("node-%d", i)))
@@ -108,7 +109,7 @@ func (g gen) labels() map[string]string {
 
 func (g gen) pod(name string, existing bool) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.pick("default", "default", "prod"), UID: types.UID("uid-" + name), Labels: g.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.pick("default", "default", "prod", "plain"), UID: types.UID("uid-" + name), Labels: g.labels()},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{Requests: g.requests()}}}},
 	}
 	if existing {
@@ -118,10 +119,52 @@ func (g gen) pod(name string, existing bool) *corev1.Pod {
 		if g.chance(0.15) {
 			p.Spec.Containers[0].Ports = []corev1.ContainerPort{g.port()}
 		}
+		mergeLabelKeys(p)
 		return p
 	}
 	g.incomingExtras(p)
+	mergeLabelKeys(p)
 	return p
+}
+
+// mergeLabelKeys does what kube-apiserver does when it admits a pod
+// (KEP-3633): the values of the pod's labels named by a pod (anti-)affinity
+// term's matchLabelKeys / mismatchLabelKeys are added to the term's
+// labelSelector as In / NotIn requirements. kube-scheduler then reads only
+// the selector; the pods here do not go through an API server.
+func mergeLabelKeys(p *corev1.Pod) {
+	a := p.Spec.Affinity
+	if a == nil {
+		return
+	}
+	var terms []*corev1.PodAffinityTerm
+	if a.PodAffinity != nil {
+		for i := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+	}
+	if a.PodAntiAffinity != nil {
+		for i := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i])
+		}
+	}
+	for _, t := range terms {
+		if t.LabelSelector == nil {
+			continue
+		}
+		for _, k := range t.MatchLabelKeys {
+			if v, ok := p.Labels[k]; ok {
+				t.LabelSelector.MatchExpressions = append(t.LabelSelector.MatchExpressions,
+					metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+			}
+		}
+		for _, k := range t.MismatchLabelKeys {
+			if v, ok := p.Labels[k]; ok {
+				t.LabelSelector.MatchExpressions = append(t.LabelSelector.MatchExpressions,
+					metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpNotIn, Values: []string{v}})
+			}
+		}
+	}
 }
 
 func (g gen) requests() corev1.ResourceList {
@@ -252,13 +295,27 @@ func (g gen) selector() *metav1.LabelSelector {
 
 func (g gen) term() corev1.PodAffinityTerm {
 	t := corev1.PodAffinityTerm{LabelSelector: g.selector(), TopologyKey: g.pick(zoneKey, hostKey, "size")}
-	switch g.r.Intn(5) {
+	switch g.r.Intn(7) {
 	case 0:
-		t.Namespaces = []string{g.pick("default", "prod")}
+		t.Namespaces = []string{g.pick("default", "prod", "plain")}
 	case 1:
 		t.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": g.pick("dev", "prod")}}
 	case 2:
 		t.NamespaceSelector = &metav1.LabelSelector{}
+	case 3: // both: the union of the listed namespaces and the selected ones
+		t.Namespaces = []string{g.pick("default", "prod", "plain")}
+		t.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": g.pick("dev", "prod")}}
+	case 4: // an empty namespace list and an empty selector: all namespaces
+		t.Namespaces = []string{}
+		t.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if g.chance(0.15) {
+		// matchLabelKeys / mismatchLabelKeys take the incoming pod's values.
+		if g.chance(0.5) {
+			t.MatchLabelKeys = []string{g.pick("app", "tier")}
+		} else {
+			t.MismatchLabelKeys = []string{g.pick("app", "tier")}
+		}
 	}
 	return t
 }
