@@ -78,9 +78,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 			return err
 		}
 	}
-	if left > 0 || c.Clock.Since(started) < settle {
-		// Pods left, or the taint is too fresh: a pod bound just before it
-		// may not be in the informer cache yet.
+	if left > 0 {
 		return nil
 	}
 	// Only pods that go with the node are left: delete it. Check the owner
@@ -96,10 +94,6 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "ScaleDown", "Node removed after %s: all its pods moved", c.Clock.Since(started).Round(time.Second))
 	return nil
 }
-
-// settle is how long a node stays tainted at least before it is deleted,
-// so that the cache has seen every pod bound to it before the taint.
-const settle = 5 * time.Second
 
 // evict asks the API server to evict a pod. Placeholders (berth's own
 // headroom pods) are deleted: they are planned again. A refusal by a
