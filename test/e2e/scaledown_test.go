@@ -90,10 +90,19 @@ func TestScaleDownAfterTheWorkloadShrinks(t *testing.T) {
 	defer stopWatch()
 	go func() {
 		for watchCtx.Err() == nil {
-			p, h := &policyv1.PodDisruptionBudget{}, &v1alpha1.Headroom{}
-			if env.Client.Get(watchCtx, client.ObjectKeyFromObject(pdb), p) == nil && env.Client.Get(watchCtx, client.ObjectKeyFromObject(hr), h) == nil {
+			// Healthy pods counted as the PDB counts them: Ready and not
+			// being deleted (the PDB's status may lag or be unset).
+			pods, h := &corev1.PodList{}, &v1alpha1.Headroom{}
+			if env.Client.List(watchCtx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "web"}) == nil &&
+				env.Client.Get(watchCtx, client.ObjectKeyFromObject(hr), h) == nil {
+				healthy := int32(0)
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp == nil && podReady(&p) {
+						healthy++
+					}
+				}
 				mu.Lock()
-				minHealthy, minReady = min(minHealthy, p.Status.CurrentHealthy), min(minReady, h.Status.ReadyUnits)
+				minHealthy, minReady = min(minHealthy, healthy), min(minReady, h.Status.ReadyUnits)
 				mu.Unlock()
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -277,4 +286,13 @@ func TestThreeNodesBecomeOneCheaperNode(t *testing.T) {
 		}
 	}
 	t.Logf("replacement %s Ready at %s", large.Name, readyAt.Format(time.RFC3339))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
