@@ -4,13 +4,20 @@
 SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 TOOLS := $(GO) tool -modfile=hack/tools/go.mod
+# Helm and helm-docs have their own module (their Kubernetes libraries need
+# not agree with golangci-lint's).
+HELM := $(GO) tool -modfile=hack/helm/go.mod
+CHART := charts/berth
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE_TAR ?= bin/berth-image.tar
 BERTH := bin/berth
 TEST_TIMEOUT ?= 25m
 BENCH ?= .
 BENCH_COUNT ?= 6
 FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale fidelity clean help fuzz race
+.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale e2e-clusterapi clusterapi fidelity clean help fuzz race image chart-lint
 
 all: build
 
@@ -27,10 +34,12 @@ run: build controlplane ## Start the local control plane, install the demo and r
 	$(BERTH) dev up
 	$(BERTH) dev demo
 	$(BERTH) controller --kubeconfig .berth/dev/kubeconfig --leader-elect=false \
-		--metrics-bind-address 127.0.0.1:8080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:8081 --zap-devel
+		--metrics-bind-address 127.0.0.1:8080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:8081 \
+		--webhook-bind-address 127.0.0.1:9443 --webhook-url https://127.0.0.1:9443 --zap-devel
 
-test: controlplane ## Run unit, controller and end-to-end tests, the scheduler fidelity test and the bench module's checks.
+test: controlplane clusterapi ## Run unit, controller and end-to-end tests (incl. the chart's render and install tests and Cluster API), the image test, the scheduler fidelity test and the bench module's checks.
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	cd hack/image && $(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd test/fidelity && $(GO) test -timeout $(TEST_TIMEOUT) ./... -args -cases $(FIDELITY_CASES)
 	cd bench && GOTOOLCHAIN=auto $(GO) test -run TestCataloguesAgree ./...
 	$(MAKE) fuzz
@@ -44,8 +53,18 @@ fuzz: ## Run each fuzz target (scenario loader, cron schedules, prices and quant
 race: ## Run the unit tests (no control plane) with the race detector.
 	$(GO) test -short -race ./...
 
-e2e-scale: build controlplane ## Measure 1000 pending pods -> Running on the real control plane (reports wall time and controller peak memory).
-	BERTH_E2E_SCALE=1 $(GO) test -count=1 -v -timeout 30m -run 'TestThroughput1000Pods' ./test/e2e/
+e2e-scale: build controlplane ## Measure 1000 pending pods -> Running (and a no-autoscaler baseline), and a burst of 200 gated companion workloads, on the real control plane.
+	BERTH_E2E_SCALE=1 $(GO) test -count=1 -v -timeout 30m -run 'TestThroughput1000Pods|TestCompanionBurst200' ./test/e2e/
+
+CAPI_VERSION = $(shell cd hack/clusterapi && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+CAPI_BIN = .cache/clusterapi/$(CAPI_VERSION)/cluster-api-core
+
+clusterapi: ## Build Cluster API's core manager from hack/clusterapi/go.mod (cached by version; about 6 minutes cold).
+	@test -x $(CAPI_BIN) || { mkdir -p $(dir $(CAPI_BIN)) && cd hack/clusterapi && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o ../../$(CAPI_BIN).tmp sigs.k8s.io/cluster-api/core && mv ../../$(CAPI_BIN).tmp ../../$(CAPI_BIN); }
+
+e2e-clusterapi: build controlplane clusterapi ## Only the Cluster API end-to-end test: berth against real Cluster API core controllers with a KWOK-backed infrastructure provider.
+	$(GO) test -count=1 -v -timeout 20m -run 'TestClusterAPI' ./test/e2e/
 
 fidelity: ## Compare berth's filters with kube-scheduler's on FIDELITY_CASES random clusters (verbose).
 	cd test/fidelity && $(GO) test -v -timeout 60m ./... -args -cases $(FIDELITY_CASES)
@@ -53,20 +72,29 @@ fidelity: ## Compare berth's filters with kube-scheduler's on FIDELITY_CASES ran
 unit: ## Run the tests that need no control plane.
 	$(GO) test -short ./...
 
-generate: ## Regenerate deepcopy functions, CRDs and RBAC.
+generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of them and its values table.
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... \
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(GO) run ./hack/chartgen
+	$(HELM) helm-docs --log-level warning --chart-search-root charts --template-files README.md.gotmpl
 
-verify: ## Fail if generated files (deepcopy, CRDs, RBAC) or go.mod files are stale, or the pure brain depends on clients.
+verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table) or go.mod files are stale, or the pure brain depends on clients.
 	hack/verify-generated.sh
 	hack/check-layering.sh
-	@for m in . hack/tools hack/controlplane test/fidelity; do \
+	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity; do \
 		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
 
-lint: ## Run golangci-lint (with the package layering rules) and go vet.
+lint: chart-lint ## Run golangci-lint (with the package layering rules), go vet and helm lint.
 	$(GO) vet ./...
 	$(TOOLS) golangci-lint run ./...
+	cd hack/image && $(GO) vet ./... && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+
+chart-lint: ## helm lint the chart (strict).
+	$(HELM) helm lint --strict $(CHART) --namespace berth-system
+
+image: ## Build the multi-arch (amd64, arm64) OCI image tarball IMAGE_TAR from Go, without Docker.
+	cd hack/image && $(GO) run . -root ../.. -o ../../$(IMAGE_TAR) -version $(VERSION) -revision $(REVISION)
 
 bench: ## Run berth's benchmarks BENCH_COUNT times and summarise them with benchstat.
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) ./internal/... | tee bench.out

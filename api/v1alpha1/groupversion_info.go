@@ -1,4 +1,5 @@
-// Package v1alpha1 holds the berth.dev/v1alpha1 API: NodeGroup and Headroom.
+// Package v1alpha1 holds the berth.dev/v1alpha1 API: NodeGroup, Headroom
+// and CompanionProfile.
 //
 // +kubebuilder:object:generate=true
 // +groupName=berth.dev
@@ -19,6 +20,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&NodeGroup{}, &NodeGroupList{},
 		&Headroom{}, &HeadroomList{},
+		&CompanionProfile{}, &CompanionProfileList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -69,6 +69,14 @@ const (
 	// turns it Ready; it simulates the boot time of a real machine.
 	AnnotationReadyAt = "berth.dev/ready-at"
 
+	// AnnotationDeleteRequestedBy is written by berth, with Cluster API's
+	// cluster.x-k8s.io/delete-machine, on a Machine it removes: the UID of
+	// the NodeGroup. berth lowers a MachineDeployment's replicas only by the
+	// number of live Machines carrying this mark, so that a restart between
+	// marking and lowering never lowers twice, and a delete-machine mark
+	// someone else set is never taken for berth's.
+	AnnotationDeleteRequestedBy = "berth.dev/delete-requested-by"
+
 	// ProviderIDPrefixKWOK prefixes the provider ID of nodes launched by the
 	// KWOK cloud provider.
 	ProviderIDPrefixKWOK = "kwok://"
@@ -104,4 +112,31 @@ const (
 	PriorityClassBurstCritical = "berth-burst-critical"
 	// PriorityBurstCritical is its value.
 	PriorityBurstCritical int32 = 1000000000
+
+	// SchedulingGateCompanion is the scheduling gate berth's admission
+	// webhook adds to pods a CompanionProfile selects; berth removes it once
+	// the room for the pod's companion is held (or after the profile's
+	// ungateAfter, whatever happens).
+	SchedulingGateCompanion = "berth.dev/companion-headroom"
+	// AnnotationCompanionRequests on a gated workload pod holds the requests
+	// of its companion (a JSON resource list, written by berth): the planner
+	// places the pod only where the companion fits too.
+	AnnotationCompanionRequests = "berth.dev/companion-requests"
+	// LabelCompanionShareKey on a workload pod and on a companion
+	// placeholder is the share key (a hash): workloads with the same key on
+	// one node share one companion, so a node that has the key needs no
+	// room for a second one.
+	LabelCompanionShareKey = "berth.dev/companion-share-key"
+	// LabelCompanionFor on a workload pod is its UID; the companion
+	// placeholder's pod affinity selects it.
+	LabelCompanionFor = "berth.dev/companion-for"
+	// HeadroomRoleCompanion is the LabelHeadroomRole of companion
+	// placeholders.
+	HeadroomRoleCompanion = "companion"
+	// PriorityClassCompanionHeadroom is the priority of companion
+	// placeholders: below every workload, so that a companion (or any pod)
+	// preempts them rather than anything else.
+	PriorityClassCompanionHeadroom = "berth-companion-headroom"
+	// PriorityCompanionHeadroom is its value.
+	PriorityCompanionHeadroom int32 = -1000
 )

@@ -2,10 +2,14 @@ package v1alpha1
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -136,4 +140,54 @@ type OfferingKey struct {
 	InstanceType string `json:"instanceType"`
 	Zone         string `json:"zone"`
 	CapacityType string `json:"capacityType"`
+}
+
+// ResourceSlices returns the ResourceSlices a DRA driver publishes for a
+// node of this instance type: one pool per driver named after the node,
+// generation 1, with the devices in one slice and the shared counters (if
+// any) in another, so that resourceSliceCount is 1 or 2 and the pool is
+// complete. The planner's device templates and the kwok provider both use
+// it, so that what berth plans with is what the scheduler later sees.
+func (it *InstanceType) ResourceSlices(nodeName string) []*resourcev1.ResourceSlice {
+	out := make([]*resourcev1.ResourceSlice, 0, 2*len(it.Devices))
+	for i := range it.Devices {
+		d := &it.Devices[i]
+		count := int64(1)
+		if len(d.SharedCounters) > 0 {
+			count = 2
+		}
+		pool := resourcev1.ResourcePool{Name: nodeName, Generation: 1, ResourceSliceCount: count}
+		node := nodeName
+		devices := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: SliceName(nodeName, d.Driver, 0)},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver: d.Driver, Pool: pool, NodeName: &node,
+				Devices: slices.Clone(d.Devices),
+			},
+		}
+		out = append(out, devices)
+		if len(d.SharedCounters) > 0 {
+			out = append(out, &resourcev1.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: SliceName(nodeName, d.Driver, 1)},
+				Spec: resourcev1.ResourceSliceSpec{
+					Driver: d.Driver, Pool: pool, NodeName: &node,
+					SharedCounters: slices.Clone(d.SharedCounters),
+				},
+			})
+		}
+	}
+	return out
+}
+
+// SliceName is the name of the i-th ResourceSlice berth publishes for a
+// node and driver: stable, so that re-publishing updates instead of
+// duplicating, and short enough for an object name.
+func SliceName(nodeName, driver string, i int) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(nodeName + "/" + driver))
+	name := fmt.Sprintf("%s-%08x-%d", nodeName, h.Sum32(), i)
+	if len(name) > 253 {
+		name = name[len(name)-253:]
+	}
+	return name
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -57,6 +58,7 @@ type NodeGroup struct {
 // NodeGroupSpec is the desired shape of a NodeGroup.
 //
 // +kubebuilder:validation:XValidation:rule="self.minSize <= self.maxSize",message="minSize must be less than or equal to maxSize",fieldPath=".minSize"
+// +kubebuilder:validation:XValidation:rule="!has(self.provider.clusterAPI) || (size(self.instanceTypes) == 1 && size(self.instanceTypes[0].offerings) == 1)",message="a clusterAPI node group has exactly one instance type with one offering: the machines of one MachineDeployment, MachineSet or MachinePool are all alike",fieldPath=".instanceTypes"
 type NodeGroupSpec struct {
 	// MinSize is the number of nodes berth keeps in the group even when they
 	// are empty.
@@ -198,6 +200,46 @@ type InstanceType struct {
 	// +listMapKey=capacityType
 	// +required
 	Offerings []Offering `json:"offerings"`
+
+	// Devices are what the DRA drivers on a node of this type publish, one
+	// entry per driver, as its resource.k8s.io/v1 ResourceSlices carry them
+	// (the pool is the node's name). The planner allocates pods'
+	// ResourceClaims on them when it scales a group from zero, and the
+	// kwok provider publishes them as ResourceSlices for the nodes it
+	// launches.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=driver
+	// +optional
+	Devices []DeviceDriver `json:"devices,omitempty"`
+}
+
+// DeviceDriver is what one DRA driver publishes on a node.
+type DeviceDriver struct {
+	// Driver is the DRA driver's name, a DNS subdomain such as
+	// gpu.example.com.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Driver string `json:"driver"`
+
+	// Devices the driver publishes, at most 128 (one ResourceSlice's
+	// limit), each with a name unique within the driver.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	Devices []resourcev1.Device `json:"devices"`
+
+	// SharedCounters are counter sets that partitionable devices consume
+	// (devices[].consumesCounters), published in a slice of their own.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	SharedCounters []resourcev1.CounterSet `json:"sharedCounters,omitempty"`
 }
 
 // Offering is one way to buy an instance type.
@@ -221,12 +263,69 @@ type Offering struct {
 }
 
 // Provider says how nodes of a group are created. Exactly one member is set.
-// +kubebuilder:validation:XValidation:rule="has(self.kwok)",message="a provider must be set (supported: kwok)"
+// +kubebuilder:validation:XValidation:rule="(has(self.kwok) ? 1 : 0) + (has(self.clusterAPI) ? 1 : 0) == 1",message="exactly one provider must be set (supported: kwok, clusterAPI)"
 type Provider struct {
 	// KWOK creates nodes as API objects that KWOK's fake kubelet keeps
 	// Ready; for development, tests and demos.
 	// +optional
 	KWOK *KWOKProvider `json:"kwok,omitempty"`
+
+	// ClusterAPI scales a Cluster API MachineDeployment, MachineSet or
+	// MachinePool in the management cluster berth is given
+	// (--clusterapi-kubeconfig): berth changes its replicas through the
+	// scale subresource and removes a chosen node by marking its Machine
+	// with cluster.x-k8s.io/delete-machine before lowering replicas.
+	// +optional
+	ClusterAPI *ClusterAPIProvider `json:"clusterAPI,omitempty"`
+}
+
+// ClusterAPIKind is the kind of Cluster API object a node group scales.
+// +kubebuilder:validation:Enum=MachineDeployment;MachineSet;MachinePool
+type ClusterAPIKind string
+
+// Kinds of Cluster API objects a node group can scale.
+const (
+	ClusterAPIMachineDeployment ClusterAPIKind = "MachineDeployment"
+	ClusterAPIMachineSet        ClusterAPIKind = "MachineSet"
+	ClusterAPIMachinePool       ClusterAPIKind = "MachinePool"
+)
+
+// ClusterAPIProvider names the Cluster API object whose machines are the
+// group's nodes. Its annotations are read as Cluster Autoscaler reads them:
+// cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size and -max-size
+// narrow the group's minSize and maxSize, and the
+// capacity.cluster-autoscaler.kubernetes.io/* annotations (cpu, memory,
+// ephemeral-disk, maxPods, gpu-type, gpu-count, labels, taints) override the
+// capacity, labels and taints berth assumes for a node that does not exist
+// yet.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
+type ClusterAPIProvider struct {
+	// Kind of the object: MachineDeployment, MachineSet or MachinePool.
+	// +kubebuilder:default=MachineDeployment
+	// +optional
+	Kind ClusterAPIKind `json:"kind,omitempty"`
+	// APIVersion of Cluster API's objects (Machines are read with the same
+	// version).
+	// +kubebuilder:validation:Enum=cluster.x-k8s.io/v1beta2;cluster.x-k8s.io/v1beta1
+	// +kubebuilder:default="cluster.x-k8s.io/v1beta2"
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Namespace of the object in the management cluster.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// MachineTimeout is how long a Machine may go without infrastructure
+	// (a provider ID) before berth counts the launch as failed: the next
+	// launch of the group returns insufficient capacity, berth removes
+	// the stuck Machine and falls back to other groups. Default 10m.
+	// +optional
+	MachineTimeout *metav1.Duration `json:"machineTimeout,omitempty"`
 }
 
 // KWOKProvider configures the KWOK cloud provider.

@@ -44,6 +44,30 @@ func TestNodeGroupValidation(t *testing.T) {
 			),
 		},
 		{
+			name: "an instance type with the devices of a DRA driver is accepted",
+			ng: builders.NodeGroup("valid-devices",
+				builders.InstanceType("gpu-2", "8", "32Gi", builders.OnDemand("zone-a", "2")),
+				builders.Devices("gpu.example.com", "gpu", 2, map[string]string{"model": "a100"})),
+		},
+		{
+			name: "two devices of one driver with the same name are rejected naming the duplicate",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("dup-devices",
+					builders.InstanceType("gpu-2", "8", "32Gi", builders.OnDemand("zone-a", "2")),
+					builders.Devices("gpu.example.com", "gpu", 2, nil))
+				ng.Spec.InstanceTypes[0].Devices[0].Devices[1].Name = "gpu-0"
+				return ng
+			}(),
+			wantErr: []string{"spec.instanceTypes[0].devices[0].devices[1]", "Duplicate value"},
+		},
+		{
+			name: "a driver name with capitals is rejected naming driver",
+			ng: builders.NodeGroup("bad-driver",
+				builders.InstanceType("gpu-2", "8", "32Gi", builders.OnDemand("zone-a", "2")),
+				builders.Devices("GPU.example.com", "gpu", 1, nil)),
+			wantErr: []string{"spec.instanceTypes[0].devices[0].driver"},
+		},
+		{
 			name:    "min size above max size is rejected naming minSize",
 			ng:      builders.NodeGroup("min-above-max", builders.Size(5, 2)),
 			wantErr: []string{"spec.minSize", "minSize must be less than or equal to maxSize"},
@@ -97,7 +121,7 @@ func TestNodeGroupValidation(t *testing.T) {
 				ng.Spec.Provider.KWOK = nil
 				return ng
 			}(),
-			wantErr: []string{"spec.provider", "a provider must be set"},
+			wantErr: []string{"spec.provider", "exactly one provider must be set"},
 		},
 		{
 			name: "a disruption budget that is neither a count nor a percentage is rejected naming budget",
@@ -179,6 +203,37 @@ func TestNodeGroupValidation(t *testing.T) {
 			ng:      builders.NodeGroup("bad-zone", builders.InstanceType("m-2", "2", "4Gi", builders.OnDemand("zone a", "0.1"))),
 			wantErr: []string{"spec.instanceTypes[0].offerings[0].zone", "should match"},
 		},
+		{
+			name: "a clusterAPI group naming a MachineDeployment is accepted",
+			ng:   capiGroup("capi-valid"),
+		},
+		{
+			name: "a group with both kwok and clusterAPI is rejected naming provider",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := capiGroup("capi-both")
+				ng.Spec.Provider.KWOK = &v1alpha1.KWOKProvider{}
+				return ng
+			}(),
+			wantErr: []string{"spec.provider", "exactly one provider must be set"},
+		},
+		{
+			name: "a clusterAPI group with two instance types is rejected naming instanceTypes",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := capiGroup("capi-two-types")
+				builders.InstanceType("other", "4", "8Gi", builders.OnDemand("zone-a", "0.2"))(ng)
+				return ng
+			}(),
+			wantErr: []string{"spec.instanceTypes", "exactly one instance type with one offering"},
+		},
+		{
+			name: "a clusterAPI group of an unknown kind is rejected naming kind",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := capiGroup("capi-kind")
+				ng.Spec.Provider.ClusterAPI.Kind = "Deployment"
+				return ng
+			}(),
+			wantErr: []string{"spec.provider.clusterAPI.kind", "Unsupported value"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,3 +260,25 @@ func TestNodeGroupValidation(t *testing.T) {
 }
 
 func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+// capiGroup is a valid clusterAPI node group.
+func capiGroup(name string) *v1alpha1.NodeGroup {
+	ng := builders.NodeGroup(name)
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "default", Name: "md-0"}}
+	return ng
+}
+
+// TestClusterAPIObjectCannotBeChanged: a group's nodes are the machines of
+// its object; pointing it elsewhere would orphan them, so it is rejected.
+func TestClusterAPIObjectCannotBeChanged(t *testing.T) {
+	ctx := context.Background()
+	ng := capiGroup("capi-immutable")
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	ng.Spec.Provider.ClusterAPI.Name = "md-1"
+	err := env.Client.Update(ctx, ng)
+	if err == nil || !strings.Contains(err.Error(), "cannot be changed") {
+		t.Fatalf("Update = %v, want a rejection saying the object cannot be changed", err)
+	}
+}

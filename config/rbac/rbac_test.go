@@ -26,7 +26,7 @@ var reviewed = []string{
 	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal; the admission policies of config/policy narrow patch/delete to nodes berth marked
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
-	"cluster core pods: get list watch",
+	"cluster core pods: get list patch watch",                              // companion headroom: remove berth's scheduling gate from a workload and write its companion's size and share key (nothing else of a pod is changed)
 	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for
 	"cluster core pods/eviction: create",                                   // scale-down drains through the Eviction API (PodDisruptionBudgets apply), never by deleting pods
 	"cluster policy poddisruptionbudgets: get list watch",                  // scale-down plans within the budgets
@@ -46,14 +46,38 @@ var reviewed = []string{
 	"cluster autoscaling.x-k8s.io capacitybuffers: get list watch",
 	"cluster autoscaling.x-k8s.io capacitybuffers/status: get patch update",
 	"cluster berth.dev headrooms: get list watch",
+	"cluster berth.dev companionprofiles: get list watch",
+	"cluster storage.k8s.io storageclasses: get list watch",                                                  // a workload's unbound claim of a profile's CSI driver
+	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists
+	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations[berth-companion]: delete get update", // only its own
 	"cluster berth.dev nodegroups: get list watch",
 	"cluster berth.dev headrooms/status: get patch update",
 	"cluster berth.dev nodegroups/status: get patch update",
 	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics
 	"cluster authorization.k8s.io subjectaccessreviews: create", // may they read it
 	"cluster scheduling.k8s.io priorityclasses: get",            // checks at start that the shipped classes exist; never creates them
+	// Cluster API provider (a management cluster that is this cluster):
+	// mark the chosen Machine with delete-machine, then lower replicas.
+	"cluster cluster.x-k8s.io machines: get list patch watch",
+	"cluster cluster.x-k8s.io machinedeployments: get list watch",
+	"cluster cluster.x-k8s.io machinesets: get list watch",
+	"cluster cluster.x-k8s.io machinepools: get list watch",
+	"cluster cluster.x-k8s.io machinedeployments/scale: get update",
+	"cluster cluster.x-k8s.io machinesets/scale: get update",
+	"cluster cluster.x-k8s.io machinepools/scale: get update",
+	// DRA: the planner reads devices, claims and workloads; the kwok
+	// provider publishes the ResourceSlices of the nodes it launches, as a
+	// DRA driver would (a cloud provider's drivers do that themselves).
+	"cluster resource.k8s.io deviceclasses: get list watch",
+	"cluster resource.k8s.io resourceclaims: get list watch",
+	"cluster resource.k8s.io resourceclaimtemplates: get list watch",
+	"cluster resource.k8s.io resourceslices: create get list watch",
+	"cluster scheduling.k8s.io podgroups: get list watch",
+	"cluster scheduling.k8s.io workloads: get list watch",
 	// Writes only in berth's own namespace.
-	"berth-system core pods: delete",                            // reserve pods handed to burst-critical pods, placeholders on a node being removed
+	"berth-system core pods: create delete", // reserve pods handed to burst-critical pods, placeholders on a node being removed; companion placeholders (created, deleted)
+	"berth-system core secrets: create",
+	"berth-system core secrets[berth-webhook-cert]: get update", // the webhook's serving certificate, issued and rotated by berth
 	"berth-system apps daemonsets: create delete patch update",  // per-node reserve
 	"berth-system apps deployments: create delete patch update", // headroom placeholders
 	"berth-system coordination.k8s.io leases: create",
@@ -62,8 +86,9 @@ var reviewed = []string{
 
 // TestRBACIsTheReviewedList: the generated Role and ClusterRole grant
 // exactly the reviewed rights; in particular no write outside berth-system
-// except nodes, pod status, pod templates, events and the status of
-// berth's own kinds, and no wildcard.
+// except nodes, pods (the companion gate), pod status, pod templates,
+// events, berth's own webhook configuration and the status of berth's own
+// kinds, and no wildcard.
 func TestRBACIsTheReviewedList(t *testing.T) {
 	data, err := rbac.Files.ReadFile("role.yaml")
 	if err != nil {

@@ -25,9 +25,10 @@ func TestPriorityClassesMatchTheCode(t *testing.T) {
 		}
 	}
 	want := map[string]int32{
-		v1alpha1.PriorityClassHeadroom:      v1alpha1.PriorityHeadroom,
-		v1alpha1.PriorityClassNodeReserve:   v1alpha1.PriorityNodeReserve,
-		v1alpha1.PriorityClassBurstCritical: v1alpha1.PriorityBurstCritical,
+		v1alpha1.PriorityClassHeadroom:          v1alpha1.PriorityHeadroom,
+		v1alpha1.PriorityClassNodeReserve:       v1alpha1.PriorityNodeReserve,
+		v1alpha1.PriorityClassBurstCritical:     v1alpha1.PriorityBurstCritical,
+		v1alpha1.PriorityClassCompanionHeadroom: v1alpha1.PriorityCompanionHeadroom,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PriorityClasses (-code +manifest):\n%s", diff)

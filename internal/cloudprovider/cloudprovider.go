@@ -36,6 +36,10 @@ type Instance struct {
 	NodeGroup  string
 	Offering   Offering
 	CreatedAt  time.Time
+	// GivenUp is set by PendingLister.Pending on an instance that will not
+	// get a Node (no infrastructure within its timeout): it is no longer a
+	// launching node, and the next launch reports the failure.
+	GivenUp bool
 }
 
 // CloudProvider creates and deletes nodes of node groups.
@@ -81,4 +85,68 @@ func IsInsufficientCapacity(err error) bool {
 func IsNotFound(err error) bool {
 	var e *NotFoundError
 	return errors.As(err, &e)
+}
+
+// NodeGroupRefresher is implemented by providers that learn part of a node
+// group's shape from the infrastructure (Cluster API reads size bounds and
+// scale-from-zero capacity from annotations on its objects).
+type NodeGroupRefresher interface {
+	// RefreshNodeGroup updates ng, a copy the caller plans with, from what
+	// the provider knows. An error leaves ng as the spec says.
+	RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup) error
+}
+
+// Refresh lets the provider, if it is a NodeGroupRefresher, update each
+// group (copies read from a cache) before planning. It returns the groups
+// it could not refresh with why, so the caller can report them; those
+// groups keep their spec.
+func Refresh(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup) map[string]error {
+	r, ok := cp.(NodeGroupRefresher)
+	if !ok {
+		return nil
+	}
+	var failed map[string]error
+	for _, ng := range groups {
+		before := ng.DeepCopy()
+		if err := r.RefreshNodeGroup(ctx, ng); err != nil {
+			*ng = *before
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[ng.Name] = err
+		}
+	}
+	return failed
+}
+
+// PendingLister is implemented by providers whose launches take a while to
+// show as a Node (a Cluster API Machine registers its Node when its
+// machine has booted, minutes later). The provisioner counts the pending
+// instances as launching nodes in every round, so that a slow boot is
+// never launched again.
+type PendingLister interface {
+	// Pending returns the group's instances that have no Node yet, named
+	// by NodeName; those not expected to get one any more are GivenUp.
+	Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*Instance, error)
+}
+
+// Pending asks the provider, if it is a PendingLister, for each group's
+// pending instances. Groups it could not ask are returned with why.
+func Pending(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup) (map[string][]*Instance, map[string]error) {
+	l, ok := cp.(PendingLister)
+	if !ok {
+		return nil, nil
+	}
+	out, failed := map[string][]*Instance{}, map[string]error{}
+	for _, ng := range groups {
+		insts, err := l.Pending(ctx, ng)
+		if err != nil {
+			failed[ng.Name] = err
+			continue
+		}
+		if len(insts) > 0 {
+			out[ng.Name] = insts
+		}
+	}
+	return out, failed
 }

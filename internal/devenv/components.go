@@ -67,6 +67,13 @@ func allocatePorts() (Ports, error) {
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
+// workloadGates turn on what claims reserved for a whole workload need
+// (KEP-5729, alpha in 1.36): PodGroups and Workloads (GenericWorkload) and
+// ResourceClaims listed in PodGroup.spec.resourceClaims being reserved for
+// the group (DRAWorkloadResourceClaims). DRA itself (resource.k8s.io/v1)
+// is on by default.
+const workloadGates = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+
 // processes returns the components of a cluster in start order. It is long
 // because it is the table of every component's flags, kept in one place.
 func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
@@ -117,6 +124,9 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--service-cluster-ip-range=10.0.0.0/24",
 			"--allow-privileged=true",
 			"--profiling=false",
+			"--feature-gates="+workloadGates,
+			// PodGroups and Workloads (GenericWorkload, alpha in 1.36).
+			"--runtime-config=scheduling.k8s.io/v1alpha2=true",
 		),
 		proc(ControllerManager, "https://"+loopback(p.ControllerManager)+"/healthz",
 			"--kubeconfig="+kubeconfig,
@@ -134,6 +144,7 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--kube-api-burst=400",
 			"--concurrent-replicaset-syncs=10",
 			"--profiling=false",
+			"--feature-gates="+workloadGates,
 		),
 		proc(Scheduler, "https://"+loopback(p.Scheduler)+"/healthz",
 			"--config="+schedCfg,
@@ -148,7 +159,7 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			// pending until the scheduler's 5-minute flush
 			// (kubernetes/kubernetes#141694; placeholder e2e test, 2 runs in
 			// 8 on this machine); synchronous preemption does not.
-			"--feature-gates=SchedulerAsyncPreemption=false",
+			"--feature-gates=SchedulerAsyncPreemption=false,"+workloadGates,
 		),
 		proc(KWOK, "http://"+loopback(p.KWOK)+"/healthz",
 			"--kubeconfig="+kubeconfig,

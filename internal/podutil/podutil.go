@@ -7,6 +7,8 @@ package podutil
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
 // IsTerminal reports whether the pod has finished (Succeeded or Failed):
@@ -34,8 +36,18 @@ func IsMirror(p *corev1.Pod) bool {
 // IsUnbound reports whether the pod waits to be bound: no node, not gated,
 // not being deleted, not finished.
 func IsUnbound(p *corev1.Pod) bool {
-	return p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 && p.DeletionTimestamp == nil &&
+	return p.Spec.NodeName == "" && (len(p.Spec.SchedulingGates) == 0 || IsCompanionGated(p)) && p.DeletionTimestamp == nil &&
 		(p.Status.Phase == corev1.PodPending || p.Status.Phase == "")
+}
+
+// IsCompanionGated reports whether the pod is held only by berth's
+// companion gate and carries its companion's requests: berth plans it,
+// with room for the companion, and removes the gate once that room is
+// held. It counts as unbound, waiting for a node.
+func IsCompanionGated(p *corev1.Pod) bool {
+	g := p.Spec.SchedulingGates
+	_, annotated := p.Annotations[v1alpha1.AnnotationCompanionRequests]
+	return len(g) == 1 && g[0].Name == v1alpha1.SchedulingGateCompanion && annotated && p.Spec.NodeName == ""
 }
 
 // FailedToSchedule reports whether the scheduler tried the pod and found
@@ -60,7 +72,7 @@ func HasNoStatus(p *corev1.Pod) bool {
 // A nomination (by preemption, or by berth for a node it launched) is not
 // looked at here; see IsProvisionable.
 func AwaitsNode(p *corev1.Pod) bool {
-	return IsUnbound(p) && !IsOwnedByDaemonSet(p) && FailedToSchedule(p)
+	return IsUnbound(p) && !IsOwnedByDaemonSet(p) && (FailedToSchedule(p) || IsCompanionGated(p))
 }
 
 // IsProvisionable reports whether a pod should trigger a scale-up now:

@@ -17,6 +17,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -26,6 +28,7 @@ import (
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // Scenario is the objects of a cluster.
@@ -39,6 +42,13 @@ type Scenario struct {
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
 	Volumes    []*corev1.PersistentVolume
+	// DRA are the resource.k8s.io/v1 objects (DeviceClasses,
+	// ResourceClaims, ResourceClaimTemplates, ResourceSlices) and the
+	// scheduling.k8s.io/v1alpha2 PodGroups.
+	DRA snapshot.DRA
+	// Workloads are scheduling.k8s.io/v1alpha2 Workloads; read so that a
+	// dump of a cluster loads, their PodGroups carry what the planner uses.
+	Workloads []*schedulingv1alpha2.Workload
 	// Ignored counts documents of kinds that carry nothing the planner
 	// needs (Deployments, Services, ...), by kind.
 	Ignored map[string]int
@@ -101,6 +111,7 @@ func Load(r io.Reader) (*Scenario, error) {
 			return nil, err
 		}
 	}
+	s.defaultDRA()
 	return s, nil
 }
 
@@ -171,6 +182,21 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		err = decode(js, &s.Claims)
 	case "v1/PersistentVolume":
 		err = decode(js, &s.Volumes)
+	case "resource.k8s.io/v1/DeviceClass":
+		err = decode(js, &s.DRA.DeviceClasses)
+	case "resource.k8s.io/v1/ResourceSlice":
+		err = decode(js, &s.DRA.Slices)
+	case "resource.k8s.io/v1/ResourceClaim":
+		err = decode(js, &s.DRA.Claims)
+		defaultNamespace(&s.DRA.Claims[len(s.DRA.Claims)-1].ObjectMeta, err)
+	case "resource.k8s.io/v1/ResourceClaimTemplate":
+		err = decode(js, &s.DRA.ClaimTemplates)
+		defaultNamespace(&s.DRA.ClaimTemplates[len(s.DRA.ClaimTemplates)-1].ObjectMeta, err)
+	case "scheduling.k8s.io/v1alpha2/PodGroup":
+		err = decode(js, &s.DRA.PodGroups)
+		defaultNamespace(&s.DRA.PodGroups[len(s.DRA.PodGroups)-1].ObjectMeta, err)
+	case "scheduling.k8s.io/v1alpha2/Workload":
+		err = decode(js, &s.Workloads)
 	case v1alpha1.GroupVersion.String() + "/Headroom":
 		err = decodeStrict(js, &s.Headrooms)
 	case v1alpha1.GroupVersion.String() + "/NodeGroup":
@@ -180,12 +206,22 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 			s.Ignored[h.Kind]++
 			return nil
 		}
-		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, berth.dev/v1alpha1 NodeGroup and Headroom, and List of them)", where, gvk)
+		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, "+
+			"resource.k8s.io/v1 DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice, scheduling.k8s.io/v1alpha2 Workload and PodGroup, "+
+			"berth.dev/v1alpha1 NodeGroup and Headroom, and List of them)", where, gvk)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	return nil
+}
+
+// defaultNamespace puts a namespaced object that names none in "default",
+// as kubectl apply does.
+func defaultNamespace(m *metav1.ObjectMeta, err error) {
+	if err == nil && m.Namespace == "" {
+		m.Namespace = "default"
+	}
 }
 
 func decode[T any](js []byte, into *[]*T) error {
@@ -213,7 +249,7 @@ func decodeStrict[T any](js []byte, into *[]*T) error {
 func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 	in := scaleup.Input{
 		NodeGroups: s.NodeGroups, Nodes: s.Nodes, DaemonSets: s.DaemonSets,
-		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes,
+		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA,
 	}
 	for _, p := range s.Pods {
 		switch {
@@ -252,7 +288,7 @@ func awaitsNode(p *corev1.Pod) bool {
 // placeholders (resolved at now), which must keep a home.
 func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
-		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes}
+		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA}
 	for _, p := range s.Pods {
 		if p.Spec.NodeName != "" {
 			in.Pods = append(in.Pods, p)

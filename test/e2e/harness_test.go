@@ -109,6 +109,7 @@ func startController(t *testing.T, args ...string) *controllerProc {
 	t.Helper()
 	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	probes := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	hook := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	logFile := filepath.Join(t.TempDir(), "controller.log")
 	if dir := os.Getenv("BERTH_E2E_LOG_DIR"); dir != "" {
 		// Keep the log after the test, e.g. to study a passing run.
@@ -119,7 +120,8 @@ func startController(t *testing.T, args ...string) *controllerProc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(berthBin, append([]string{"controller", "--kubeconfig", controllerKubeconfig,
-		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes}, args...)...)
+		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
+		"--webhook-bind-address", hook, "--webhook-url", "https://" + hook}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

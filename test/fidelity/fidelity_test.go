@@ -29,9 +29,10 @@ import (
 var cases = flag.Int("cases", 3000, "number of random clusters to compare")
 
 // filterPlugins are the kube-scheduler Filter plugins berth models. The
-// others (volume binding, volume limits and zone, DRA, gang scheduling,
+// others (volume binding, volume limits and zone, gang scheduling,
 // declared features) need API objects the random clusters do not have; PV
-// node affinity is covered by berth's own table tests.
+// node affinity is covered by berth's own table tests. DynamicResources
+// has its own generator and comparison (dra_test.go).
 var filterPlugins = []string{
 	names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity,
 	names.NodePorts, names.NodeResourcesFit, names.PodTopologySpread, names.InterPodAffinity,

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,7 +45,13 @@ type options struct {
 	shutdownTimeout   time.Duration
 	qps               float32
 	burst             int
+	webhookAddr       string
+	webhookURL        string
+	webhookService    string
+	pauseImage        string
 	zap               zap.Options
+	clusterAPI        bool
+	clusterAPIConfig  string
 }
 
 // NewCommand returns `berth controller`.
@@ -80,9 +87,15 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.DurationVar(&o.scaleDownInterval, "scale-down-interval", 10*time.Second, "how often scale-down plans")
 	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
 	o.clusterLimits.Bind(f)
+	f.BoolVar(&o.clusterAPI, "clusterapi", false, "serve NodeGroups with spec.provider.clusterAPI: scale Cluster API MachineDeployments, MachineSets and MachinePools")
+	f.StringVar(&o.clusterAPIConfig, "clusterapi-kubeconfig", "", "kubeconfig of the Cluster API management cluster (default: the cluster berth runs against); implies --clusterapi")
 	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
 	f.Float32Var(&o.qps, "kube-api-qps", 200, "sustained requests per second to the API server (nominating 1000 pods is 1000 requests)")
 	f.IntVar(&o.burst, "kube-api-burst", 300, "requests allowed in a burst above --kube-api-qps")
+	f.StringVar(&o.webhookAddr, "webhook-bind-address", ":9443", "address of the admission webhook that gates pods a CompanionProfile selects (0 disables it)")
+	f.StringVar(&o.webhookURL, "webhook-url", "", "base URL the API server calls the webhook at (https://127.0.0.1:9443 when berth runs outside the cluster); empty: --webhook-service")
+	f.StringVar(&o.webhookService, "webhook-service", "berth-system/berth-controller-webhook", "namespace/name of the Service in front of the webhook (port 443)")
+	f.StringVar(&o.pauseImage, "pause-image", "registry.k8s.io/pause:3.10", "image of berth's companion placeholder pods")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	f.AddGoFlagSet(gfs)
@@ -120,6 +133,12 @@ func (o *options) validate() error {
 	if !o.metricsSecure && !loopback(o.metricsAddr) {
 		errs = append(errs, fmt.Errorf("--metrics-secure=false serves metrics to anyone who can reach %q; bind them to a loopback address (127.0.0.1:8080) or keep them secure", o.metricsAddr))
 	}
+	if o.webhookURL != "" && !strings.HasPrefix(o.webhookURL, "https://") {
+		errs = append(errs, fmt.Errorf("--webhook-url %q must start with https://", o.webhookURL))
+	}
+	if ns, name, ok := strings.Cut(o.webhookService, "/"); o.webhookURL == "" && (!ok || ns == "" || name == "") {
+		errs = append(errs, fmt.Errorf("--webhook-service %q must be namespace/name", o.webhookService))
+	}
 	if o.batchIdle > o.batchMax {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.batchIdle, o.batchMax))
 	}
@@ -140,7 +159,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	shutdown := o.shutdownTimeout
+	hook, err := o.webhook(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           hook.server(),
 		Scheme:                  scheme.New(),
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
@@ -164,7 +188,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := o.wire(cmd.Context(), mgr, limits); err != nil {
+	if err := o.wire(cmd.Context(), mgr, limits, hook); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,

@@ -7,31 +7,50 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/cloudprovider/multi"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
+	"github.com/berth-dev/berth/internal/controller/companion"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/controller/headroom"
 	"github.com/berth-dev/berth/internal/controller/launchtimeout"
+	"github.com/berth-dev/berth/internal/controller/nodeadoption"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
 	"github.com/berth-dev/berth/internal/controller/nodereserve"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/state"
+	"github.com/berth-dev/berth/internal/webhook"
 )
 
 // wire creates the controllers, the state they share and the links between
 // them, and registers them with the manager. Controllers never import each
 // other: what one tells another goes through internal/state and a Notify
 // function passed in here.
-func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.ResourceList) error {
+func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.ResourceList, hook *hookSetup) error {
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
 	readiness := state.NewReadiness()
-	cloud := kwok.New(mgr.GetClient(), clk)
+	capi, err := o.clusterAPIProvider(mgr, clk)
+	if err != nil {
+		return err
+	}
+	var capiCloud cloudprovider.CloudProvider // nil unless enabled (not a nil *clusterapi.Provider)
+	if capi != nil {
+		capiCloud = capi
+	}
+	cloud := multi.New(mgr.GetClient(), kwok.New(mgr.GetClient(), clk), capiCloud)
 	provisioning.RegisterMetrics()
 	nodegroup.RegisterMetrics()
 	launchtimeout.RegisterMetrics()
@@ -41,9 +60,13 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
-	for name, register := range map[string]func(ctrl.Manager) error{
+	registers := map[string]func(ctrl.Manager) error{
 		nodegroup.Name: ngc.Register, launchtimeout.Name: lt.Register, headroom.Name: hrc.Register, nodereserve.Name: nrc.Register,
-	} {
+	}
+	if capi != nil {
+		registers[nodeadoption.Name] = (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder}).Register
+	}
+	for name, register := range registers {
 		if err := register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", name, err)
 		}
@@ -79,6 +102,10 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 		}
 	}
 
+	if err := o.wireCompanion(mgr, hook, recorder, clk); err != nil {
+		return err
+	}
+
 	prov := provisioning.New(
 		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Recorder: recorder, Clock: clk},
 		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
@@ -86,4 +113,54 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
 	}
 	return nil
+}
+
+// wireCompanion registers companion headroom: the gate life cycle always
+// (pods gated by hand work without the webhook), the webhook and its
+// configuration when it is enabled.
+func (o *options) wireCompanion(mgr ctrl.Manager, hook *hookSetup, recorder events.EventRecorder, clk clock.PassiveClock) error {
+	companion.RegisterMetrics()
+	cr := &companion.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Clock: clk, PauseImage: o.pauseImage}
+	if err := cr.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s: %w", companion.Name, err)
+	}
+	if hook.certs == nil {
+		return nil
+	}
+	mgr.GetWebhookServer().Register(webhook.PodPath, &admission.Webhook{
+		Handler: &webhook.PodDefaulter{Reader: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+	})
+	if err := mgr.Add(hook.certs); err != nil {
+		return err
+	}
+	pr := &companion.ProfileReconciler{Client: mgr.GetClient(), Sync: func(ctx context.Context, want bool) error {
+		return hook.config.Ensure(ctx, want, hook.certs.CABundle())
+	}}
+	if err := pr.Register(mgr); err != nil {
+		return fmt.Errorf("registering %s profiles: %w", companion.Name, err)
+	}
+	return nil
+}
+
+// clusterAPIProvider returns the Cluster API provider when it is enabled,
+// with an uncached client of the management cluster (the cluster berth
+// runs against unless --clusterapi-kubeconfig names another): scale
+// decisions read Machines as they are, not as a cache last saw them.
+func (o *options) clusterAPIProvider(mgr ctrl.Manager, clk clock.PassiveClock) (*clusterapi.Provider, error) {
+	if !o.clusterAPI && o.clusterAPIConfig == "" {
+		return nil, nil
+	}
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	if o.clusterAPIConfig != "" {
+		var err error
+		if cfg, err = clientcmd.BuildConfigFromFlags("", o.clusterAPIConfig); err != nil {
+			return nil, fmt.Errorf("loading --clusterapi-kubeconfig: %w", err)
+		}
+		cfg.QPS, cfg.Burst = o.qps, o.burst
+	}
+	mgmt, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Cluster API management cluster: %w", err)
+	}
+	return clusterapi.New(mgr.GetClient(), mgmt, clk), nil
 }

@@ -78,7 +78,26 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if err := p.client.Create(ctx, node); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
 	}
+	if err := p.publishSlices(ctx, ng, off, node); err != nil {
+		return nil, err
+	}
 	return instance(node), nil
+}
+
+// publishSlices creates the ResourceSlices of the node's instance type, as
+// the DRA drivers on a real machine of the type would, owned by the Node
+// so that the garbage collector deletes them with it. The real scheduler
+// then allocates devices on them.
+func (p *Provider) publishSlices(ctx context.Context, ng *v1alpha1.NodeGroup, off cloudprovider.Offering, node *corev1.Node) error {
+	it, _ := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType)
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	for _, sl := range it.ResourceSlices(node.Name) {
+		sl.OwnerReferences = []metav1.OwnerReference{owner}
+		if err := p.client.Create(ctx, sl); err != nil {
+			return fmt.Errorf("publishing resourceslice %s of node %s: %w", sl.Name, node.Name, err)
+		}
+	}
+	return nil
 }
 
 // Delete removes the node.

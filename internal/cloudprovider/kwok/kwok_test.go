@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,5 +126,41 @@ func TestFailureInjectionReturnsInsufficientCapacity(t *testing.T) {
 	}
 	if _, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}); err != nil {
 		t.Errorf("on-demand launch: %v", err)
+	}
+}
+
+// TestCreatePublishesTheInstanceTypesDevices: a node of an instance type
+// with devices gets the ResourceSlices a DRA driver would publish (a
+// complete pool named after the node), owned by the node.
+func TestCreatePublishesTheInstanceTypesDevices(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("kwok-gpu",
+		b.InstanceType("gpu-2", "8", "32Gi", b.OnDemand("zone-a", "2")),
+		b.Devices("gpu.example.com", "gpu", 2, map[string]string{"model": "a100"}))
+	ng.UID = "uid-kwok-gpu"
+	p := kwok.New(env.Client, clock.RealClock{})
+	inst, err := p.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "gpu-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices := &resourcev1.ResourceSliceList{}
+	if err := env.Client.List(ctx, slices); err != nil {
+		t.Fatal(err)
+	}
+	var mine []resourcev1.ResourceSlice
+	for _, sl := range slices.Items {
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName == inst.NodeName {
+			mine = append(mine, sl)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("node %s has %d resourceslices, want 1", inst.NodeName, len(mine))
+	}
+	sl := mine[0]
+	if sl.Spec.Driver != "gpu.example.com" || sl.Spec.Pool.Name != inst.NodeName || sl.Spec.Pool.ResourceSliceCount != 1 || len(sl.Spec.Devices) != 2 {
+		t.Errorf("slice = driver %s, pool %+v, %d devices; want gpu.example.com, pool %s of 1 slice, 2 devices", sl.Spec.Driver, sl.Spec.Pool, len(sl.Spec.Devices), inst.NodeName)
+	}
+	if len(sl.OwnerReferences) != 1 || sl.OwnerReferences[0].Kind != "Node" || sl.OwnerReferences[0].Name != inst.NodeName {
+		t.Errorf("slice owners = %+v, want the node %s", sl.OwnerReferences, inst.NodeName)
 	}
 }

@@ -77,6 +77,10 @@ type Controller struct {
 	removableSince map[string]time.Time
 	// checked holds the draining nodes this replica started or re-checked.
 	checked map[string]bool
+	// deleted holds the nodes whose removal the cloud provider accepted
+	// that still exist: a Cluster API Machine takes a while to go, and
+	// asking again every round would count and announce it again.
+	deleted map[string]bool
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
 	// lastBlocked is the last ScaleDownBlocked message per node, and
@@ -89,7 +93,7 @@ func New(d Deps, o Options) *Controller {
 	if o.MaxRemovalsPerRound <= 0 {
 		o.MaxRemovalsPerRound = DefaultMaxRemovalsPerRound
 	}
-	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, checked: map[string]bool{}, lastBlocked: map[string]string{}, lastWindow: map[string]string{}}
+	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, checked: map[string]bool{}, deleted: map[string]bool{}, lastBlocked: map[string]string{}, lastWindow: map[string]string{}}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -149,6 +153,11 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
+	for name := range c.deleted {
+		if w.byName[name] == nil {
+			delete(c.deleted, name)
+		}
+	}
 	for _, n := range w.nodes {
 		switch {
 		case isDisrupted(n):

@@ -42,7 +42,7 @@ func (c *Controller) start(ctx context.Context, n *corev1.Node) error {
 // that must move; and it deletes the node when none is left.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	if g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) || n.DeletionTimestamp != nil {
+	if g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) || n.DeletionTimestamp != nil || c.deleted[n.Name] {
 		return nil // not berth's to drain (a taint copied by hand), or going already
 	}
 	if !c.checked[n.Name] {
@@ -86,6 +86,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if err := c.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
+	c.deleted[n.Name] = true
 	drainDuration.Observe(c.Clock.Since(started).Seconds())
 	removed.WithLabelValues(g.Name).Inc()
 	delete(c.checked, n.Name)

@@ -7,8 +7,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/draread"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/virtualunits"
@@ -38,6 +41,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		g := &ngs.Items[i]
 		w.input.NodeGroups = append(w.input.NodeGroups, g)
 		w.groups[g.Name] = g
+	}
+	for name, err := range cloudprovider.Refresh(ctx, c.Cloud, w.input.NodeGroups) {
+		log.FromContext(ctx).Info("planning scale-down with the node group's spec: its provider could not refresh it", "nodeGroup", name, "error", err.Error())
 	}
 	nodes := &corev1.NodeList{}
 	if err := c.Client.List(ctx, nodes); err != nil {
@@ -98,6 +104,11 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	for i := range pvs.Items {
 		w.input.Volumes = append(w.input.Volumes, &pvs.Items[i])
 	}
+	dra, err := draread.List(ctx, c.Client)
+	if err != nil {
+		return nil, err
+	}
+	w.input.DRA = dra
 	sets, err := virtualunits.List(ctx, c.Client, w.input.NodeGroups)
 	if err != nil {
 		return nil, err

@@ -42,6 +42,13 @@ func (f *inflight) add(n *corev1.Node) {
 	f.nodes[n.Name] = inflightNode{node: n, at: f.clock.Now()}
 }
 
+// forget drops a launch the provider gave up on.
+func (f *inflight) forget(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.nodes, name)
+}
+
 // observe forgets nodes the cache now has, and nodes older than the TTL.
 func (f *inflight) observe(cached []*corev1.Node) {
 	f.mu.Lock()

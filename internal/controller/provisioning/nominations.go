@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // nominations maps pending pods ("namespace/name") to the launching node
@@ -111,7 +112,7 @@ func podScheduledMessage(pod *corev1.Pod) string {
 }
 
 // renominate points pods the plan put on nodes that are still launching at
-// those nodes again. The scheduler clears a nomination whenever it retries
+// those nodes again, and companion-gated pods at their planned node. The scheduler clears a nomination whenever it retries
 // the pod before the node is Ready (the node is still tainted, preemption
 // finds nothing), so berth keeps restating it until the pod is bound.
 func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod) {
@@ -125,7 +126,9 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 		}
 	}
 	for _, pl := range plan.ExistingNodePlacements {
-		if pod := pending[pl.Pod.Key()]; pod != nil && launching[pl.Node] && pod.Status.NominatedNodeName != pl.Node {
+		// A companion-gated pod learns its node from the nomination, where
+		// berth then holds its companion's room (controller/companion).
+		if pod := pending[pl.Pod.Key()]; pod != nil && (launching[pl.Node] || podutil.IsCompanionGated(pod)) && pod.Status.NominatedNodeName != pl.Node {
 			p.nominate(ctx, pod, pl.Node)
 		}
 	}

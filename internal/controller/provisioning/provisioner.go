@@ -35,6 +35,10 @@ const (
 	ReasonNotTriggerScaleUp = "NotTriggerScaleUp"
 	ReasonLaunched          = "Launched"
 	ReasonLaunchFailed      = "LaunchFailed"
+	// ReasonProviderRefreshFailed is on a NodeGroup whose provider could
+	// not refresh it (Cluster API: malformed autoscaler annotations, or
+	// the MachineDeployment cannot be read); berth plans with its spec.
+	ReasonProviderRefreshFailed = "ProviderRefreshFailed"
 )
 
 // maxAttempts bounds how often one round re-plans after launch failures.

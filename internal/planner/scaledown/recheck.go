@@ -18,7 +18,7 @@ import (
 // on, or why it must stop.
 func Recheck(in Input, name string) (*Blocked, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, ClusterLimits: in.ClusterLimits})
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
 	if err != nil {
 		return nil, err
 	}

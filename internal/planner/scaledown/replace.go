@@ -81,7 +81,7 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 		}
 	}
 	sin := scaleup.Input{NodeGroups: in.NodeGroups, DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
-		Volumes: in.Volumes, ClusterLimits: in.ClusterLimits, Unavailable: in.Unavailable}
+		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: in.Unavailable}
 	for _, n := range in.Nodes {
 		if !out[n.Name] {
 			sin.Nodes = append(sin.Nodes, n)

@@ -34,6 +34,10 @@ const (
 	ReasonHeadroom         drain.Reason = "Headroom"
 	ReasonNotOwned         drain.Reason = "NotLaunchedByBerth"
 	ReasonNotInitialized   drain.Reason = "NotInitialized"
+	// ReasonWorkloadClaim: the node's devices hold a ResourceClaim
+	// reserved for a PodGroup that still exists; its pods may come back
+	// at any time and expect the devices there.
+	ReasonWorkloadClaim drain.Reason = "WorkloadResourceClaim"
 )
 
 // Input is the cluster to plan a scale-down for.
@@ -46,6 +50,8 @@ type Input struct {
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
 	Volumes    []*corev1.PersistentVolume
+	// DRA are the dynamic resource allocation objects, as in scale-up.
+	DRA snapshot.DRA
 	// Virtual are the Headroom units and CapacityBuffer chunks: those that
 	// fit on the nodes before a removal must still fit after it.
 	Virtual []*corev1.Pod
@@ -105,7 +111,7 @@ type candidate struct {
 // home for anyone.
 func Run(in Input) (*Plan, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, ClusterLimits: in.ClusterLimits})
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +176,9 @@ func (p *planner) unboundClass(pod *corev1.Pod) (*corev1.Pod, *snapshot.Class) {
 	}
 	cp := *pod
 	cp.Spec.NodeName = ""
+	// Its controller's new pod gets new claims from the templates (the
+	// old ones go with the old pod): plan it with claims not made yet.
+	cp.Status.ResourceClaimStatuses = nil
 	c, err := p.s.Classify(&cp)
 	if err != nil {
 		return &cp, nil
@@ -201,6 +210,8 @@ func (p *planner) candidates() []candidate {
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
 		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever:
 			continue
+		case p.s.HeldForWorkload(n) != "":
+			p.block(n, g, ReasonWorkloadClaim, nil, p.s.HeldForWorkload(n))
 		default:
 			out = append(out, candidate{node: n, group: g, util: utilization(n)})
 		}

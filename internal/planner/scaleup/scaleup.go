@@ -35,6 +35,9 @@ type Input struct {
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
 	Volumes    []*corev1.PersistentVolume
+	// DRA are the dynamic resource allocation objects (device classes,
+	// resource claims and templates, slices, PodGroups).
+	DRA snapshot.DRA
 	// ClusterLimits caps the total capacity of all nodes; nil means
 	// DefaultClusterLimits.
 	ClusterLimits corev1.ResourceList
@@ -132,8 +135,9 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	fold := foldFollowers(in.Pending, in.Pods)
 	bin := binpack.Input{
-		Snapshot: s, Pending: in.Pending, Templates: templates,
+		Snapshot: s, Pending: fold.pending, Templates: templates,
 		Launcher: newLauncher(groups), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
@@ -142,7 +146,9 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return buildPlan(bin, res), nil
+	plan := buildPlan(bin, res)
+	placeFollowers(plan, fold.of)
+	return plan, nil
 }
 
 // ClusterSnapshot builds the snapshot of the cluster as it is: its nodes
@@ -178,10 +184,11 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	for _, g := range groups {
 		byName[g.Name] = g
 	}
-	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, OptionKeys: OptionKeys}
+	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys}
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
-		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting)})
+		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting),
+			ExpectedSlices: expectedSlices(n, byName[group])})
 	}
 	return snapshot.New(sin)
 }

@@ -154,7 +154,7 @@ func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.
 	o := &snapshot.Option{
 		InstanceType: it.Name, CapacityType: string(off.CapacityType), Price: price,
 		Allocatable: snapshot.FromList(it.Capacity), AllowedPods: pods, Node: node,
-		Ref: &optionRef{Offering: key, group: ng},
+		Ref: &optionRef{Offering: key, group: ng}, Slices: it.ResourceSlices(node.Name),
 	}
 	for _, ds := range dss {
 		if ds.runsOn(node) {

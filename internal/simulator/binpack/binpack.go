@@ -7,7 +7,7 @@
 package binpack
 
 import (
-	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -122,29 +122,46 @@ type packer struct {
 	seq      int
 	// rates caches newNodeRate per class.
 	rates map[int]float64
+	// pending are the pods being placed.
+	pending []*snapshot.Pod
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
 // planned nodes are added to it.
 func Pack(in Input) (*Result, error) {
-	p := &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
-	pods := make([]*snapshot.Pod, 0, len(in.Pending))
+	var (
+		pods    = make([]*snapshot.Pod, 0, len(in.Pending))
+		invalid []InvalidPod
+	)
 	for _, pod := range in.Pending {
-		c, err := p.s.Classify(pod)
+		c, err := in.Snapshot.Classify(pod)
 		if err != nil {
-			p.res.Invalid = append(p.res.Invalid, InvalidPod{Pod: pod, Err: err})
+			invalid = append(invalid, InvalidPod{Pod: pod, Err: err})
 			continue
 		}
-		p.s.Prepare(c)
+		in.Snapshot.Prepare(c)
 		pods = append(pods, &snapshot.Pod{Pod: pod, Class: c})
 	}
-	for _, t := range in.Initial {
-		if opts, _ := in.Launcher.Allowed(p.s, t); len(opts) > 0 && p.s.TemplateAvailable(t.Node) {
+	p := newPacker(in)
+	p.res.Invalid = invalid
+	p.run(pods, bestOrder(in, pods))
+	return &p.res, nil
+}
+
+func newPacker(in Input) *packer {
+	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
+}
+
+// run packs the pods, taken in the given order, then improves the plan.
+func (p *packer) run(pods []*snapshot.Pod, order podOrder) {
+	for _, t := range p.in.Initial {
+		if opts, _ := p.in.Launcher.Allowed(p.s, t); len(opts) > 0 && p.s.TemplateAvailable(t.Node) {
 			p.open(t, opts).Initial = true
 		}
 	}
-	pods = p.placeNominated(pods)
-	sortPods(pods)
+	p.pending = pods
+	pods = p.placeNominated(slices.Clone(pods))
+	sortPods(pods, order)
 	for len(pods) > 0 {
 		next := pods[:0:0]
 		for _, pod := range pods {
@@ -158,8 +175,8 @@ func Pack(in Input) (*Result, error) {
 		pods = next
 	}
 	p.res.Unplaced = pods
+	p.improve()
 	p.finish()
-	return &p.res, nil
 }
 
 // placeNominated places pods on their nominated nodes where they fit and
@@ -245,7 +262,10 @@ nodes:
 			continue
 		}
 		n := p.s.Nodes[i]
-		if grow != nil && n.Flex != nil && !n.FitsOption(n.Current, &c.Requests) {
+		if n.Planned && n.Unschedulable {
+			continue // dropped from the plan by improve
+		}
+		if grow != nil && n.Flex != nil && !p.fitsCurrent(n, c) {
 			continue // looking for free room only
 		}
 		for _, d := range full {
@@ -256,7 +276,7 @@ nodes:
 		}
 		st := predicates.Run(p.in.Filters, p.s, c, n)
 		if !st.Failed() {
-			if n.Flex != nil && !n.FitsOption(n.Current, &c.Requests) {
+			if n.Flex != nil && !p.fitsCurrent(n, c) {
 				if grow == nil {
 					grow, lookahead = n, growLookahead
 				}
@@ -294,6 +314,15 @@ func (s nodeSet) mark(i int) nodeSet {
 	return s
 }
 
+// truncate removes the nodes at index n and beyond.
+func (s nodeSet) truncate(n int) nodeSet {
+	if w := n / 64; w < len(s) {
+		s[w] &= 1<<(n%64) - 1
+		clear(s[w+1:])
+	}
+	return s
+}
+
 func (p *packer) add(pod *snapshot.Pod, n *snapshot.Node) {
 	p.s.AddPod(pod, n)
 	p.res.Placements = append(p.res.Placements, Placement{Pod: pod.Pod, Node: n})
@@ -304,15 +333,8 @@ func (p *packer) add(pod *snapshot.Pod, n *snapshot.Node) {
 
 // open adds a planned node of template t with the given options.
 func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
+	n := p.plannedNode(t, opts, 1)
 	p.seq++
-	name := fmt.Sprintf("%s%d", p.in.NamePrefix, p.seq)
-	obj := t.Node.DeepCopy()
-	obj.Name = name
-	obj.Labels[corev1.LabelHostname] = name
-	n := &snapshot.Node{
-		Node: obj, Taints: t.Node.Taints, NodeGroup: t.Group, Planned: true,
-		Flex: &snapshot.Flex{Options: opts},
-	}
 	p.s.AddNode(n)
 	nn := &NewNode{Node: n, Template: t}
 	p.byNode[n] = nn

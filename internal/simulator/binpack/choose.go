@@ -29,7 +29,7 @@ func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Optio
 		}
 		cost := math.Inf(1)
 		for _, o := range opts {
-			cost = min(cost, shareCost(o, &c.Requests))
+			cost = min(cost, p.shareCost(o, c))
 		}
 		if best == nil || t.Weight > best.Weight || cost < bestCost {
 			best, bestOpts, bestCost = t, opts, cost
@@ -51,7 +51,7 @@ func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predic
 	checkLabels := p.s.ReferencesOptionKeys(c)
 	out := make([]*snapshot.Option, 0, len(allowed))
 	for _, o := range allowed {
-		if !t.Node.FitsOption(o, &c.Requests) {
+		if !t.Node.FitsOption(o, &c.Requests) || !p.s.OptionHasDevices(t.Node, o, c) {
 			continue
 		}
 		if checkLabels {
@@ -68,11 +68,16 @@ func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predic
 }
 
 // shareCost is the price of the fraction of a node of option o that a pod
-// with requests r uses: its largest share of any resource (or of the pod
-// slots, for a pod without requests).
-func shareCost(o *snapshot.Option, r *snapshot.Resources) float64 {
+// of class c uses: its largest share of any resource, of the devices its
+// claims take (snapshot.DeviceUnits), or of the pod slots, for a pod
+// without requests.
+func (p *packer) shareCost(o *snapshot.Option, c *snapshot.Class) float64 {
+	r := &c.Requests
 	free, pods := o.Free()
 	share := 1 / float64(max(pods, 1))
+	if du := p.s.DeviceUnits(o, c); du > 0 {
+		share = max(share, 1/du)
+	}
 	ratio := func(req, have int64) {
 		if req > 0 && have > 0 {
 			share = max(share, float64(req)/float64(have))
@@ -88,14 +93,14 @@ func shareCost(o *snapshot.Option, r *snapshot.Resources) float64 {
 }
 
 // sortPods orders pods so that the hard ones go first: higher priority,
-// then pods with affinity, anti-affinity or spread constraints (they open
-// the nodes and zones the others then fill), then bigger requests. Pods of
-// one class stay together.
+// then, in orderDefault, pods with affinity, anti-affinity or spread
+// constraints (they open the nodes and zones the others then fill), then
+// bigger requests by the order's measure. Pods of one class stay together.
 //
 // The order depends only on the pods, not on the order they were listed in
 // (class IDs do), so that the controller and `berth plan` make the same plan
 // for the same cluster: classes are told apart by their first pod's name.
-func sortPods(pods []*snapshot.Pod) {
+func sortPods(pods []*snapshot.Pod, order podOrder) {
 	slices.SortFunc(pods, func(a, b *snapshot.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -109,8 +114,7 @@ func sortPods(pods []*snapshot.Pod) {
 		ca, cb := a.Class, b.Class
 		return cmp.Or(
 			cmp.Compare(cb.Priority, ca.Priority),
-			cmp.Compare(constrained(cb), constrained(ca)),
-			cmp.Compare(size(&cb.Requests), size(&ca.Requests)),
+			order.compare(ca, cb),
 			cmp.Compare(first[ca], first[cb]),
 		)
 	})

@@ -14,14 +14,15 @@ func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
 	h := p.s.LimitRoom(n.NodeGroup, &n.Capacity)
 	var next *snapshot.Option
 	for _, o := range n.Flex.Options {
-		if (next == nil || o.Price < next.Price) && n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {
+		if (next == nil || o.Price < next.Price) && n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) && p.matchesOption(o, c) &&
+			p.s.OptionHasDevices(n, o, c) {
 			next = o
 		}
 	}
 	if next == nil {
 		return math.Inf(1)
 	}
-	gained := units(next, &c.Requests) - units(n.Current, &c.Requests)
+	gained := p.units(next, c) - p.units(n.Current, c)
 	if gained <= 0 {
 		return math.Inf(1)
 	}
@@ -39,7 +40,7 @@ func (p *packer) newNodeRate(c *snapshot.Class) float64 {
 	best := math.Inf(1)
 	if _, opts := p.chooseTemplate(c); opts != nil {
 		for _, o := range opts {
-			if u := units(o, &c.Requests); u > 0 {
+			if u := p.units(o, c); u > 0 {
 				best = min(best, o.Price/u)
 			}
 		}
@@ -48,11 +49,13 @@ func (p *packer) newNodeRate(c *snapshot.Class) float64 {
 	return best
 }
 
-// units is how many pods of requests r an option holds, fractionally: its
-// free capacity divided by the request, for the scarcest resource.
-func units(o *snapshot.Option, r *snapshot.Resources) float64 {
+// units is how many pods of class c an option holds, fractionally: its
+// free capacity divided by the request, for the scarcest resource, devices
+// included.
+func (p *packer) units(o *snapshot.Option, c *snapshot.Class) float64 {
+	r := &c.Requests
 	free, pods := o.Free()
-	u := float64(pods)
+	u := min(float64(pods), p.s.DeviceUnits(o, c))
 	ratio := func(req, have int64) {
 		if req > 0 {
 			u = min(u, float64(have)/float64(req))
@@ -65,4 +68,22 @@ func units(o *snapshot.Option, r *snapshot.Resources) float64 {
 		ratio(v, free.Scalar[k])
 	}
 	return u
+}
+
+// fitsCurrent reports whether a pod of class c fits planned node n as it
+// is: in the room and labels of its current option, so that adding it does
+// not move the node to a dearer option (a pod that selects on-demand
+// capacity narrows a node that could be spot).
+func (p *packer) fitsCurrent(n *snapshot.Node, c *snapshot.Class) bool {
+	return n.FitsOption(n.Current, &c.Requests) && p.matchesOption(n.Current, c) && p.s.OptionHasDevices(n, n.Current, c)
+}
+
+// matchesOption reports whether option o's labels (instance type, capacity
+// type, architecture) satisfy the node selection of class c.
+func (p *packer) matchesOption(o *snapshot.Option, c *snapshot.Class) bool {
+	if !p.s.ReferencesOptionKeys(c) {
+		return true
+	}
+	ok, _ := c.NodeAffinity.Match(o.Node)
+	return ok
 }

@@ -73,6 +73,7 @@ func Default() []Filter {
 		NodeAffinity{},
 		VolumeNodeAffinity{},
 		NodeResourcesFit{},
+		DynamicResources{},
 		NodePorts{},
 		InterPodAffinity{},
 		PodTopologySpread{},

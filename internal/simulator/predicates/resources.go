@@ -31,20 +31,21 @@ func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 	if len(n.Pods)+1 > n.AllowedPods {
 		return fail(Unresolvable, ReasonTooManyPods, fmt.Sprintf("too many pods (%d allowed)", n.AllowedPods))
 	}
-	if c.Requests.IsZero() {
+	req := c.RequestsOn(n)
+	if req.IsZero() {
 		return OK
 	}
-	if !snapshot.Fits(&c.Requests, &n.Requested, &n.Allocatable) {
-		return insufficient(c, n)
+	if !snapshot.Fits(req, &n.Requested, &n.Allocatable) {
+		return insufficient(req, n)
 	}
-	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, &c.Requests) {
+	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, req) {
 		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits")
 	}
 	return OK
 }
 
-func insufficient(c *snapshot.Class, n *snapshot.Node) Status {
-	short := snapshot.Shortfalls(&c.Requests, &n.Requested, &n.Allocatable)
+func insufficient(req *snapshot.Resources, n *snapshot.Node) Status {
+	short := snapshot.Shortfalls(req, &n.Requested, &n.Allocatable)
 	parts := make([]string, 0, len(short))
 	for _, s := range short {
 		what := "free"

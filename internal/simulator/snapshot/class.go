@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
 // Class is what the scheduler's filters see of a pod. Pods with equal
@@ -25,9 +27,17 @@ type Class struct {
 
 	Namespace string
 	Labels    labels.Set
-	Requests  Resources
-	NodeName  string
-	Priority  int32
+	// Requests are what the pod needs on a node: its own requests plus, for
+	// a workload with a companion, the companion's (AddOn), unless the node
+	// already has the companion's share key (RequestsOn).
+	Requests Resources
+	// Base are the pod's own requests; AddOn its companion's.
+	Base  Resources
+	AddOn Resources
+	// ShareKey is the companion share key of the pod, "" for none.
+	ShareKey string
+	NodeName string
+	Priority int32
 	// Terminating pods (deletionTimestamp set) are not counted by topology
 	// spread.
 	Terminating bool
@@ -58,6 +68,11 @@ type Class struct {
 	// resolved (missing claim or volume).
 	VolumeAffinity []*nodeaffinity.NodeSelector
 	VolumeError    string
+
+	// Claims are the pod's ResourceClaims; ClaimWait says why the pod
+	// waits for a claim that does not exist yet (then Claims is empty).
+	Claims    []PodClaim
+	ClaimWait string
 
 	// counters are the counters this class's pods are counted in; kept up
 	// to date as counters are registered.
@@ -133,7 +148,7 @@ type SpreadConstraint struct {
 
 // newClass derives a Class from a pod. Claims and volumes resolve PVC to
 // PV node affinity.
-func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
+func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draState) (*Class, error) {
 	c := &Class{
 		ID:          id,
 		Example:     pod,
@@ -146,7 +161,11 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
 	if pod.Spec.Priority != nil {
 		c.Priority = *pod.Spec.Priority
 	}
-	c.Requests = FromList(resource.PodRequests(pod, resource.PodResourcesOptions{}))
+	c.Base = FromList(resource.PodRequests(pod, resource.PodResourcesOptions{}))
+	c.ShareKey = pod.Labels[v1alpha1.LabelCompanionShareKey]
+	c.AddOn = companionRequests(pod)
+	c.Requests = c.Base.Clone()
+	c.Requests.Add(&c.AddOn)
 	c.NodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)
 	c.AffinityKeys = nodeAffinityKeys(pod)
 	c.HasNodeAffinity = len(pod.Spec.NodeSelector) > 0 || requiredNodeSelector(pod) != nil
@@ -160,6 +179,7 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup) (*Class, error) {
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
+	c.Claims, c.ClaimWait = dra.resolveClaims(pod)
 	return c, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
 // fingerprint hashes the fields of a pod that its Class is derived from, so
@@ -15,6 +17,9 @@ import (
 type fingerprinter struct {
 	seed maphash.Seed
 	buf  []byte
+	// claimID says what a pod's resource claim reference means (nil: the
+	// reference as written).
+	claimID func(*corev1.Pod, *corev1.PodResourceClaim) string
 }
 
 func newFingerprinter() *fingerprinter {
@@ -83,6 +88,7 @@ func (f *fingerprinter) sum(pod *corev1.Pod) uint64 {
 	f.buf = f.buf[:0]
 	f.str(pod.Namespace)
 	f.sortedMap(pod.Labels)
+	f.str(pod.Annotations[v1alpha1.AnnotationCompanionRequests])
 	f.str(pod.Spec.NodeName)
 	if pod.DeletionTimestamp != nil {
 		f.str("terminating")
@@ -127,6 +133,14 @@ func (f *fingerprinter) sum(pod *corev1.Pod) uint64 {
 		}
 		if v.Ephemeral != nil {
 			f.str(pod.Name + "-" + v.Name)
+		}
+	}
+	f.str("|")
+	for i := range pod.Spec.ResourceClaims {
+		ref := &pod.Spec.ResourceClaims[i]
+		f.str(ref.Name)
+		if f.claimID != nil {
+			f.str(f.claimID(pod, ref))
 		}
 	}
 	return maphash.Bytes(f.seed, f.buf)

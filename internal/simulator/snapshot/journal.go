@@ -8,6 +8,7 @@ const (
 	undoRemovePod
 	undoDisableTemplate
 	undoCordon
+	undoRetire
 )
 
 // undo is one recorded change and what is needed to reverse it.
@@ -100,6 +101,15 @@ func (s *Snapshot) reverse(u undo) {
 		delete(s.byName, n.Name)
 	case undoCordon:
 		u.node.Unschedulable = false
+	case undoRetire:
+		n := u.node
+		n.Unschedulable = false
+		s.account(n, 1)
+		for _, k := range s.counters {
+			if k.kind == kindSpread && k.eligible(n) {
+				k.addDomain(n.Labels()[k.key])
+			}
+		}
 	case undoDisableTemplate:
 		delete(s.templateOff, u.node)
 		for _, k := range s.counters {

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 )
 
 // Node is a node as the filters see it: an existing node, a node being
@@ -39,10 +40,16 @@ type Node struct {
 	// Current is, for a planned node, the option it would be launched as
 	// now: the cheapest of its remaining options.
 	Current *Option
+	// ExpectedSlices are the ResourceSlices an existing node will publish
+	// once its DRA drivers run (from its instance type); used while it
+	// has published none.
+	ExpectedSlices []*resourcev1.ResourceSlice
 
 	// elig caches, by counter ID, whether the node is counted by the
 	// counter.
 	elig []tristate
+	// shareKeys counts the pods on the node per companion share key.
+	shareKeys map[string]int
 }
 
 // Option is one way to launch a planned node: an instance type bought at
@@ -60,6 +67,9 @@ type Option struct {
 	// Node carries every label a node launched from this option has, for
 	// pods whose node affinity names option-specific labels.
 	Node *corev1.Node
+	// Slices are the ResourceSlices a node of this option publishes, for
+	// the node named Node.Name.
+	Slices []*resourcev1.ResourceSlice
 	// Ref lets the planner find its own record of the option.
 	Ref any
 
@@ -93,6 +103,11 @@ type Pod struct {
 	Node *Node
 	// slot is the pod's index in Node.Pods.
 	slot int
+	// addOn is true while the pod's node is charged its companion's
+	// requests too.
+	addOn bool
+	// devices are what the pod's placement allocated (DRA).
+	devices *podDevices
 }
 
 // envelope sets Allocatable and AllowedPods of a flexible node to the

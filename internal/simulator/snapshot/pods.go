@@ -4,12 +4,17 @@ package snapshot
 // those the node's pods still fit.
 func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	u := undo{kind: undoAddPod, node: n, pod: p}
+	var devs *deviceCheck
+	if len(p.Class.Claims) > 0 {
+		devs = s.deviceCheck(p.Class, n, true)
+		p.devices = devs.record()
+	}
 	if n.Flex != nil {
 		u.flex = n.Flex.Options
 		u.alloc, u.allowed, u.capacity, u.current = n.Allocatable, n.AllowedPods, n.Capacity, n.Current
 		// Options only ever narrow: when none was dropped, the envelope and
 		// the cheapest option stay as they are.
-		if opts := s.narrow(n, p.Class); len(opts) != len(n.Flex.Options) {
+		if opts := s.narrow(n, p.Class, devs); len(opts) != len(n.Flex.Options) {
 			n.Flex = &Flex{Options: opts}
 			n.envelope()
 			if len(opts) > 0 {
@@ -22,12 +27,15 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	s.record(u)
 }
 
-func (s *Snapshot) narrow(n *Node, c *Class) []*Option {
+func (s *Snapshot) narrow(n *Node, c *Class, devs *deviceCheck) []*Option {
 	checkLabels := s.ReferencesOptionKeys(c)
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	out := make([]*Option, 0, len(n.Flex.Options))
 	for _, o := range n.Flex.Options {
 		if !n.FitsOption(o, &c.Requests) || !h.Allows(&o.Allocatable) {
+			continue
+		}
+		if devs != nil && !devs.fits(o) {
 			continue
 		}
 		if checkLabels {
@@ -53,11 +61,15 @@ func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
 }
 
 func (s *Snapshot) place(p *Pod, n *Node) {
+	s.dra.gen++
 	p.Node = n
 	p.slot = len(n.Pods)
 	n.Pods = append(n.Pods, p)
-	n.Requested.Add(&p.Class.Requests)
+	n.charge(p)
 	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
+	if len(p.Class.Claims) > 0 {
+		s.dra.track(p, n, 1)
+	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {
 			k.count(n, 1)
@@ -73,7 +85,11 @@ func (s *Snapshot) RemovePod(p *Pod) {
 }
 
 func (s *Snapshot) unplace(p *Pod) {
+	s.dra.gen++
 	n := p.Node
+	if len(p.Class.Claims) > 0 {
+		s.dra.track(p, n, -1)
+	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {
 			k.count(n, -1)
@@ -83,7 +99,7 @@ func (s *Snapshot) unplace(p *Pod) {
 	n.Pods[p.slot] = n.Pods[last]
 	n.Pods[p.slot].slot = p.slot
 	n.Pods = n.Pods[:last]
-	n.Requested.Sub(&p.Class.Requests)
+	n.discharge(p)
 	n.HostPorts = removePorts(n.HostPorts, p.Class.HostPorts)
 	p.Node = nil
 }

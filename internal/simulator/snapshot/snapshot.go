@@ -15,6 +15,11 @@
 //   - Classify: O(pod spec size) to fingerprint; O(K) when the class is new.
 //   - Registering a counter (first use of a spread/affinity constraint):
 //     O(nodes + placed pods + T).
+//   - A pod with ResourceClaims (DRA): CheckDevices and AddPod run the
+//     structured allocator once per option of the node tried, on that
+//     node's slices only (skipped when too few devices are free); the
+//     devices a placement takes are held per node and option and released
+//     by RemovePod and Revert in O(devices).
 //
 // The package is pure: no clients, no clocks.
 package snapshot
@@ -23,6 +28,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -41,6 +47,9 @@ type Input struct {
 	// Claims and volumes, to resolve the node affinity of bound volumes.
 	Claims  []*corev1.PersistentVolumeClaim
 	Volumes []*corev1.PersistentVolume
+	// DRA are the dynamic resource allocation objects: device classes,
+	// claims and their templates, published slices, PodGroups.
+	DRA DRA
 	// OptionKeys are the node label keys that differ between the options of
 	// a planned node (instance type, capacity type, architecture).
 	OptionKeys []string
@@ -54,6 +63,9 @@ type NodeInput struct {
 	// taints; not-ready on a node that is still launching). Matched by key
 	// and effect.
 	IgnoreTaints []corev1.Taint
+	// ExpectedSlices are the ResourceSlices the node will publish (from
+	// its instance type), used while it has published none.
+	ExpectedSlices []*resourcev1.ResourceSlice
 }
 
 // Snapshot is the cluster as the simulator sees it.
@@ -69,6 +81,7 @@ type Snapshot struct {
 	classList  []*Class
 	fp         *fingerprinter
 	vols       volumeLookup
+	dra        *draState
 	optionKeys sets.Set[string]
 
 	counters           []*Counter
@@ -99,11 +112,13 @@ func New(in Input) (*Snapshot, error) {
 		classes:            map[uint64]*Class{},
 		fp:                 newFingerprinter(),
 		vols:               newVolumeLookup(in.Claims, in.Volumes),
+		dra:                newDRAState(in.DRA),
 		optionKeys:         sets.New(in.OptionKeys...),
 		groups:             map[string]*GroupUsage{},
 		counterBySignature: map[string]*Counter{},
 		limits:             map[string]Limit{},
 	}
+	s.fp.claimID = s.dra.claimID
 	for _, ns := range in.Namespaces {
 		s.namespaces[ns.Name] = labels.Set(ns.Labels)
 	}
@@ -119,6 +134,8 @@ func New(in Input) (*Snapshot, error) {
 			AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
 			NodeGroup:     ni.NodeGroup,
 			Capacity:      FromList(ni.Node.Status.Capacity),
+
+			ExpectedSlices: ni.ExpectedSlices,
 		}
 		s.AddNode(n)
 	}
@@ -185,7 +202,7 @@ func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
 	if c, ok := s.classes[key]; ok {
 		return c, nil
 	}
-	c, err := newClass(len(s.classList), p, s.vols)
+	c, err := newClass(len(s.classList), p, s.vols, s.dra)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +241,7 @@ func (s *Snapshot) AddNode(n *Node) {
 	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
+	s.dra.gen++
 	s.account(n, 1)
 	for _, k := range s.counters {
 		if k.kind == kindSpread && k.eligible(n) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -25,13 +26,39 @@ func probes() []*corev1.Pod {
 		b.Pod("affine", b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "db"))),
 		b.Pod("anti", b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "web"))),
 		b.Pod("web-probe", b.Labels("app", "web")),
+		b.Pod("gpu-probe", b.PodClaimTemplate("gpu", "one-gpu")),
+		b.Pod("two-gpu-probe", b.PodClaimTemplate("gpu", "two-gpus")),
+		b.Pod("shared-probe", b.PodClaim("gpu", "shared")),
 	}
+}
+
+const gpuDriver = "gpu.example.com"
+
+// draInput are the DRA objects of the random snapshots: every node has
+// two gpus; pods take one or two from templates, or share one claim.
+func draInput(nodes ...string) snapshot.DRA {
+	dra := snapshot.DRA{
+		DeviceClasses: []*resourcev1.DeviceClass{b.DeviceClass("gpu", gpuDriver)},
+		ClaimTemplates: []*resourcev1.ResourceClaimTemplate{
+			b.ClaimTemplate("one-gpu", b.DeviceRequest("g", "gpu", 1)), b.ClaimTemplate("two-gpus", b.DeviceRequest("g", "gpu", 2))},
+		Claims: []*resourcev1.ResourceClaim{b.Claim("shared", b.DeviceRequest("g", "gpu", 1))},
+	}
+	for _, n := range nodes {
+		dra.Slices = append(dra.Slices, b.Slice(n, gpuDriver, "gpu", 2, nil))
+	}
+	return dra
 }
 
 // placeable are the pods the random operations add.
 func placeable(r *rand.Rand, i int) *corev1.Pod {
 	name := fmt.Sprintf("p%d", i)
-	switch r.Intn(4) {
+	switch r.Intn(7) {
+	case 4:
+		return b.Pod(name, b.PodClaimTemplate("gpu", "one-gpu"))
+	case 5:
+		return b.Pod(name, b.PodClaimTemplate("gpu", "two-gpus"))
+	case 6:
+		return b.Pod(name, b.PodClaim("gpu", "shared"))
 	case 0:
 		return b.Pod(name, b.Labels("app", "web"), b.CPU("500m"))
 	case 1:
@@ -64,12 +91,17 @@ func observe(t *testing.T, s *snapshot.Snapshot, classes []*snapshot.Class) stri
 	g := s.Group("g")
 	total := s.Total()
 	fmt.Fprintf(&sb, "group nodes=%d cpu=%d total cpu=%d\n", g.Nodes, g.Capacity.MilliCPU, total.MilliCPU)
+	shared := snapshot.ClaimKey{Namespace: "default", Name: "shared"}
+	if on := s.ClaimNode(shared); on != nil {
+		fmt.Fprintf(&sb, "shared claim on %s, %d users\n", on.Name, s.ClaimUsers(shared))
+	}
 	return sb.String()
 }
 
 func option(name string, cpu string) *snapshot.Option {
 	n := b.Node("option", cpu, "8Gi", b.NodeLabels(v1alpha1.LabelInstanceType, name))
-	return &snapshot.Option{InstanceType: name, Price: 1, Allocatable: snapshot.FromList(n.Status.Allocatable), AllowedPods: 110, Node: n}
+	return &snapshot.Option{InstanceType: name, Price: 1, Allocatable: snapshot.FromList(n.Status.Allocatable), AllowedPods: 110, Node: n,
+		Slices: []*resourcev1.ResourceSlice{b.Slice("option", gpuDriver, "gpu", len(name), nil)}}
 }
 
 func template(zone string) *snapshot.Node {
@@ -84,7 +116,7 @@ func TestRevertRestoresEverything(t *testing.T) {
 	for seed := int64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := rand.New(rand.NewSource(seed))
-			in := snapshot.Input{}
+			in := snapshot.Input{DRA: draInput("n0", "n1", "n2")}
 			for i, z := range []string{"zone-a", "zone-a", "zone-b"} {
 				in.Nodes = append(in.Nodes, snapshot.NodeInput{Node: b.Node(fmt.Sprintf("n%d", i), "4", "8Gi", b.NodeLabels(v1alpha1.LabelZone, z)), NodeGroup: "g"})
 			}

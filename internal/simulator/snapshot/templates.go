@@ -48,3 +48,21 @@ func (s *Snapshot) Cordon(n *Node) {
 	n.Unschedulable = true
 	s.record(undo{kind: undoCordon, node: n})
 }
+
+// Retire drops an empty planned node from the plan: it no longer counts
+// towards its group's size and limits nor as a spread domain, and no pod
+// is placed on it. It stays in Nodes so that node indexes held by callers
+// stay valid. Journaled. O(counters).
+func (s *Snapshot) Retire(n *Node) {
+	if !n.Planned || len(n.Pods) > 0 || n.Unschedulable {
+		panic("snapshot: Retire of a node that is not an empty planned node")
+	}
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.eligible(n) {
+			k.removeDomain(n.Labels()[k.key])
+		}
+	}
+	s.account(n, -1)
+	n.Unschedulable = true
+	s.record(undo{kind: undoRetire, node: n})
+}

@@ -1,0 +1,149 @@
+package clusterapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/testing/builders"
+)
+
+func TestParseAnnotations(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      map[string]string
+		want    Template
+		wantErr string
+	}{
+		{
+			name: "an object without annotations says nothing",
+			in:   nil,
+			want: Template{Capacity: corev1.ResourceList{}},
+		},
+		{
+			name: "Cluster Autoscaler's scale-from-zero annotations become capacity, labels and taints",
+			in: map[string]string{
+				AnnotationMinSize: "1", AnnotationMaxSize: "5",
+				AnnotationCPU: "4", AnnotationMemory: "16Gi", AnnotationEphemeralDisk: "100Gi", AnnotationMaxPods: "58",
+				AnnotationGPUType: "nvidia.com/gpu", AnnotationGPUCount: "2",
+				AnnotationLabels: "team=ml, disk=ssd",
+				AnnotationTaints: "gpu=true:NoSchedule,dedicated:NoExecute",
+			},
+			want: Template{
+				MinSize: ptr.To[int32](1), MaxSize: ptr.To[int32](5),
+				Capacity: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"),
+					corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"), corev1.ResourcePods: resource.MustParse("58"),
+					"nvidia.com/gpu": resource.MustParse("2"),
+				},
+				Labels: map[string]string{"team": "ml", "disk": "ssd"},
+				Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}, {Key: "dedicated", Effect: corev1.TaintEffectNoExecute}},
+			},
+		},
+		{
+			name: "a GPU count without a type counts nvidia.com/gpu",
+			in:   map[string]string{AnnotationGPUCount: "1"},
+			want: Template{Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+		},
+		{
+			name:    "a min size above the max size is an error naming both",
+			in:      map[string]string{AnnotationMinSize: "6", AnnotationMaxSize: "5"},
+			wantErr: AnnotationMinSize + " (6) is larger than " + AnnotationMaxSize + " (5)",
+		},
+		{
+			name:    "a negative max size is an error naming the annotation and value",
+			in:      map[string]string{AnnotationMaxSize: "-1"},
+			wantErr: AnnotationMaxSize + `="-1" is not a non-negative integer`,
+		},
+		{
+			name:    "a max size beyond int32 is an error, not an overflow",
+			in:      map[string]string{AnnotationMaxSize: "4294967297"},
+			wantErr: AnnotationMaxSize + `="4294967297" is not a non-negative integer`,
+		},
+		{
+			name:    "a cpu that is not a quantity is an error",
+			in:      map[string]string{AnnotationCPU: "four"},
+			wantErr: AnnotationCPU + `="four" is not a non-negative quantity`,
+		},
+		{
+			name:    "a taint with an unknown effect is an error",
+			in:      map[string]string{AnnotationTaints: "gpu=true:Sometimes"},
+			wantErr: AnnotationTaints + `: "gpu=true:Sometimes" is not key[=value]:Effect`,
+		},
+		{
+			name:    "a label without a value separator is an error",
+			in:      map[string]string{AnnotationLabels: "team"},
+			wantErr: AnnotationLabels + `: "team" is not key=value`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseAnnotations(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("template (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTemplateApply(t *testing.T) {
+	tests := []struct {
+		name string
+		ng   *v1alpha1.NodeGroup
+		in   map[string]string
+		want func(ng *v1alpha1.NodeGroup)
+	}{
+		{
+			name: "annotated bounds narrow the group's, never widen them",
+			ng:   builders.NodeGroup("g", builders.Size(1, 4)),
+			in:   map[string]string{AnnotationMinSize: "0", AnnotationMaxSize: "3"},
+			want: func(ng *v1alpha1.NodeGroup) { ng.Spec.MinSize, ng.Spec.MaxSize = 1, 3 },
+		},
+		{
+			name: "a larger annotated max does not raise the group's max",
+			ng:   builders.NodeGroup("g", builders.Size(0, 4)),
+			in:   map[string]string{AnnotationMaxSize: "100", AnnotationMinSize: "2"},
+			want: func(ng *v1alpha1.NodeGroup) { ng.Spec.MinSize = 2 },
+		},
+		{
+			name: "annotated capacity, labels and taints describe the machines to scale from zero",
+			ng:   builders.NodeGroup("g"),
+			in: map[string]string{AnnotationCPU: "8", AnnotationMemory: "32Gi",
+				AnnotationLabels: "team=ml,berth.dev/nodegroup=other", AnnotationTaints: "gpu=true:NoSchedule"},
+			want: func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU] = resource.MustParse("8")
+				ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceMemory] = resource.MustParse("32Gi")
+				ng.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"team": "ml"}
+				ng.Spec.Template.Taints = []v1alpha1.NodeTaint{{Key: "gpu", Value: "true", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := ParseAnnotations(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.ng.DeepCopy()
+			tt.want(want)
+			tmpl.Apply(tt.ng)
+			if diff := cmp.Diff(want.Spec, tt.ng.Spec); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,365 @@
+package clusterapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
+	"github.com/berth-dev/berth/internal/devenv"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+// These tests run the provider against a real API server with Cluster
+// API's CRDs (the real scale subresource and optimistic concurrency) but
+// no Cluster API controller: they check what berth writes, and play
+// Cluster API's part by hand where needed. The end-to-end test
+// (test/e2e/clusterapi_test.go) runs the real controllers.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const ns = "default"
+
+var capiCRDsOnce bool
+
+// installCRDs installs Cluster API core's CRDs (from its Go module).
+func installCRDs(t *testing.T) {
+	t.Helper()
+	if capiCRDsOnce {
+		return
+	}
+	ctx := context.Background()
+	root, err := devenv.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capi, err := devenv.LocateClusterAPI(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinedeployments.yaml"} {
+		data, err := os.ReadFile(filepath.Join(capi.CRDs, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.List(ctx, list("MachineList"))
+		return err == nil, "Machine CRD not served yet", nil
+	})
+	capiCRDsOnce = true
+}
+
+func list(kind string) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	l.SetKind(kind)
+	return l
+}
+
+func capiObj(kind, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// fixture is a MachineDeployment with machines (each with a node of the
+// group, owner-marked) and its NodeGroup.
+type fixture struct {
+	ng       *v1alpha1.NodeGroup
+	md       string
+	provider *clusterapi.Provider
+	clock    *clocktesting.FakeClock
+}
+
+func newFixture(t *testing.T, md string, replicas int64, annotations map[string]string, machines ...string) *fixture {
+	t.Helper()
+	installCRDs(t)
+	ctx := context.Background()
+	labels := map[string]any{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/deployment-name": md}
+	d := capiObj("MachineDeployment", md, map[string]any{
+		"clusterName": "c", "replicas": replicas, "selector": map[string]any{"matchLabels": labels},
+		"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
+			"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
+			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "T", "name": "t"},
+		}},
+	})
+	d.SetAnnotations(annotations)
+	if err := env.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	ng := b.NodeGroup(md, b.Size(0, 10))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: md}}
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.Delete(ctx, d)
+		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: md})
+		_ = env.Client.DeleteAllOf(ctx, capiObj("Machine", "", nil), client.InNamespace(ns), client.MatchingLabels{"cluster.x-k8s.io/deployment-name": md})
+	})
+	for _, name := range machines {
+		addMachine(t, ng, md, name, true)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	provider := clusterapi.New(env.Client, env.Client, clk)
+	provider.MachineWait = -1 // no MachineSet controller makes Machines here
+	return &fixture{ng: ng, md: md, clock: clk, provider: provider}
+}
+
+// addMachine creates a Machine of the deployment and, with a provider ID,
+// its node labelled and owner-marked as nodeadoption does.
+func addMachine(t *testing.T, ng *v1alpha1.NodeGroup, md, name string, withNode bool) {
+	t.Helper()
+	ctx := context.Background()
+	spec := map[string]any{"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "M", "name": name}}
+	if withNode {
+		spec["providerID"] = "test:///" + name
+	}
+	m := capiObj("Machine", name, spec)
+	m.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/deployment-name": md})
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if !withNode {
+		return
+	}
+	node := b.Node(name, "4", "8Gi")
+	node.Labels[v1alpha1.LabelNodeGroup] = ng.Name
+	node.Annotations = map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)}
+	node.Spec.ProviderID = "test://" + name // fewer slashes than the Machine's: still the same machine
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) replicas(t *testing.T) int64 {
+	t.Helper()
+	d := capiObj("MachineDeployment", f.md, nil)
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	return r
+}
+
+func machineAnnotations(t *testing.T, name string) map[string]string {
+	t.Helper()
+	m := capiObj("Machine", name, nil)
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetAnnotations()
+}
+
+// TestDeleteMarksExactlyTheChosenMachineThenLowersReplicasOnce: deleting a
+// node marks only its Machine, lowers replicas by one, and doing it again
+// (a restart after both steps) lowers nothing more.
+func TestDeleteMarksExactlyTheChosenMachineThenLowersReplicasOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "del-once", 3, nil, "del-once-a", "del-once-b", "del-once-c")
+	for range 2 {
+		if err := f.provider.Delete(ctx, "del-once-b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.replicas(t); got != 2 {
+		t.Errorf("replicas = %d, want 2", got)
+	}
+	for _, name := range []string{"del-once-a", "del-once-b", "del-once-c"} {
+		_, marked := machineAnnotations(t, name)[clusterapi.AnnotationDeleteMachine]
+		if marked != (name == "del-once-b") {
+			t.Errorf("machine %s marked = %v", name, marked)
+		}
+	}
+	if got := machineAnnotations(t, "del-once-b")[v1alpha1.AnnotationDeleteRequestedBy]; got != string(f.ng.UID) {
+		t.Errorf("berth's mark = %q, want the group's UID", got)
+	}
+}
+
+// TestDeleteAfterARestartBetweenMarkAndLower: the Machine is marked (the
+// replica that marked it died before lowering replicas); the next Delete
+// lowers by one, not two.
+func TestDeleteAfterARestartBetweenMarkAndLower(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "restart", 2, nil, "restart-a", "restart-b")
+	m := capiObj("Machine", "restart-a", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	m.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "earlier", v1alpha1.AnnotationDeleteRequestedBy: string(f.ng.UID)})
+	if err := env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.provider.Delete(ctx, "restart-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.replicas(t); got != 1 {
+		t.Errorf("replicas = %d, want 1", got)
+	}
+}
+
+// TestDeleteRefusesWhileAnotherMachineCarriesAForeignDeleteMark: someone
+// else's delete-machine mark could make Cluster API delete that Machine
+// instead of berth's: berth marks its own but does not lower replicas.
+func TestDeleteRefusesWhileAnotherMachineCarriesAForeignDeleteMark(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "foreign", 2, nil, "foreign-a", "foreign-b")
+	m := capiObj("Machine", "foreign-a", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	m.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "by-hand"})
+	if err := env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	err := f.provider.Delete(ctx, "foreign-b")
+	if err == nil || !strings.Contains(err.Error(), "not set by berth") {
+		t.Fatalf("Delete = %v, want a refusal naming the foreign mark", err)
+	}
+	if got := f.replicas(t); got != 2 {
+		t.Errorf("replicas = %d, want 2 (unchanged)", got)
+	}
+}
+
+// TestDeleteLeavesANodeWithoutTheOwnerMark: a node labelled with the group
+// by hand, without berth's owner mark, is not removed.
+func TestDeleteLeavesANodeWithoutTheOwnerMark(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "unmarked", 1, nil, "unmarked-a")
+	node := &corev1.Node{}
+	node.Name = "unmarked-a"
+	unmark := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+v1alpha1.AnnotationLaunchedBy+`":null}}}`))
+	if err := env.Client.Patch(ctx, node, unmark); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.provider.Delete(ctx, "unmarked-a"); err == nil {
+		t.Fatal("Delete of a node without the owner mark succeeded")
+	}
+	if _, marked := machineAnnotations(t, "unmarked-a")[clusterapi.AnnotationDeleteMachine]; marked || f.replicas(t) != 1 {
+		t.Errorf("machine marked %v, replicas %d: want untouched", marked, f.replicas(t))
+	}
+}
+
+// TestCreateAddsAReplicaUpToTheAnnotatedMax: parallel launches each add
+// one (conflicts are retried), and the annotated max is never exceeded.
+func TestCreateAddsAReplicaUpToTheAnnotatedMax(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "create", 0, map[string]string{clusterapi.AnnotationMaxSize: "3"})
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.replicas(t); got != 3 {
+		t.Fatalf("replicas = %d, want 3", got)
+	}
+	if _, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off}); err == nil {
+		t.Fatal("Create beyond the annotated max size succeeded")
+	}
+}
+
+// TestCreateFailsWithInsufficientCapacityWhenAMachineGotNoInfrastructure:
+// a Machine without a provider ID past the machine timeout makes the
+// launch fail with InsufficientCapacity, and berth removes that Machine.
+func TestCreateFailsWithInsufficientCapacityWhenAMachineGotNoInfrastructure(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "stuck", 1, nil)
+	addMachine(t, f.ng, "stuck", "stuck-a", false)
+	f.clock.Step(11 * time.Minute)
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	_, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Fatalf("Create = %v, want InsufficientCapacity", err)
+	}
+	if _, marked := machineAnnotations(t, "stuck-a")[clusterapi.AnnotationDeleteMachine]; !marked || f.replicas(t) != 0 {
+		t.Errorf("stuck machine marked %v, replicas %d: want marked and 0", marked, f.replicas(t))
+	}
+}
+
+// TestRefreshAppliesTheAnnotations: the planner's copy of the group gets
+// the annotated bounds and scale-from-zero capacity.
+func TestRefreshAppliesTheAnnotations(t *testing.T) {
+	f := newFixture(t, "refresh", 0, map[string]string{clusterapi.AnnotationMaxSize: "4", clusterapi.AnnotationCPU: "16", clusterapi.AnnotationMemory: "64Gi"})
+	ng := f.ng.DeepCopy()
+	if failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+		t.Fatal(failed)
+	}
+	cpu := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]
+	if ng.Spec.MaxSize != 4 || cpu.String() != "16" {
+		t.Errorf("maxSize %d cpu %s, want 4 and 16", ng.Spec.MaxSize, cpu.String())
+	}
+}
+
+// TestPendingListsMachinesStillBooting: Machines without a Node are
+// launching nodes until the machine timeout; a Machine with a Node, or
+// without infrastructure past the timeout, is not.
+func TestPendingListsMachinesStillBooting(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "pending", 2, nil, "pending-joined")
+	addMachine(t, f.ng, "pending", "pending-booting", false)
+	m := capiObj("Machine", "pending-joined", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(m.Object, "pending-joined", "status", "nodeRef", "name")
+	if err := env.Client.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.provider.Pending(ctx, f.ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].NodeName != "pending-booting" || got[0].Offering.InstanceType != "standard-2" || got[0].GivenUp {
+		t.Fatalf("pending = %+v, want only pending-booting of standard-2, not given up", got)
+	}
+	f.clock.Step(11 * time.Minute)
+	if got, err := f.provider.Pending(ctx, f.ng); err != nil || len(got) != 1 || !got[0].GivenUp {
+		t.Fatalf("pending past the machine timeout = %+v, %v; want pending-booting given up", got, err)
+	}
+}

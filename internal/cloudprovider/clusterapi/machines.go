@@ -1,0 +1,155 @@
+package clusterapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// Labels Cluster API puts on every Machine, naming the object it belongs to.
+var machineOwnerLabels = map[v1alpha1.ClusterAPIKind]string{
+	v1alpha1.ClusterAPIMachineDeployment: "cluster.x-k8s.io/deployment-name",
+	v1alpha1.ClusterAPIMachineSet:        "cluster.x-k8s.io/set-name",
+	v1alpha1.ClusterAPIMachinePool:       "cluster.x-k8s.io/pool-name",
+}
+
+// ref is a node group's Cluster API object, defaults applied.
+type ref struct {
+	gv        schema.GroupVersion
+	kind      v1alpha1.ClusterAPIKind
+	namespace string
+	name      string
+	timeout   time.Duration
+}
+
+// DefaultMachineTimeout is how long a Machine may go without a provider ID
+// when the node group does not say.
+const DefaultMachineTimeout = 10 * time.Minute
+
+func refOf(ng *v1alpha1.NodeGroup) (ref, error) {
+	p := ng.Spec.Provider.ClusterAPI
+	if p == nil {
+		return ref{}, fmt.Errorf("node group %s has no clusterAPI provider", ng.Name)
+	}
+	r := ref{kind: p.Kind, namespace: p.Namespace, name: p.Name, timeout: DefaultMachineTimeout}
+	if r.kind == "" {
+		r.kind = v1alpha1.ClusterAPIMachineDeployment
+	}
+	apiVersion := p.APIVersion
+	if apiVersion == "" {
+		apiVersion = "cluster.x-k8s.io/v1beta2"
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return ref{}, fmt.Errorf("node group %s: apiVersion %q: %w", ng.Name, apiVersion, err)
+	}
+	r.gv = gv
+	if p.MachineTimeout != nil && p.MachineTimeout.Duration > 0 {
+		r.timeout = p.MachineTimeout.Duration
+	}
+	return r, nil
+}
+
+func (r ref) String() string { return fmt.Sprintf("%s %s/%s", r.kind, r.namespace, r.name) }
+
+// object is an empty unstructured object of the scalable kind, named.
+func (r ref) object() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gv.WithKind(string(r.kind)))
+	u.SetNamespace(r.namespace)
+	u.SetName(r.name)
+	return u
+}
+
+// machine is what berth reads of a Cluster API Machine.
+type machine struct {
+	Name       string
+	Namespace  string
+	ProviderID string
+	NodeName   string
+	Created    time.Time
+	Deleting   bool
+	// MachineSet is the MachineSet the Machine belongs to, if any.
+	MachineSet  string
+	Annotations map[string]string
+	obj         *unstructured.Unstructured
+}
+
+// markedForDeletion reports whether the Machine carries delete-machine.
+func (m machine) markedForDeletion() bool {
+	_, ok := m.Annotations[AnnotationDeleteMachine]
+	return ok
+}
+
+// markedByBerth reports whether berth put delete-machine on the Machine.
+func (m machine) markedByBerth() bool {
+	return m.markedForDeletion() && m.Annotations[v1alpha1.AnnotationDeleteRequestedBy] != ""
+}
+
+func machineFrom(u *unstructured.Unstructured) machine {
+	m := machine{Name: u.GetName(), Namespace: u.GetNamespace(), Created: u.GetCreationTimestamp().Time,
+		Deleting: u.GetDeletionTimestamp() != nil, Annotations: u.GetAnnotations(), obj: u,
+		MachineSet: u.GetLabels()[machineOwnerLabels[v1alpha1.ClusterAPIMachineSet]]}
+	m.ProviderID, _, _ = unstructured.NestedString(u.Object, "spec", "providerID")
+	m.NodeName, _, _ = unstructured.NestedString(u.Object, "status", "nodeRef", "name")
+	return m
+}
+
+// machines lists the Machines of the object, oldest first.
+func (p *Provider) machines(ctx context.Context, r ref) ([]machine, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gv.WithKind("MachineList"))
+	if err := p.mgmt.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{machineOwnerLabels[r.kind]: r.name}); err != nil {
+		return nil, fmt.Errorf("listing machines of %s: %w", r, err)
+	}
+	out := make([]machine, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, machineFrom(&list.Items[i]))
+	}
+	return out, nil
+}
+
+// normalizeProviderID makes provider IDs that differ only in the number of
+// slashes after the scheme compare equal ("aws:///zone/i-1" written by one
+// component, "aws://zone/i-1" by another), as the kubelet and Cluster API
+// providers do not always agree. Anything else must match exactly.
+func normalizeProviderID(id string) string {
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(id), "://")
+	if !ok {
+		return strings.TrimSpace(id)
+	}
+	return scheme + "://" + strings.TrimLeft(rest, "/")
+}
+
+// machineForProviderID returns the Machine whose provider ID is the node's.
+func machineForProviderID(ms []machine, providerID string) (machine, bool) {
+	if providerID == "" {
+		return machine{}, false
+	}
+	want := normalizeProviderID(providerID)
+	for _, m := range ms {
+		if m.ProviderID != "" && normalizeProviderID(m.ProviderID) == want {
+			return m, true
+		}
+	}
+	return machine{}, false
+}
+
+// stuck returns the Machines that have had no provider ID for longer than
+// the timeout: their infrastructure did not come.
+func stuck(ms []machine, now time.Time, timeout time.Duration) []machine {
+	var out []machine
+	for _, m := range ms {
+		if !m.Deleting && m.ProviderID == "" && now.Sub(m.Created) > timeout {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package clusterapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// remove deletes one Machine of the object through Cluster API: mark it,
+// then lower the replicas. Safe to repeat at any point.
+func (p *Provider) remove(ctx context.Context, r ref, ng *v1alpha1.NodeGroup, m machine) error {
+	if m.Deleting {
+		return nil // Cluster API is deleting it already
+	}
+	if !m.markedByBerth() {
+		patch := client.MergeFromWithOptions(m.obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		a := m.obj.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		if _, ok := a[AnnotationDeleteMachine]; !ok {
+			a[AnnotationDeleteMachine] = p.clock.Now().UTC().Format(time.RFC3339)
+		}
+		a[v1alpha1.AnnotationDeleteRequestedBy] = string(ng.UID)
+		m.obj.SetAnnotations(a)
+		if err := p.mgmt.Patch(ctx, m.obj, patch); err != nil {
+			return fmt.Errorf("marking machine %s/%s for deletion: %w", m.Namespace, m.Name, err)
+		}
+	}
+	// A conflict means the replicas or Machines changed meanwhile: compute
+	// again from what is there now.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return p.lowerReplicas(ctx, r) })
+}
+
+// lowerReplicas sets the object's replicas to what they must be for
+// Cluster API to delete exactly the live Machines berth marked, and no
+// other: the live Machines not marked, plus the replicas still being
+// created. It only ever lowers, so repeating it (after a restart, or
+// after the MachineSet already deleted a marked Machine) changes nothing.
+// It refuses while a live Machine carries delete-machine without berth's
+// mark: the MachineSet might delete that one instead of berth's.
+func (p *Provider) lowerReplicas(ctx context.Context, r ref) error {
+	ms, err := p.machines(ctx, r)
+	if err != nil {
+		return err
+	}
+	scale, replicas, err := p.getScale(ctx, r)
+	if err != nil {
+		return err
+	}
+	if r.kind == v1alpha1.ClusterAPIMachineDeployment {
+		if sets := machineSets(ms); len(sets) > 1 {
+			// The MachineDeployment controller chooses which MachineSet
+			// shrinks; the marked Machine is deleted first only within its
+			// own MachineSet.
+			return fmt.Errorf("%s is rolling out (live Machines in MachineSets %v): berth lowers its replicas only when one MachineSet remains, so that Cluster API deletes the Machine berth marked", r, sets)
+		}
+	}
+	target, err := replicasAfterRemoval(ms, replicas)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r, err)
+	}
+	if target >= replicas {
+		return nil
+	}
+	return p.setScale(ctx, r, scale, target)
+}
+
+// replicasAfterRemoval is the replica count that removes exactly the live
+// Machines berth marked, given the Machines and the current replicas.
+func replicasAfterRemoval(ms []machine, replicas int64) (int64, error) {
+	live, marked := int64(0), int64(0)
+	for _, m := range ms {
+		if m.Deleting {
+			continue
+		}
+		live++
+		switch {
+		case m.markedByBerth():
+			marked++
+		case m.markedForDeletion():
+			return 0, fmt.Errorf("machine %s/%s carries %s not set by berth; berth does not lower replicas while Cluster API could delete that Machine instead of the one berth chose",
+				m.Namespace, m.Name, AnnotationDeleteMachine)
+		}
+	}
+	creating := max(replicas-live, 0)
+	return min(replicas, live-marked+creating), nil
+}
+
+// machineSets are the MachineSets of the live Machines, sorted.
+func machineSets(ms []machine) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range ms {
+		if !m.Deleting && !seen[m.MachineSet] {
+			seen[m.MachineSet] = true
+			out = append(out, m.MachineSet)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Adopt returns the clusterAPI node group whose object owns the Machine
+// behind the node (matched by provider ID), or nil. The caller labels the
+// node with the group and its owner mark, as berth's own launches carry
+// them, so that the rest of berth (planner, status, scale-down, launch
+// timeout) treats it as a node of the group.
+func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.NodeGroup, error) {
+	if node.Spec.ProviderID == "" {
+		return nil, nil
+	}
+	groups := &v1alpha1.NodeGroupList{}
+	if err := p.cluster.List(ctx, groups); err != nil {
+		return nil, fmt.Errorf("listing node groups: %w", err)
+	}
+	for i := range groups.Items {
+		ng := &groups.Items[i]
+		if ng.Spec.Provider.ClusterAPI == nil || ng.DeletionTimestamp != nil {
+			continue
+		}
+		r, err := refOf(ng)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := p.machines(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if m, ok := machineForProviderID(ms, node.Spec.ProviderID); ok && !m.Deleting {
+			return ng, nil
+		}
+	}
+	return nil, nil
+}

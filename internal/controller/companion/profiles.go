@@ -1,0 +1,56 @@
+package companion
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// ProfileReconciler keeps berth's MutatingWebhookConfiguration present
+// while some CompanionProfile exists and absent otherwise.
+type ProfileReconciler struct {
+	Client client.Client
+	// Sync makes the webhook configuration present (want) or absent.
+	Sync func(ctx context.Context, want bool) error
+}
+
+// The webhook's configuration and certificate Secret are read and written
+// without the cache, by name (internal/webhook): create cannot be limited
+// to a name, everything else is.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=berth-companion,verbs=get;update;delete
+// +kubebuilder:rbac:groups="",namespace=berth-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=berth-system,resources=secrets,resourceNames=berth-webhook-cert,verbs=get;update
+
+// Register adds the reconciler, and a sync once the cache has started (a
+// configuration left from an earlier run without profiles goes).
+func (r *ProfileReconciler) Register(mgr ctrl.Manager) error {
+	if err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-profiles").For(&v1alpha1.CompanionProfile{}).Complete(r); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+			// Not fatal: the next profile event syncs again.
+			log.FromContext(ctx).Error(err, "syncing the companion webhook configuration at start")
+		}
+		return nil
+	}))
+}
+
+// Reconcile syncs the webhook configuration with the profiles.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	l := &v1alpha1.CompanionProfileList{}
+	if err := r.Client.List(ctx, l); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, r.Sync(ctx, len(l.Items) > 0)
+}

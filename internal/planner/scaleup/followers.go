@@ -1,0 +1,170 @@
+package scaleup
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// A follower is a pending pod that must run on the node of exactly one
+// other pending pod, its leader: its only required pod-affinity term is on
+// the hostname and selects the leader and no other pod, pending or bound.
+// The headroom pods a CSI driver creates next to a workload (the
+// Mountpoint S3 driver's, priority -1000, pod affinity to the workload)
+// and berth's own companion placeholders are followers. Planned as
+// separate pods, a follower waits until its leader is placed and then may
+// find the leader's node full, so that nobody sizes a node for both. The
+// planner therefore folds followers into their leader as a companion
+// add-on (the same mechanism as CompanionProfile workloads, with a share
+// key of the follower's own, never shared) and puts them on the leader's
+// node in the plan.
+
+// followers is the result of folding: the pending pods to plan (leaders
+// replaced by copies carrying their followers' requests) and, per leader,
+// its followers.
+type followers struct {
+	pending []*corev1.Pod
+	of      map[types.NamespacedName][]*corev1.Pod
+}
+
+// foldFollowers finds followers among pending and folds them into their
+// leaders. Leaders that already carry a companion add-on are left alone.
+func foldFollowers(pending, bound []*corev1.Pod) followers {
+	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}}
+	leaderOf := map[*corev1.Pod]*corev1.Pod{}
+	for _, p := range pending {
+		if l := leader(p, pending, bound); l != nil {
+			leaderOf[p] = l
+		}
+	}
+	if len(leaderOf) == 0 {
+		out.pending = pending
+		return out
+	}
+	addOns := map[*corev1.Pod]corev1.ResourceList{}
+	for f, l := range leaderOf {
+		if _, isFollower := leaderOf[l]; isFollower {
+			continue // chains are planned as they are
+		}
+		if _, has := l.Annotations[v1alpha1.AnnotationCompanionRequests]; has {
+			continue
+		}
+		rl := addOns[l]
+		if rl == nil {
+			rl = corev1.ResourceList{}
+		}
+		for name, q := range resource.PodRequests(f, resource.PodResourcesOptions{}) {
+			sum := rl[name]
+			sum.Add(q)
+			rl[name] = sum
+		}
+		addOns[l] = rl
+		key := types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
+		out.of[key] = append(out.of[key], f)
+	}
+	for _, p := range pending {
+		if l := leaderOf[p]; l != nil && addOns[l] != nil {
+			continue // folded
+		}
+		if rl := addOns[p]; rl != nil {
+			p = withAddOn(p, rl)
+		}
+		out.pending = append(out.pending, p)
+	}
+	return out
+}
+
+// withAddOn is a copy of leader p carrying the add-on rl under a share key
+// of its own.
+func withAddOn(p *corev1.Pod, rl corev1.ResourceList) *corev1.Pod {
+	raw, err := json.Marshal(rl)
+	if err != nil {
+		return p
+	}
+	c := p.DeepCopy()
+	c.Labels = maps.Clone(c.Labels)
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	c.Annotations = maps.Clone(c.Annotations)
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Labels[v1alpha1.LabelCompanionShareKey] = "followers-" + string(p.UID)
+	if p.UID == "" {
+		c.Labels[v1alpha1.LabelCompanionShareKey] = "followers-" + p.Namespace + "." + p.Name
+	}
+	c.Annotations[v1alpha1.AnnotationCompanionRequests] = string(raw)
+	return c
+}
+
+// leader returns the one pending pod p must share a node with, or nil.
+func leader(p *corev1.Pod, pending, bound []*corev1.Pod) *corev1.Pod {
+	a := p.Spec.Affinity
+	if a == nil || a.PodAffinity == nil || len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		return nil
+	}
+	t := &a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if t.TopologyKey != corev1.LabelHostname || t.NamespaceSelector != nil || t.LabelSelector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	nss := t.Namespaces
+	if len(nss) == 0 {
+		nss = []string{p.Namespace}
+	}
+	matches := func(o *corev1.Pod) bool {
+		return o != p && slices.Contains(nss, o.Namespace) && sel.Matches(labels.Set(o.Labels))
+	}
+	for _, o := range bound {
+		if matches(o) {
+			return nil // the leader, or another match, is placed already
+		}
+	}
+	var found *corev1.Pod
+	for _, o := range pending {
+		if matches(o) {
+			if found != nil {
+				return nil
+			}
+			found = o
+		}
+	}
+	return found
+}
+
+// placeFollowers puts each leader's followers next to it in the plan: on
+// its new node, its existing node, or unschedulable with it.
+func placeFollowers(plan *Plan, of map[types.NamespacedName][]*corev1.Pod) {
+	if len(of) == 0 {
+		return
+	}
+	for i := range plan.NewNodes {
+		for _, pod := range plan.NewNodes[i].Pods {
+			for _, f := range of[pod.Key()] {
+				plan.NewNodes[i].Pods = append(plan.NewNodes[i].Pods, ref(f))
+			}
+		}
+	}
+	for _, pl := range plan.ExistingNodePlacements {
+		for _, f := range of[pl.Pod.Key()] {
+			plan.ExistingNodePlacements = append(plan.ExistingNodePlacements, Placement{Pod: ref(f), Node: pl.Node})
+		}
+	}
+	for _, u := range plan.Unschedulable {
+		for _, f := range of[u.Pod.Key()] {
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(f), Message: "it must run next to " + u.Pod.String() + ", which fits nowhere: " + u.Message})
+		}
+	}
+}

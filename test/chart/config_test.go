@@ -1,0 +1,114 @@
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/berth-dev/berth/config/policy"
+	"github.com/berth-dev/berth/config/rbac"
+)
+
+// TestRBACIsConfigRBAC: with the default names the chart's ServiceAccount,
+// roles and bindings are those of config/rbac (reviewed in
+// config/rbac/rbac_test.go), plus only the metrics-reader ClusterRole.
+func TestRBACIsConfigRBAC(t *testing.T) {
+	objs := render(t)
+	want := decodeFS(t, rbac.Files)
+	for _, w := range want {
+		got := find(t, objs, w.GetKind(), w.GetName())
+		if got.GetNamespace() != w.GetNamespace() {
+			t.Errorf("%s %s in namespace %q, want %q", w.GetKind(), w.GetName(), got.GetNamespace(), w.GetNamespace())
+		}
+		if diff := cmp.Diff(content(w), content(got), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s %s differs from config/rbac (-config +chart):\n%s", w.GetKind(), w.GetName(), diff)
+		}
+	}
+	wantNames := sets.New[string]()
+	for _, w := range want {
+		wantNames.Insert(w.GetKind() + "/" + w.GetName())
+	}
+	wantNames.Insert("ClusterRole/berth-controller-metrics-reader")
+	for _, o := range objs {
+		if o.GetAPIVersion() == "rbac.authorization.k8s.io/v1" && !wantNames.Has(o.GetKind()+"/"+o.GetName()) {
+			t.Errorf("the chart grants more than config/rbac: %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	reader := find(t, objs, "ClusterRole", "berth-controller-metrics-reader")
+	if diff := cmp.Diff(map[string]any{"rules": []any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}}, content(reader)); diff != "" {
+		t.Errorf("the metrics reader grants more than get /metrics:\n%s", diff)
+	}
+}
+
+// TestPoliciesPriorityClassesAndCRDsAreConfigs: the admission policies,
+// PriorityClasses and CRDs the chart installs are those of config/.
+func TestPoliciesPriorityClassesAndCRDsAreConfigs(t *testing.T) {
+	objs := render(t)
+	root := repoRoot(t)
+	want := decodeFS(t, policy.Files)
+	want = append(want, decodeFS(t, os.DirFS(filepath.Join(root, "config", "system")), "priorityclasses.yaml")...)
+	want = append(want, decodeFS(t, os.DirFS(filepath.Join(root, "config", "crd", "bases")))...)
+	if len(want) < 10 {
+		t.Fatalf("read only %d objects from config/", len(want))
+	}
+	for _, w := range want {
+		got := find(t, objs, w.GetKind(), w.GetName())
+		if diff := cmp.Diff(content(w), content(got)); diff != "" {
+			t.Errorf("%s %s differs from config/ (-config +chart):\n%s", w.GetKind(), w.GetName(), diff)
+		}
+	}
+}
+
+// content is an object without apiVersion, kind and metadata.
+func content(o *unstructured.Unstructured) map[string]any {
+	out := map[string]any{}
+	for k, v := range o.Object {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// decodeFS decodes the YAML files of fsys (only the named ones, if any).
+func decodeFS(t *testing.T, fsys fs.FS, only ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" || (len(only) > 0 && !slices.Contains(only, path)) {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if len(obj.Object) > 0 {
+				out = append(out, obj)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
