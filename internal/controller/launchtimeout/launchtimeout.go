@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,11 +96,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // markInitialized records, on the node itself, that it has been Ready
 // once. The patch is guarded by the node's resourceVersion so that it
-// never races with a deletion or a relabel.
+// never races with a deletion or a relabel; on a conflict (a kubelet
+// heartbeat or another controller wrote the node since it was read) the
+// node is read again and labelled only if it is still Ready.
 func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node) error {
-	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	node.Labels[v1alpha1.LabelInitialized] = "true"
-	if err := r.Client.Patch(ctx, node, patch); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		node.Labels[v1alpha1.LabelInitialized] = "true"
+		err := r.Client.Patch(ctx, node, patch)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		fresh := &corev1.Node{}
+		if getErr := r.Client.Get(ctx, client.ObjectKeyFromObject(node), fresh); getErr != nil {
+			return getErr
+		}
+		if !nodeutil.Ready(fresh) || fresh.DeletionTimestamp != nil || fresh.Labels[v1alpha1.LabelInitialized] == "true" {
+			return nil
+		}
+		if fresh.Labels == nil {
+			fresh.Labels = map[string]string{}
+		}
+		*node = *fresh
+		return err
+	})
+	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("labelling node %s initialized: %w", node.Name, err))
 	}
 	return nil
