@@ -82,8 +82,8 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of
 verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table) or go.mod files are stale, or the pure brain depends on clients.
 	hack/verify-generated.sh
 	hack/check-layering.sh
-	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity; do \
-		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
+	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity bench; do \
+		(cd $$m && GOTOOLCHAIN=auto $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
 
 lint: chart-lint ## Run golangci-lint (with the package layering rules), go vet and helm lint.
 	$(GO) vet ./...
