@@ -1,6 +1,7 @@
 package binpack
 
 import (
+	"math"
 	"slices"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -17,33 +18,57 @@ type trial struct {
 // dissolve re-places the pods of nn elsewhere and keeps the change when
 // that costs less than nn: on room other nodes have, on an existing node
 // freed by moving the pods this plan put there (makeRoom), or on the
-// cheapest new node.
+// cheapest new node. Each pod either takes the first of these that works,
+// or the cheaper of the last two (placeCheaper); neither rule is better on
+// every cluster, so both are tried and the cheaper result kept.
 func (p *packer) dissolve(nn *NewNode) {
 	if nn.Initial || nn.Node.Unschedulable || len(nn.Node.Pods) == 0 {
 		return
 	}
+	best, bestCost := -1, nn.Node.Current.Price-minSaving
+	for rule := range 2 {
+		if cost, ok := p.tryDissolve(nn, rule == 1, false); ok && cost < bestCost {
+			best, bestCost = rule, cost-minSaving
+		}
+	}
+	if best >= 0 {
+		p.tryDissolve(nn, best == 1, true)
+	}
+}
+
+// tryDissolve is one try of dissolve; it returns what the pods cost in
+// their new places and keeps the change only if keep is set.
+func (p *packer) tryDissolve(nn *NewNode, cheaper, keep bool) (float64, bool) {
 	pods := slices.Clone(nn.Node.Pods)
 	tr := &trial{}
 	base := len(p.s.Nodes)
-	keep := false
+	ok := false
 	_ = p.s.WithFork(func() (bool, error) {
 		for _, pod := range pods {
 			p.s.RemovePod(pod)
 		}
 		p.s.Retire(nn.Node)
+		p.podsRemoved()
 		for _, pod := range pods {
-			if !p.placeOnRoom(tr, pod) && !p.makeRoom(tr, pod, nn.Template.Weight) && !p.placeOnNew(tr, pod, nn.Template.Weight) {
+			if p.placeOnRoom(tr, pod) {
+				continue
+			}
+			if cheaper && !p.placeCheaper(tr, pod, nn.Template.Weight) {
+				return false, nil
+			}
+			if !cheaper && !p.makeRoom(tr, pod, nn.Template.Weight) && !p.placeOnNew(tr, pod, nn.Template.Weight) {
 				return false, nil
 			}
 		}
-		keep = tr.cost < nn.Node.Current.Price-minSaving
+		ok = true
 		return keep, nil
 	})
-	if !keep {
+	if !ok || !keep {
 		p.forgetNodesFrom(base)
-		return
+		return tr.cost, ok
 	}
 	p.replaced([]*NewNode{nn}, tr.opened)
+	return tr.cost, true
 }
 
 // placeOnRoom puts pod on the first node with room for it as it is.
@@ -58,6 +83,34 @@ func (p *packer) placeOnRoom(tr *trial, pod *snapshot.Pod) bool {
 	p.s.AddPod(pod, fit)
 	tr.cost += price(fit) - before
 	return true
+}
+
+// placeCheaper puts pod, which fits no room as it is, where it adds less
+// to the plan: on an existing node freed by moving its guests (makeRoom,
+// which may open nodes for them) or on the cheapest new node of its own.
+// Taking the first that works would, for example, move a pod off an
+// existing node to make room for one that then needs a new node for the
+// moved pod anyway, where the next pod of the node being dissolved could
+// have used that room for free.
+func (p *packer) placeCheaper(tr *trial, pod *snapshot.Pod, minWeight int32) bool {
+	newPrice := math.Inf(1)
+	if t, opts := p.cheapestTemplate(pod.Class, minWeight); t != nil {
+		newPrice = snapshot.Cheapest(opts).Price
+	}
+	probe := trial{opened: slices.Clone(tr.opened), cost: tr.cost}
+	roomPrice := math.Inf(1)
+	base := len(p.s.Nodes)
+	_ = p.s.WithFork(func() (bool, error) {
+		if p.makeRoom(&probe, pod, minWeight) {
+			roomPrice = probe.cost - tr.cost
+		}
+		return false, nil
+	})
+	p.forgetNodesFrom(base)
+	if roomPrice < newPrice-minSaving {
+		return p.makeRoom(tr, pod, minWeight)
+	}
+	return p.placeOnNew(tr, pod, minWeight)
 }
 
 // placeOnNew opens the cheapest new node for pod alone.
@@ -116,14 +169,47 @@ func (p *packer) makeRoom(tr *trial, x *snapshot.Pod, minWeight int32) bool {
 
 // evictGuests takes the guests off existing node e, puts x there, and
 // places each guest on room elsewhere or a new node; it keeps the change
-// only if every guest found a place.
+// only if every guest found a place. The guests go back first come, first
+// served, so the first may take the room on e that a later one, which fits
+// nowhere else, needed; when the listed order opens a new node, the
+// reverse order is tried too and the cheaper kept.
 func (p *packer) evictGuests(tr *trial, x *snapshot.Pod, e *snapshot.Node, guests []*snapshot.Pod, minWeight int32) bool {
+	orders := [][]*snapshot.Pod{guests}
+	if len(guests) > 1 {
+		reversed := slices.Clone(guests)
+		slices.Reverse(reversed)
+		orders = append(orders, reversed)
+	}
+	best, bestCost := -1, 0.0
+	for i, order := range orders {
+		cost, ok := p.tryEvict(tr, x, e, order, minWeight, false)
+		if ok && (best < 0 || cost < bestCost-minSaving) {
+			best, bestCost = i, cost
+		}
+		if ok && cost <= tr.cost+minSaving {
+			break // nothing new opened: no order does better
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	_, ok := p.tryEvict(tr, x, e, orders[best], minWeight, true)
+	return ok
+}
+
+// tryEvict is one try of evictGuests with the guests in the given order.
+// It returns the trial's cost with the try included; it keeps the change
+// on the snapshot and in tr only if keep is set and every guest was placed.
+func (p *packer) tryEvict(tr *trial, x *snapshot.Pod, e *snapshot.Node, guests []*snapshot.Pod, minWeight int32, keep bool) (float64, bool) {
 	saved := *tr
+	saved.opened = slices.Clone(tr.opened)
+	base := len(p.s.Nodes)
 	ok := false
 	_ = p.s.WithFork(func() (bool, error) {
 		for _, g := range guests {
 			p.s.RemovePod(g)
 		}
+		p.podsRemoved()
 		if predicates.Run(p.in.Filters, p.s, x.Class, e).Failed() {
 			return false, nil
 		}
@@ -134,13 +220,14 @@ func (p *packer) evictGuests(tr *trial, x *snapshot.Pod, e *snapshot.Node, guest
 			}
 		}
 		ok = true
-		return true, nil
+		return keep, nil
 	})
-	if !ok {
+	cost := tr.cost
+	if !ok || !keep {
 		*tr = saved
-		return false
+		p.forgetNodesFrom(base) // the nodes the try opened are gone
 	}
-	return true
+	return cost, ok
 }
 
 // cheapestTemplate is the template, of weight at least minWeight, with

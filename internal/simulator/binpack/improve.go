@@ -186,6 +186,7 @@ func (p *packer) moveAll(from, to *snapshot.Node) bool {
 		p.s.RemovePod(pod)
 	}
 	p.s.Retire(from)
+	p.podsRemoved()
 	for _, pod := range pods {
 		if predicates.Run(p.in.Filters, p.s, pod.Class, to).Failed() {
 			return false
@@ -216,6 +217,15 @@ func (p *packer) forgetNodesFrom(from int) {
 		p.unusable[id] = set.truncate(from)
 		p.cursor[id] = min(p.cursor[id], from)
 	}
+}
+
+// podsRemoved forgets what scanNodes learnt, after improve took pods off
+// nodes: its marks hold only while pods are added (a node too full for a
+// class, or a domain its anti-affinity rules out, may take the class once
+// a pod has left), and a stale mark would hide a node with room.
+func (p *packer) podsRemoved() {
+	clear(p.unusable)
+	clear(p.cursor)
 }
 
 // replaced records a kept change: the nodes old left the plan and the

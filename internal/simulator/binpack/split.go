@@ -41,6 +41,7 @@ func (p *packer) repack(olds ...*NewNode) {
 		for _, nn := range olds {
 			p.s.Retire(nn.Node)
 		}
+		p.podsRemoved()
 		rest := pods
 		var cost float64
 		for len(rest) > 0 && cost < old-minSaving {
@@ -75,7 +76,10 @@ func (p *packer) repack(olds ...*NewNode) {
 	p.replaced(olds, opened)
 }
 
-// repackAll tries repack on every planned node and every pair of them.
+// repackAll tries repack on every planned node, every pair of them, and
+// all of them together when there are at most mergeWindow (pods that pair
+// well across three nodes, say two kinds that each fill half a node of
+// another type, are re-dealt only by the whole).
 func (p *packer) repackAll() {
 	for i := 0; i < len(p.res.NewNodes); i++ {
 		p.repack(p.res.NewNodes[i])
@@ -85,11 +89,21 @@ func (p *packer) repackAll() {
 			p.repack(p.res.NewNodes[i], p.res.NewNodes[j])
 		}
 	}
+	var live []*NewNode
+	for _, nn := range p.res.NewNodes {
+		if !nn.Node.Unschedulable && len(nn.Node.Pods) > 0 {
+			live = append(live, nn)
+		}
+	}
+	if len(live) > 2 && len(live) <= mergeWindow {
+		p.repack(live...)
+	}
 }
 
 // bestRate is the template and option, of weight at least minWeight, with
 // the lowest price per pod of pods it would hold when filled first-fit by
-// requests alone.
+// requests, counting only pods that pass the filters on the template (a
+// tainted template holds none of the pods that do not tolerate it).
 func (p *packer) bestRate(pods []*snapshot.Pod, minWeight int32) (*Template, *snapshot.Option) {
 	var (
 		bestT *Template
@@ -101,6 +115,12 @@ func (p *packer) bestRate(pods []*snapshot.Pod, minWeight int32) (*Template, *sn
 			continue
 		}
 		opts, _ := p.in.Launcher.Allowed(p.s, t)
+		passes := map[*snapshot.Class]bool{}
+		for _, pod := range pods {
+			if _, seen := passes[pod.Class]; !seen {
+				passes[pod.Class] = !predicates.Run(p.in.Filters, p.s, pod.Class, t.Node).Failed()
+			}
+		}
 		for _, o := range opts {
 			free, slots := o.Free()
 			held := 0
@@ -108,7 +128,7 @@ func (p *packer) bestRate(pods []*snapshot.Pod, minWeight int32) (*Template, *sn
 			// at most DeviceUnits of them are held.
 			devices := map[*snapshot.Class]float64{}
 			for _, pod := range pods {
-				if held < slots && snapshot.Fits(&pod.Class.Requests, &snapshot.Resources{}, &free) && p.matchesOption(o, pod.Class) &&
+				if held < slots && passes[pod.Class] && snapshot.Fits(&pod.Class.Requests, &snapshot.Resources{}, &free) && p.matchesOption(o, pod.Class) &&
 					devices[pod.Class] < p.s.DeviceUnits(o, pod.Class) {
 					free.Sub(&pod.Class.Requests)
 					devices[pod.Class]++
