@@ -120,7 +120,7 @@ func Run(in Input) (*Plan, error) {
 		groups[g.Name] = g
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: groups, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
-		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}}
+		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{}}
 	for _, n := range s.Nodes {
 		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
 			continue
@@ -129,8 +129,11 @@ func Run(in Input) (*Plan, error) {
 		if disrupted(n.Node) {
 			p.disrupting[n.NodeGroup]++
 			s.Cordon(n)
-		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
 			p.disrupting[n.NodeGroup]++ // its replacement is launching
+		}
+		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
+			p.replacements[by] = true
 		}
 	}
 	placeVirtual(s, in.Virtual)
@@ -154,6 +157,9 @@ type planner struct {
 	rules   []drain.Rule
 	// size, disrupting and removed count nodes per group.
 	size, disrupting, removed map[string]int
+	// replacements are the nodes launched to replace others that are
+	// still there: empty until the pods move, never a candidate then.
+	replacements map[string]bool
 	// homes are the nodes by name and hint where the last pod went.
 	homes []*snapshot.Node
 	hint  int
@@ -198,7 +204,7 @@ func (p *planner) candidates() []candidate {
 	var out []candidate
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
 			continue
 		}
 		switch {

@@ -94,6 +94,13 @@ func TestPlan(t *testing.T) {
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/large"}},
 		},
 		{
+			name: "an empty node launched to replace others stays while they are there (its pods are still to come)",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{
+				node("old", g, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "new")), node("new", g)},
+				Pods: []*corev1.Pod{app("web-1", "old", "1")}},
+			want: outcome{blocked: map[string]string{}},
+		},
+		{
 			name: "DaemonSet, mirror and finished pods go with their node",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Pods: []*corev1.Pod{
 				b.Pod("ds", b.NodeName("a"), b.CPU("1"), b.OwnedBy("DaemonSet", "agent")),
