@@ -129,7 +129,7 @@ func Run(in Input) (*Plan, error) {
 		if disrupted(n.Node) {
 			p.disrupting[n.NodeGroup]++
 			s.Cordon(n)
-		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
+		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
 			p.disrupting[n.NodeGroup]++ // its replacement is launching
 		}
 		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
