@@ -292,6 +292,8 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	for _, p := range s.Pods {
 		if p.Spec.NodeName != "" {
 			in.Pods = append(in.Pods, p)
+		} else if podutil.IsUnbound(p) && p.Status.NominatedNodeName != "" {
+			in.Nominated = append(in.Nominated, p)
 		}
 	}
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}

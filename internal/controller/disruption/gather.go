@@ -68,6 +68,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		case podutil.AwaitsNode(p):
 			w.awaiting++
 		}
+		if podutil.IsUnbound(p) && p.Status.NominatedNodeName != "" {
+			w.input.Nominated = append(w.input.Nominated, p)
+		}
 	}
 	pdbs := &policyv1.PodDisruptionBudgetList{}
 	if err := c.Client.List(ctx, pdbs); err != nil {

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	clientretry "k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -69,8 +71,20 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&corev1.Node{}).Complete(r)
 }
 
-// Reconcile adopts one node.
+// Reconcile adopts one node. The node is read again and the labels
+// patched again when the node changed since it was read (a kubelet
+// heartbeat, say): the patch is guarded by the node's resourceVersion.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var res reconcile.Result
+	err := clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		var err error
+		res, err = r.adopt(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+func (r *Reconciler) adopt(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -105,6 +119,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	node.Annotations[v1alpha1.AnnotationLaunchedBy] = string(ng.UID)
 	if err := r.Client.Patch(ctx, node, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{}, err // RetryOnConflict reads it again
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("labelling node %s as a node of %s: %w", node.Name, ng.Name, err))
 	}
 	log.FromContext(ctx).Info("adopted Cluster API node", "node", node.Name, "nodeGroup", ng.Name)

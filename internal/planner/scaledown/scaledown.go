@@ -34,6 +34,10 @@ const (
 	ReasonHeadroom         drain.Reason = "Headroom"
 	ReasonNotOwned         drain.Reason = "NotLaunchedByBerth"
 	ReasonNotInitialized   drain.Reason = "NotInitialized"
+	// ReasonNominated: a pod not bound yet is nominated to the node (by
+	// berth, which launched the node for it, or by the scheduler): it is
+	// on its way there, and the node is not empty however it looks.
+	ReasonNominated drain.Reason = "PodNominated"
 	// ReasonWorkloadClaim: the node's devices hold a ResourceClaim
 	// reserved for a PodGroup that still exists; its pods may come back
 	// at any time and expect the devices there.
@@ -45,7 +49,10 @@ type Input struct {
 	NodeGroups []*v1alpha1.NodeGroup
 	Nodes      []*corev1.Node
 	// Pods are the pods bound to nodes.
-	Pods       []*corev1.Pod
+	Pods []*corev1.Pod
+	// Nominated are pods not bound yet whose status.nominatedNodeName
+	// names a node: that node stays while they wait.
+	Nominated  []*corev1.Pod
 	PDBs       []*policyv1.PodDisruptionBudget
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
@@ -120,7 +127,12 @@ func Run(in Input) (*Plan, error) {
 		groups[g.Name] = g
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: groups, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
-		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{}}
+		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{}, nominated: map[string]*corev1.Pod{}}
+	for _, pod := range in.Nominated {
+		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
+			p.nominated[node] = pod
+		}
+	}
 	for _, n := range s.Nodes {
 		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
 			continue
@@ -160,6 +172,8 @@ type planner struct {
 	// replacements are the nodes launched to replace others that are
 	// still there: empty until the pods move, never a candidate then.
 	replacements map[string]bool
+	// nominated is, per node, a pod not bound yet that is nominated to it.
+	nominated map[string]*corev1.Pod
 	// homes are the nodes by name and hint where the last pod went.
 	homes []*snapshot.Node
 	hint  int
@@ -218,6 +232,10 @@ func (p *planner) candidates() []candidate {
 			continue
 		case p.s.HeldForWorkload(n) != "":
 			p.block(n, g, ReasonWorkloadClaim, nil, p.s.HeldForWorkload(n))
+		case p.nominated[n.Name] != nil:
+			pod := p.nominated[n.Name]
+			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
+			p.block(n, g, ReasonNominated, &ref, "pod "+ref.String()+" is not bound yet and is nominated to node "+n.Name)
 		default:
 			out = append(out, candidate{node: n, group: g, util: utilization(n)})
 		}

@@ -101,6 +101,16 @@ func TestPlan(t *testing.T) {
 			want: outcome{blocked: map[string]string{}},
 		},
 		{
+			name: "an empty node that a pending pod is nominated to stays (berth launched it for the pod, which is on its way)",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+				Nominated: []*corev1.Pod{func() *corev1.Pod {
+					p := b.Pod("coming", b.CPU("1"))
+					p.Status.NominatedNodeName = "a"
+					return p
+				}()}},
+			want: outcome{removed: []string{"b"}, blocked: map[string]string{"a": "PodNominated default/coming"}},
+		},
+		{
 			name: "DaemonSet, mirror and finished pods go with their node",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Pods: []*corev1.Pod{
 				b.Pod("ds", b.NodeName("a"), b.CPU("1"), b.OwnedBy("DaemonSet", "agent")),

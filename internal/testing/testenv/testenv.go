@@ -88,6 +88,11 @@ func FromCluster(c *devenv.Cluster) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Tests poll (expect.Eventually) and create many objects; with
+	// client-go's default 5 requests per second a slow machine queues them
+	// until a poll's deadline passes ("rate: Wait(n=1) would exceed context
+	// deadline") and the test reports that instead of the cluster's state.
+	cfg.QPS, cfg.Burst = 200, 400
 	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, err
