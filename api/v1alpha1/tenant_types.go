@@ -158,8 +158,8 @@ type TenantTemplate struct {
 	// +listMapKey=containerPort
 	// +optional
 	Ports []TenantPort `json:"ports,omitempty"`
-	// Env are fixed environment variables (configuration comes from the
-	// ConfigMap and wins over them).
+	// Env are fixed environment variables; they win over configuration
+	// keys of the same name (which come from the tenant's ConfigMap).
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
