@@ -18,7 +18,10 @@ import (
 // Progress is one line of what a tenant is doing: its phase and the
 // reason and message of its Ready condition.
 func Progress(t *v1alpha1.Tenant) string {
-	line := t.Name + ": " + orNone(string(t.Status.Phase))
+	if t.Status.Phase == "" {
+		return t.Name + ": created; berth has not reported on it yet"
+	}
+	line := t.Name + ": " + string(t.Status.Phase)
 	if c := meta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		line += " (" + c.Reason + "): " + c.Message
 	}
