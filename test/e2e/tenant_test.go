@@ -232,3 +232,36 @@ func TestTenantWorkflowOfReference001(t *testing.T) {
 	})
 	t.Logf("both groups back to zero %s after the tenants were gone; whole workflow %s", time.Since(start).Round(time.Second), time.Since(begin).Round(time.Second))
 }
+
+// TestBerthWritesTenantObjectsOnlyInTenantNamespaces: berth's RBAC lets it
+// create namespaces, ConfigMaps, Services and Deployments for tenants
+// anywhere; the admission policy keeps those writes in tenant-<name>
+// namespaces (and Deployments in berth-system).
+func TestBerthWritesTenantObjectsOnlyInTenantNamespaces(t *testing.T) {
+	ctx := context.Background()
+	berth := asController(t)
+	cm := func(ns string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "berth-policy-probe"}}
+	}
+	// The policy takes effect once the API server's policy cache has it.
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := berth.Create(ctx, cm("default"))
+		if err == nil {
+			_ = env.Client.Delete(ctx, cm("default"))
+			return false, "berth could create a ConfigMap in default", nil
+		}
+		return strings.Contains(err.Error(), "only of tenants"), fmt.Sprintf("berth creating a ConfigMap in default: %v", err), nil
+	})
+	if err := berth.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-a-tenant"}}); err == nil || !strings.Contains(err.Error(), "only of tenants") {
+		_ = env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-a-tenant"}})
+		t.Errorf("berth creating namespace not-a-tenant: %v, want denied by the policy", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-policy-probe"}}
+	if err := berth.Create(ctx, ns); err != nil {
+		t.Fatalf("berth creating a tenant namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	if err := berth.Create(ctx, cm(ns.Name)); err != nil {
+		t.Errorf("berth creating a ConfigMap in a tenant namespace: %v", err)
+	}
+}
