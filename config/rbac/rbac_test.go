@@ -22,7 +22,7 @@ import (
 // list is updated: every new right is a reviewed decision.
 var reviewed = []string{
 	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
-	"cluster core namespaces: create get list patch watch", // tenants: the namespace tenant-<name> (config/policy narrows berth to those names)
+	"cluster core namespaces: create get list patch watch",   // tenants: the namespace tenant-<name> (config/policy narrows berth to those names)
 	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal; the admission policies of config/policy narrow patch/delete to nodes berth marked
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
@@ -55,8 +55,8 @@ var reviewed = []string{
 	"cluster berth.dev tenanttypes: get list watch",
 	"cluster berth.dev tenants/status: get patch update",
 	"cluster berth.dev tenants/finalizers: update", // owner references with blockOwnerDeletion on a tenant's objects
-	"cluster core configmaps: create patch",      // tenants: their configuration, in tenant-<name> only (config/policy)
-	"cluster core services: create delete patch", // tenants: their type's Service, in tenant-<name> only (config/policy)
+	"cluster core configmaps: create patch",        // tenants: their configuration, in tenant-<name> only (config/policy)
+	"cluster core services: create delete patch",   // tenants: their type's Service, in tenant-<name> only (config/policy)
 	"cluster berth.dev headrooms/status: get patch update",
 	"cluster berth.dev nodegroups/status: get patch update",
 	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics
