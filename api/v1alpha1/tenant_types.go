@@ -15,6 +15,10 @@ const (
 	ReasonTypeNotFound = "TypeNotFound"
 	// ReasonNodeGroupNotFound: the type's NodeGroup does not exist.
 	ReasonNodeGroupNotFound = "NodeGroupNotFound"
+	// ReasonNamespaceTaken: the namespace tenant-<name> exists and does
+	// not belong to the tenant (someone else's, or a former tenant's still
+	// terminating); berth leaves it alone.
+	ReasonNamespaceTaken = "NamespaceTaken"
 	// ReasonWaitingForPod: the tenant's pod does not exist yet.
 	ReasonWaitingForPod = "WaitingForPod"
 	// ReasonLaunchingNode: berth is launching a node for the pod.

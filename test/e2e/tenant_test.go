@@ -146,10 +146,16 @@ func TestTenantWorkflowOfReference001(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, orphan) })
+	taken := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-taken"}}
+	if err := env.Client.Create(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, taken) })
 	for _, bad := range []struct{ name, typ, want string }{
 		{"gold-1", "gold", `tenant type "gold" does not exist; known types: orphan, premium, standard`},
 		{"orphan-1", "orphan", `tenant type orphan runs on node group "xlarge", which does not exist`},
 		{"Premium_1", "premium", `tenant name "Premium_1" is not a DNS label`},
+		{"taken", "standard", "namespace tenant-taken already exists and is not a tenant's"},
 	} {
 		out, err := tenantCLI("create", bad.name, "--type", bad.typ)
 		if err == nil || !strings.Contains(out, bad.want) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -89,6 +90,16 @@ func Preflight(ctx context.Context, c client.Reader, name, typ string) error {
 		return alreadyExists(have)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading tenant %s: %w", name, err)
+	}
+	ns := &corev1.Namespace{}
+	nsName := v1alpha1.TenantNamespacePrefix + name
+	if err := c.Get(ctx, client.ObjectKey{Name: nsName}, ns); err == nil {
+		if ns.DeletionTimestamp != nil {
+			return fmt.Errorf("namespace %s of a former tenant %s is still terminating; try again when it is gone", nsName, name)
+		}
+		return fmt.Errorf("namespace %s already exists and is not a tenant's; berth would not take it over", nsName)
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading namespace %s: %w", nsName, err)
 	}
 	return nil
 }

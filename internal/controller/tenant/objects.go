@@ -125,7 +125,8 @@ func deployment(t *v1alpha1.Tenant, tt *v1alpha1.TenantType, ng *v1alpha1.NodeGr
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: t.TenantNamespace(), Labels: objectLabels(t)},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
+			Replicas:             ptr.To[int32](1),
+			RevisionHistoryLimit: ptr.To[int32](2),
 			Selector: &metav1.LabelSelector{MatchLabels: objectLabels(t)},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{

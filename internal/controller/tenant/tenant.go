@@ -48,14 +48,14 @@ const FieldOwner = "berth-tenant"
 // not trigger a reconcile).
 const waitingRequeue = 5 * time.Second
 
-// maxEvents bounds how many events of a tenant's namespace are read.
+// maxEvents bounds how many events about a tenant's pod are read.
 const maxEvents = 200
 
 // Reconciler reconciles Tenants.
 type Reconciler struct {
 	Client client.Client
 	// Events reads events without a cache (berth does not watch every
-	// event of the cluster): the tenant's namespace only.
+	// event of the cluster): those about the tenant's pending pod only.
 	Events   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
@@ -114,6 +114,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || tt == nil {
 		return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, t, status))
 	}
+	if taken, err := r.namespaceTaken(ctx, t, status); err != nil || taken {
+		// Looked at again: a former tenant's namespace goes away by itself.
+		return reconcile.Result{RequeueAfter: waitingRequeue}, errors.Join(err, r.writeStatus(ctx, t, status))
+	}
 	if err := r.ensureObjects(ctx, t, tt, ng); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -148,6 +152,28 @@ func (r *Reconciler) typeAndGroup(ctx context.Context, t *v1alpha1.Tenant, statu
 		return nil, nil, fmt.Errorf("reading node group %s: %w", tt.Spec.NodeGroup, err)
 	}
 	return tt, ng, nil
+}
+
+// namespaceTaken reports whether the tenant's namespace exists without
+// belonging to it, and then sets the Failed status: applying would take
+// over a namespace berth did not create, and deleting the tenant would
+// delete it with everything in it.
+func (r *Reconciler) namespaceTaken(ctx context.Context, t *v1alpha1.Tenant, status *v1alpha1.TenantStatus) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: t.TenantNamespace()}, ns); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("reading namespace %s: %w", t.TenantNamespace(), err)
+	}
+	if ref := metav1.GetControllerOf(ns); ref != nil && ref.UID == t.UID {
+		return false, nil
+	}
+	msg := fmt.Sprintf("namespace %s exists and does not belong to this tenant; berth leaves it alone", ns.Name)
+	if ns.DeletionTimestamp != nil {
+		msg = fmt.Sprintf("namespace %s of a former tenant of that name is still terminating", ns.Name)
+	}
+	failed(t, status, v1alpha1.ReasonNamespaceTaken, msg)
+	return true, nil
 }
 
 // ensureObjects applies, in this order, the Namespace, the ConfigMap, the
@@ -215,7 +241,8 @@ func (r *Reconciler) observe(ctx context.Context, t *v1alpha1.Tenant) (observed,
 		o.nodeGroup = node.Labels[v1alpha1.LabelNodeGroup]
 	default:
 		evs := &eventsv1.EventList{}
-		if err := r.Events.List(ctx, evs, client.InNamespace(t.TenantNamespace()), client.Limit(maxEvents)); err != nil {
+		if err := r.Events.List(ctx, evs, client.InNamespace(t.TenantNamespace()), client.MatchingFields{"regarding.uid": string(o.pod.UID)},
+			client.Limit(maxEvents)); err != nil {
 			return o, fmt.Errorf("listing events of tenant %s: %w", t.Name, err)
 		}
 		o.scaleUp = latestScaleUp(o.pod, evs.Items)

@@ -302,3 +302,31 @@ func TestStatusCarriesBerthsReasonThenTheNode(t *testing.T) {
 	}
 	_ = ctx
 }
+
+// TestForeignNamespaceIsNotTakenOver: when tenant-<name> already exists
+// and is not the tenant's, berth neither adopts it (deleting the tenant
+// would delete it) nor creates anything in it, and says why.
+func TestForeignNamespaceIsNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-squat-1", Labels: map[string]string{"team": "someone"}}},
+		b.NodeGroup("squat-group"), tenantType("squat-type", "squat-group"), newTenant("squat-1", "squat-type", nil))
+	r, log, _ := reconciler(t)
+	if res := reconcileOnce(t, r, "squat-1"); res.RequeueAfter == 0 {
+		t.Error("not looked at again (a former tenant's namespace goes away by itself)")
+	}
+	ten := getTenant(t, "squat-1")
+	if c := meta.FindStatusCondition(ten.Status.Conditions, v1alpha1.ConditionReady); ten.Status.Phase != v1alpha1.TenantFailed ||
+		c == nil || c.Reason != v1alpha1.ReasonNamespaceTaken || !strings.Contains(c.Message, "does not belong to this tenant") {
+		t.Errorf("phase %s, condition %+v; want Failed, NamespaceTaken", ten.Status.Phase, c)
+	}
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "tenant-squat-1"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.OwnerReferences) != 0 || ns.Labels[v1alpha1.LabelTenant] != "" {
+		t.Errorf("the foreign namespace was changed: owners %v, labels %v", ns.OwnerReferences, ns.Labels)
+	}
+	if got := log.get(); len(got) != 0 {
+		t.Errorf("applied %v into a namespace that is not the tenant's", got)
+	}
+}
