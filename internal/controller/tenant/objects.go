@@ -127,8 +127,8 @@ func deployment(t *v1alpha1.Tenant, tt *v1alpha1.TenantType, ng *v1alpha1.NodeGr
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             ptr.To[int32](1),
 			RevisionHistoryLimit: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: objectLabels(t)},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector:             &metav1.LabelSelector{MatchLabels: objectLabels(t)},
+			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{annotationConfigHash: hash(config)}},
 				Spec:       pod,
