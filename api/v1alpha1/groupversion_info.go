@@ -1,5 +1,5 @@
-// Package v1alpha1 holds the berth.dev/v1alpha1 API: NodeGroup, Headroom
-// and CompanionProfile.
+// Package v1alpha1 holds the berth.dev/v1alpha1 API: NodeGroup, Headroom,
+// CompanionProfile, TenantType and Tenant.
 //
 // +kubebuilder:object:generate=true
 // +groupName=berth.dev
@@ -21,6 +21,8 @@ func AddToScheme(s *runtime.Scheme) error {
 		&NodeGroup{}, &NodeGroupList{},
 		&Headroom{}, &HeadroomList{},
 		&CompanionProfile{}, &CompanionProfileList{},
+		&TenantType{}, &TenantTypeList{},
+		&Tenant{}, &TenantList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

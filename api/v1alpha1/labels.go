@@ -139,4 +139,13 @@ const (
 	PriorityClassCompanionHeadroom = "berth-companion-headroom"
 	// PriorityCompanionHeadroom is its value.
 	PriorityCompanionHeadroom int32 = -1000
+
+	// EventReasonTriggeredScaleUp is the reason of the event berth records
+	// on a pending pod it launches a node for ("Launching node X (node
+	// group G, ...) for this pod"). The tenant controller reads it back.
+	EventReasonTriggeredScaleUp = "TriggeredScaleUp"
+	// EventReasonNotTriggerScaleUp is the reason of the event berth records
+	// on a pending pod no node can be launched for, with why per node
+	// group ("0/3 node groups fit: large: node group at maxSize 3; ...").
+	EventReasonNotTriggerScaleUp = "NotTriggerScaleUp"
 )

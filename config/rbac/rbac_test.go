@@ -22,7 +22,7 @@ import (
 // list is updated: every new right is a reviewed decision.
 var reviewed = []string{
 	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
-	"cluster core namespaces: get list watch",
+	"cluster core namespaces: create get list patch watch",   // tenants: the namespace tenant-<name> (config/policy narrows berth to those names)
 	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal; the admission policies of config/policy narrow patch/delete to nodes berth marked
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
@@ -34,9 +34,9 @@ var reviewed = []string{
 	"cluster core replicationcontrollers/scale: get",
 	"cluster core resourcequotas: get list watch",
 	"cluster core events: create patch",
-	"cluster events.k8s.io events: create patch",
+	"cluster events.k8s.io events: create list patch", // tenants: berth's scale-up events about a tenant's pod become its status (read in tenant-<name> only, uncached)
 	"cluster apps daemonsets: get list watch",
-	"cluster apps deployments: get list watch",
+	"cluster apps deployments: create get list patch watch", // tenants: one Deployment per tenant, in tenant-<name> only (config/policy)
 	"cluster apps replicasets: get list watch",
 	"cluster apps statefulsets: get list watch",
 	"cluster apps deployments/scale: get",
@@ -51,6 +51,12 @@ var reviewed = []string{
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations[berth-companion]: delete get update", // only its own
 	"cluster berth.dev nodegroups: get list watch",
+	"cluster berth.dev tenants: get list watch",
+	"cluster berth.dev tenanttypes: get list watch",
+	"cluster berth.dev tenants/status: get patch update",
+	"cluster berth.dev tenants/finalizers: update", // owner references with blockOwnerDeletion on a tenant's objects
+	"cluster core configmaps: create patch",        // tenants: their configuration, in tenant-<name> only (config/policy)
+	"cluster core services: create delete patch",   // tenants: their type's Service, in tenant-<name> only (config/policy)
 	"cluster berth.dev headrooms/status: get patch update",
 	"cluster berth.dev nodegroups/status: get patch update",
 	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics

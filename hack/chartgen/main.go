@@ -54,7 +54,7 @@ type output struct {
 
 var outputs = []output{
 	{file: "rbac.yaml", sources: []string{"rbac/role.yaml", "rbac/role_binding.yaml", "rbac/scale_reader.yaml"}},
-	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml"}, condition: ".Values.admissionPolicies.enabled"},
+	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml", "policy/tenant-objects.yaml"}, condition: ".Values.admissionPolicies.enabled"},
 	{file: "priorityclasses.yaml", sources: []string{"system/priorityclasses.yaml"}, condition: ".Values.priorityClasses.create"},
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/cli/controller"
 	"github.com/berth-dev/berth/internal/cli/dev"
 	"github.com/berth-dev/berth/internal/cli/plan"
+	"github.com/berth-dev/berth/internal/cli/tenant"
 	"github.com/berth-dev/berth/internal/version"
 )
 
@@ -38,6 +39,7 @@ func NewRoot() *cobra.Command {
 		controller.NewCommand(),
 		dev.NewCommand(),
 		plan.NewCommand(),
+		tenant.NewCommand(),
 	)
 	return root
 }

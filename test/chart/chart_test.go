@@ -218,7 +218,7 @@ func TestEveryControllerFlagIsAValue(t *testing.T) {
 func TestRenamedRelease(t *testing.T) {
 	objs := render(t, "--set", "fullnameOverride=acme-berth,serviceAccount.name=acme")
 	user := "system:serviceaccount:berth-system:acme"
-	for _, name := range []string{"berth-changes-only-its-nodes", "berth-node-owner-mark"} {
+	for _, name := range []string{"berth-changes-only-its-nodes", "berth-node-owner-mark", "berth-writes-only-tenant-namespaces"} {
 		p := find(t, objs, "ValidatingAdmissionPolicy", name)
 		conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
 		if len(conds) != 1 || !strings.Contains(fmt.Sprint(conds[0]), "'"+user+"'") {

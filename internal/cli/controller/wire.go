@@ -29,6 +29,7 @@ import (
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
 	"github.com/berth-dev/berth/internal/controller/nodereserve"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/controller/tenant"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/webhook"
 )
@@ -55,13 +56,16 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	nodegroup.RegisterMetrics()
 	launchtimeout.RegisterMetrics()
 	headroom.RegisterMetrics()
+	tenant.RegisterMetrics()
 
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Clock: clk}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
+	tc := &tenant.Reconciler{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
 	registers := map[string]func(ctrl.Manager) error{
 		nodegroup.Name: ngc.Register, launchtimeout.Name: lt.Register, headroom.Name: hrc.Register, nodereserve.Name: nrc.Register,
+		tenant.Name: tc.Register,
 	}
 	if capi != nil {
 		registers[nodeadoption.Name] = (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder}).Register

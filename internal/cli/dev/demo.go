@@ -92,14 +92,16 @@ func createOrUpdate(ctx context.Context, cl client.Client, obj *unstructured.Uns
 func printTryThis(w io.Writer, kubeconfig string) {
 	k := "kubectl --kubeconfig " + kubeconfig
 	_, _ = fmt.Fprintf(w, `
-berth demo installed: node groups general (spot/on-demand, 3 zones), large and medium (tenants, from zero),
-and a Headroom of two 500m units in general (a node is launched for it right away).
+berth demo installed: node groups general (spot/on-demand, 3 zones), large (max 3) and medium (max 5) for tenants,
+from zero; tenant types premium (on large) and standard (on medium), one tenant per node; and a Headroom of two
+500m units in general (a node is launched for it right away).
 Try, in another terminal:
   %[1]s get headrooms,nodegroups
   %[1]s scale deployment web --replicas=12          # zone-spread pods: cheapest nodes in all zones
   %[1]s get nodes -L berth.dev/nodegroup,node.kubernetes.io/instance-type,berth.dev/capacity-type,topology.kubernetes.io/zone -w
-  %[1]s scale deployment premium --replicas=2       # tenant pods: two "large" nodes from zero
-  %[1]s get nodegroups
+  %[2]s types
+  %[2]s create premium-1 --type premium --wait   # a tenant: its own "large" node from zero
+  %[2]s list
   %[1]s describe pod -l app=web | grep -A3 TriggeredScaleUp
-`, k)
+`, k, "berth tenant --kubeconfig "+kubeconfig)
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
@@ -31,8 +32,8 @@ const Name = "provisioning"
 
 // Event reasons.
 const (
-	ReasonTriggeredScaleUp  = "TriggeredScaleUp"
-	ReasonNotTriggerScaleUp = "NotTriggerScaleUp"
+	ReasonTriggeredScaleUp  = v1alpha1.EventReasonTriggeredScaleUp
+	ReasonNotTriggerScaleUp = v1alpha1.EventReasonNotTriggerScaleUp
 	ReasonLaunched          = "Launched"
 	ReasonLaunchFailed      = "LaunchFailed"
 	// ReasonProviderRefreshFailed is on a NodeGroup whose provider could

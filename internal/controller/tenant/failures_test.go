@@ -1,0 +1,69 @@
+package tenant_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestUnknownTypeOrGroupIsReportedNotCrashedOn: a tenant of a type that
+// does not exist, or whose node group does not exist, is Failed with a
+// reason that says which, gets an event, and nothing is created for it.
+func TestUnknownTypeOrGroupIsReportedNotCrashedOn(t *testing.T) {
+	create(t, tenantType("orphan-type", "no-such-group"),
+		newTenant("lost-1", "no-such-type", nil), newTenant("lost-2", "orphan-type", nil))
+	r, log, rec := reconciler(t)
+	for _, tc := range []struct{ tenant, reason, says string }{
+		{"lost-1", v1alpha1.ReasonTypeNotFound, `tenant type "no-such-type" does not exist`},
+		{"lost-2", v1alpha1.ReasonNodeGroupNotFound, `node group "no-such-group" of tenant type orphan-type does not exist`},
+	} {
+		reconcileOnce(t, r, tc.tenant)
+		ten := getTenant(t, tc.tenant)
+		c := meta.FindStatusCondition(ten.Status.Conditions, v1alpha1.ConditionReady)
+		if ten.Status.Phase != v1alpha1.TenantFailed || c == nil || c.Reason != tc.reason || !strings.Contains(c.Message, tc.says) {
+			t.Errorf("%s: phase %s, condition %+v; want Failed, %s, %q", tc.tenant, ten.Status.Phase, c, tc.reason, tc.says)
+		}
+		if evs := rec.For(tc.tenant); len(evs) != 1 || evs[0].Reason != tc.reason || evs[0].Type != corev1.EventTypeWarning {
+			t.Errorf("%s: events %+v", tc.tenant, evs)
+		}
+	}
+	if got := log.get(); len(got) != 0 {
+		t.Errorf("objects applied for tenants that cannot run: %v", got)
+	}
+}
+
+// TestForeignNamespaceIsNotTakenOver: when tenant-<name> already exists
+// and is not the tenant's, berth neither adopts it (deleting the tenant
+// would delete it) nor creates anything in it, and says why.
+func TestForeignNamespaceIsNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-squat-1", Labels: map[string]string{"team": "someone"}}},
+		b.NodeGroup("squat-group"), tenantType("squat-type", "squat-group"), newTenant("squat-1", "squat-type", nil))
+	r, log, _ := reconciler(t)
+	if res := reconcileOnce(t, r, "squat-1"); res.RequeueAfter == 0 {
+		t.Error("not looked at again (a former tenant's namespace goes away by itself)")
+	}
+	ten := getTenant(t, "squat-1")
+	if c := meta.FindStatusCondition(ten.Status.Conditions, v1alpha1.ConditionReady); ten.Status.Phase != v1alpha1.TenantFailed ||
+		c == nil || c.Reason != v1alpha1.ReasonNamespaceTaken || !strings.Contains(c.Message, "does not belong to this tenant") {
+		t.Errorf("phase %s, condition %+v; want Failed, NamespaceTaken", ten.Status.Phase, c)
+	}
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "tenant-squat-1"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.OwnerReferences) != 0 || ns.Labels[v1alpha1.LabelTenant] != "" {
+		t.Errorf("the foreign namespace was changed: owners %v, labels %v", ns.OwnerReferences, ns.Labels)
+	}
+	if got := log.get(); len(got) != 0 {
+		t.Errorf("applied %v into a namespace that is not the tenant's", got)
+	}
+}
