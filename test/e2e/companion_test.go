@@ -336,6 +336,16 @@ func TestCompanionBurst200(t *testing.T) {
 		vols = append(vols, fmt.Sprintf("vol-%d", i))
 	}
 	companionSetup(t, ns, vols...)
+	// 200 x 500m and a companion per node and volume take about 30 4-cpu
+	// nodes: more than the shared setup's maxSize of 10.
+	ng := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "fuse"}, ng); err != nil {
+		t.Fatal(err)
+	}
+	ng.Spec.MaxSize = 60
+	if err := env.Client.Update(context.Background(), ng); err != nil {
+		t.Fatal(err)
+	}
 	ctrl := startController(t)
 	waitWebhook(t, ns, vols[0])
 	start := time.Now()

@@ -242,7 +242,17 @@ func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
 		}
 	}
 	for _, nn := range res.NewNodes {
-		o := nn.Option.Ref.(*optionRef)
+		o, ok := optionOf(nn)
+		if !ok {
+			// Never expected: a planned node whose pods no instance type
+			// holds. Its pods wait, explained, and the round goes on for
+			// the other pods instead of failing as a whole.
+			for _, p := range nn.Pods {
+				plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(p),
+					Message: "berth planned this pod on a new node of " + nn.Template.Group + " that no instance type holds (a planner bug: please report it with `berth plan`'s input)"})
+			}
+			continue
+		}
 		n := NewNode{
 			Name: nn.Node.Name, NodeGroup: o.NodeGroup, InstanceType: o.InstanceType, Zone: o.Zone,
 			CapacityType: o.CapacityType, PricePerHour: nn.Option.Price, Reason: ReasonPendingPods, Pods: []PodRef{},
@@ -269,6 +279,15 @@ func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
 		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(p.Pod), Message: msg})
 	}
 	return plan
+}
+
+// optionOf is the offering a planned node launches, if it has one.
+func optionOf(nn *binpack.NewNode) (*optionRef, bool) {
+	if nn.Option == nil {
+		return nil, false
+	}
+	o, ok := nn.Option.Ref.(*optionRef)
+	return o, ok
 }
 
 // explain says, per node group, why a pod fits none:

@@ -53,7 +53,7 @@ func (p *packer) repack(olds ...*NewNode) {
 			p.s.AddNode(n)
 			left := rest[:0:0]
 			for _, pod := range rest {
-				if n.FitsOption(o, &pod.Class.Requests) && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
+				if n.FitsOption(o, pod.Class.RequestsOn(n)) && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
 					p.s.AddPod(pod, n)
 				} else {
 					left = append(left, pod)

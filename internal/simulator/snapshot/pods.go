@@ -14,7 +14,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 		u.alloc, u.allowed, u.capacity, u.current = n.Allocatable, n.AllowedPods, n.Capacity, n.Current
 		// Options only ever narrow: when none was dropped, the envelope and
 		// the cheapest option stay as they are.
-		if opts := s.narrow(n, p.Class, devs); len(opts) != len(n.Flex.Options) {
+		if opts := s.narrow(n, p, devs); len(opts) != len(n.Flex.Options) {
 			n.Flex = &Flex{Options: opts}
 			n.envelope()
 			if len(opts) > 0 {
@@ -27,12 +27,21 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	s.record(u)
 }
 
-func (s *Snapshot) narrow(n *Node, c *Class, devs *deviceCheck) []*Option {
+// narrow returns the options of flexible node n that still hold its pods
+// and p, charged as place will charge it: a pending pod's companion only
+// where n lacks its share key (charging it where the key is, would drop an
+// option the pods fit exactly, down to none).
+func (s *Snapshot) narrow(n *Node, p *Pod, devs *deviceCheck) []*Option {
+	c := p.Class
+	req := &c.Base
+	if p.Spec.NodeName == "" {
+		req = c.RequestsOn(n)
+	}
 	checkLabels := s.ReferencesOptionKeys(c)
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	out := make([]*Option, 0, len(n.Flex.Options))
 	for _, o := range n.Flex.Options {
-		if !n.FitsOption(o, &c.Requests) || !h.Allows(&o.Allocatable) {
+		if !n.FitsOption(o, req) || !h.Allows(&o.Allocatable) {
 			continue
 		}
 		if devs != nil && !devs.fits(o) {
