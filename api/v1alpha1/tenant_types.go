@@ -18,6 +18,9 @@ const (
 	// not belong to the tenant (someone else's, or a former tenant's still
 	// terminating); berth leaves it alone.
 	ReasonNamespaceTaken = "NamespaceTaken"
+	// ReasonApplyFailed: the API server refused one of the tenant's
+	// objects (the message says which and why); retried with backoff.
+	ReasonApplyFailed = "ApplyFailed"
 	// ReasonWaitingForPod: the tenant's pod does not exist yet.
 	ReasonWaitingForPod = "WaitingForPod"
 	// ReasonLaunchingNode: berth is launching a node for the pod.
@@ -75,7 +78,8 @@ const (
 // ConfigMap of its configuration, a Deployment of one pod on a node of its
 // type's group, the type's Service), all owned by the Tenant so that
 // deleting it deletes them. Its name is a DNS label of at most 56
-// characters, so that its namespace's name is a DNS label too.
+// characters that starts with a letter, so that its namespace's name is a
+// DNS label too and its Service's name is valid (DNS-1035).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -85,7 +89,7 @@ const (
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
 // +kubebuilder:printcolumn:name="Node Group",type=string,JSONPath=`.status.nodeGroup`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="a tenant's name must be a DNS label of at most 56 characters (lower-case alphanumerics and '-', starting and ending with an alphanumeric), so that its namespace tenant-<name> is one too"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a tenant's name must be a DNS label of at most 56 characters that starts with a letter (lower-case alphanumerics and '-', ending with an alphanumeric), so that its namespace tenant-<name> and its Service <name> are valid names"
 type Tenant struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -39,6 +39,7 @@ func TestTenantValidation(t *testing.T) {
 		{name: "a DNS label is accepted", tenant: "standard-1"},
 		{name: "an upper-case name is rejected", tenant: "Standard-1", wantErr: "must be a DNS label"},
 		{name: "a dotted name is rejected", tenant: "a.b", wantErr: "must be a DNS label"},
+		{name: "a name starting with a digit is rejected", tenant: "2024-acme", wantErr: "starts with a letter"},
 		{name: "a name too long for its namespace is rejected", tenant: strings.Repeat("a", 57), wantErr: "at most 56 characters"},
 		{name: "65 config keys are rejected", tenant: "many-keys", config: many, wantErr: "spec.config"},
 		{name: "a config key with a slash is rejected", tenant: "bad-key", config: v1alpha1.ConfigValues{"a/b": "x"}, wantErr: "config keys must be"},

@@ -62,7 +62,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
-	tc := &tenant.Reconciler{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
+	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
 	registers := map[string]func(ctrl.Manager) error{
 		nodegroup.Name: ngc.Register, launchtimeout.Name: lt.Register, headroom.Name: hrc.Register, nodereserve.Name: nrc.Register,
 		tenant.Name: tc.Register,

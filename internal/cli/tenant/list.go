@@ -82,14 +82,25 @@ func PrintTypes(out io.Writer, types []v1alpha1.TenantType) {
 
 // Delete deletes a tenant in the foreground: it stays (Terminating) until
 // the garbage collector has removed its namespace and objects.
-func Delete(ctx context.Context, c client.Client, name string) error {
-	t := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	err := c.Delete(ctx, t, client.PropagationPolicy(metav1.DeletePropagationForeground))
+func Delete(ctx context.Context, c client.Client, name string) (node string, err error) {
+	t := &v1alpha1.Tenant{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, t); apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("tenant %s does not exist", name)
+	} else if err != nil {
+		return "", fmt.Errorf("reading tenant %s: %w", name, err)
+	}
+	// The node goes with a tenant that has one of its own; a shared node
+	// stays for its other tenants.
+	tt := &v1alpha1.TenantType{}
+	if err := c.Get(ctx, client.ObjectKey{Name: t.Spec.Type}, tt); err == nil && tt.Spec.Dedicated() {
+		node = t.Status.NodeName
+	}
+	err = c.Delete(ctx, t, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &t.UID})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("tenant %s does not exist", name)
+		return "", fmt.Errorf("tenant %s does not exist", name)
 	}
 	if err != nil {
-		return fmt.Errorf("deleting tenant %s: %w", name, err)
+		return "", fmt.Errorf("deleting tenant %s: %w", name, err)
 	}
-	return nil
+	return node, nil
 }

@@ -4,6 +4,7 @@
 package tenant
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -131,21 +132,27 @@ func (o *options) deleteCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Every name is tried: one that does not exist stops none of
+			// the others.
+			var errs []error
+			nodes := map[string]string{}
 			for _, name := range args {
-				if err := Delete(cmd.Context(), c, name); err != nil {
-					return err
+				node, err := Delete(cmd.Context(), c, name)
+				if err != nil {
+					errs = append(errs, err)
+					continue
 				}
+				nodes[name] = node
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "tenant %s deleted\n", name)
 			}
-			if !wait {
-				return nil
-			}
-			for _, name := range args {
-				if err := WaitGone(cmd.Context(), c, name, cmd.OutOrStdout(), o.pollInterval, timeout); err != nil {
-					return err
+			if wait {
+				for _, name := range args {
+					if node, ok := nodes[name]; ok {
+						errs = append(errs, WaitGone(cmd.Context(), c, name, node, cmd.OutOrStdout(), o.pollInterval, timeout))
+					}
 				}
 			}
-			return nil
+			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until each tenant and its pod are gone")

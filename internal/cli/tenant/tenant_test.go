@@ -25,6 +25,7 @@ func TestValidateName(t *testing.T) {
 		{"a dot is rejected", "a.b", "is not a DNS label"},
 		{"a trailing dash is rejected", "a-", "is not a DNS label"},
 		{"empty is rejected", "", "is not a DNS label"},
+		{"a leading digit is rejected (its Service is named after it)", "2024-acme", "must start with a letter"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

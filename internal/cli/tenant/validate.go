@@ -34,6 +34,9 @@ func ValidateName(name string) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		return fmt.Errorf("tenant name %q is not a DNS label: %s", name, strings.Join(errs, "; "))
 	}
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+		return fmt.Errorf("tenant name %q must start with a letter (its Service is named after it): %s", name, strings.Join(errs, "; "))
+	}
 	if len(name) > maxNameLength {
 		return fmt.Errorf("tenant name %q is %d characters long; at most %d, so that its namespace %s<name> is a DNS label",
 			name, len(name), maxNameLength, v1alpha1.TenantNamespacePrefix)

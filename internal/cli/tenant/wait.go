@@ -89,24 +89,35 @@ func WaitRunning(ctx context.Context, c client.Reader, name string, out io.Write
 	return err
 }
 
-// WaitGone follows a deleted tenant until it and its pods are gone.
-func WaitGone(ctx context.Context, c client.Reader, name string, out io.Writer, interval, timeout time.Duration) error {
+// WaitGone follows a deleted tenant until it, its pods and, when node is
+// set (the node it had to itself), that node are gone: berth removes an
+// empty node after its group's consolidateAfter.
+func WaitGone(ctx context.Context, c client.Reader, name, node string, out io.Writer, interval, timeout time.Duration) error {
 	err := poll(ctx, out, interval, timeout, func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.MatchingLabels{v1alpha1.LabelTenant: name}); err != nil {
+		if err := c.List(ctx, pods, client.InNamespace(v1alpha1.TenantNamespacePrefix+name), client.MatchingLabels{v1alpha1.LabelTenant: name}); err != nil {
 			return false, "", fmt.Errorf("listing pods of tenant %s: %w", name, err)
 		}
 		t := &v1alpha1.Tenant{}
 		err := c.Get(ctx, client.ObjectKey{Name: name}, t)
 		switch {
-		case apierrors.IsNotFound(err) && len(pods.Items) == 0:
-			return true, fmt.Sprintf("tenant %s is gone", name), nil
-		case apierrors.IsNotFound(err):
-			return false, fmt.Sprintf("%s: deleted, %d pod(s) terminating", name, len(pods.Items)), nil
-		case err != nil:
+		case err == nil:
+			return false, fmt.Sprintf("%s, %d pod(s) left", Progress(t), len(pods.Items)), nil
+		case !apierrors.IsNotFound(err):
 			return false, "", fmt.Errorf("reading tenant %s: %w", name, err)
+		case len(pods.Items) > 0:
+			return false, fmt.Sprintf("%s: deleted, %d pod(s) terminating", name, len(pods.Items)), nil
+		case node == "":
+			return true, fmt.Sprintf("tenant %s is gone", name), nil
 		}
-		return false, fmt.Sprintf("%s, %d pod(s) left", Progress(t), len(pods.Items)), nil
+		n := &corev1.Node{}
+		switch err := c.Get(ctx, client.ObjectKey{Name: node}, n); {
+		case apierrors.IsNotFound(err):
+			return true, fmt.Sprintf("tenant %s and its node %s are gone", name, node), nil
+		case err != nil:
+			return false, "", fmt.Errorf("reading node %s: %w", node, err)
+		}
+		return false, fmt.Sprintf("%s: deleted; node %s still there (berth removes it once it is empty, after its group's consolidateAfter)", name, node), nil
 	})
 	if errors.Is(err, errTimeout) {
 		return fmt.Errorf("tenant %s is not gone: %w", name, err)

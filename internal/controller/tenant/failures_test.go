@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -58,6 +61,42 @@ func TestForeignNamespaceIsNotTakenOver(t *testing.T) {
 	}
 	ns := &corev1.Namespace{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "tenant-squat-1"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.OwnerReferences) != 0 || ns.Labels[v1alpha1.LabelTenant] != "" {
+		t.Errorf("the foreign namespace was changed: owners %v, labels %v", ns.OwnerReferences, ns.Labels)
+	}
+	if got := log.get(); len(got) != 0 {
+		t.Errorf("applied %v into a namespace that is not the tenant's", got)
+	}
+}
+
+// TestForeignNamespaceTheCacheHasNotShownIsNotTakenOver: the same with a
+// controller whose cache has not seen the namespace yet (it reads as not
+// found): berth creates the namespace rather than applying it, finds it
+// exists, and still leaves it alone; the tenant says why.
+func TestForeignNamespaceTheCacheHasNotShownIsNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-lag-1", Labels: map[string]string{"team": "someone"}}},
+		b.NodeGroup("lag-group"), tenantType("lag-type", "lag-group"), newTenant("lag-1", "lag-type", nil))
+	r, log, _ := reconciler(t)
+	r.Client = interceptor.NewClient(r.Client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				return apierrors.NewNotFound(corev1.Resource("namespaces"), key.Name) // a cache that lags
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "lag-1"}}); err == nil {
+		t.Error("no error: retried with backoff is expected")
+	}
+	ten := getTenant(t, "lag-1")
+	if c := meta.FindStatusCondition(ten.Status.Conditions, v1alpha1.ConditionReady); ten.Status.Phase != v1alpha1.TenantFailed ||
+		c == nil || c.Reason != v1alpha1.ReasonApplyFailed || !strings.Contains(c.Message, "does not belong to tenant lag-1") {
+		t.Errorf("phase %s, condition %+v; want Failed, ApplyFailed naming the namespace", ten.Status.Phase, c)
+	}
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "tenant-lag-1"}, ns); err != nil {
 		t.Fatal(err)
 	}
 	if len(ns.OwnerReferences) != 0 || ns.Labels[v1alpha1.LabelTenant] != "" {

@@ -114,7 +114,7 @@ func deployment(t *v1alpha1.Tenant, tt *v1alpha1.TenantType, ng *v1alpha1.NodeGr
 	}
 	for _, s := range t.Spec.SecretRefs {
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Optional: ptr.To(true)}})
+			LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}}}) // required: the pod waits for it
 	}
 	pod := corev1.PodSpec{Containers: []corev1.Container{c}, NodeSelector: sel, Tolerations: tols,
 		AutomountServiceAccountToken: ptr.To(false)}

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,13 @@ func podStatus(t *v1alpha1.Tenant, o observed, status *v1alpha1.TenantStatus) {
 	case o.pod.Spec.NodeName == "":
 		status.Phase = v1alpha1.TenantPending
 		scheduled.Reason, scheduled.Message = pendingReason(o)
+		if prev := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionScheduled); o.scaleUp == nil && prev != nil &&
+			(prev.Reason == v1alpha1.ReasonLaunchingNode || prev.Reason == v1alpha1.ReasonNoNodeCanBeLaunched) &&
+			strings.HasPrefix(prev.Message, "pod "+o.pod.Name+": ") {
+			// berth reports once per pod and the API server expires events
+			// (an hour by default): what it said about this pod stands.
+			scheduled.Reason, scheduled.Message = prev.Reason, prev.Message
+		}
 		if scheduled.Reason == v1alpha1.ReasonLaunchingNode {
 			status.Phase = v1alpha1.TenantProvisioning
 		}

@@ -48,15 +48,20 @@ const FieldOwner = "berth-tenant"
 // not trigger a reconcile).
 const waitingRequeue = 5 * time.Second
 
+// stuckRequeue is how often a tenant that no node can be launched for is
+// looked at again: a change of its node group wakes it at once (watched).
+const stuckRequeue = time.Minute
+
 // maxEvents bounds how many events about a tenant's pod are read.
 const maxEvents = 200
 
 // Reconciler reconciles Tenants.
 type Reconciler struct {
 	Client client.Client
-	// Events reads events without a cache (berth does not watch every
-	// event of the cluster): those about the tenant's pending pod only.
-	Events   client.Reader
+	// Reader reads from the API server, without a cache: events about the
+	// tenant's pending pod (berth does not watch every event), and a
+	// namespace or Service before berth takes it as the tenant's.
+	Reader   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 }
@@ -68,7 +73,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
 
@@ -88,8 +93,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		For(&v1alpha1.Tenant{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podsOf), builder.WithPredicates(isTenantPod)).
-		Watches(&v1alpha1.TenantType{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfType)).
-		Watches(&v1alpha1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfGroup)).
+		// Only spec changes matter (a node group's status changes with
+		// every node): they change the pods' template.
+		Watches(&v1alpha1.TenantType{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfType), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfGroup), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
@@ -119,7 +126,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: waitingRequeue}, errors.Join(err, r.writeStatus(ctx, t, status))
 	}
 	if err := r.ensureObjects(ctx, t, tt, ng); err != nil {
-		return reconcile.Result{}, err
+		// Said on the tenant (a terminating namespace, an object the API
+		// server refuses), and retried with backoff.
+		failed(t, status, v1alpha1.ReasonApplyFailed, err.Error())
+		return reconcile.Result{}, errors.Join(err, r.writeStatus(ctx, t, status))
 	}
 	o, err := r.observe(ctx, t)
 	if err != nil {
@@ -127,7 +137,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	podStatus(t, o, status)
 	var requeue time.Duration
-	if status.Phase != v1alpha1.TenantRunning {
+	switch {
+	case status.Phase == v1alpha1.TenantRunning:
+	case meta.IsStatusConditionPresentAndEqual(status.Conditions, v1alpha1.ConditionScheduled, metav1.ConditionFalse) &&
+		meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionScheduled).Reason == v1alpha1.ReasonNoNodeCanBeLaunched:
+		requeue = stuckRequeue // waits for a change of the group (watched), not for a launch
+	default:
 		requeue = waitingRequeue
 	}
 	return reconcile.Result{RequeueAfter: requeue}, r.writeStatus(ctx, t, status)
@@ -180,6 +195,9 @@ func (r *Reconciler) namespaceTaken(ctx context.Context, t *v1alpha1.Tenant, sta
 // Deployment and the Service (or removes a Service the type no longer
 // has): each exists before what refers to it.
 func (r *Reconciler) ensureObjects(ctx context.Context, t *v1alpha1.Tenant, tt *v1alpha1.TenantType, ng *v1alpha1.NodeGroup) error {
+	if err := r.ensureNamespace(ctx, t); err != nil {
+		return err
+	}
 	config := Config(tt, t)
 	objs := []client.Object{namespace(t), configMap(t, config), deployment(t, tt, ng, config)}
 	if svc := service(t, tt); svc != nil {
@@ -191,10 +209,47 @@ func (r *Reconciler) ensureObjects(ctx context.Context, t *v1alpha1.Tenant, tt *
 		}
 	}
 	if tt.Spec.Service == nil {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: t.TenantNamespace()}}
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, svc)); err != nil {
-			return fmt.Errorf("tenant %s: removing its Service: %w", t.Name, err)
-		}
+		return r.removeService(ctx, t)
+	}
+	return nil
+}
+
+// ensureNamespace creates the tenant's namespace when it does not exist.
+// Applying it would merge berth's owner reference into a namespace of the
+// same name that the cache has not shown yet, and deleting the tenant
+// would then delete someone else's namespace: it is created, and one that
+// already exists is used only if the API server says it is the tenant's.
+func (r *Reconciler) ensureNamespace(ctx context.Context, t *v1alpha1.Tenant) error {
+	ns := namespace(t)
+	if err := controllerutil.SetControllerReference(t, ns, r.Client.Scheme()); err != nil {
+		return err
+	}
+	err := r.Client.Create(ctx, ns)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	live := &corev1.Namespace{}
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(ns), live); err != nil {
+		return fmt.Errorf("reading namespace %s: %w", ns.Name, err)
+	}
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != t.UID {
+		return fmt.Errorf("namespace %s exists and does not belong to tenant %s; berth leaves it alone", ns.Name, t.Name)
+	}
+	return nil
+}
+
+// removeService deletes the tenant's Service, when the type has none any
+// more, only if the tenant owns it (precondition on its UID).
+func (r *Reconciler) removeService(ctx context.Context, t *v1alpha1.Tenant) error {
+	svc := &corev1.Service{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: t.Name, Namespace: t.TenantNamespace()}, svc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(svc); ref == nil || ref.UID != t.UID {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("tenant %s: removing its Service: %w", t.Name, err)
 	}
 	return nil
 }
@@ -241,7 +296,7 @@ func (r *Reconciler) observe(ctx context.Context, t *v1alpha1.Tenant) (observed,
 		o.nodeGroup = node.Labels[v1alpha1.LabelNodeGroup]
 	default:
 		evs := &eventsv1.EventList{}
-		if err := r.Events.List(ctx, evs, client.InNamespace(t.TenantNamespace()), client.MatchingFields{"regarding.uid": string(o.pod.UID)},
+		if err := r.Reader.List(ctx, evs, client.InNamespace(t.TenantNamespace()), client.MatchingFields{"regarding.uid": string(o.pod.UID)},
 			client.Limit(maxEvents)); err != nil {
 			return o, fmt.Errorf("listing events of tenant %s: %w", t.Name, err)
 		}

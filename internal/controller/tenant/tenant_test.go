@@ -67,7 +67,7 @@ func reconciler(t *testing.T) (*tenant.Reconciler, *applyLog, *fakes.Recorder) {
 		return c.Apply(ctx, obj, opts...)
 	}})
 	rec := &fakes.Recorder{}
-	return &tenant.Reconciler{Client: c, Events: env.Client, Recorder: rec, Clock: clock.RealClock{}}, log, rec
+	return &tenant.Reconciler{Client: c, Reader: env.Client, Recorder: rec, Clock: clock.RealClock{}}, log, rec
 }
 
 func create(t *testing.T, objs ...client.Object) {
