@@ -146,6 +146,11 @@ func workload(ns, name, cpu, vol string) *corev1.Pod {
 // each workload's companion on its node, and no placeholder is left.
 func companionsSettled(t *testing.T, ns string, workloads int) map[string]string {
 	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpUnsettled(t, ns)
+		}
+	})
 	onNode := map[string]string{}
 	expect.Eventually(t, 3*time.Minute+time.Duration(workloads)*time.Second, func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
@@ -175,6 +180,34 @@ func companionsSettled(t *testing.T, ns string, workloads int) map[string]string
 		return running == workloads && len(phs.Items) == 0, fmt.Sprintf("%d/%d workloads running, %d placeholders left", running, workloads, len(phs.Items)), nil
 	})
 	return onNode
+}
+
+// dumpUnsettled logs every pod of ns that does not run, and the
+// companion placeholders, to say where a burst got stuck.
+func dumpUnsettled(t *testing.T, ns string) {
+	ctx := context.Background()
+	for _, list := range []struct {
+		ns   string
+		opts []client.ListOption
+	}{{ns, nil}, {v1alpha1.SystemNamespace, []client.ListOption{client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}}}} {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, append(list.opts, client.InNamespace(list.ns))...); err != nil {
+			t.Logf("listing pods of %s: %v", list.ns, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && list.ns == ns {
+				continue
+			}
+			var conds []string
+			for _, c := range p.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s %s %s", c.Type, c.Status, c.Reason, c.Message))
+			}
+			t.Logf("pod %s/%s: phase %s node %q nominated %q gates %v labels %v annotations %v conditions %v events %v",
+				p.Namespace, p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.NominatedNodeName, p.Spec.SchedulingGates, p.Labels, p.Annotations, conds,
+				events(t, p.Namespace, p.Name))
+		}
+	}
 }
 
 func podNamed(l *corev1.PodList, name string) *corev1.Pod {

@@ -104,17 +104,32 @@ func sortPods(pods []*snapshot.Pod, order podOrder) {
 	slices.SortFunc(pods, func(a, b *snapshot.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	// Pods of one class, and pods that share a companion (one share key;
+	// each has a class of its own, its labels name it), are taken one
+	// after another, so that they meet on the same nodes: sharing pods
+	// interleaved with others would each pay for a companion of their own.
 	first := map[*snapshot.Class]int{}
+	firstKey := map[string]int{}
 	for i, p := range pods {
 		if _, ok := first[p.Class]; !ok {
 			first[p.Class] = i
 		}
+		if _, ok := firstKey[p.Class.ShareKey]; !ok && p.Class.ShareKey != "" {
+			firstKey[p.Class.ShareKey] = i
+		}
+	}
+	group := func(c *snapshot.Class) int {
+		if c.ShareKey != "" {
+			return firstKey[c.ShareKey]
+		}
+		return first[c]
 	}
 	slices.SortStableFunc(pods, func(a, b *snapshot.Pod) int {
 		ca, cb := a.Class, b.Class
 		return cmp.Or(
 			cmp.Compare(cb.Priority, ca.Priority),
 			order.compare(ca, cb),
+			cmp.Compare(group(ca), group(cb)),
 			cmp.Compare(first[ca], first[cb]),
 		)
 	})
