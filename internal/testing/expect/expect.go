@@ -34,7 +34,10 @@ func Eventually(t testing.TB, timeout time.Duration, cond func(ctx context.Conte
 func poll(timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	reason := "condition never evaluated"
+	// The last state cond reported and the last error it returned after
+	// it are both kept: a request cut short by the deadline must not hide
+	// what the test saw before.
+	reason, lastErr := "", ""
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -44,15 +47,24 @@ func poll(timeout time.Duration, cond func(ctx context.Context) (bool, string, e
 		case errors.As(err, &perm):
 			return "error while waiting: " + perm.err.Error(), false
 		case err != nil && ctx.Err() == nil:
-			reason = "last error: " + err.Error()
+			lastErr = err.Error()
 		case ok:
 			return "", true
 		case r != "":
-			reason = r
+			reason, lastErr = r, ""
 		}
 		select {
 		case <-ctx.Done():
-			return "timed out after " + timeout.String() + ": " + reason, false
+			msg := reason
+			switch {
+			case reason == "" && lastErr == "":
+				msg = "condition never evaluated"
+			case reason == "":
+				msg = "last error: " + lastErr
+			case lastErr != "":
+				msg += " (then an error: " + lastErr + ")"
+			}
+			return "timed out after " + timeout.String() + ": " + msg, false
 		case <-tick.C:
 		}
 	}
