@@ -208,6 +208,20 @@ func dumpUnsettled(t *testing.T, ns string) {
 				events(t, p.Namespace, p.Name))
 		}
 	}
+	// Pods that are gone (preempted, say) show only in events.
+	evs, err := env.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing events of %s: %v", ns, err)
+		return
+	}
+	shown := 0
+	for _, e := range evs.Items {
+		if e.Reason == "Scheduled" || shown == 60 {
+			continue
+		}
+		shown++
+		t.Logf("event %s %s/%s: %s: %s", e.LastTimestamp.Format(time.TimeOnly), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
 }
 
 func podNamed(l *corev1.PodList, name string) *corev1.Pod {
