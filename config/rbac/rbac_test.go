@@ -54,9 +54,9 @@ var reviewed = []string{
 	"cluster berth.dev tenants: get list watch",
 	"cluster berth.dev tenanttypes: get list watch",
 	"cluster berth.dev tenants/status: get patch update",
-	"cluster berth.dev tenants/finalizers: update", // owner references with blockOwnerDeletion on a tenant's objects
-	"cluster core configmaps: create patch",        // tenants: their configuration, in tenant-<name> only (config/policy)
-	"cluster core services: create delete get patch",   // tenants: their type's Service, in tenant-<name> only (config/policy)
+	"cluster berth.dev tenants/finalizers: update",   // owner references with blockOwnerDeletion on a tenant's objects
+	"cluster core configmaps: create patch",          // tenants: their configuration, in tenant-<name> only (config/policy)
+	"cluster core services: create delete get patch", // tenants: their type's Service, in tenant-<name> only (config/policy)
 	"cluster berth.dev headrooms/status: get patch update",
 	"cluster berth.dev nodegroups/status: get patch update",
 	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics
