@@ -410,3 +410,66 @@ func TestCompanionBurst200(t *testing.T) {
 	t.Log(msg)
 	fmt.Println(msg)
 }
+
+// TestCompanionReferenceDriverFlow: the Mountpoint S3 driver's own flow,
+// with no CompanionProfile. The user gates the workload by hand with the
+// driver's gate; the driver (played by the test) creates a pause headroom
+// pod at priority -1000 with required pod affinity on the hostname to the
+// workload and removes the gate. Workload (1600m) and headroom pod (500m)
+// are then pending together: a d-2 fits the workload alone, never the
+// pair on one node. berth must launch one d-4 that holds both. (From zero
+// the greedy pass already places the headroom pod next to the workload
+// it planned; folding the pair matters where an existing node has room
+// for the workload alone: golden scenario companion-driver-headroom.)
+func TestCompanionReferenceDriverFlow(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const gate, label, class = "s3.csi.aws.com/reserve-headroom-for-mppod", "s3.csi.aws.com/headroom-for", "e2e-mount-s3-headroom"
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Value: -1000, PreemptionPolicy: ptr.To(corev1.PreemptNever)}
+	if err := env.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pc) })
+	createNodeGroup(t, b.NodeGroup("driver", b.Size(0, 10),
+		b.InstanceType("d-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("d-4", "4", "16Gi", b.OnDemand("zone-a", "0.18"))))
+
+	w := b.Pod("workload", b.Namespace(ns), b.NoUID(), b.CPU("1600m"), b.Memory("1Gi"), b.Labels(label, "workload"))
+	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: gate}}
+	createPods(t, w)
+	// The driver: a headroom pod next to the workload, then the ungate.
+	h := b.Pod("headroom-workload", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Memory("64Mi"))
+	h.Spec.PriorityClassName, h.Spec.Priority = class, nil
+	h.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "workload"}}, TopologyKey: corev1.LabelHostname}}}}
+	createPods(t, h)
+	patch := client.MergeFrom(w.DeepCopy())
+	w.Spec.SchedulingGates = nil
+	if err := env.Client.Patch(ctx, w, patch); err != nil {
+		t.Fatal(err)
+	}
+	startController(t)
+
+	expect.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		nodes := map[string]string{}
+		for _, name := range []string{"workload", "headroom-workload"} {
+			p := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+				return false, "", err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return false, fmt.Sprintf("%s is %s", name, p.Status.Phase), nil
+			}
+			nodes[name] = p.Spec.NodeName
+		}
+		return nodes["workload"] == nodes["headroom-workload"], fmt.Sprintf("on nodes %v", nodes), nil
+	})
+	launched := groupNodes(t, "driver")
+	if len(launched) != 1 || launched[0].Labels[v1alpha1.LabelInstanceType] != "d-4" {
+		var types []string
+		for _, n := range launched {
+			types = append(types, n.Name+"="+n.Labels[v1alpha1.LabelInstanceType])
+		}
+		t.Errorf("nodes launched %v, want exactly one d-4 for the workload and its headroom pod", types)
+	}
+}
