@@ -156,7 +156,10 @@ func removePreinstalled(t *testing.T, root string) {
 		}
 	}
 	var left []string
-	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// The API server's CRD finalizer works through the CRDs one at a time;
+	// on a loaded machine (make test runs packages in parallel) one CRD
+	// was seen still terminating after 2 minutes.
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 6*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var now []string
 		for _, o := range objs {
 			switch err := cl.Get(ctx, client.ObjectKeyFromObject(o), o); {
