@@ -143,6 +143,12 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--kube-api-qps=200",
 			"--kube-api-burst=400",
 			"--concurrent-replicaset-syncs=10",
+			// KWOK's fake kubelets share the machine with everything else;
+			// when make test loads its 2 cores their heartbeats lag past the
+			// default 50 s and the node lifecycle controller marks healthy
+			// nodes NotReady (seen in the companion end-to-end tests: the
+			// scheduler then binds pods off the nodes planned for them).
+			"--node-monitor-grace-period=3m",
 			"--profiling=false",
 			"--feature-gates="+workloadGates,
 		),

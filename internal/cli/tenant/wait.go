@@ -42,7 +42,10 @@ func poll(ctx context.Context, out io.Writer, interval, timeout time.Duration, s
 	last := ""
 	for {
 		done, line, err := step(ctx)
-		if err != nil && ctx.Err() == nil {
+		// A request cut short by the deadline (client-go's rate limiter
+		// refuses one that would end after it) is the timeout, reported
+		// with the last status, not an error of its own.
+		if dl, _ := ctx.Deadline(); err != nil && ctx.Err() == nil && time.Until(dl) > interval {
 			return err
 		}
 		if line != "" && line != last {
