@@ -73,10 +73,12 @@ func TestClusterAPIScaleFromZeroAndRemoveTheChosenMachine(t *testing.T) {
 	if got := replicas(t, ns, md); got != 2 {
 		t.Fatalf("MachineDeployment replicas = %d, want 2", got)
 	}
-	nodes := groupNodes(t, "capi")
-	if len(nodes) != 2 {
-		t.Fatalf("node group capi has %d nodes, want 2", len(nodes))
-	}
+	// The pods' node selector is the MachineDeployment's label: they may
+	// run before berth's adoption controller has labelled the second node.
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		n := len(groupNodes(t, "capi"))
+		return n == 2, fmt.Sprintf("node group capi has %d adopted nodes, want 2", n), nil
+	})
 	machinesBefore := machineNames(t, ns)
 	if len(machinesBefore) != 2 {
 		t.Fatalf("machines = %v, want 2", machinesBefore)
