@@ -57,7 +57,7 @@ func installClusterAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := applyAllIfAbsent(ctx, os.DirFS(capi.CRDs)); err != nil {
+	if err := applyAll(ctx, os.DirFS(capi.CRDs), createIfAbsent); err != nil {
 		t.Fatalf("installing Cluster API CRDs: %v", err)
 	}
 	for kind, plural := range infraKindPlural {

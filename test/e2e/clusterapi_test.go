@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -311,33 +304,4 @@ func poll(timeout time.Duration, cond func() bool) {
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && !cond(); {
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// applyAllIfAbsent creates every object of the YAML files, leaving those
-// that exist (a second run against the same cluster).
-func applyAllIfAbsent(ctx context.Context, files fs.FS) error {
-	return fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
-			return err
-		}
-		data, err := fs.ReadFile(files, path)
-		if err != nil {
-			return err
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if len(u.Object) == 0 || strings.TrimSpace(u.GetKind()) == "" {
-				continue
-			}
-			if err := createIfAbsent(ctx, u); err != nil {
-				return fmt.Errorf("%s: creating %s %s: %w", path, u.GetKind(), u.GetName(), err)
-			}
-		}
-	})
 }

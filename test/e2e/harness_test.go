@@ -40,7 +40,7 @@ var controllerKubeconfig string
 // controllerKubeconfig.
 func installRBAC(ctx context.Context, c client.Client, cluster *devenv.Cluster, dir string) error {
 	for _, files := range []fs.FS{rbac.Files, policy.Files} {
-		if err := applyAll(ctx, c, files); err != nil {
+		if err := applyAll(ctx, files, func(ctx context.Context, o client.Object) error { return c.Create(ctx, o) }); err != nil {
 			return err
 		}
 	}
@@ -55,9 +55,9 @@ func installRBAC(ctx context.Context, c client.Client, cluster *devenv.Cluster, 
 	return clientcmd.WriteToFile(*cfg, controllerKubeconfig)
 }
 
-// applyAll creates every object of every YAML file (one or more documents
-// each) of files.
-func applyAll(ctx context.Context, c client.Client, files fs.FS) error {
+// applyAll creates, with create, every object of every YAML file (one or
+// more documents each) of files.
+func applyAll(ctx context.Context, files fs.FS, create func(context.Context, client.Object) error) error {
 	return fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".yaml" {
 			return err
@@ -74,10 +74,10 @@ func applyAll(ctx context.Context, c client.Client, files fs.FS) error {
 			} else if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
-			if len(obj.Object) == 0 {
+			if len(obj.Object) == 0 || strings.TrimSpace(obj.GetKind()) == "" {
 				continue
 			}
-			if err := c.Create(ctx, obj); err != nil {
+			if err := create(ctx, obj); err != nil {
 				return fmt.Errorf("%s: creating %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
 			}
 		}
