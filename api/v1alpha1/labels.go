@@ -130,6 +130,20 @@ const (
 	// LabelCompanionFor on a workload pod is its UID; the companion
 	// placeholder's pod affinity selects it.
 	LabelCompanionFor = "berth.dev/companion-for"
+	// SchedulingGateCompanionHandover is the scheduling gate berth's
+	// admission webhook adds to a companion (a pod some CompanionProfile
+	// recognises, pinned to a node where berth holds room for that
+	// profile's companions). berth removes it right after the companion has
+	// taken the room of one placeholder there (within seconds, whatever
+	// happens), so the companion is scheduled into that room and never
+	// next to a placeholder still holding it.
+	SchedulingGateCompanionHandover = "berth.dev/companion-handover"
+	// AnnotationCompanionNode on a companion placeholder is the node it
+	// holds room on.
+	AnnotationCompanionNode = "berth.dev/companion-node"
+	// AnnotationCompanionProfile on a companion placeholder is the
+	// CompanionProfile whose companion it holds room for.
+	AnnotationCompanionProfile = "berth.dev/companion-profile"
 	// HeadroomRoleCompanion is the LabelHeadroomRole of companion
 	// placeholders.
 	HeadroomRoleCompanion = "companion"

@@ -221,3 +221,29 @@ func Selecting(ctx context.Context, profiles []v1alpha1.CompanionProfile, pod *c
 	}
 	return nil, nil
 }
+
+// PinnedNode is the one node a pod may run on by its required node
+// affinity on metadata.name, as CSI drivers pin their mount pods, or "".
+func PinnedNode(pod *corev1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 {
+		return ""
+	}
+	for _, f := range terms[0].MatchFields {
+		if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+			return f.Values[0]
+		}
+	}
+	return ""
+}
+
+// HandoverGated reports whether berth's hand-over gate is on a companion.
+func HandoverGated(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == v1alpha1.SchedulingGateCompanionHandover
+	})
+}

@@ -143,11 +143,11 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--kube-api-qps=200",
 			"--kube-api-burst=400",
 			"--concurrent-replicaset-syncs=10",
-			// KWOK's fake kubelets share the machine with everything else;
-			// when make test loads its 2 cores their heartbeats lag past the
-			// default 50 s and the node lifecycle controller marks healthy
-			// nodes NotReady (seen in the companion end-to-end tests: the
-			// scheduler then binds pods off the nodes planned for them).
+			// Margin for a loaded 2-core machine: KWOK renews node leases
+			// every 10 s (see --node-lease-duration-seconds below); a
+			// renewal that lags past the default 50 s would mark a healthy
+			// node NotReady and the scheduler would bind pods off the
+			// nodes planned for them.
 			"--node-monitor-grace-period=3m",
 			"--profiling=false",
 			"--feature-gates="+workloadGates,
@@ -176,6 +176,13 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			// Pod IPs come from this range; KWOK's default /24 runs out at
 			// a few hundred pods.
 			"--cidr=10.128.0.0/12",
+			// Fake kubelets renew node leases, as real ones do. Without the
+			// flag KWOK keeps none (its default of 40 applies only to a
+			// KwokConfiguration object, which the stages file is not), and
+			// the node's status heartbeat in the stages comes every 10
+			// minutes: the node lifecycle controller marked every node
+			// NotReady after its grace period, tainted it and evicted pods.
+			"--node-lease-duration-seconds=40",
 		),
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,10 +16,11 @@ import (
 )
 
 // PodDefaulter adds berth's companion scheduling gate to the pods a
-// CompanionProfile selects, when they are created. It never refuses a pod:
-// anything it cannot decide lets the pod through unchanged (and the
-// webhook's failure policy is Ignore, so the API server admits pods when
-// berth is down).
+// CompanionProfile selects, when they are created, and the hand-over gate
+// to companions pinned to a node where berth holds room for them. It never
+// refuses a pod: anything it cannot decide lets the pod through unchanged
+// (and the webhook's failure policy is Ignore, so the API server admits
+// pods when berth is down).
 type PodDefaulter struct {
 	Reader  client.Reader
 	Decoder admission.Decoder
@@ -35,18 +37,18 @@ func (d *PodDefaulter) Handle(ctx context.Context, req admission.Request) admiss
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
-	if companion.Gated(pod) || pod.Spec.NodeName != "" {
+	if companion.Gated(pod) || companion.HandoverGated(pod) || pod.Spec.NodeName != "" {
 		return admission.Allowed("")
 	}
-	profile, err := d.selecting(ctx, pod)
+	gate, err := d.gateFor(ctx, pod)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("companion webhook let a pod through unchanged", "namespace", pod.Namespace, "error", err.Error())
 		return admission.Allowed("")
 	}
-	if profile == "" {
+	if gate == "" {
 		return admission.Allowed("")
 	}
-	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: v1alpha1.SchedulingGateCompanion})
+	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: gate})
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -54,16 +56,50 @@ func (d *PodDefaulter) Handle(ctx context.Context, req admission.Request) admiss
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// selecting returns the name of the first profile (by name) that selects
-// the pod, or "".
-func (d *PodDefaulter) selecting(ctx context.Context, pod *corev1.Pod) (string, error) {
+// gateFor returns the gate the pod gets: the companion gate when a
+// profile selects it as a workload, the hand-over gate when a profile
+// recognises it as a companion pinned to a node where a placeholder of
+// that profile holds room, else "".
+func (d *PodDefaulter) gateFor(ctx context.Context, pod *corev1.Pod) (string, error) {
 	profiles := &v1alpha1.CompanionProfileList{}
 	if err := d.Reader.List(ctx, profiles); err != nil {
 		return "", err
 	}
+	if len(profiles.Items) == 0 {
+		return "", nil
+	}
 	p, err := companion.Selecting(ctx, profiles.Items, pod, Lookup{Reader: d.Reader})
-	if p == nil || err != nil {
+	if err != nil {
 		return "", err
 	}
-	return p.Name, nil
+	if p != nil {
+		return v1alpha1.SchedulingGateCompanion, nil
+	}
+	node := companion.PinnedNode(pod)
+	if node == "" {
+		return "", nil
+	}
+	for i := range profiles.Items {
+		if !companion.Recognizes(&profiles.Items[i], pod) {
+			continue
+		}
+		held, err := d.holdsRoom(ctx, profiles.Items[i].Name, node)
+		if err != nil || held {
+			return v1alpha1.SchedulingGateCompanionHandover, err
+		}
+	}
+	return "", nil
+}
+
+// holdsRoom reports whether a placeholder of profile holds room on node.
+func (d *PodDefaulter) holdsRoom(ctx context.Context, profile, node string) (bool, error) {
+	phs := &corev1.PodList{}
+	if err := d.Reader.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace),
+		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(phs.Items, func(ph corev1.Pod) bool {
+		return ph.DeletionTimestamp == nil && ph.Annotations[v1alpha1.AnnotationCompanionNode] == node &&
+			ph.Annotations[v1alpha1.AnnotationCompanionProfile] == profile
+	}), nil
 }

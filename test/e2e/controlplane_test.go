@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,29 @@ func TestSchedulerBindsPodAndKWOKRunsIt(t *testing.T) {
 	if !ready {
 		t.Errorf("KWOK did not make node %s Ready: %+v", node.Name, n.Status.Conditions)
 	}
+}
+
+// TestKWOKRenewsNodeLeases: a fake kubelet renews its node's Lease, as a
+// real one does every 10 s. Without it the node lifecycle controller marks
+// every KWOK node NotReady once its grace period is over (its status
+// heartbeat comes every 10 minutes), taints it and evicts its pods: every
+// test longer than the grace period saw nodes flap.
+func TestKWOKRenewsNodeLeases(t *testing.T) {
+	node := createKWOKNode(t, "e2e-lease", "2", "4Gi")
+	var first time.Time
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		l := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: node.Name}, l); err != nil {
+			return false, err.Error(), nil
+		}
+		if l.Spec.RenewTime == nil {
+			return false, "lease has no renew time", nil
+		}
+		if first.IsZero() {
+			first = l.Spec.RenewTime.Time
+		}
+		return l.Spec.RenewTime.After(first), fmt.Sprintf("lease renewed at %s, first seen %s", l.Spec.RenewTime.Time, first), nil
+	})
 }
 
 // TestControllerManagerAndDisruptionController: a Deployment's ReplicaSet

@@ -12,6 +12,7 @@ package companion
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,11 +21,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/companion"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // Name is the controller's name.
@@ -40,31 +46,64 @@ const (
 	ReasonHandover = "CompanionHeadroomHandedOver"
 )
 
-// Annotations on placeholders: the workload ("namespace/name") and profile
-// they hold room for.
-const (
-	annotationWorkload = "berth.dev/companion-workload"
-	annotationProfile  = "berth.dev/companion-profile"
-)
+// annotationWorkload on a placeholder is the workload ("namespace/name")
+// it holds room for.
+const annotationWorkload = "berth.dev/companion-workload"
 
 // holdAfterRunning is how long a placeholder outlives its workload's start
 // when no companion comes (the driver may have shared one berth did not
 // know of).
 const holdAfterRunning = 2 * time.Minute
 
-// recheck is how often a gated workload or a placeholder is looked at
-// again while nothing about it changes.
-const recheck = 2 * time.Second
+// recheck is how often a gated workload is looked at again while nothing
+// about it changes (its nomination and its node's readiness are watched;
+// the deadline is kept exactly).
+const recheck = 5 * time.Second
 
-// Reconciler runs the companion life cycle for one pod at a time: a gated
-// workload, a placeholder or a companion.
+// Reconciler runs the companion life cycle of a pod: a gated workload, a
+// placeholder or a companion. Both controllers share it (and its memory
+// of recent hand-overs).
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	// PauseImage runs in placeholders.
 	PauseImage string
+
+	claims claims
+	// handover serialises, per node, choosing which placeholder a
+	// companion takes (reconciles run concurrently).
+	handover nodeLocks
 }
+
+// nodeLocks is a mutex per node name. The zero value is ready to use;
+// a node's entry stays (one small struct per node ever seen).
+type nodeLocks struct {
+	mu    sync.Mutex
+	nodes map[string]*sync.Mutex
+}
+
+// lock locks node's mutex and returns the function that unlocks it.
+func (l *nodeLocks) lock(node string) (unlock func()) {
+	l.mu.Lock()
+	if l.nodes == nil {
+		l.nodes = map[string]*sync.Mutex{}
+	}
+	m := l.nodes[node]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.nodes[node] = m
+	}
+	l.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// workers is how many pods each controller looks at at once: a gated
+// workload is ungated as soon as its node takes pods, because until then
+// kube-scheduler does not count its nomination and gives its room to
+// others (gated pods are not in its nominator).
+const workers = 8
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=create;delete
@@ -72,25 +111,78 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=berth.dev,resources=companionprofiles,verbs=get;list;watch
 
-// Register adds the controller to the manager; it looks at gated
-// workloads, berth's placeholders and pods some profile recognises as
-// companions (decided in Reconcile: the predicate only drops pods that
-// are bound and carry none of berth's marks and are not pending).
+// Register adds two controllers to the manager, with one workqueue each,
+// so that a burst of gated workloads never delays a hand-over:
+//   - companion: gated workloads (annotate, hold, ungate), also the moment
+//     their nominated node takes pods (a Node watch);
+//   - companion-room: berth's placeholders and pods that may be companions
+//     (a pod is looked at when it appears and when it is bound; the
+//     profiles decide in Reconcile whether it is one).
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	gate := podPredicate(companion.Gated)
+	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			p, ok := o.(*corev1.Pod)
-			return ok && relevant(p)
-		}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		For(&corev1.Pod{}, builder.WithPredicates(gate)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedOnNode), builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(e event.CreateEvent) bool { return schedulableNode(e.Object) },
+			UpdateFunc:  func(e event.UpdateEvent) bool { return !schedulableNode(e.ObjectOld) && schedulableNode(e.ObjectNew) },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name+"-room").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		For(&corev1.Pod{}, builder.WithPredicates(podPredicate(roomRelevant))).
 		Complete(r)
 }
 
-// relevant: a pod with berth's gate, a placeholder, or a pod that is not
-// running yet (it may be a companion that needs its room).
-func relevant(p *corev1.Pod) bool {
-	return companion.Gated(p) || isPlaceholder(p) || (p.Spec.NodeName == "" && p.Status.Phase == corev1.PodPending) ||
-		p.Labels[v1alpha1.LabelCompanionFor] != ""
+// podPredicate passes pod events for which f holds, before or after an
+// update.
+func podPredicate(f func(*corev1.Pod) bool) predicate.Funcs {
+	is := func(o client.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return ok && f(p)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return is(e.ObjectOld) || is(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
+	}
+}
+
+// roomRelevant: a placeholder, or a pod that is not gated by berth and
+// does not run yet (it may be a companion that needs its room).
+func roomRelevant(p *corev1.Pod) bool {
+	return isPlaceholder(p) || (!companion.Gated(p) && p.Status.Phase == corev1.PodPending)
+}
+
+func schedulableNode(o client.Object) bool {
+	n, ok := o.(*corev1.Node)
+	return ok && nodeutil.Schedulable(n)
+}
+
+// gatedOnNode returns the gated workloads nominated to node, to ungate
+// them the moment it takes pods rather than at their next recheck.
+func (r *Reconciler) gatedOnNode(ctx context.Context, node client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.HasLabels{v1alpha1.LabelCompanionFor}); err != nil {
+		log.FromContext(ctx).Error(err, "listing gated workloads for a node that takes pods now", "node", node.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.NominatedNodeName == node.GetName() && companion.Gated(p) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
 }
 
 func isPlaceholder(p *corev1.Pod) bool {
@@ -108,10 +200,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return r.placeholder(ctx, pod)
 	case companion.Gated(pod):
 		return r.gated(ctx, pod)
-	case pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil:
+	default:
 		return r.maybeCompanion(ctx, pod)
 	}
-	return reconcile.Result{}, nil
 }
 
 // profiles lists the CompanionProfiles.

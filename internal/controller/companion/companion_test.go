@@ -121,6 +121,28 @@ func TestWebhookGatesSelectedPodsAndNeverBlocksPodCreation(t *testing.T) {
 		t.Errorf("a pod gated by hand got a second gate: %v", withGate.Spec.SchedulingGates)
 	}
 
+	// A companion pinned to a node where berth holds room for the profile
+	// is held back by the hand-over gate (until it has taken that room);
+	// one pinned elsewhere is not.
+	ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hooked-placeholder", Namespace: v1alpha1.SystemNamespace,
+		Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
+		Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: "hooked-node", v1alpha1.AnnotationCompanionProfile: "hooked"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
+	create(t, ph)
+	pinned := func(name, node string) *corev1.Pod {
+		c := b.Pod(name, b.Namespace("hooked"), b.NoUID(), b.CPU("100m"), b.Labels("role", "hooked-companion"),
+			b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}))
+		create(t, c)
+		return c
+	}
+	expect.Eventually(t, 10*time.Second, func(context.Context) (bool, string, error) {
+		c := pinned(fmt.Sprintf("companion-%d", time.Now().UnixNano()), "hooked-node")
+		return companion.HandoverGated(c), fmt.Sprintf("companion created with gates %v", c.Spec.SchedulingGates), nil
+	})
+	if c := pinned("companion-elsewhere", "other-node"); len(c.Spec.SchedulingGates) != 0 {
+		t.Errorf("a companion pinned to a node without held room got gates %v", c.Spec.SchedulingGates)
+	}
+
 	// berth down: the API server still admits pods (failure policy
 	// Ignore), without the gate.
 	stop()
@@ -136,8 +158,9 @@ func TestWebhookGatesSelectedPodsAndNeverBlocksPodCreation(t *testing.T) {
 
 func TestGateLifecycle(t *testing.T) {
 	ctx := context.Background()
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "life"}}, fuseProfile("life", 5*time.Second),
-		b.Node("life-node", "4", "8Gi", b.KWOK()))
+	// The node is still starting: its node group's startup taint is on.
+	node := b.Node("life-node", "4", "8Gi", b.KWOK(), b.NodeTaint("example.com/agent-not-ready", "", corev1.TaintEffectNoSchedule))
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "life"}}, fuseProfile("life", 5*time.Second), node)
 	rec := &fakes.Recorder{}
 	clk := clocktesting.NewFakeClock(time.Now())
 	newReconciler := func() *ctrlcompanion.Reconciler {
@@ -171,17 +194,36 @@ func TestGateLifecycle(t *testing.T) {
 		t.Fatal("ungated before a node was chosen and before ungateAfter")
 	}
 
-	// 2. The provisioning round nominates a node: room held there, ungated.
+	// 2. The provisioning round nominates a node that is still starting:
+	// the pod stays gated (the scheduler would find the node unfit and bind
+	// it elsewhere, away from its companion's room).
 	patch := client.MergeFrom(a.DeepCopy())
 	a.Status.NominatedNodeName = "life-node"
 	if err := env.Client.Status().Patch(ctx, a, patch); err != nil {
 		t.Fatal(err)
 	}
-	if a = reconcileAs(newReconciler(), a); companion.Gated(a) {
-		t.Fatal("still gated after the room was held")
+	if a = reconcileAs(newReconciler(), a); !companion.Gated(a) {
+		t.Fatalf("ungated while its nominated node has a startup taint: events %+v", rec.Events)
 	}
 	ph := &corev1.Pod{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "companion-" + string(a.UID)}, ph); err != nil {
+	phKey := client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ctrlcompanion.PlaceholderName(a.Labels[v1alpha1.LabelCompanionShareKey], "life-node")}
+	if err := env.Client.Get(ctx, phKey, ph); !apierrors.IsNotFound(err) {
+		t.Fatalf("placeholder held before the node is schedulable (err %v)", err)
+	}
+	// The node is up: room held there, ungated.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+		t.Fatal(err)
+	}
+	npatch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Taints = nil
+	if err := env.Client.Patch(ctx, node, npatch); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 10*time.Second, func(context.Context) (bool, string, error) {
+		a = reconcileAs(newReconciler(), a)
+		return !companion.Gated(a), "still gated after the node became schedulable", nil
+	})
+	if err := env.Client.Get(ctx, phKey, ph); err != nil {
 		t.Fatalf("no placeholder: %v", err)
 	}
 	if cpu := ph.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.String() != "500m" ||
@@ -207,6 +249,33 @@ func TestGateLifecycle(t *testing.T) {
 		t.Errorf("no %s event for life/c: %+v", ctrlcompanion.ReasonSkipped, rec.Events)
 	}
 
+	// 3b. A pod whose nominated node is still starting at ungateAfter is
+	// ungated with its room held there (the scheduler tries that node
+	// first once it is up), not skipped.
+	starting := b.Node("life-node-2", "4", "8Gi", b.KWOK(), b.NodeTaint("example.com/agent-not-ready", "", corev1.TaintEffectNoSchedule))
+	create(t, starting)
+	clk.SetTime(time.Now())
+	d := reconcileAs(newReconciler(), gated("d"))
+	dpatch := client.MergeFrom(d.DeepCopy())
+	d.Status.NominatedNodeName = starting.Name
+	if err := env.Client.Status().Patch(ctx, d, dpatch); err != nil {
+		t.Fatal(err)
+	}
+	if d = reconcileAs(newReconciler(), d); !companion.Gated(d) {
+		t.Fatal("d ungated before its node is up and before ungateAfter")
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		clk.SetTime(time.Now().Add(6 * time.Second))
+		d = reconcileAs(newReconciler(), d)
+		return !companion.Gated(d), "still gated", nil
+	})
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ctrlcompanion.PlaceholderName(d.Labels[v1alpha1.LabelCompanionShareKey], starting.Name)}, &corev1.Pod{}); err != nil {
+		t.Errorf("no placeholder on the starting node at ungateAfter: %v", err)
+	}
+	if slices.ContainsFunc(rec.Events, func(e fakes.Event) bool { return e.Object == "life/d" && e.Reason == ctrlcompanion.ReasonSkipped }) {
+		t.Errorf("d skipped although its node exists: %+v", rec.Events)
+	}
+
 	// 4. The placeholder goes once its workload is gone.
 	if err := env.Client.Delete(ctx, a, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
@@ -218,4 +287,270 @@ func TestGateLifecycle(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ph), &corev1.Pod{})
 		return apierrors.IsNotFound(err), "placeholder still there", client.IgnoreNotFound(err)
 	})
+}
+
+// TestWorkloadsOfOneShareKeyHoldOneRoomPerNode: the planner puts several
+// workloads of one volume on a node with room for one companion between
+// them. Nominated there together, exactly one of them holds that room;
+// the others share it. (Counting the nominated ones as holders, each left
+// the room to the others and none was held.)
+func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
+	ctx := context.Background()
+	const ns, driver = "share", "share.csi.berth.dev"
+	profile := &v1alpha1.CompanionProfile{ObjectMeta: metav1.ObjectMeta{Name: "share"}, Spec: v1alpha1.CompanionProfileSpec{
+		Workloads: v1alpha1.CompanionWorkloads{CSIDriver: driver},
+		Companion: v1alpha1.CompanionShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		Recognize: v1alpha1.CompanionRecognition{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "share-companion"}}},
+	}}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "share-vol"}, Spec: corev1.PersistentVolumeSpec{
+		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: "",
+		ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: "vol"},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: "vol"}},
+	}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vol", Namespace: ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	node := b.Node("share-node", "8", "16Gi", b.KWOK())
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, profile, pv, pvc, node)
+	// The controller-manager lifts the not-ready taint of the KWOK node.
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+			return false, "", err
+		}
+		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
+	})
+
+	rec := &fakes.Recorder{}
+	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: rec, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
+	reconcileOnce := func(p *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+			t.Fatal(err)
+		}
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	var workloads []*corev1.Pod
+	for i := range 3 {
+		w := b.Pod(fmt.Sprintf("w-%d", i), b.Namespace(ns), b.NoUID(), b.CPU("1"))
+		w.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "vol"}}}}
+		w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
+		create(t, w)
+		workloads = append(workloads, reconcileOnce(w)) // annotated with its companion
+	}
+	// The provisioning round nominates all three to the node before the
+	// companion controller looks at any of them again.
+	for _, w := range workloads {
+		patch := client.MergeFrom(w.DeepCopy())
+		w.Status.NominatedNodeName = node.Name
+		if err := env.Client.Status().Patch(ctx, w, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range workloads {
+		if got := reconcileOnce(w); companion.Gated(got) {
+			t.Fatalf("%s still gated on a schedulable node", w.Name)
+		}
+	}
+	phs := &corev1.PodList{}
+	if err := env.Client.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
+		t.Fatal(err)
+	}
+	var onNode []string
+	for _, ph := range phs.Items {
+		if strings.HasPrefix(ph.Annotations["berth.dev/companion-workload"], ns+"/") {
+			onNode = append(onNode, ph.Name)
+		}
+	}
+	shared := 0
+	for _, e := range rec.Events {
+		if e.Reason == ctrlcompanion.ReasonShared {
+			shared++
+		}
+	}
+	if len(onNode) != 1 || shared != 2 {
+		t.Errorf("%d placeholders %v and %d workloads sharing, want 1 placeholder and 2 sharing it", len(onNode), onNode, shared)
+	}
+}
+
+// TestACompanionTakesTheRoomOfOnePlaceholderOnce: each companion that
+// comes to a node takes the room of one placeholder there, once — also
+// when it is looked at again, by a restarted controller, or when it was
+// bound at once without ever pending; a companion older than the
+// placeholders (of a workload that ran before) takes none.
+func TestACompanionTakesTheRoomOfOnePlaceholderOnce(t *testing.T) {
+	ctx := context.Background()
+	const ns = "handover"
+	node := b.Node("handover-node", "8", "16Gi", b.KWOK())
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute), node)
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+			return false, "", err
+		}
+		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
+	})
+	companionPod := func(name string, bound bool) *corev1.Pod {
+		c := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("role", ns+"-companion"))
+		if bound {
+			c.Spec.NodeName = node.Name
+		} else {
+			c.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node.Name}}}}},
+			}}}
+		}
+		create(t, c)
+		return c
+	}
+	// A companion of a workload that ran before berth held anything here.
+	old := companionPod("old", true)
+	time.Sleep(1100 * time.Millisecond) // creation times have a resolution of a second
+
+	rec := &fakes.Recorder{}
+	newReconciler := func() *ctrlcompanion.Reconciler {
+		return &ctrlcompanion.Reconciler{Client: env.Client, Recorder: rec, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
+	}
+	r := newReconciler()
+	reconcileOnce := func(r *ctrlcompanion.Reconciler, p *corev1.Pod) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two workloads (a share key each) hold room on the node.
+	for _, name := range []string{"w-1", "w-2"} {
+		w := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("1"), b.Labels("app", ns))
+		w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
+		create(t, w)
+		reconcileOnce(r, w)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(w.DeepCopy())
+		w.Status.NominatedNodeName = node.Name
+		if err := env.Client.Status().Patch(ctx, w, patch); err != nil {
+			t.Fatal(err)
+		}
+		reconcileOnce(r, w)
+	}
+	placeholders := func() []string {
+		t.Helper()
+		l := &corev1.PodList{}
+		if err := env.Client.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ph := range l.Items {
+			if ph.Annotations["berth.dev/companion-node"] == node.Name && ph.DeletionTimestamp == nil {
+				names = append(names, ph.Name)
+			}
+		}
+		return names
+	}
+	if got := placeholders(); len(got) != 2 {
+		t.Fatalf("placeholders %v, want one per workload", got)
+	}
+	reconcileOnce(r, old)
+	if got := placeholders(); len(got) != 2 {
+		t.Errorf("the older companion took room: placeholders left %v", got)
+	}
+
+	// A companion pending and pinned to the node takes one placeholder's
+	// room; looked at again, and by a restarted controller, no more.
+	first := companionPod("first", false)
+	reconcileOnce(r, first)
+	reconcileOnce(r, first)
+	reconcileOnce(newReconciler(), first)
+	left := placeholders()
+	if len(left) != 1 {
+		t.Fatalf("after one companion came: placeholders %v, want 1", left)
+	}
+	// The remaining placeholder, looked at, stays: no companion is untaken.
+	reconcileOnce(newReconciler(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.SystemNamespace, Name: left[0]}})
+	if got := placeholders(); len(got) != 1 {
+		t.Fatalf("placeholder %s went with no companion for it: left %v", left[0], got)
+	}
+
+	// A second companion, bound at once and never seen by a pass of its
+	// own, is given the remaining room by the placeholder's pass.
+	second := companionPod("second", true)
+	reconcileOnce(newReconciler(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.SystemNamespace, Name: left[0]}})
+	if got := placeholders(); len(got) != 0 {
+		t.Errorf("placeholders left after both companions came: %v", got)
+	}
+	for _, c := range []*corev1.Pod{first, second} {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Annotations["berth.dev/took-companion-room"] == "" {
+			t.Errorf("companion %s does not say whose room it took: %v", c.Name, got.Annotations)
+		}
+	}
+}
+
+// TestAGatedCompanionIsUngatedRightAfterTakingTheRoom: a companion the
+// webhook held back takes a placeholder's room and is ungated in the same
+// pass, so it is scheduled into that room; one with no room to take, and
+// one past handoverGateMax, are ungated at once.
+func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
+	ctx := context.Background()
+	const ns = "gatedcomp"
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
+	placeholder := func(name, node string) *corev1.Pod {
+		ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.SystemNamespace,
+			Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
+			Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: node, v1alpha1.AnnotationCompanionProfile: ns}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
+		create(t, ph)
+		return ph
+	}
+	gatedCompanion := func(name, node string) *corev1.Pod {
+		c := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.Labels("role", ns+"-companion"),
+			b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}))
+		c.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanionHandover}}
+		create(t, c)
+		return c
+	}
+	ph := placeholder("gatedcomp-ph", "gc-node")
+	time.Sleep(1100 * time.Millisecond) // the companion comes after the room was held
+	c := gatedCompanion("c", "gc-node")
+	none := gatedCompanion("no-room", "gc-other")
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clk, PauseImage: "pause"}
+	for _, p := range []*corev1.Pod{c, none} {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+			t.Fatal(err)
+		}
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		if companion.HandoverGated(got) {
+			t.Errorf("%s still held back after its pass", p.Name)
+		}
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ph), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the placeholder is still there after the companion took its room (err %v)", err)
+	}
+
+	// Past handoverGateMax the gate goes even before the room is looked at.
+	late := gatedCompanion("late", "gc-node")
+	clk.SetTime(time.Now().Add(11 * time.Second))
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(late)}); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(late), got); err != nil {
+		t.Fatal(err)
+	}
+	if companion.HandoverGated(got) {
+		t.Error("a companion held back past handoverGateMax is still gated")
+	}
 }

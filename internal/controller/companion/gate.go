@@ -9,19 +9,25 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/companion"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/webhook"
 )
 
 // gated moves a gated workload on: annotate it with its companion, wait
-// for the provisioning round to nominate a node for it, hold the
-// companion's room there, ungate. Past the profile's ungateAfter it
-// ungates whatever happened.
+// for the provisioning round to nominate a node for it and for that node
+// to take pods, hold the companion's room there, ungate. Past the
+// profile's ungateAfter it ungates whatever happened: holding the room on
+// the nominated node if that node exists (still starting: the scheduler
+// tries the nominated node first once it is up), else skipping.
 func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result, error) {
 	profiles, err := r.profiles(ctx)
 	if err != nil {
@@ -36,13 +42,14 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 		return reconcile.Result{}, r.ungate(ctx, w, "no CompanionProfile selects this pod any more")
 	}
 	now := r.Clock.Now()
-	deadline := w.CreationTimestamp.Add(companion.UngateAfter(p).Duration)
-	if !now.Before(deadline) {
-		return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf(
-			"no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", companion.UngateAfter(p).Duration, p.Name))
-	}
-	wait := reconcile.Result{RequeueAfter: min(recheck, deadline.Sub(now))}
+	after := companion.UngateAfter(p).Duration
+	deadline := w.CreationTimestamp.Add(after)
+	late := !now.Before(deadline)
 	if _, ok := w.Annotations[v1alpha1.AnnotationCompanionRequests]; !ok {
+		if late {
+			return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf(
+				"no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", after, p.Name))
+		}
 		c, err := companion.For(ctx, p, w, lookup)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -50,19 +57,76 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 		if len(c.Requests) == 0 {
 			return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf("profile %s gives no companion size for this pod", p.Name))
 		}
-		return wait, r.annotate(ctx, w, p, c)
+		return reconcile.Result{RequeueAfter: min(recheck, deadline.Sub(now))}, r.annotate(ctx, w, p, c)
 	}
-	node := w.Status.NominatedNodeName
-	if node == "" {
-		return wait, nil
+	n, err := r.nominatedNode(ctx, w)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{}); err != nil {
-		return wait, client.IgnoreNotFound(err) // launching: not in the cache yet
+	switch {
+	case n == nil && late:
+		return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf(
+			"no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", after, p.Name))
+	case n == nil || (!late && !schedulableFor(n, w)):
+		return reconcile.Result{RequeueAfter: min(recheck, deadline.Sub(now))}, nil
 	}
-	if err := r.holdRoom(ctx, w, p, node); err != nil {
+	shared, err := r.keyOnNode(ctx, w.Labels[v1alpha1.LabelCompanionShareKey], n.Name, w.UID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !late {
+		var extra corev1.ResourceList
+		if !shared {
+			if extra, err = companionRequests(w); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		ok, why, err := r.nodeHasRoom(ctx, n, w, extra)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !ok {
+			log.FromContext(ctx).V(1).Info("waiting for room on the nominated node", "pod", client.ObjectKeyFromObject(w), "why", why)
+			return reconcile.Result{RequeueAfter: min(roomRecheck, deadline.Sub(now))}, nil
+		}
+	}
+	if err := r.holdRoom(ctx, w, p, n.Name, shared); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.ungate(ctx, w, "")
+}
+
+// nominatedNode returns the node the provisioning round nominated w to,
+// or nil while there is none (or it is launching and not in the cache).
+func (r *Reconciler) nominatedNode(ctx context.Context, w *corev1.Pod) (*corev1.Node, error) {
+	if w.Status.NominatedNodeName == "" {
+		return nil, nil
+	}
+	n := &corev1.Node{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: w.Status.NominatedNodeName}, n); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return n, nil
+}
+
+// schedulableFor reports whether the scheduler can place w on n now: the
+// node is Ready, not cordoned, and w tolerates its NoSchedule and
+// NoExecute taints (a booting node's not-ready taint, a node group's
+// startup taints). Until then w stays gated: ungated earlier, the
+// scheduler finds its nominated node unfit and binds it wherever there is
+// room for the workload alone, and its companion, pinned to that node,
+// finds none and preempts (seen in a burst of 200: 3 workloads preempted).
+func schedulableFor(n *corev1.Node, w *corev1.Pod) bool {
+	if !nodeutil.Ready(n) || n.Spec.Unschedulable {
+		return false
+	}
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		if t.Effect != corev1.TaintEffectPreferNoSchedule && !v1helper.TolerationsTolerateTaint(klog.Background(), w.Spec.Tolerations, t, snapshot.TolerationComparisonOperators) {
+			return false
+		}
+	}
+	return true
 }
 
 // annotate writes the companion's requests and share key on the workload,

@@ -1,31 +1,58 @@
 package companion
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/companion"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// maybeCompanion hands a placeholder's room to a companion: a pending pod
-// some profile recognises, pinned to one node, is given the room of a
-// placeholder on that node (the placeholder is deleted), so that it fits
-// there without preempting anything else.
+// annotationTookRoom on a companion names the placeholder whose room it
+// took. Each companion takes the room of one placeholder, once: a
+// companion that binds next to its placeholder while the node still has
+// free room would otherwise leave the placeholder holding a second slice,
+// and the last workloads planned on that node no longer fit there (seen
+// in a burst of 200: 40 workloads bound off their planned nodes, whose
+// companions then preempted 20 workloads).
+const annotationTookRoom = "berth.dev/took-companion-room"
+
+// handoverGateMax bounds how long berth's hand-over gate stays on a
+// companion, whatever happens: a companion is never held back longer.
+const handoverGateMax = 10 * time.Second
+
+// maybeCompanion hands a placeholder's room to a companion: a pod some
+// profile recognises, bound to a node or pinned to one, takes the room of
+// one placeholder of that profile on that node (the placeholder is
+// deleted), so that it fits there without preempting anything else and
+// the room is not held twice. A companion the webhook gated is ungated
+// right after (and at once when anything goes wrong or takes too long).
 func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	node := pinnedNode(pod)
-	if node == "" {
+	node := companionNode(pod)
+	if node == "" || pod.DeletionTimestamp != nil || podutil.IsTerminal(pod) {
 		return reconcile.Result{}, nil
+	}
+	gated := companion.HandoverGated(pod)
+	if gated && r.Clock.Since(pod.CreationTimestamp.Time) > handoverGateMax {
+		return reconcile.Result{}, r.releaseHandoverGate(ctx, pod)
 	}
 	profiles, err := r.profiles(ctx)
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, r.failOpen(ctx, pod, gated, err)
 	}
 	var profile string
 	for i := range profiles {
@@ -34,47 +61,217 @@ func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (recon
 			break
 		}
 	}
-	if profile == "" {
-		return reconcile.Result{}, nil
-	}
-	phs := &corev1.PodList{}
-	if err := r.Client.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace),
-		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
-		return reconcile.Result{}, err
-	}
-	for i := range phs.Items {
-		ph := &phs.Items[i]
-		if ph.Annotations[annotationNode] != node || ph.Annotations[annotationProfile] != profile || ph.DeletionTimestamp != nil {
-			continue
+	if profile != "" {
+		if err := r.takeRoom(ctx, pod, node, profile); err != nil {
+			return reconcile.Result{}, r.failOpen(ctx, pod, gated, err)
 		}
-		if err := r.Client.Delete(ctx, ph, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, fmt.Errorf("handing placeholder %s to companion %s/%s: %w", ph.Name, pod.Namespace, pod.Name, err)
-		}
-		steps.WithLabelValues("handed_over").Inc()
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonHandover, "Handover",
-			"Took the room berth held on node %s (placeholder %s removed)", node, ph.Name)
-		return reconcile.Result{}, nil
+	}
+	if gated {
+		return reconcile.Result{}, r.releaseHandoverGate(ctx, pod)
 	}
 	return reconcile.Result{}, nil
 }
 
-// pinnedNode is the one node a pod may run on by its required node
-// affinity on metadata.name, as CSI drivers pin their mount pods, or "".
-func pinnedNode(pod *corev1.Pod) string {
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return ""
+// takeRoom gives the companion the room of one placeholder of profile on
+// node, once.
+func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profile string) error {
+	defer r.handover.lock(node)()
+	phs, err := r.placeholdersOn(ctx, node, profile)
+	if err != nil {
+		return err
 	}
-	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) != 1 {
-		return ""
+	if took := cmp.Or(pod.Annotations[annotationTookRoom], r.claims.took(pod.UID)); took != "" {
+		// Taken before; finish a deletion a restart may have cut short.
+		if i := slices.IndexFunc(phs, func(ph *corev1.Pod) bool { return ph.Name == took }); i >= 0 {
+			return r.deletePlaceholder(ctx, phs[i])
+		}
+		return nil
 	}
-	for _, f := range terms[0].MatchFields {
-		if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
-			return f.Values[0]
+	for _, ph := range phs {
+		if mayTake(pod, ph) {
+			return r.handOver(ctx, pod, ph)
 		}
 	}
-	return ""
+	return nil
+}
+
+// failOpen releases a gated companion when its hand-over failed, and
+// returns the failure (the hand-over is retried; the companion does not
+// wait for it).
+func (r *Reconciler) failOpen(ctx context.Context, pod *corev1.Pod, gated bool, err error) error {
+	if !gated {
+		return err
+	}
+	return errors.Join(err, r.releaseHandoverGate(ctx, pod))
+}
+
+// releaseHandoverGate removes berth's hand-over gate (and only it; pod is
+// as the hand-over's patch returned it, or as read).
+func (r *Reconciler) releaseHandoverGate(ctx context.Context, pod *corev1.Pod) error {
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	pod.Spec.SchedulingGates = slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
+		return g.Name == v1alpha1.SchedulingGateCompanionHandover
+	})
+	if err := r.Client.Patch(ctx, pod, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the hand-over gate of companion %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// placeholdersOn lists the live placeholders of profile on node, those
+// that hold room (bound) first, then the oldest first: a companion takes
+// room that is really held.
+func (r *Reconciler) placeholdersOn(ctx context.Context, node, profile string) ([]*corev1.Pod, error) {
+	l := &corev1.PodList{}
+	if err := r.Client.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace),
+		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for i := range l.Items {
+		ph := &l.Items[i]
+		if ph.Annotations[v1alpha1.AnnotationCompanionNode] == node && ph.Annotations[v1alpha1.AnnotationCompanionProfile] == profile && ph.DeletionTimestamp == nil && !r.claims.isReleased(ph.UID) {
+			out = append(out, ph)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int {
+		if ab, bb := a.Spec.NodeName != "", b.Spec.NodeName != ""; ab != bb {
+			if ab {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
+
+// mayTake: a companion is created after its workload is bound, which is
+// after berth held the room; an older companion (of a workload that ran
+// before) takes nothing. Creation times have a resolution of a second.
+func mayTake(c, ph *corev1.Pod) bool {
+	return !c.CreationTimestamp.Before(&ph.CreationTimestamp)
+}
+
+// handOver marks the companion as having taken ph's room, then deletes
+// ph. Marked first, so that a restart in between never lets it take a
+// second one; the deletion is finished on the next pass.
+func (r *Reconciler) handOver(ctx context.Context, c, ph *corev1.Pod) error {
+	// A merge patch of one annotation: no lock needed (the pod is the
+	// driver's; its other changes are kept).
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Annotations = maps.Clone(c.Annotations)
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annotationTookRoom] = ph.Name
+	if err := r.Client.Patch(ctx, c, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("marking companion %s/%s as taking placeholder %s: %w", c.Namespace, c.Name, ph.Name, err)
+	}
+	r.claims.take(c.UID, ph.Name, r.Clock.Now())
+	if err := r.deletePlaceholder(ctx, ph); err != nil {
+		return err
+	}
+	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
+	steps.WithLabelValues("handed_over").Inc()
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonHandover, "Handover",
+		"Took the room berth held on node %s (placeholder %s removed)", node, ph.Name)
+	if key, ok := splitKey(ph.Annotations[annotationWorkload]); ok {
+		w := &corev1.Pod{}
+		if err := r.Client.Get(ctx, key, w); err == nil && string(w.UID) == ph.Annotations[v1alpha1.LabelCompanionFor] {
+			steps.WithLabelValues("arrived").Inc()
+			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonArrived, "Release",
+				"Companion %s/%s came to node %s and took the room held for it (placeholder %s removed)", c.Namespace, c.Name, node, ph.Name)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deletePlaceholder(ctx context.Context, ph *corev1.Pod) error {
+	if err := r.Client.Delete(ctx, ph, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting companion placeholder %s: %w", ph.Name, err)
+	}
+	r.claims.release(ph.UID, r.Clock.Now())
+	return nil
+}
+
+// claims remembers, for a while, the hand-overs and deletions this
+// controller made, because its cache shows them only a moment later: the
+// next reconcile must neither let a companion take a second placeholder
+// nor give a deleted placeholder to another companion. The API holds the
+// truth (the companion's annotation, the placeholder's absence); this only
+// covers the cache's lag. The zero value is ready to use.
+type claims struct {
+	mu        sync.Mutex
+	companion map[types.UID]claim
+	released  map[types.UID]time.Time
+}
+
+type claim struct {
+	placeholder string
+	at          time.Time
+}
+
+// claimMemory is how long a claim is remembered: far longer than a
+// cache's lag.
+const claimMemory = 2 * time.Minute
+
+func (c *claims) take(companion types.UID, placeholder string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prune(now)
+	if c.companion == nil {
+		c.companion = map[types.UID]claim{}
+	}
+	c.companion[companion] = claim{placeholder: placeholder, at: now}
+}
+
+func (c *claims) release(placeholder types.UID, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prune(now)
+	if c.released == nil {
+		c.released = map[types.UID]time.Time{}
+	}
+	c.released[placeholder] = now
+}
+
+func (c *claims) took(companion types.UID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.companion[companion].placeholder
+}
+
+func (c *claims) isReleased(placeholder types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.released[placeholder]
+	return ok
+}
+
+func (c *claims) prune(now time.Time) {
+	for k, v := range c.companion {
+		if now.Sub(v.at) > claimMemory {
+			delete(c.companion, k)
+		}
+	}
+	for k, at := range c.released {
+		if now.Sub(at) > claimMemory {
+			delete(c.released, k)
+		}
+	}
+}
+
+// companionNode is the node a pod runs on, or the one node its required
+// node affinity pins it to.
+func companionNode(pod *corev1.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	return companion.PinnedNode(pod)
 }
 
 func splitKey(s string) (types.NamespacedName, bool) {

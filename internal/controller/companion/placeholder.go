@@ -2,9 +2,9 @@ package companion
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,18 +20,10 @@ import (
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// annotationNode on a placeholder is the node it holds room on.
-const annotationNode = "berth.dev/companion-node"
-
-// holdRoom creates the placeholder of workload w on node, unless a pod on
-// (or nominated to) the node already carries w's share key: then the
-// companion is shared and needs no more room.
-func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, node string) error {
-	key := w.Labels[v1alpha1.LabelCompanionShareKey]
-	shared, err := r.keyOnNode(ctx, key, node, w.UID)
-	if err != nil {
-		return err
-	}
+// holdRoom creates the placeholder of workload w on node, unless shared:
+// the node has w's share key already (keyOnNode), so the companion is
+// shared and needs no more room.
+func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, node string, shared bool) error {
 	if shared {
 		steps.WithLabelValues("shared").Inc()
 		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonShared, "Hold",
@@ -42,8 +34,16 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Create(ctx, ph); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the companion placeholder of %s/%s: %w", w.Namespace, w.Name, err)
+	if err := r.Client.Create(ctx, ph); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the companion placeholder of %s/%s: %w", w.Namespace, w.Name, err)
+		}
+		// Another workload of the key holds the room on the node already
+		// (reconciled at the same time, or not yet in this cache).
+		steps.WithLabelValues("shared").Inc()
+		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonShared, "Hold",
+			"Node %s already has room held for this pod's companion (placeholder %s/%s): no more room held", node, ph.Namespace, ph.Name)
+		return nil
 	}
 	steps.WithLabelValues("held").Inc()
 	r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonHeld, "Hold",
@@ -51,9 +51,14 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 	return nil
 }
 
-// keyOnNode reports whether a pod other than the workload uid, bound or
-// nominated to node (or a placeholder holding room there), has the share
-// key.
+// keyOnNode reports whether a pod other than the workload uid that is
+// bound to node, or a placeholder holding room there, has the share key.
+// A workload that is only nominated to the node holds nothing yet: the
+// planner counted one companion for all workloads of a key it put on a
+// node, and counting nominated ones would have each of them leave the
+// room to the others (seen in a burst: 199 of 200 "shared", one held).
+// Two workloads of a key reconciled at once may both hold room; the
+// second placeholder goes when the companion arrives.
 func (r *Reconciler) keyOnNode(ctx context.Context, key, node string, uid types.UID) (bool, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: key}); err != nil {
@@ -64,11 +69,20 @@ func (r *Reconciler) keyOnNode(ctx context.Context, key, node string, uid types.
 		if o.UID == uid || podutil.IsTerminal(o) || o.DeletionTimestamp != nil {
 			continue
 		}
-		if o.Spec.NodeName == node || o.Status.NominatedNodeName == node || o.Annotations[annotationNode] == node {
+		if o.Spec.NodeName == node || (isPlaceholder(o) && o.Annotations[v1alpha1.AnnotationCompanionNode] == node) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// PlaceholderName is the name of the placeholder that holds room for the
+// companion of share key key on node: one name per key and node, so that
+// the API server refuses a second one however many workloads of the key
+// are reconciled at once or how far behind the cache is.
+func PlaceholderName(key, node string) string {
+	sum := sha256.Sum256([]byte(key + "\x00" + node))
+	return "companion-" + hex.EncodeToString(sum[:20])
 }
 
 // placeholderFor builds the placeholder: a pause pod in berth-system with
@@ -77,19 +91,19 @@ func (r *Reconciler) keyOnNode(ctx context.Context, key, node string, uid types.
 // does, so that other schedulers and autoscalers see the pair), at the
 // companion-headroom priority that anything preempts.
 func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile, node string) (*corev1.Pod, error) {
-	var req corev1.ResourceList
-	if err := json.Unmarshal([]byte(w.Annotations[v1alpha1.AnnotationCompanionRequests]), &req); err != nil {
-		return nil, fmt.Errorf("reading the companion requests of %s/%s: %w", w.Namespace, w.Name, err)
+	req, err := companionRequests(w)
+	if err != nil {
+		return nil, err
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "companion-" + string(w.UID), Namespace: v1alpha1.SystemNamespace,
+			Name: PlaceholderName(w.Labels[v1alpha1.LabelCompanionShareKey], node), Namespace: v1alpha1.SystemNamespace,
 			Labels: map[string]string{
 				v1alpha1.LabelHeadroomRole:      v1alpha1.HeadroomRoleCompanion,
 				v1alpha1.LabelCompanionShareKey: w.Labels[v1alpha1.LabelCompanionShareKey],
 			},
 			Annotations: map[string]string{
-				annotationWorkload: w.Namespace + "/" + w.Name, annotationProfile: p.Name, annotationNode: node,
+				annotationWorkload: w.Namespace + "/" + w.Name, v1alpha1.AnnotationCompanionProfile: p.Name, v1alpha1.AnnotationCompanionNode: node,
 				v1alpha1.LabelCompanionFor: string(w.UID),
 			},
 		},
@@ -123,36 +137,59 @@ func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile,
 }
 
 // placeholder deletes a placeholder that is no longer needed: its
-// workload is gone, finished or on another node, its companion runs on
-// the node, or the workload has run for holdAfterRunning without one.
+// workload is gone, finished or on another node, or the workload has run
+// for holdAfterRunning without a companion. A companion on its node that
+// has taken no room yet takes this one (the companion's own pass usually
+// does that first; this one covers a pass the watch did not trigger, e.g.
+// after a restart).
 func (r *Reconciler) placeholder(ctx context.Context, ph *corev1.Pod) (reconcile.Result, error) {
-	if ph.DeletionTimestamp != nil {
+	if ph.DeletionTimestamp != nil || r.claims.isReleased(ph.UID) {
 		return reconcile.Result{}, nil
 	}
-	w, why, err := r.workloadOf(ctx, ph)
+	_, why, err := r.workloadOf(ctx, ph)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if why == "" {
-		why, err = r.companionRunning(ctx, ph, w)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
+	if why != "" {
+		return reconcile.Result{}, r.deletePlaceholder(ctx, ph)
 	}
-	if why == "" {
-		return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+	defer r.handover.lock(ph.Annotations[v1alpha1.AnnotationCompanionNode])()
+	if r.claims.isReleased(ph.UID) {
+		return reconcile.Result{}, nil
 	}
-	if err := r.Client.Delete(ctx, ph, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
-		return reconcile.Result{}, fmt.Errorf("deleting companion placeholder %s: %w", ph.Name, err)
+	c, err := r.untakenCompanion(ctx, ph)
+	if err != nil || c == nil {
+		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
 	}
-	if w != nil && why == reasonArrived {
-		steps.WithLabelValues("arrived").Inc()
-		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonArrived, "Release", "Companion runs on node %s; placeholder %s removed", ph.Annotations[annotationNode], ph.Name)
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.handOver(ctx, c, ph)
 }
 
-const reasonArrived = "companion arrived"
+// untakenCompanion returns a companion of ph's profile on ph's node
+// (bound or pinned there) that has taken no placeholder's room and may
+// take ph's, or nil.
+func (r *Reconciler) untakenCompanion(ctx context.Context, ph *corev1.Pod) (*corev1.Pod, error) {
+	p := &v1alpha1.CompanionProfile{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ph.Annotations[v1alpha1.AnnotationCompanionProfile]}, p); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	pods := &corev1.PodList{}
+	opts := []client.ListOption{}
+	if p.Spec.Recognize.Namespace != "" {
+		opts = append(opts, client.InNamespace(p.Spec.Recognize.Namespace))
+	}
+	if err := r.Client.List(ctx, pods, opts...); err != nil {
+		return nil, err
+	}
+	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
+	for i := range pods.Items {
+		c := &pods.Items[i]
+		if companionNode(c) == node && c.DeletionTimestamp == nil && !podutil.IsTerminal(c) && companion.Recognizes(p, c) &&
+			c.Annotations[annotationTookRoom] == "" && r.claims.took(c.UID) == "" && mayTake(c, ph) {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
 
 // workloadOf returns the placeholder's workload and, when the placeholder
 // is not needed for it any more, why.
@@ -168,7 +205,7 @@ func (r *Reconciler) workloadOf(ctx context.Context, ph *corev1.Pod) (*corev1.Po
 		}
 		return nil, "", err
 	}
-	node := ph.Annotations[annotationNode]
+	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
 	switch {
 	case string(w.UID) != ph.Annotations[v1alpha1.LabelCompanionFor] || w.DeletionTimestamp != nil || podutil.IsTerminal(w):
 		return nil, "workload gone", nil
@@ -178,30 +215,6 @@ func (r *Reconciler) workloadOf(ctx context.Context, ph *corev1.Pod) (*corev1.Po
 		return w, "no companion came", nil
 	}
 	return w, "", nil
-}
-
-// companionRunning says reasonArrived when a pod the placeholder's profile
-// recognises as a companion runs on its node.
-func (r *Reconciler) companionRunning(ctx context.Context, ph *corev1.Pod, _ *corev1.Pod) (string, error) {
-	p := &v1alpha1.CompanionProfile{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ph.Annotations[annotationProfile]}, p); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	pods := &corev1.PodList{}
-	opts := []client.ListOption{}
-	if p.Spec.Recognize.Namespace != "" {
-		opts = append(opts, client.InNamespace(p.Spec.Recognize.Namespace))
-	}
-	if err := r.Client.List(ctx, pods, opts...); err != nil {
-		return "", err
-	}
-	node := ph.Annotations[annotationNode]
-	if slices.ContainsFunc(pods.Items, func(o corev1.Pod) bool {
-		return o.Spec.NodeName == node && o.Status.Phase == corev1.PodRunning && companion.Recognizes(p, &o)
-	}) {
-		return reasonArrived, nil
-	}
-	return "", nil
 }
 
 func runningSince(p *corev1.Pod) time.Time {
