@@ -141,7 +141,7 @@ func (r *Reconciler) placeholdersOn(ctx context.Context, node, profile string) (
 			}
 			return 1
 		}
-		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
 	})
 	return out, nil
 }
