@@ -133,10 +133,11 @@ const (
 	// SchedulingGateCompanionHandover is the scheduling gate berth's
 	// admission webhook adds to a companion (a pod some CompanionProfile
 	// recognises, pinned to a node where berth holds room for that
-	// profile's companions). berth removes it right after the companion has
-	// taken the room of one placeholder there (within seconds, whatever
-	// happens), so the companion is scheduled into that room and never
-	// next to a placeholder still holding it.
+	// profile's companions). berth's controller removes it right after the
+	// companion has taken the room of one placeholder there (at the latest
+	// 10 s after the pod's creation while a berth controller runs, at once
+	// when the hand-over fails), so the companion is scheduled into that
+	// room and never next to a placeholder still holding it.
 	SchedulingGateCompanionHandover = "berth.dev/companion-handover"
 	// AnnotationCompanionNode on a companion placeholder is the node it
 	// holds room on.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/config/policy"
@@ -255,4 +260,21 @@ func events(t *testing.T, ns, name string) []string {
 		out = append(out, e.Reason+": "+e.Message)
 	}
 	return out
+}
+
+// metricFamilies reads the controller's metrics (served over plain HTTP
+// in these tests).
+func (p *controllerProc) metricFamilies(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + p.metrics + "/metrics") //nolint:noctx // a test's one-off read
+	if err != nil {
+		t.Fatalf("reading the controller's metrics: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mf, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the controller's metrics: %v", err)
+	}
+	return mf
 }

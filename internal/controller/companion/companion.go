@@ -12,10 +12,12 @@ package companion
 
 import (
 	"context"
+	"hash/fnv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -76,25 +78,17 @@ type Reconciler struct {
 	handover nodeLocks
 }
 
-// nodeLocks is a mutex per node name. The zero value is ready to use;
-// a node's entry stays (one small struct per node ever seen).
+// nodeLocks serialises work per node name with a fixed set of mutexes
+// (nodes hash onto them), so its size does not grow with node churn.
 type nodeLocks struct {
-	mu    sync.Mutex
-	nodes map[string]*sync.Mutex
+	stripes [64]sync.Mutex
 }
 
 // lock locks node's mutex and returns the function that unlocks it.
 func (l *nodeLocks) lock(node string) (unlock func()) {
-	l.mu.Lock()
-	if l.nodes == nil {
-		l.nodes = map[string]*sync.Mutex{}
-	}
-	m := l.nodes[node]
-	if m == nil {
-		m = &sync.Mutex{}
-		l.nodes[node] = m
-	}
-	l.mu.Unlock()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node))
+	m := &l.stripes[h.Sum32()%uint32(len(l.stripes))]
 	m.Lock()
 	return m.Unlock
 }
@@ -125,8 +119,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&corev1.Pod{}, builder.WithPredicates(gate)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedOnNode), builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(e event.CreateEvent) bool { return schedulableNode(e.Object) },
-			UpdateFunc:  func(e event.UpdateEvent) bool { return !schedulableNode(e.ObjectOld) && schedulableNode(e.ObjectNew) },
+			CreateFunc:  func(e event.CreateEvent) bool { return true },
+			UpdateFunc:  func(e event.UpdateEvent) bool { return takesPodsChanged(e.ObjectOld, e.ObjectNew) },
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
@@ -162,13 +156,17 @@ func roomRelevant(p *corev1.Pod) bool {
 	return isPlaceholder(p) || (!companion.Gated(p) && p.Status.Phase == corev1.PodPending)
 }
 
-func schedulableNode(o client.Object) bool {
-	n, ok := o.(*corev1.Node)
-	return ok && nodeutil.Schedulable(n)
+// takesPodsChanged: what decides whether a node takes a workload changed
+// (readiness, taints, cordon), not just a heartbeat.
+func takesPodsChanged(oldObj, newObj client.Object) bool {
+	o, ok1 := oldObj.(*corev1.Node)
+	n, ok2 := newObj.(*corev1.Node)
+	return ok1 && ok2 && (nodeutil.Ready(o) != nodeutil.Ready(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints))
 }
 
-// gatedOnNode returns the gated workloads nominated to node, to ungate
-// them the moment it takes pods rather than at their next recheck.
+// gatedOnNode returns the gated workloads nominated to node, to look at
+// them the moment it may take them rather than at their next recheck.
 func (r *Reconciler) gatedOnNode(ctx context.Context, node client.Object) []reconcile.Request {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.HasLabels{v1alpha1.LabelCompanionFor}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,9 +176,7 @@ func TestGateLifecycle(t *testing.T) {
 	}
 	reconcileAs := func(r *ctrlcompanion.Reconciler, p *corev1.Pod) *corev1.Pod {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatal(err)
-		}
+		pass(t, r, p)
 		got := &corev1.Pod{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
@@ -291,9 +290,11 @@ func TestGateLifecycle(t *testing.T) {
 
 // TestWorkloadsOfOneShareKeyHoldOneRoomPerNode: the planner puts several
 // workloads of one volume on a node with room for one companion between
-// them. Nominated there together, exactly one of them holds that room;
-// the others share it. (Counting the nominated ones as holders, each left
-// the room to the others and none was held.)
+// them. Nominated there together and looked at by concurrent workers,
+// exactly one of them holds that room; the others share it. (Counting the
+// nominated ones as holders, each left the room to the others and none
+// was held; with a placeholder name per workload, concurrent workers held
+// it more than once.)
 func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 	ctx := context.Background()
 	const ns, driver = "share", "share.csi.berth.dev"
@@ -327,9 +328,7 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: rec, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
 	reconcileOnce := func(p *corev1.Pod) *corev1.Pod {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatal(err)
-		}
+		pass(t, r, p)
 		got := &corev1.Pod{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
@@ -353,8 +352,27 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Three workers look at them at the same time.
+	var wg sync.WaitGroup
+	errs := make(chan error, len(workloads))
 	for _, w := range workloads {
-		if got := reconcileOnce(w); companion.Gated(got) {
+		wg.Go(func() {
+			if err := passErr(r, w); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, w := range workloads {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+			t.Fatal(err)
+		}
+		if companion.Gated(got) {
 			t.Fatalf("%s still gated on a schedulable node", w.Name)
 		}
 	}
@@ -375,7 +393,30 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 		}
 	}
 	if len(onNode) != 1 || shared != 2 {
-		t.Errorf("%d placeholders %v and %d workloads sharing, want 1 placeholder and 2 sharing it", len(onNode), onNode, shared)
+		t.Fatalf("%d placeholders %v and %d workloads sharing, want 1 placeholder and 2 sharing it", len(onNode), onNode, shared)
+	}
+
+	// The placeholder holds the room for all three: once it is bound next
+	// to the workload that created it, that workload going does not take
+	// the room from the two that share it.
+	ph := &corev1.Pod{}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: onNode[0]}, ph); err != nil {
+			return false, "", err
+		}
+		return ph.Spec.NodeName == node.Name, fmt.Sprintf("placeholder on %q", ph.Spec.NodeName), nil
+	})
+	creator, _ := strings.CutPrefix(ph.Annotations["berth.dev/companion-workload"], ns+"/")
+	if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: creator}}, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: creator}, &corev1.Pod{})
+		return apierrors.IsNotFound(err), "creator still there", client.IgnoreNotFound(err)
+	})
+	pass(t, r, ph)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ph), &corev1.Pod{}); err != nil {
+		t.Errorf("the shared placeholder went with the workload that created it: %v", err)
 	}
 }
 
@@ -417,11 +458,14 @@ func TestACompanionTakesTheRoomOfOnePlaceholderOnce(t *testing.T) {
 		return &ctrlcompanion.Reconciler{Client: env.Client, Recorder: rec, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
 	}
 	r := newReconciler()
+	// A pass that fails (a conflict: the pod changed since it was read)
+	// is retried, as the controller's queue does.
 	reconcileOnce := func(r *ctrlcompanion.Reconciler, p *corev1.Pod) {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatal(err)
-		}
+		expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+			_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+			return err == nil, fmt.Sprintf("pass failed: %v", err), nil
+		})
 	}
 	// Two workloads (a share key each) hold room on the node.
 	for _, name := range []string{"w-1", "w-2"} {
@@ -525,9 +569,7 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clk, PauseImage: "pause"}
 	for _, p := range []*corev1.Pod{c, none} {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatal(err)
-		}
+		pass(t, r, p)
 		got := &corev1.Pod{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 			t.Fatal(err)
@@ -540,17 +582,96 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 		t.Errorf("the placeholder is still there after the companion took its room (err %v)", err)
 	}
 
-	// Past handoverGateMax the gate goes even before the room is looked at.
+	// Past handoverGateMax the gate goes before anything else is tried:
+	// the room held on the node stays for the companion that comes next.
+	ph2 := placeholder("gatedcomp-ph2", "gc-node")
+	time.Sleep(1100 * time.Millisecond)
 	late := gatedCompanion("late", "gc-node")
 	clk.SetTime(time.Now().Add(11 * time.Second))
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(late)}); err != nil {
-		t.Fatal(err)
-	}
+	pass(t, r, late)
 	got := &corev1.Pod{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(late), got); err != nil {
 		t.Fatal(err)
 	}
 	if companion.HandoverGated(got) {
 		t.Error("a companion held back past handoverGateMax is still gated")
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ph2), &corev1.Pod{}); err != nil {
+		t.Errorf("the pass past handoverGateMax did more than ungate: placeholder %s: %v", ph2.Name, err)
+	}
+}
+
+// TestAWorkloadStaysGatedWhileItsNodeIsFull: the nominated node takes
+// pods but has no room for the workload and its companion right now (a
+// companion and the placeholder it has not handed over yet both take a
+// slice, or anything else): ungated, kube-scheduler would bind it
+// elsewhere, away from its companion's room. It stays gated until the
+// room is there.
+func TestAWorkloadStaysGatedWhileItsNodeIsFull(t *testing.T) {
+	ctx := context.Background()
+	const ns = "full"
+	node := b.Node("full-node", "2", "8Gi", b.KWOK())
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute), node)
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+			return false, "", err
+		}
+		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
+	})
+	filler := b.Pod("filler", b.Namespace(ns), b.NoUID(), b.CPU("1200m"))
+	filler.Spec.NodeName = node.Name
+	create(t, filler)
+
+	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
+	w := b.Pod("w", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("app", ns))
+	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
+	create(t, w)
+	look := func() *corev1.Pod {
+		t.Helper()
+		pass(t, r, w)
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := look() // annotated with its 500m companion
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Status.NominatedNodeName = node.Name
+	if err := env.Client.Status().Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	// 1200m taken of 2 cpu: 500m + 500m do not fit.
+	if got = look(); !companion.Gated(got) {
+		t.Fatal("ungated onto a node without room for it and its companion")
+	}
+	if err := env.Client.Delete(ctx, filler, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		return !companion.Gated(look()), "still gated with the room free", nil
+	})
+}
+
+// passErr runs one reconcile of obj as the controller's queue would:
+// again after a conflict (the object changed since it was read), for up
+// to 10 s.
+func passErr(r reconcile.Reconciler, obj client.Object) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		if err == nil || !apierrors.IsConflict(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pass is passErr that fails the test on an error.
+func pass(t *testing.T, r reconcile.Reconciler, obj client.Object) {
+	t.Helper()
+	if err := passErr(r, obj); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,16 +54,18 @@ func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (recon
 	if err != nil {
 		return reconcile.Result{}, r.failOpen(ctx, pod, gated, err)
 	}
-	var profile string
+	// The profiles that recognise it, by name (as the webhook looks).
+	slices.SortFunc(profiles, func(a, b v1alpha1.CompanionProfile) int { return strings.Compare(a.Name, b.Name) })
 	for i := range profiles {
-		if companion.Recognizes(&profiles[i], pod) {
-			profile = profiles[i].Name
-			break
+		if !companion.Recognizes(&profiles[i], pod) {
+			continue
 		}
-	}
-	if profile != "" {
-		if err := r.takeRoom(ctx, pod, node, profile); err != nil {
+		took, err := r.takeRoom(ctx, pod, node, profiles[i].Name)
+		if err != nil {
 			return reconcile.Result{}, r.failOpen(ctx, pod, gated, err)
+		}
+		if took {
+			break
 		}
 	}
 	if gated {
@@ -73,33 +75,40 @@ func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (recon
 }
 
 // takeRoom gives the companion the room of one placeholder of profile on
-// node, once.
-func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profile string) error {
+// node, once; took says whether it has one (now or before).
+func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profile string) (took bool, err error) {
 	defer r.handover.lock(node)()
 	phs, err := r.placeholdersOn(ctx, node, profile)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if took := cmp.Or(pod.Annotations[annotationTookRoom], r.claims.took(pod.UID)); took != "" {
 		// Taken before; finish a deletion a restart may have cut short.
-		if i := slices.IndexFunc(phs, func(ph *corev1.Pod) bool { return ph.Name == took }); i >= 0 {
-			return r.deletePlaceholder(ctx, phs[i])
+		if i := slices.IndexFunc(phs, func(ph *corev1.Pod) bool { return placeholderID(ph) == took }); i >= 0 {
+			return true, r.deletePlaceholder(ctx, phs[i])
 		}
-		return nil
+		return true, nil
 	}
 	for _, ph := range phs {
 		if mayTake(pod, ph) {
 			return r.handOver(ctx, pod, ph)
 		}
 	}
-	return nil
+	return false, nil
 }
+
+// placeholderID names a placeholder in the took annotation: its name and
+// UID, because a later placeholder of the same share key and node has
+// the same name.
+func placeholderID(ph *corev1.Pod) string { return ph.Name + "/" + string(ph.UID) }
 
 // failOpen releases a gated companion when its hand-over failed, and
 // returns the failure (the hand-over is retried; the companion does not
 // wait for it).
 func (r *Reconciler) failOpen(ctx context.Context, pod *corev1.Pod, gated bool, err error) error {
-	if !gated {
+	if !gated || apierrors.IsConflict(err) {
+		// A conflict is a stale read: retried at once, and the gate still
+		// goes by handoverGateMax.
 		return err
 	}
 	return errors.Join(err, r.releaseHandoverGate(ctx, pod))
@@ -156,24 +165,24 @@ func mayTake(c, ph *corev1.Pod) bool {
 // handOver marks the companion as having taken ph's room, then deletes
 // ph. Marked first, so that a restart in between never lets it take a
 // second one; the deletion is finished on the next pass.
-func (r *Reconciler) handOver(ctx context.Context, c, ph *corev1.Pod) error {
-	// A merge patch of one annotation: no lock needed (the pod is the
-	// driver's; its other changes are kept).
-	patch := client.MergeFrom(c.DeepCopy())
+func (r *Reconciler) handOver(ctx context.Context, c, ph *corev1.Pod) (bool, error) {
+	// Locked: a conflict means this pass read a stale companion (one that
+	// may have taken a room already); it is retried on a fresh read.
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	c.Annotations = maps.Clone(c.Annotations)
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
 	}
-	c.Annotations[annotationTookRoom] = ph.Name
+	c.Annotations[annotationTookRoom] = placeholderID(ph)
 	if err := r.Client.Patch(ctx, c, patch); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("marking companion %s/%s as taking placeholder %s: %w", c.Namespace, c.Name, ph.Name, err)
+		return false, fmt.Errorf("marking companion %s/%s as taking placeholder %s: %w", c.Namespace, c.Name, ph.Name, err)
 	}
-	r.claims.take(c.UID, ph.Name, r.Clock.Now())
+	r.claims.take(c.UID, placeholderID(ph), r.Clock.Now())
 	if err := r.deletePlaceholder(ctx, ph); err != nil {
-		return err
+		return true, err
 	}
 	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
 	steps.WithLabelValues("handed_over").Inc()
@@ -187,7 +196,7 @@ func (r *Reconciler) handOver(ctx context.Context, c, ph *corev1.Pod) error {
 				"Companion %s/%s came to node %s and took the room held for it (placeholder %s removed)", c.Namespace, c.Name, node, ph.Name)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func (r *Reconciler) deletePlaceholder(ctx context.Context, ph *corev1.Pod) error {

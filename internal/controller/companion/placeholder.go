@@ -1,6 +1,7 @@
 package companion
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -57,8 +58,9 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 // planner counted one companion for all workloads of a key it put on a
 // node, and counting nominated ones would have each of them leave the
 // room to the others (seen in a burst: 199 of 200 "shared", one held).
-// Two workloads of a key reconciled at once may both hold room; the
-// second placeholder goes when the companion arrives.
+// Workloads of a key reconciled at once (or with a cache that has not
+// seen the placeholder yet) all try to create it; its name is the same
+// for all of them, so one holds and the others share.
 func (r *Reconciler) keyOnNode(ctx context.Context, key, node string, uid types.UID) (bool, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: key}); err != nil {
@@ -136,17 +138,16 @@ func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile,
 	}, nil
 }
 
-// placeholder deletes a placeholder that is no longer needed: its
-// workload is gone, finished or on another node, or the workload has run
-// for holdAfterRunning without a companion. A companion on its node that
-// has taken no room yet takes this one (the companion's own pass usually
-// does that first; this one covers a pass the watch did not trigger, e.g.
-// after a restart).
+// placeholder deletes a placeholder that is no longer needed (needed
+// says why), or one a companion took whose deletion a restart cut short.
+// A companion on its node that has taken no room yet takes this one (the
+// companion's own pass usually does that first; this one covers a pass
+// the watch did not trigger, e.g. after a restart).
 func (r *Reconciler) placeholder(ctx context.Context, ph *corev1.Pod) (reconcile.Result, error) {
 	if ph.DeletionTimestamp != nil || r.claims.isReleased(ph.UID) {
 		return reconcile.Result{}, nil
 	}
-	_, why, err := r.workloadOf(ctx, ph)
+	why, err := r.needed(ctx, ph)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -157,20 +158,27 @@ func (r *Reconciler) placeholder(ctx context.Context, ph *corev1.Pod) (reconcile
 	if r.claims.isReleased(ph.UID) {
 		return reconcile.Result{}, nil
 	}
-	c, err := r.untakenCompanion(ctx, ph)
-	if err != nil || c == nil {
-		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
+	c, taken, err := r.companionFor(ctx, ph)
+	switch {
+	case err != nil:
+		return reconcile.Result{}, err
+	case taken:
+		return reconcile.Result{}, r.deletePlaceholder(ctx, ph)
+	case c != nil:
+		_, err := r.handOver(ctx, c, ph)
+		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.handOver(ctx, c, ph)
+	return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 }
 
-// untakenCompanion returns a companion of ph's profile on ph's node
-// (bound or pinned there) that has taken no placeholder's room and may
+// companionFor looks at the companions of ph's profile on ph's node
+// (bound or pinned there): taken is true when one has taken ph's room
+// already; else c is one that has taken no placeholder's room and may
 // take ph's, or nil.
-func (r *Reconciler) untakenCompanion(ctx context.Context, ph *corev1.Pod) (*corev1.Pod, error) {
+func (r *Reconciler) companionFor(ctx context.Context, ph *corev1.Pod) (c *corev1.Pod, taken bool, err error) {
 	p := &v1alpha1.CompanionProfile{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: ph.Annotations[v1alpha1.AnnotationCompanionProfile]}, p); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	pods := &corev1.PodList{}
 	opts := []client.ListOption{}
@@ -178,17 +186,55 @@ func (r *Reconciler) untakenCompanion(ctx context.Context, ph *corev1.Pod) (*cor
 		opts = append(opts, client.InNamespace(p.Spec.Recognize.Namespace))
 	}
 	if err := r.Client.List(ctx, pods, opts...); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
 	for i := range pods.Items {
-		c := &pods.Items[i]
-		if companionNode(c) == node && c.DeletionTimestamp == nil && !podutil.IsTerminal(c) && companion.Recognizes(p, c) &&
-			c.Annotations[annotationTookRoom] == "" && r.claims.took(c.UID) == "" && mayTake(c, ph) {
-			return c, nil
+		o := &pods.Items[i]
+		if companionNode(o) != node || !companion.Recognizes(p, o) {
+			continue
+		}
+		took := cmp.Or(o.Annotations[annotationTookRoom], r.claims.took(o.UID))
+		if took == placeholderID(ph) {
+			return nil, true, nil
+		}
+		if c == nil && took == "" && o.DeletionTimestamp == nil && !podutil.IsTerminal(o) && mayTake(o, ph) {
+			c = o
 		}
 	}
-	return nil, nil
+	return c, false, nil
+}
+
+// needed returns why the placeholder is not needed any more, or "". It
+// holds room for the companion of its share key on its node, for the
+// workload that created it and, once bound, for every other workload of
+// the key there that shared it: it is needed while one of them is bound
+// or nominated to the node, not finished, and has not run for
+// holdAfterRunning without a companion.
+func (r *Reconciler) needed(ctx context.Context, ph *corev1.Pod) (string, error) {
+	creator, why, err := r.workloadOf(ctx, ph)
+	if err != nil || why == "" {
+		return why, err
+	}
+	if ph.Spec.NodeName == "" {
+		// Pending, it binds only next to its creator (pod affinity).
+		return why, nil
+	}
+	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
+	others := &corev1.PodList{}
+	if err := r.Client.List(ctx, others, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: ph.Labels[v1alpha1.LabelCompanionShareKey]}); err != nil {
+		return "", err
+	}
+	for i := range others.Items {
+		o := &others.Items[i]
+		if isPlaceholder(o) || (creator != nil && o.UID == creator.UID) {
+			continue
+		}
+		if (o.Spec.NodeName == node || (o.Spec.NodeName == "" && o.Status.NominatedNodeName == node)) && r.stillWaits(o) {
+			return "", nil
+		}
+	}
+	return why, nil
 }
 
 // workloadOf returns the placeholder's workload and, when the placeholder
@@ -211,10 +257,19 @@ func (r *Reconciler) workloadOf(ctx context.Context, ph *corev1.Pod) (*corev1.Po
 		return nil, "workload gone", nil
 	case w.Spec.NodeName != "" && w.Spec.NodeName != node:
 		return w, "workload on another node", nil
-	case w.Status.Phase == corev1.PodRunning && runningSince(w).Add(holdAfterRunning).Before(r.Clock.Now()):
+	case !r.stillWaits(w):
 		return w, "no companion came", nil
 	}
 	return w, "", nil
+}
+
+// stillWaits: a workload that is not finished and has not run for
+// holdAfterRunning may still get its companion.
+func (r *Reconciler) stillWaits(w *corev1.Pod) bool {
+	if w.DeletionTimestamp != nil || podutil.IsTerminal(w) {
+		return false
+	}
+	return w.Status.Phase != corev1.PodRunning || !runningSince(w).Add(holdAfterRunning).Before(r.Clock.Now())
 }
 
 func runningSince(p *corev1.Pod) time.Time {

@@ -8,8 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/companion"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -19,16 +21,19 @@ import (
 const roomRecheck = 500 * time.Millisecond
 
 // nodeHasRoom reports whether w, plus extra (its companion's room when it
-// holds it), fits on n now as kube-scheduler counts n for w: the pods
+// holds it), fits on n now as kube-scheduler counts n for w — the pods
 // bound to n and the pods nominated to n that are not gated and have at
-// least w's priority. It decides only when to ungate, never where a pod
+// least w's priority — and with the room promised to the pods pinned to
+// n that are not bound yet (placeholders waiting for their workloads,
+// companions waiting for their hand-over). It decides only when to ungate, never where a pod
 // goes (the planner did that): ungated while a companion and the
 // placeholder it has not handed over yet both take a slice of n, w would
 // find its nominated node full and the scheduler would bind it wherever
 // there is room, away from its companion's (seen in a burst of 200).
 func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.Pod, extra corev1.ResourceList) (bool, string, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods); err != nil {
+	// Read only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 		return false, "", fmt.Errorf("listing pods to see the room on node %s: %w", n.Name, err)
 	}
 	prio := podPriority(w)
@@ -39,8 +44,10 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 			continue
 		}
 		bound := o.Spec.NodeName == n.Name
-		nominated := o.Spec.NodeName == "" && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && podPriority(o) >= prio
-		if bound || nominated {
+		pending := o.Spec.NodeName == "" && o.DeletionTimestamp == nil
+		nominated := pending && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && podPriority(o) >= prio
+		pinned := pending && companion.PinnedNode(o) == n.Name
+		if bound || nominated || pinned {
 			req := snapshot.FromList(resource.PodRequests(o, resource.PodResourcesOptions{}))
 			used.Add(&req)
 		}
