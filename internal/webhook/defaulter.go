@@ -22,8 +22,11 @@ import (
 // (and the webhook's failure policy is Ignore, so the API server admits
 // pods when berth is down).
 type PodDefaulter struct {
-	Reader  client.Reader
-	Decoder admission.Decoder
+	Reader client.Reader
+	// APIReader reads placeholders from the API server, past the cache:
+	// one created a moment ago must not be missed (nil: Reader).
+	APIReader client.Reader
+	Decoder   admission.Decoder
 }
 
 var _ admission.Handler = &PodDefaulter{}
@@ -93,8 +96,12 @@ func (d *PodDefaulter) gateFor(ctx context.Context, pod *corev1.Pod) (string, er
 
 // holdsRoom reports whether a placeholder of profile holds room on node.
 func (d *PodDefaulter) holdsRoom(ctx context.Context, profile, node string) (bool, error) {
+	reader := d.APIReader
+	if reader == nil {
+		reader = d.Reader
+	}
 	phs := &corev1.PodList{}
-	if err := d.Reader.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace),
+	if err := reader.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace),
 		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
 		return false, err
 	}

@@ -124,7 +124,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 // configuration when it is enabled.
 func (o *options) wireCompanion(mgr ctrl.Manager, hook *hookSetup, recorder events.EventRecorder, clk clock.PassiveClock) error {
 	companion.RegisterMetrics()
-	cr := &companion.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Clock: clk, PauseImage: o.pauseImage}
+	cr := &companion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk, PauseImage: o.pauseImage}
 	if err := cr.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", companion.Name, err)
 	}
@@ -132,7 +132,7 @@ func (o *options) wireCompanion(mgr ctrl.Manager, hook *hookSetup, recorder even
 		return nil
 	}
 	mgr.GetWebhookServer().Register(webhook.PodPath, &admission.Webhook{
-		Handler: &webhook.PodDefaulter{Reader: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler: &webhook.PodDefaulter{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme())},
 	})
 	if err := mgr.Add(hook.certs); err != nil {
 		return err

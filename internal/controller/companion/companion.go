@@ -71,6 +71,9 @@ type Reconciler struct {
 	Clock    clock.PassiveClock
 	// PauseImage runs in placeholders.
 	PauseImage string
+	// APIReader reads from the API server, past the cache, where a
+	// moment's lag matters (a placeholder just created); nil: Client.
+	APIReader client.Reader
 
 	claims claims
 	// handover serialises, per node, choosing which placeholder a
@@ -154,6 +157,13 @@ func podPredicate(f func(*corev1.Pod) bool) predicate.Funcs {
 // does not run yet (it may be a companion that needs its room).
 func roomRelevant(p *corev1.Pod) bool {
 	return isPlaceholder(p) || (!companion.Gated(p) && p.Status.Phase == corev1.PodPending)
+}
+
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // takesPodsChanged: what decides whether a node takes a workload changed

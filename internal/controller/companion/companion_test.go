@@ -675,3 +675,55 @@ func pass(t *testing.T, r reconcile.Reconciler, obj client.Object) {
 		t.Fatal(err)
 	}
 }
+
+// staleCache is a client whose cache has not seen companion placeholders
+// yet (created a moment ago).
+type staleCache struct{ client.Client }
+
+func (c staleCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if pl, ok := list.(*corev1.PodList); ok {
+		pl.Items = slices.DeleteFunc(pl.Items, func(p corev1.Pod) bool {
+			return p.Namespace == v1alpha1.SystemNamespace && p.Labels[v1alpha1.LabelHeadroomRole] == v1alpha1.HeadroomRoleCompanion
+		})
+	}
+	return nil
+}
+
+// TestAGatedCompanionFindsAPlaceholderItsCacheHasNotSeen: the webhook held
+// the companion back because room is held on its node; the controller's
+// cache does not show that placeholder yet. Ungated then, the companion
+// would bind next to the placeholder and the room would be held twice
+// (seen in the burst of 200: 3 workloads preempted). It asks the API
+// server and takes the room.
+func TestAGatedCompanionFindsAPlaceholderItsCacheHasNotSeen(t *testing.T) {
+	ctx := context.Background()
+	const ns = "stale"
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
+	ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stale-ph", Namespace: v1alpha1.SystemNamespace,
+		Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
+		Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: "stale-node", v1alpha1.AnnotationCompanionProfile: ns}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
+	create(t, ph)
+	time.Sleep(1100 * time.Millisecond) // the companion comes after the room was held
+	c := b.Pod("c", b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.Labels("role", ns+"-companion"),
+		b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"stale-node"}}}}))
+	c.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanionHandover}}
+	create(t, c)
+
+	r := &ctrlcompanion.Reconciler{Client: staleCache{env.Client}, APIReader: env.Client, Recorder: &fakes.Recorder{},
+		Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
+	pass(t, r, c)
+	got := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+		t.Fatal(err)
+	}
+	if companion.HandoverGated(got) || got.Annotations["berth.dev/took-companion-room"] == "" {
+		t.Errorf("companion: gates %v, annotations %v; want ungated after taking the room", got.Spec.SchedulingGates, got.Annotations)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ph), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the placeholder the cache had not seen still holds its room (err %v)", err)
+	}
+}

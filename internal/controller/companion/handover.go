@@ -78,9 +78,17 @@ func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (recon
 // node, once; took says whether it has one (now or before).
 func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profile string) (took bool, err error) {
 	defer r.handover.lock(node)()
-	phs, err := r.placeholdersOn(ctx, node, profile)
+	phs, err := r.placeholdersOn(ctx, r.Client, node, profile)
 	if err != nil {
 		return false, err
+	}
+	if companion.HandoverGated(pod) && !slices.ContainsFunc(phs, func(ph *corev1.Pod) bool { return mayTake(pod, ph) }) {
+		// The webhook saw room held here; this cache may not have the
+		// placeholder yet (created a moment ago). Ungated next to it, the
+		// companion would hold a second slice: ask the API server.
+		if phs, err = r.placeholdersOn(ctx, r.apiReader(), node, profile); err != nil {
+			return false, err
+		}
 	}
 	if took := cmp.Or(pod.Annotations[annotationTookRoom], r.claims.took(pod.UID)); took != "" {
 		// Taken before; finish a deletion a restart may have cut short.
@@ -130,9 +138,9 @@ func (r *Reconciler) releaseHandoverGate(ctx context.Context, pod *corev1.Pod) e
 // placeholdersOn lists the live placeholders of profile on node, those
 // that hold room (bound) first, then the oldest first: a companion takes
 // room that is really held.
-func (r *Reconciler) placeholdersOn(ctx context.Context, node, profile string) ([]*corev1.Pod, error) {
+func (r *Reconciler) placeholdersOn(ctx context.Context, reader client.Reader, node, profile string) ([]*corev1.Pod, error) {
 	l := &corev1.PodList{}
-	if err := r.Client.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace),
+	if err := reader.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace),
 		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
 		return nil, err
 	}
