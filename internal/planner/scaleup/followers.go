@@ -1,9 +1,11 @@
 package scaleup
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,13 +52,22 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 		return out
 	}
 	addOns := map[*corev1.Pod]corev1.ResourceList{}
-	for f, l := range leaderOf {
+	// narrowed is each leader as planned: its own node constraints and
+	// those of the followers folded into it (which go where it goes).
+	narrowed := map[*corev1.Pod]*corev1.Pod{}
+	for _, f := range sortedFollowers(leaderOf) {
+		l := leaderOf[f]
 		if _, isFollower := leaderOf[l]; isFollower {
 			continue // chains are planned as they are
 		}
 		if _, has := l.Annotations[v1alpha1.AnnotationCompanionRequests]; has {
 			continue
 		}
+		n, ok := narrow(cmp.Or(narrowed[l], l), f)
+		if !ok {
+			continue // it cannot go where its leader may: planned as it is
+		}
+		narrowed[l] = n
 		rl := addOns[l]
 		if rl == nil {
 			rl = corev1.ResourceList{}
@@ -75,11 +86,21 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 			continue // folded
 		}
 		if rl := addOns[p]; rl != nil {
-			p = withAddOn(p, rl)
+			p = withAddOn(narrowed[p], rl)
 		}
 		out.pending = append(out.pending, p)
 	}
 	return out
+}
+
+// sortedFollowers returns the followers in a stable order (namespace,
+// name), so that which followers fold does not depend on map order.
+func sortedFollowers(leaderOf map[*corev1.Pod]*corev1.Pod) []*corev1.Pod {
+	fs := slices.Collect(maps.Keys(leaderOf))
+	slices.SortFunc(fs, func(a, b *corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return fs
 }
 
 // withAddOn is a copy of leader p carrying the add-on rl under a share key

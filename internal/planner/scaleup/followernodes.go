@@ -1,0 +1,110 @@
+package scaleup
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// maxAffinityTerms bounds the node-affinity terms a leader narrowed by a
+// follower may get (the terms of both are ORed, so narrowing multiplies
+// them); past it the follower is not folded.
+const maxAffinityTerms = 16
+
+// narrow returns a copy of leader l that may go only where follower f may
+// go too: f's node selector added, the required node-affinity terms of
+// both combined (every pair, ANDed), and only the tolerations of l that f
+// has as well. ok is false when they cannot be combined (a node-selector
+// key with two values, too many terms): then f is not folded.
+func narrow(l, f *corev1.Pod) (*corev1.Pod, bool) {
+	fReq := requiredTerms(f)
+	if len(f.Spec.NodeSelector) == 0 && fReq == nil && tolerates(f.Spec.Tolerations, l.Spec.Tolerations) {
+		return l, true // nothing narrower
+	}
+	c := l.DeepCopy()
+	for k, v := range f.Spec.NodeSelector {
+		if have, ok := c.Spec.NodeSelector[k]; ok && have != v {
+			return nil, false
+		}
+		if c.Spec.NodeSelector == nil {
+			c.Spec.NodeSelector = map[string]string{}
+		}
+		c.Spec.NodeSelector[k] = v
+	}
+	if fReq != nil {
+		terms, ok := andTerms(requiredTerms(l), fReq)
+		if !ok {
+			return nil, false
+		}
+		if c.Spec.Affinity == nil {
+			c.Spec.Affinity = &corev1.Affinity{}
+		}
+		if c.Spec.Affinity.NodeAffinity == nil {
+			c.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		c.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: terms}
+	}
+	c.Spec.Tolerations = slices.DeleteFunc(c.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return !tolerates(f.Spec.Tolerations, []corev1.Toleration{t})
+	})
+	return c, true
+}
+
+func requiredTerms(p *corev1.Pod) []corev1.NodeSelectorTerm {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+}
+
+// andTerms combines two ORed lists of terms into the ORed list of their
+// pairwise ANDs; an empty list is no constraint.
+func andTerms(a, b []corev1.NodeSelectorTerm) ([]corev1.NodeSelectorTerm, bool) {
+	if len(a) == 0 {
+		return b, len(b) <= maxAffinityTerms
+	}
+	if len(a)*len(b) > maxAffinityTerms {
+		return nil, false
+	}
+	var out []corev1.NodeSelectorTerm
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, corev1.NodeSelectorTerm{
+				MatchExpressions: append(slices.Clone(x.MatchExpressions), y.MatchExpressions...),
+				MatchFields:      append(slices.Clone(x.MatchFields), y.MatchFields...),
+			})
+		}
+	}
+	return out, true
+}
+
+// tolerates reports whether tolerations have every toleration of want
+// (as a taint it would tolerate: its key, value and effect). A toleration
+// of every taint (empty key, Exists) is had only by the same.
+func tolerates(tolerations, want []corev1.Toleration) bool {
+	for _, w := range want {
+		if w.Key == "" && w.Operator == corev1.TolerationOpExists {
+			if !slices.ContainsFunc(tolerations, func(t corev1.Toleration) bool { return equality.Semantic.DeepEqual(t, w) }) {
+				return false
+			}
+			continue
+		}
+		effects := []corev1.TaintEffect{w.Effect}
+		if w.Effect == "" {
+			effects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
+		}
+		for _, e := range effects {
+			taint := corev1.Taint{Key: w.Key, Value: w.Value, Effect: e}
+			if !v1helper.TolerationsTolerateTaint(klog.Background(), tolerations, &taint, snapshot.TolerationComparisonOperators) {
+				return false
+			}
+		}
+	}
+	return true
+}
