@@ -201,10 +201,10 @@ func UngateAfter(p *v1alpha1.CompanionProfile) metav1.Duration {
 const defaultUngateAfter = 30 * time.Second
 
 // Gated reports whether the pod carries berth's companion gate.
-func Gated(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == v1alpha1.SchedulingGateCompanion
-	})
+func Gated(pod *corev1.Pod) bool { return hasGate(pod, v1alpha1.SchedulingGateCompanion) }
+
+func hasGate(pod *corev1.Pod, name string) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == name })
 }
 
 // Selecting returns the first profile, by name, that selects pod, or nil.
@@ -243,7 +243,18 @@ func PinnedNode(pod *corev1.Pod) string {
 
 // HandoverGated reports whether berth's hand-over gate is on a companion.
 func HandoverGated(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == v1alpha1.SchedulingGateCompanionHandover
-	})
+	return hasGate(pod, v1alpha1.SchedulingGateCompanionHandover)
+}
+
+// PlaceholderLabels returns the labels that select berth's companion
+// placeholders (in v1alpha1.SystemNamespace); a new map each call.
+func PlaceholderLabels() map[string]string {
+	return map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}
+}
+
+// HoldsRoomOn reports whether ph, one of berth's companion placeholders,
+// holds room on node for profile's companions and is not being deleted.
+func HoldsRoomOn(ph *corev1.Pod, node, profile string) bool {
+	return ph.DeletionTimestamp == nil && ph.Annotations[v1alpha1.AnnotationCompanionNode] == node &&
+		ph.Annotations[v1alpha1.AnnotationCompanionProfile] == profile
 }

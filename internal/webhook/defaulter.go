@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,34 +78,30 @@ func (d *PodDefaulter) gateFor(ctx context.Context, pod *corev1.Pod) (string, er
 		return v1alpha1.SchedulingGateCompanion, nil
 	}
 	node := companion.PinnedNode(pod)
-	if node == "" {
+	var recognizing []string
+	for i := range profiles.Items {
+		if companion.Recognizes(&profiles.Items[i], pod) {
+			recognizing = append(recognizing, profiles.Items[i].Name)
+		}
+	}
+	if node == "" || len(recognizing) == 0 {
 		return "", nil
 	}
-	for i := range profiles.Items {
-		if !companion.Recognizes(&profiles.Items[i], pod) {
-			continue
-		}
-		held, err := d.holdsRoom(ctx, profiles.Items[i].Name, node)
-		if err != nil || held {
-			return v1alpha1.SchedulingGateCompanionHandover, err
-		}
-	}
-	return "", nil
-}
-
-// holdsRoom reports whether a placeholder of profile holds room on node.
-func (d *PodDefaulter) holdsRoom(ctx context.Context, profile, node string) (bool, error) {
+	// Past the cache: a placeholder created a moment ago must count.
 	reader := d.APIReader
 	if reader == nil {
 		reader = d.Reader
 	}
 	phs := &corev1.PodList{}
-	if err := reader.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace),
-		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
-		return false, err
+	if err := reader.List(ctx, phs, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels(companion.PlaceholderLabels())); err != nil {
+		return "", err
 	}
-	return slices.ContainsFunc(phs.Items, func(ph corev1.Pod) bool {
-		return ph.DeletionTimestamp == nil && ph.Annotations[v1alpha1.AnnotationCompanionNode] == node &&
-			ph.Annotations[v1alpha1.AnnotationCompanionProfile] == profile
-	}), nil
+	for i := range phs.Items {
+		for _, profile := range recognizing {
+			if companion.HoldsRoomOn(&phs.Items[i], node, profile) {
+				return v1alpha1.SchedulingGateCompanionHandover, nil
+			}
+		}
+	}
+	return "", nil
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -42,20 +41,25 @@ func companionProfile() *v1alpha1.CompanionProfile {
 	}}
 }
 
+// createForTest creates objects (kept if they exist) and deletes them
+// when the test ends.
+func createForTest(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := createIfAbsent(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+}
+
 // companionSetup creates the profile, the critical class, the node group
 // (2- and 4-cpu types, from zero) and volumes, and starts the spawner.
 func companionSetup(t *testing.T, ns string, volumes ...string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, o := range []client.Object{
-		companionProfile(),
-		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: companionClass}, Value: 1000000000, PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority)},
-	} {
-		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	createForTest(t, companionProfile(),
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: companionClass}, Value: 1000000000, PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority)})
 	createNodeGroup(t, b.NodeGroup("fuse", b.Size(0, 10),
 		b.InstanceType("f-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.InstanceType("f-4", "4", "16Gi", b.OnDemand("zone-a", "0.18"))))
@@ -444,11 +448,7 @@ func TestCompanionReferenceDriverFlow(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	const gate, label, class = "s3.csi.aws.com/reserve-headroom-for-mppod", "s3.csi.aws.com/headroom-for", "e2e-mount-s3-headroom"
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Value: -1000, PreemptionPolicy: ptr.To(corev1.PreemptNever)}
-	if err := env.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pc) })
+	createForTest(t, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Value: -1000, PreemptionPolicy: ptr.To(corev1.PreemptNever)})
 	createNodeGroup(t, b.NodeGroup("driver", b.Size(0, 10),
 		b.InstanceType("d-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.InstanceType("d-4", "4", "16Gi", b.OnDemand("zone-a", "0.18"))))

@@ -44,6 +44,49 @@ func create(t *testing.T, objs ...client.Object) {
 	}
 }
 
+// upNode creates a KWOK node and waits until the controller-manager has
+// lifted its not-ready taint: the node takes pods.
+func upNode(t *testing.T, name, cpu, memory string) *corev1.Node {
+	t.Helper()
+	node := b.Node(name, cpu, memory, b.KWOK())
+	create(t, node)
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return false, "", err
+		}
+		return len(node.Spec.Taints) == 0, fmt.Sprintf("taints %v", node.Spec.Taints), nil
+	})
+	return node
+}
+
+// placeholderOn creates a companion placeholder of profile holding room on
+// node, as the controller would.
+func placeholderOn(t *testing.T, name, node, profile string) *corev1.Pod {
+	t.Helper()
+	ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.SystemNamespace, Labels: companion.PlaceholderLabels(),
+		Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: node, v1alpha1.AnnotationCompanionProfile: profile}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
+	create(t, ph)
+	return ph
+}
+
+// companionOf returns a companion of fuseProfile(ns) (not created), pinned
+// to node by node affinity on its name, as CSI drivers pin mount pods.
+func companionOf(ns, name, node string) *corev1.Pod {
+	return b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.Labels("role", ns+"-companion"),
+		b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}))
+}
+
+// gatedCompanion creates a companion of fuseProfile(ns) pinned to node and
+// held back by the hand-over gate, as the webhook would.
+func gatedCompanion(t *testing.T, ns, name, node string) *corev1.Pod {
+	t.Helper()
+	c := companionOf(ns, name, node)
+	c.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanionHandover}}
+	create(t, c)
+	return c
+}
+
 // fuseProfile selects pods labelled app=fuse; companions are 500m/128Mi.
 func fuseProfile(name string, ungateAfter time.Duration) *v1alpha1.CompanionProfile {
 	return &v1alpha1.CompanionProfile{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.CompanionProfileSpec{
@@ -125,14 +168,9 @@ func TestWebhookGatesSelectedPodsAndNeverBlocksPodCreation(t *testing.T) {
 	// A companion pinned to a node where berth holds room for the profile
 	// is held back by the hand-over gate (until it has taken that room);
 	// one pinned elsewhere is not.
-	ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hooked-placeholder", Namespace: v1alpha1.SystemNamespace,
-		Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
-		Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: "hooked-node", v1alpha1.AnnotationCompanionProfile: "hooked"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
-	create(t, ph)
+	placeholderOn(t, "hooked-placeholder", "hooked-node", "hooked")
 	pinned := func(name, node string) *corev1.Pod {
-		c := b.Pod(name, b.Namespace("hooked"), b.NoUID(), b.CPU("100m"), b.Labels("role", "hooked-companion"),
-			b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}))
+		c := companionOf("hooked", name, node)
 		create(t, c)
 		return c
 	}
@@ -313,16 +351,8 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: new(string), VolumeName: pv.Name,
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}}
-	node := b.Node("share-node", "8", "16Gi", b.KWOK())
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, profile, pv, pvc, node)
-	// The controller-manager lifts the not-ready taint of the KWOK node.
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
-			return false, "", err
-		}
-		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
-	})
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, profile, pv, pvc)
+	node := upNode(t, "share-node", "8", "16Gi")
 
 	rec := &fakes.Recorder{}
 	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: rec, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
@@ -428,23 +458,12 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 func TestACompanionTakesTheRoomOfOnePlaceholderOnce(t *testing.T) {
 	ctx := context.Background()
 	const ns = "handover"
-	node := b.Node("handover-node", "8", "16Gi", b.KWOK())
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute), node)
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
-			return false, "", err
-		}
-		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
-	})
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
+	node := upNode(t, "handover-node", "8", "16Gi")
 	companionPod := func(name string, bound bool) *corev1.Pod {
-		c := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("role", ns+"-companion"))
+		c := companionOf(ns, name, node.Name)
 		if bound {
-			c.Spec.NodeName = node.Name
-		} else {
-			c.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node.Name}}}}},
-			}}}
+			c.Spec.Affinity, c.Spec.NodeName = nil, node.Name
 		}
 		create(t, c)
 		return c
@@ -547,25 +566,10 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 	ctx := context.Background()
 	const ns = "gatedcomp"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
-	placeholder := func(name, node string) *corev1.Pod {
-		ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.SystemNamespace,
-			Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
-			Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: node, v1alpha1.AnnotationCompanionProfile: ns}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
-		create(t, ph)
-		return ph
-	}
-	gatedCompanion := func(name, node string) *corev1.Pod {
-		c := b.Pod(name, b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.Labels("role", ns+"-companion"),
-			b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}))
-		c.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanionHandover}}
-		create(t, c)
-		return c
-	}
-	ph := placeholder("gatedcomp-ph", "gc-node")
+	ph := placeholderOn(t, "gatedcomp-ph", "gc-node", ns)
 	time.Sleep(1100 * time.Millisecond) // the companion comes after the room was held
-	c := gatedCompanion("c", "gc-node")
-	none := gatedCompanion("no-room", "gc-other")
+	c := gatedCompanion(t, ns, "c", "gc-node")
+	none := gatedCompanion(t, ns, "no-room", "gc-other")
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clk, PauseImage: "pause"}
 	for _, p := range []*corev1.Pod{c, none} {
@@ -584,9 +588,9 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 
 	// Past handoverGateMax the gate goes before anything else is tried:
 	// the room held on the node stays for the companion that comes next.
-	ph2 := placeholder("gatedcomp-ph2", "gc-node")
+	ph2 := placeholderOn(t, "gatedcomp-ph2", "gc-node", ns)
 	time.Sleep(1100 * time.Millisecond)
-	late := gatedCompanion("late", "gc-node")
+	late := gatedCompanion(t, ns, "late", "gc-node")
 	clk.SetTime(time.Now().Add(11 * time.Second))
 	pass(t, r, late)
 	got := &corev1.Pod{}
@@ -610,15 +614,8 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 func TestAWorkloadStaysGatedWhileItsNodeIsFull(t *testing.T) {
 	ctx := context.Background()
 	const ns = "full"
-	node := b.Node("full-node", "2", "8Gi", b.KWOK())
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute), node)
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
-			return false, "", err
-		}
-		return len(n.Spec.Taints) == 0, fmt.Sprintf("taints %v", n.Spec.Taints), nil
-	})
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
+	node := upNode(t, "full-node", "2", "8Gi")
 	filler := b.Pod("filler", b.Namespace(ns), b.NoUID(), b.CPU("1200m"))
 	filler.Spec.NodeName = node.Name
 	create(t, filler)
@@ -702,16 +699,9 @@ func TestAGatedCompanionFindsAPlaceholderItsCacheHasNotSeen(t *testing.T) {
 	ctx := context.Background()
 	const ns = "stale"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
-	ph := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stale-ph", Namespace: v1alpha1.SystemNamespace,
-		Labels:      map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion},
-		Annotations: map[string]string{v1alpha1.AnnotationCompanionNode: "stale-node", v1alpha1.AnnotationCompanionProfile: ns}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "pause"}}}}
-	create(t, ph)
+	ph := placeholderOn(t, "stale-ph", "stale-node", ns)
 	time.Sleep(1100 * time.Millisecond) // the companion comes after the room was held
-	c := b.Pod("c", b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.Labels("role", ns+"-companion"),
-		b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"stale-node"}}}}))
-	c.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanionHandover}}
-	create(t, c)
+	c := gatedCompanion(t, ns, "c", "stale-node")
 
 	r := &ctrlcompanion.Reconciler{Client: staleCache{env.Client}, APIReader: env.Client, Recorder: &fakes.Recorder{},
 		Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}

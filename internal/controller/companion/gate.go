@@ -9,8 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	v1helper "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -120,13 +118,8 @@ func schedulableFor(n *corev1.Node, w *corev1.Pod) bool {
 	if !nodeutil.Ready(n) || n.Spec.Unschedulable {
 		return false
 	}
-	for i := range n.Spec.Taints {
-		t := &n.Spec.Taints[i]
-		if t.Effect != corev1.TaintEffectPreferNoSchedule && !v1helper.TolerationsTolerateTaint(klog.Background(), w.Spec.Tolerations, t, snapshot.TolerationComparisonOperators) {
-			return false
-		}
-	}
-	return true
+	_, untolerated := snapshot.UntoleratedTaint(n.Spec.Taints, w.Spec.Tolerations)
+	return !untolerated
 }
 
 // annotate writes the companion's requests and share key on the workload,
@@ -160,15 +153,8 @@ func (r *Reconciler) annotate(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 // ungate removes berth's gate (and only it). A non-empty skipped says why
 // no room was held, as an event.
 func (r *Reconciler) ungate(ctx context.Context, w *corev1.Pod, skipped string) error {
-	patch := client.MergeFromWithOptions(w.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	w.Spec.SchedulingGates = slices.DeleteFunc(slices.Clone(w.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
-		return g.Name == v1alpha1.SchedulingGateCompanion
-	})
-	if err := r.Client.Patch(ctx, w, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("removing the companion gate of %s/%s: %w", w.Namespace, w.Name, err)
+	if gone, err := r.removeGate(ctx, w, v1alpha1.SchedulingGateCompanion); gone || err != nil {
+		return err
 	}
 	ungateSeconds.Observe(r.Clock.Since(w.CreationTimestamp.Time).Seconds())
 	if skipped != "" {
@@ -177,6 +163,23 @@ func (r *Reconciler) ungate(ctx context.Context, w *corev1.Pod, skipped string) 
 	}
 	log.FromContext(ctx).V(1).Info("removed the companion gate", "pod", client.ObjectKeyFromObject(w), "skipped", skipped)
 	return nil
+}
+
+// removeGate removes the scheduling gate name (and only it) from pod,
+// under an optimistic lock so that a stale read is retried, not written
+// over. gone: the pod is gone (nothing to do).
+func (r *Reconciler) removeGate(ctx context.Context, pod *corev1.Pod, name string) (gone bool, err error) {
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	pod.Spec.SchedulingGates = slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
+		return g.Name == name
+	})
+	if err := r.Client.Patch(ctx, pod, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("removing the gate %s of %s/%s: %w", name, pod.Namespace, pod.Name, err)
+	}
+	return false, nil
 }
 
 func describe(rl corev1.ResourceList) string {

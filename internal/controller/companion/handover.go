@@ -90,7 +90,7 @@ func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profil
 			return false, err
 		}
 	}
-	if took := cmp.Or(pod.Annotations[annotationTookRoom], r.claims.took(pod.UID)); took != "" {
+	if took := r.tookBy(pod); took != "" {
 		// Taken before; finish a deletion a restart may have cut short.
 		if i := slices.IndexFunc(phs, func(ph *corev1.Pod) bool { return placeholderID(ph) == took }); i >= 0 {
 			return true, r.deletePlaceholder(ctx, phs[i])
@@ -103,6 +103,13 @@ func (r *Reconciler) takeRoom(ctx context.Context, pod *corev1.Pod, node, profil
 		}
 	}
 	return false, nil
+}
+
+// tookBy is the placeholder (placeholderID) whose room companion c took,
+// as the API says or, while the cache lags, as this controller remembers;
+// "" when it has taken none.
+func (r *Reconciler) tookBy(c *corev1.Pod) string {
+	return cmp.Or(c.Annotations[annotationTookRoom], r.claims.took(c.UID))
 }
 
 // placeholderID names a placeholder in the took annotation: its name and
@@ -122,17 +129,11 @@ func (r *Reconciler) failOpen(ctx context.Context, pod *corev1.Pod, gated bool, 
 	return errors.Join(err, r.releaseHandoverGate(ctx, pod))
 }
 
-// releaseHandoverGate removes berth's hand-over gate (and only it; pod is
-// as the hand-over's patch returned it, or as read).
+// releaseHandoverGate removes berth's hand-over gate (pod is as the
+// hand-over's patch returned it, or as read).
 func (r *Reconciler) releaseHandoverGate(ctx context.Context, pod *corev1.Pod) error {
-	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	pod.Spec.SchedulingGates = slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool {
-		return g.Name == v1alpha1.SchedulingGateCompanionHandover
-	})
-	if err := r.Client.Patch(ctx, pod, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing the hand-over gate of companion %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	_, err := r.removeGate(ctx, pod, v1alpha1.SchedulingGateCompanionHandover)
+	return err
 }
 
 // placeholdersOn lists the live placeholders of profile on node, those
@@ -140,14 +141,13 @@ func (r *Reconciler) releaseHandoverGate(ctx context.Context, pod *corev1.Pod) e
 // room that is really held.
 func (r *Reconciler) placeholdersOn(ctx context.Context, reader client.Reader, node, profile string) ([]*corev1.Pod, error) {
 	l := &corev1.PodList{}
-	if err := reader.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace),
-		client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
+	if err := reader.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels(companion.PlaceholderLabels())); err != nil {
 		return nil, err
 	}
 	var out []*corev1.Pod
 	for i := range l.Items {
 		ph := &l.Items[i]
-		if ph.Annotations[v1alpha1.AnnotationCompanionNode] == node && ph.Annotations[v1alpha1.AnnotationCompanionProfile] == profile && ph.DeletionTimestamp == nil && !r.claims.isReleased(ph.UID) {
+		if companion.HoldsRoomOn(ph, node, profile) && !r.claims.isReleased(ph.UID) {
 			out = append(out, ph)
 		}
 	}

@@ -1,7 +1,6 @@
 package companion
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,30 +24,27 @@ import (
 // the node has w's share key already (keyOnNode), so the companion is
 // shared and needs no more room.
 func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, node string, shared bool) error {
-	if shared {
-		steps.WithLabelValues("shared").Inc()
-		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonShared, "Hold",
-			"Node %s already has this pod's companion (or room for it): no more room held", node)
-		return nil
-	}
-	ph, err := r.placeholderFor(w, p, node)
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, ph); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
+	if !shared {
+		ph, err := r.placeholderFor(w, p, node)
+		if err != nil {
+			return err
+		}
+		err = r.Client.Create(ctx, ph)
+		switch {
+		case err == nil:
+			steps.WithLabelValues("held").Inc()
+			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonHeld, "Hold",
+				"Holding room for this pod's companion on node %s (placeholder %s/%s)", node, ph.Namespace, ph.Name)
+			return nil
+		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("creating the companion placeholder of %s/%s: %w", w.Namespace, w.Name, err)
 		}
 		// Another workload of the key holds the room on the node already
 		// (reconciled at the same time, or not yet in this cache).
-		steps.WithLabelValues("shared").Inc()
-		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonShared, "Hold",
-			"Node %s already has room held for this pod's companion (placeholder %s/%s): no more room held", node, ph.Namespace, ph.Name)
-		return nil
 	}
-	steps.WithLabelValues("held").Inc()
-	r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonHeld, "Hold",
-		"Holding room for this pod's companion on node %s (placeholder %s/%s)", node, ph.Namespace, ph.Name)
+	steps.WithLabelValues("shared").Inc()
+	r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, ReasonShared, "Hold",
+		"Node %s already has this pod's companion (or room held for it): no more room held", node)
 	return nil
 }
 
@@ -194,7 +190,7 @@ func (r *Reconciler) companionFor(ctx context.Context, ph *corev1.Pod) (c *corev
 		if companionNode(o) != node || !companion.Recognizes(p, o) {
 			continue
 		}
-		took := cmp.Or(o.Annotations[annotationTookRoom], r.claims.took(o.UID))
+		took := r.tookBy(o)
 		if took == placeholderID(ph) {
 			return nil, true, nil
 		}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -36,7 +37,7 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 	if err := r.Client.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 		return false, "", fmt.Errorf("listing pods to see the room on node %s: %w", n.Name, err)
 	}
-	prio := podPriority(w)
+	prio := corev1helpers.PodPriority(w)
 	var used snapshot.Resources
 	for i := range pods.Items {
 		o := &pods.Items[i]
@@ -45,7 +46,7 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 		}
 		bound := o.Spec.NodeName == n.Name
 		pending := o.Spec.NodeName == "" && o.DeletionTimestamp == nil
-		nominated := pending && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && podPriority(o) >= prio
+		nominated := pending && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && corev1helpers.PodPriority(o) >= prio
 		pinned := pending && companion.PinnedNode(o) == n.Name
 		if bound || nominated || pinned {
 			req := snapshot.FromList(resource.PodRequests(o, resource.PodResourcesOptions{}))
@@ -60,13 +61,6 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 		return false, fmt.Sprintf("node %s is full for the moment: %v", n.Name, short), nil
 	}
 	return true, "", nil
-}
-
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }
 
 // companionRequests reads the companion's requests berth wrote on w.
