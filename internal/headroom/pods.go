@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -22,6 +23,23 @@ const (
 	RoleNodeReserve = "node-reserve"
 )
 
+// pauseContainer is the one container of placeholder and reserve pods, as
+// the restricted Pod Security profile wants it (berth-system enforces it):
+// non-root, no privilege escalation, no capabilities, RuntimeDefault
+// seccomp.
+func pauseContainer(requests, limits corev1.ResourceList) corev1.Container {
+	return corev1.Container{
+		Name: "pause", Image: PauseImage,
+		Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65535),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
 func resourceMilli(v int64) *resource.Quantity {
 	return resource.NewMilliQuantity(v, resource.DecimalSI)
 }
@@ -32,10 +50,7 @@ func resourceBytes(v int64) *resource.Quantity { return resource.NewQuantity(v, 
 // scope's node groups.
 func unitSpec(r Resolved, priority int32) corev1.PodSpec {
 	spec := corev1.PodSpec{
-		Containers: []corev1.Container{{
-			Name: "pause", Image: PauseImage,
-			Resources: corev1.ResourceRequirements{Requests: r.Shape.Resources.DeepCopy()},
-		}},
+		Containers:   []corev1.Container{pauseContainer(r.Shape.Resources.DeepCopy(), nil)},
 		Tolerations:  append([]corev1.Toleration(nil), r.Shape.Tolerations...),
 		NodeSelector: maps.Clone(r.Shape.NodeSelector),
 		Priority:     &priority,
@@ -128,10 +143,7 @@ func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 					TerminationGracePeriodSeconds: &grace,
 					NodeSelector:                  maps.Clone(pn.NodeSelector),
 					Tolerations:                   append([]corev1.Toleration(nil), pn.Tolerations...),
-					Containers: []corev1.Container{{
-						Name: "pause", Image: PauseImage,
-						Resources: corev1.ResourceRequirements{Requests: pn.Resources.DeepCopy(), Limits: pn.Resources.DeepCopy()},
-					}},
+					Containers:                    []corev1.Container{pauseContainer(pn.Resources.DeepCopy(), pn.Resources.DeepCopy())},
 				},
 			},
 		},

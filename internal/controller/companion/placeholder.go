@@ -127,7 +127,8 @@ func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile,
 				Resources: corev1.ResourceRequirements{Requests: req},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65535),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, // restricted Pod Security (berth-system)
 				},
 			}},
 		},
