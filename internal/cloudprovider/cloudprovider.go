@@ -150,3 +150,36 @@ func Pending(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup
 	}
 	return out, failed
 }
+
+// RemovalCanceler is implemented by providers whose removal of a node
+// takes steps that can be undone until the last one (Cluster API: mark
+// the Machine, then lower the replicas). berth cancels a removal it gave
+// up, and every round the removals the provider still holds that berth no
+// longer drains, so that no mark outlives its drain and later removes a
+// node that was never simulated.
+type RemovalCanceler interface {
+	// CancelRemoval undoes what Delete did so far for the node; nothing
+	// when Delete did nothing. A RemovalCommittedError when it cannot be
+	// undone any more: the node goes whatever berth does.
+	CancelRemoval(ctx context.Context, nodeName string) error
+	// Removing names the nodes of the group whose removal berth asked the
+	// provider for, that the provider has not started deleting.
+	Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]string, error)
+}
+
+// RemovalCommittedError means a removal went too far to be undone.
+type RemovalCommittedError struct {
+	Name    string
+	Message string
+}
+
+func (e *RemovalCommittedError) Error() string {
+	return fmt.Sprintf("the removal of %s cannot be undone: %s", e.Name, e.Message)
+}
+
+// IsRemovalCommitted reports whether err is (or wraps) a
+// RemovalCommittedError.
+func IsRemovalCommitted(err error) bool {
+	var e *RemovalCommittedError
+	return errors.As(err, &e)
+}

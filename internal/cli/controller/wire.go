@@ -43,6 +43,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
 	readiness := state.NewReadiness()
+	holds := state.NewHolds()
 	capi, err := o.clusterAPIProvider(mgr, clk)
 	if err != nil {
 		return err
@@ -58,24 +59,29 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	headroom.RegisterMetrics()
 	tenant.RegisterMetrics()
 
-	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Clock: clk}
+	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Clock: clk}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
-	registers := map[string]func(ctrl.Manager) error{
-		nodegroup.Name: ngc.Register, launchtimeout.Name: lt.Register, headroom.Name: hrc.Register, nodereserve.Name: nrc.Register,
-		tenant.Name: tc.Register,
+	// Registered in a fixed order, so that a failure names the same
+	// controller every time.
+	type registration struct {
+		name     string
+		register func(ctrl.Manager) error
 	}
+	registers := []registration{{nodegroup.Name, ngc.Register}, {launchtimeout.Name, lt.Register}, {headroom.Name, hrc.Register},
+		{nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}}
 	if capi != nil {
-		registers[nodeadoption.Name] = (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder}).Register
+		registers = append(registers, registration{nodeadoption.Name, (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder}).Register})
 	}
-	for name, register := range registers {
-		if err := register(mgr); err != nil {
-			return fmt.Errorf("registering %s: %w", name, err)
+	for _, r := range registers {
+		if err := r.register(mgr); err != nil {
+			return fmt.Errorf("registering %s: %w", r.name, err)
 		}
 	}
 	offerings.OnChange = ngc.Notify
+	holds.OnChange = ngc.Notify
 
 	var cbc *capacitybuffer.Reconciler
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
@@ -99,7 +105,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 
 	if o.scaleDown {
 		disruption.RegisterMetrics()
-		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), Cloud: cloud, Recorder: recorder, Clock: clk},
+		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds},
 			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
@@ -111,7 +117,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	}
 
 	prov := provisioning.New(
-		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Recorder: recorder, Clock: clk},
+		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Recorder: recorder, Clock: clk},
 		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
 	if err := prov.Register(ctx, mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
@@ -137,7 +143,7 @@ func (o *options) wireCompanion(mgr ctrl.Manager, hook *hookSetup, recorder even
 	if err := mgr.Add(hook.certs); err != nil {
 		return err
 	}
-	pr := &companion.ProfileReconciler{Client: mgr.GetClient(), Sync: func(ctx context.Context, want bool) error {
+	pr := &companion.ProfileReconciler{Client: mgr.GetClient(), Recorder: recorder, Sync: func(ctx context.Context, want bool) error {
 		return hook.config.Ensure(ctx, want, hook.certs.CABundle())
 	}}
 	if err := pr.Register(mgr); err != nil {

@@ -54,6 +54,7 @@ type Provider struct {
 var (
 	_ cloudprovider.CloudProvider      = (*Provider)(nil)
 	_ cloudprovider.NodeGroupRefresher = (*Provider)(nil)
+	_ cloudprovider.RemovalCanceler    = (*Provider)(nil)
 )
 
 // New returns a Cluster API provider. cluster reads the workload cluster

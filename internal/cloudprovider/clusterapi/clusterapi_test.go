@@ -363,3 +363,52 @@ func TestPendingListsMachinesStillBooting(t *testing.T) {
 		t.Fatalf("pending past the machine timeout = %+v, %v; want pending-booting given up", got, err)
 	}
 }
+
+// TestCancelRemovalAfterAFailedReplicaChange: the replica change after the
+// mark failed (a foreign delete mark made berth refuse to lower); the
+// removal is given up and cancelled: berth's mark is gone, and a later
+// removal in the same MachineDeployment lowers the replicas by one, not
+// two.
+func TestCancelRemovalAfterAFailedReplicaChange(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "cancel", 3, nil, "cancel-a", "cancel-b", "cancel-c")
+	foreign := capiObj("Machine", "cancel-c", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
+		t.Fatal(err)
+	}
+	foreign.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "by-hand"})
+	if err := env.Client.Update(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.provider.Delete(ctx, "cancel-a"); err == nil {
+		t.Fatal("Delete lowered the replicas next to a foreign delete mark")
+	}
+	if err := f.provider.CancelRemoval(ctx, "cancel-a"); err != nil {
+		t.Fatalf("CancelRemoval = %v", err)
+	}
+	if a := machineAnnotations(t, "cancel-a"); a[clusterapi.AnnotationDeleteMachine] != "" || a[v1alpha1.AnnotationDeleteRequestedBy] != "" {
+		t.Errorf("machine cancel-a still carries a delete mark after the cancel: %v", a)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
+		t.Fatal(err)
+	}
+	foreign.SetAnnotations(nil)
+	if err := env.Client.Update(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.provider.Delete(ctx, "cancel-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.replicas(t); got != 2 {
+		t.Errorf("replicas after the next removal = %d, want 2 (one Machine removed, not two)", got)
+	}
+	if removing, err := f.provider.Removing(ctx, f.ng); err != nil || len(removing) != 1 || removing[0] != "cancel-b" {
+		t.Errorf("Removing = %v %v, want [cancel-b]", removing, err)
+	}
+	if err := f.provider.CancelRemoval(ctx, "cancel-b"); !cloudprovider.IsRemovalCommitted(err) {
+		t.Errorf("CancelRemoval after the replicas were lowered = %v, want a committed removal", err)
+	}
+	if machineAnnotations(t, "cancel-b")[clusterapi.AnnotationDeleteMachine] == "" {
+		t.Error("the mark of a committed removal was taken off: Cluster API would delete another Machine")
+	}
+}

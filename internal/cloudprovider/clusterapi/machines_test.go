@@ -128,3 +128,30 @@ func TestMachineSetsOfLiveMachines(t *testing.T) {
 		t.Fatalf("machine sets = %v, want [new old]: a rollout in progress", got)
 	}
 }
+
+func TestCanUnmark(t *testing.T) {
+	inSet := func(name string) func(*machine) { return func(x *machine) { x.MachineSet = name } }
+	tests := []struct {
+		name     string
+		ms       []machine
+		replicas int64
+		want     bool
+	}{
+		{name: "a mark whose replica change failed can go", ms: []machine{m("a", "p://a", berthMarked), m("b", "p://b")}, replicas: 2, want: true},
+		{name: "a mark the replicas were lowered for cannot go", ms: []machine{m("a", "p://a", berthMarked), m("b", "p://b")}, replicas: 1},
+		{name: "of two marks with one replica removed, one can go",
+			ms: []machine{m("a", "p://a", berthMarked), m("b", "p://b", berthMarked), m("c", "p://c")}, replicas: 2, want: true},
+		{name: "of two marks with two replicas removed, none can go",
+			ms: []machine{m("a", "p://a", berthMarked), m("b", "p://b", berthMarked), m("c", "p://c")}, replicas: 1},
+		{name: "a scale-up in flight does not commit a mark", ms: []machine{m("a", "p://a", berthMarked)}, replicas: 2, want: true},
+		{name: "during a rollout berth never lowered the replicas",
+			ms: []machine{m("a", "p://a", berthMarked, inSet("old")), m("b", "p://b", inSet("new")), m("c", "p://c", inSet("new"))}, replicas: 2, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := canUnmark(tt.ms, tt.replicas, v1alpha1.ClusterAPIMachineDeployment); got != tt.want {
+				t.Errorf("canUnmark = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

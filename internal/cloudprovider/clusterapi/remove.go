@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 )
 
 // remove deletes one Machine of the object through Cluster API: mark it,
@@ -139,4 +140,93 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 		}
 	}
 	return nil, nil
+}
+
+// CancelRemoval takes berth's delete mark off the Machine behind the node
+// while the replicas were not lowered for it: the marks left must still
+// cover every replica already removed (the live Machines beyond the
+// replicas), or Cluster API would delete an unmarked Machine instead. A
+// removal that went that far is committed (RemovalCommittedError).
+func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
+	node, _, r, err := p.nodeAndGroup(ctx, nodeName)
+	if cloudprovider.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ms, err := p.machines(ctx, r)
+		if err != nil {
+			return err
+		}
+		m, ok := machineForProviderID(ms, node.Spec.ProviderID)
+		if !ok || !m.markedByBerth() {
+			return nil
+		}
+		if m.Deleting {
+			return &cloudprovider.RemovalCommittedError{Name: nodeName, Message: "Cluster API is deleting Machine " + m.Namespace + "/" + m.Name}
+		}
+		_, replicas, err := p.getScale(ctx, r)
+		if err != nil {
+			return err
+		}
+		if !canUnmark(ms, replicas, r.kind) {
+			return &cloudprovider.RemovalCommittedError{Name: nodeName, Message: fmt.Sprintf(
+				"%s has %d replicas for fewer live Machines: its replicas were lowered for Machine %s/%s", r, replicas, m.Namespace, m.Name)}
+		}
+		patch := client.MergeFromWithOptions(m.obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		a := m.obj.GetAnnotations()
+		delete(a, AnnotationDeleteMachine)
+		delete(a, v1alpha1.AnnotationDeleteRequestedBy)
+		m.obj.SetAnnotations(a)
+		if err := p.mgmt.Patch(ctx, m.obj, patch); err != nil {
+			return fmt.Errorf("taking the delete mark off machine %s/%s: %w", m.Namespace, m.Name, err)
+		}
+		return nil
+	})
+}
+
+// canUnmark reports whether one of berth's marks can go without Cluster
+// API deleting an unmarked Machine: the marks left still cover the live
+// Machines beyond the replicas. While a MachineDeployment rolls out (its
+// Machines in several MachineSets, surge included) berth never lowers its
+// replicas (lowerReplicas), so a mark there was never acted on.
+func canUnmark(ms []machine, replicas int64, kind v1alpha1.ClusterAPIKind) bool {
+	if kind == v1alpha1.ClusterAPIMachineDeployment && len(machineSets(ms)) > 1 {
+		return true
+	}
+	live, marked := int64(0), int64(0)
+	for _, m := range ms {
+		if m.Deleting {
+			continue
+		}
+		live++
+		if m.markedByBerth() {
+			marked++
+		}
+	}
+	return marked-1 >= live-replicas
+}
+
+// Removing names the nodes (or, before they registered, the Machines) of
+// the group's live Machines that carry berth's delete mark.
+func (p *Provider) Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]string, error) {
+	if ng.Spec.Provider.ClusterAPI == nil {
+		return nil, nil
+	}
+	r, err := refOf(ng)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := p.machines(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.markedByBerth() && !m.Deleting {
+			out = append(out, instance(ng, m).NodeName)
+		}
+	}
+	return out, nil
 }

@@ -27,6 +27,7 @@ var (
 	_ cloudprovider.CloudProvider      = (*Provider)(nil)
 	_ cloudprovider.NodeGroupRefresher = (*Provider)(nil)
 	_ cloudprovider.PendingLister      = (*Provider)(nil)
+	_ cloudprovider.RemovalCanceler    = (*Provider)(nil)
 )
 
 // New returns a router over the KWOK provider and the Cluster API
@@ -133,6 +134,33 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	}
 	if l, ok := cp.(cloudprovider.PendingLister); ok {
 		return l.Pending(ctx, ng)
+	}
+	return nil, nil
+}
+
+// CancelRemoval asks the node's group's provider, if its removals can be
+// undone.
+func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
+	cp, err := p.forNode(ctx, nodeName)
+	if cloudprovider.IsNotFound(err) {
+		return nil // no node, or no group: nothing of berth's to undo
+	} else if err != nil {
+		return err
+	}
+	if c, ok := cp.(cloudprovider.RemovalCanceler); ok {
+		return c.CancelRemoval(ctx, nodeName)
+	}
+	return nil
+}
+
+// Removing asks the group's provider, if its removals can be undone.
+func (p *Provider) Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]string, error) {
+	cp, err := p.forGroup(ng)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := cp.(cloudprovider.RemovalCanceler); ok {
+		return c.Removing(ctx, ng)
 	}
 	return nil, nil
 }

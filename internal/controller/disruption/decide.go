@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
@@ -27,8 +26,10 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
 			since = now
 		}
 		g := w.groups[r.NodeGroup]
-		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) &&
-			!meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
+		if _, cooling := c.givenUp[r.Node]; cooling {
+			continue
+		}
+		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) {
 			out = append(out, r.Node)
 		}
 	}
@@ -59,8 +60,10 @@ func (c *Controller) dueAll(w *world, nodes []string) bool {
 		}
 		g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
 		since, ok := c.removableSince[name]
-		if g == nil || !ok || now.Sub(since) < g.Spec.Disruption.After() || !c.windowOpen(g, now) ||
-			meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended) {
+		if _, cooling := c.givenUp[name]; cooling {
+			return false
+		}
+		if g == nil || !ok || now.Sub(since) < g.Spec.Disruption.After() || !c.windowOpen(g, now) {
 			return false
 		}
 	}

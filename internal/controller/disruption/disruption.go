@@ -8,19 +8,31 @@
 // pods that go with it are left. A drain that takes longer than the
 // group's drainTimeout is given up: the node is untainted and stays.
 //
+// Every destructive step re-proves itself on fresh state: before each
+// round of evictions and right before the deletion, the node's pods are
+// read from the API server (not the cache) and the drain rules run on
+// each; a pod that now blocks (a bare pod bound after the decision, say)
+// gives the removal up, and pods that were not there at the decision make
+// the removal be simulated again. One drain's failure never stops the
+// others.
+//
 // Everything a drain needs survives a restart on the node itself (the
 // taint and the berth.dev/disruption-started annotation): a new leader
 // checks each tainted node again and either finishes its drain or
-// untaints it.
+// untaints it. A removal the provider holds half-done (a Cluster API
+// Machine marked, its replicas not lowered) is undone when berth no longer
+// drains its node.
 package disruption
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,7 +42,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
-	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/state"
 )
 
 // Name is the controller's name.
@@ -43,7 +55,17 @@ const (
 	ReasonDrainTimedOut    = "DrainTimedOut"
 	ReasonDrainStopped     = "DrainStopped"
 	ReasonRemoved          = "Removed"
+	// ReasonProviderUnknown: the node's provider has no instance for it.
+	ReasonProviderUnknown = "ProviderUnknown"
+	// ReasonRemovalCancelled: a removal the provider held half-done for a
+	// node berth no longer drains was undone.
+	ReasonRemovalCancelled = "RemovalCancelled"
 )
+
+// GiveUpCooldown is how long a node whose drain was given up is not
+// drained again: what stopped it (a budget, a pod that blocks) rarely goes
+// away at once.
+const GiveUpCooldown = 5 * time.Minute
 
 // DefaultMaxRemovalsPerRound caps how many drains one round may start,
 // over all node groups (each group's budget applies too).
@@ -61,10 +83,23 @@ type Options struct {
 
 // Deps are what the controller works with.
 type Deps struct {
-	Client   client.Client
-	Cloud    cloudprovider.CloudProvider
-	Recorder events.EventRecorder
-	Clock    clock.WithTicker
+	Client client.Client
+	// APIReader reads past the cache, right before irreversible steps
+	// (nil: Client).
+	APIReader client.Reader
+	Cloud     cloudprovider.CloudProvider
+	Recorder  events.EventRecorder
+	Clock     clock.WithTicker
+	// Holds are the node groups where the provisioner is bringing
+	// capacity for a waiting pod (nil: none).
+	Holds Holds
+}
+
+// Holds tells which node groups hold their removals, and whether the
+// provisioner has published them yet (until then every group is held).
+type Holds interface {
+	All() map[string]state.Hold
+	Published() bool
 }
 
 // Controller removes nodes that are no longer needed.
@@ -75,17 +110,22 @@ type Controller struct {
 	// row of rounds; memory only: after a restart a node waits its
 	// consolidateAfter again (the safe direction).
 	removableSince map[string]time.Time
-	// checked holds the draining nodes this replica started or re-checked.
-	checked map[string]bool
+	// accounted holds, per draining node this replica started or
+	// re-checked, the pods that had to move then: a pod that is not among
+	// them makes the removal be simulated again.
+	accounted map[string]map[types.UID]bool
+	// givenUp is when this replica last gave up each node's drain.
+	givenUp map[string]time.Time
 	// deleted holds the nodes whose removal the cloud provider accepted
 	// that still exist: a Cluster API Machine takes a while to go, and
 	// asking again every round would count and announce it again.
 	deleted map[string]bool
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
-	// lastBlocked is the last ScaleDownBlocked message per node, and
-	// lastWindow per node group with an unreadable window.
-	lastBlocked, lastWindow map[string]string
+	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
+	// the last warning about a drain per node, and lastWindow per node
+	// group with an unreadable window.
+	lastBlocked, lastWarned, lastWindow map[string]string
 }
 
 // New returns a controller.
@@ -93,7 +133,11 @@ func New(d Deps, o Options) *Controller {
 	if o.MaxRemovalsPerRound <= 0 {
 		o.MaxRemovalsPerRound = DefaultMaxRemovalsPerRound
 	}
-	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, checked: map[string]bool{}, deleted: map[string]bool{}, lastBlocked: map[string]string{}, lastWindow: map[string]string{}}
+	if d.APIReader == nil {
+		d.APIReader = d.Client
+	}
+	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
+		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{}}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -145,8 +189,9 @@ type Result struct {
 	Started, Removed, GivenUp, Replacements []string
 }
 
-// RunOnce runs one round: drains in progress advance, then new removals
-// are planned and started.
+// RunOnce runs one round: stale provider removals are undone, drains in
+// progress advance, then new removals are planned and started. An error of
+// one node's step is reported and the round goes on with the others.
 func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	w, err := c.gather(ctx)
 	if err != nil {
@@ -158,33 +203,34 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			delete(c.deleted, name)
 		}
 	}
-	for _, n := range w.nodes {
-		switch {
-		case isDisrupted(n):
-			if err := c.advance(ctx, w, n, res); err != nil {
-				return res, err
-			}
-		case n.Annotations[v1alpha1.AnnotationReplacedBy] != "":
-			if err := c.awaitReplacement(ctx, w, n, res); err != nil {
-				return res, err
-			}
+	for name, at := range c.givenUp {
+		if w.byName[name] == nil || c.Clock.Since(at) > GiveUpCooldown {
+			delete(c.givenUp, name)
 		}
 	}
-	if w.awaiting > 0 {
-		// Pods wait for capacity: removing capacity now would fight the
-		// scale-up. Drains in progress go on; nothing new starts.
-		log.FromContext(ctx).V(1).Info("pods await a node; no new scale-down this round", "pods", w.awaiting)
-		return res, nil
+	errs := c.cancelStaleRemovals(ctx, w)
+	for _, n := range w.nodes {
+		var err error
+		switch {
+		case isDisrupted(n):
+			err = c.advance(ctx, w, n, res)
+		case n.Annotations[v1alpha1.AnnotationReplacedBy] != "":
+			err = c.awaitReplacement(ctx, w, n, res)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+		}
 	}
 	plan, err := scaledown.Run(w.input)
 	if err != nil {
-		return res, fmt.Errorf("planning scale-down: %w", err)
+		return res, errors.Join(append(errs, fmt.Errorf("planning scale-down: %w", err))...)
 	}
 	res.Plan = plan
 	c.report(w, plan)
 	for _, name := range c.due(w, plan) {
-		if err := c.start(ctx, w.byName[name]); err != nil {
-			return res, err
+		if err := c.start(ctx, w, w.byName[name]); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		res.Started = append(res.Started, name)
 	}
@@ -194,11 +240,11 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 		if c.dueAll(w, r.Nodes) {
 			if err := c.launchReplacement(ctx, w, r, res); err != nil {
-				return res, err
+				errs = append(errs, err)
 			}
 		}
 	}
-	return res, nil
+	return res, errors.Join(errs...)
 }
 
 // isDisrupted reports whether the node carries berth's disrupted taint.
@@ -211,9 +257,8 @@ func isDisrupted(n *corev1.Node) bool {
 	return false
 }
 
-// mustMove reports whether a pod on a node being drained must be evicted
-// before the node is deleted: everything but DaemonSet, mirror and finished
-// pods (placeholders are deleted instead, see advance).
-func mustMove(p *corev1.Pod) bool {
-	return !podutil.IsOwnedByDaemonSet(p) && !podutil.IsMirror(p) && !podutil.IsTerminal(p)
+// owns reports whether the node is the group's: it carries the owner mark
+// of this group (its UID), not of one deleted earlier under the same name.
+func owns(g *v1alpha1.NodeGroup, n *corev1.Node) bool {
+	return g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID)
 }

@@ -9,6 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -18,8 +19,10 @@ import (
 )
 
 // start taints a node and records when its drain started, in one patch
-// guarded by the node's resourceVersion.
-func (c *Controller) start(ctx context.Context, n *corev1.Node) error {
+// guarded by the node's resourceVersion. The pods that must move as the
+// decision saw them are remembered: any other pod found on the node later
+// makes the removal be simulated again.
+func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	if n.Annotations == nil {
@@ -29,7 +32,8 @@ func (c *Controller) start(ctx context.Context, n *corev1.Node) error {
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
-	c.checked[n.Name] = true
+	moving, _ := scaledown.CheckPods(n.Name, w.podsOn[n.Name], w.input.PDBs)
+	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
 	log.FromContext(ctx).Info("draining node to remove it", "node", n.Name, "nodeGroup", n.Labels[v1alpha1.LabelNodeGroup])
 	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonDisrupting, "ScaleDown",
@@ -37,24 +41,18 @@ func (c *Controller) start(ctx context.Context, n *corev1.Node) error {
 	return nil
 }
 
-// advance moves a drain on: after a restart it checks that the node is
-// still removable; it gives up after the drain timeout; it evicts the pods
-// that must move; and it deletes the node when none is left.
+// advance moves a drain on. The drain timeout comes first: it always wins.
+// Then the node's pods are read from the API server and checked again
+// (drain rules on every pod; a simulation when pods that were not part of
+// the decision are there, and after a restart); the pods that must move
+// are evicted; and once none is left the node is deleted.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	if g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) || n.DeletionTimestamp != nil || c.deleted[n.Name] {
-		return nil // not berth's to drain (a taint copied by hand), or going already
+	if n.DeletionTimestamp != nil || c.deleted[n.Name] {
+		return nil // going already
 	}
-	if !c.checked[n.Name] {
-		blocked, err := scaledown.Recheck(w.input, n.Name)
-		if err != nil {
-			return err
-		}
-		if blocked != nil {
-			res.GivenUp = append(res.GivenUp, n.Name)
-			return c.stop(ctx, n, ReasonDrainStopped, "Drain stopped after a restart: "+blocked.Message)
-		}
-		c.checked[n.Name] = true
+	if !owns(g, n) {
+		return c.release(ctx, n, res)
 	}
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted])
 	if err != nil {
@@ -63,65 +61,157 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout {
 		drainTimeouts.WithLabelValues(g.Name).Inc()
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.stop(ctx, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
+		return c.giveUp(ctx, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
 	}
-	left := 0
-	for _, p := range w.podsOn[n.Name] {
-		if !mustMove(p) {
-			continue
-		}
-		left++
-		if p.DeletionTimestamp != nil {
-			continue // terminating: wait for it
-		}
-		if err := c.evict(ctx, p); err != nil {
+	pods, err := c.freshPods(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	moving, blocked := scaledown.CheckPods(n.Name, pods, w.input.PDBs)
+	if blocked == nil && c.changed(n.Name, moving) {
+		if blocked, err = scaledown.Recheck(w.withPodsOn(n.Name, pods), n.Name); err != nil {
 			return err
 		}
+		if blocked == nil {
+			c.accounted[n.Name] = uids(moving)
+		}
 	}
-	if left > 0 {
+	if blocked != nil {
+		res.GivenUp = append(res.GivenUp, n.Name)
+		return c.giveUp(ctx, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: %s (%s)", blocked.Message, blocked.Reason))
+	}
+	for _, p := range moving {
+		if p.DeletionTimestamp == nil {
+			c.evict(ctx, p)
+		}
+	}
+	if len(moving) > 0 {
 		return nil
 	}
-	// Only pods that go with the node are left: delete it. Check the owner
-	// mark again right before, on the object the decision was made on.
-	if err := c.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
+	return c.remove(ctx, g, n, started, res)
+}
+
+// remove deletes a drained node through the cloud provider, after reading
+// it once more from the API server: it must still be berth's and still be
+// draining. Only the Node's own disappearance proves the removal; a
+// provider that does not know the node leaves it tainted and says so.
+func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev1.Node, started time.Time, res *Result) error {
+	fresh := &corev1.Node{}
+	if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(n), fresh); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("reading node %s: %w", n.Name, err))
+	}
+	if !owns(g, fresh) || !isDisrupted(fresh) || fresh.DeletionTimestamp != nil {
+		return nil // changed since the round read it: the next round decides
+	}
+	if err := c.Cloud.Delete(ctx, n.Name); cloudprovider.IsNotFound(err) {
+		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it or the drain times out", err))
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
 	c.deleted[n.Name] = true
 	drainDuration.Observe(c.Clock.Since(started).Seconds())
 	removed.WithLabelValues(g.Name).Inc()
-	delete(c.checked, n.Name)
+	delete(c.accounted, n.Name)
 	res.Removed = append(res.Removed, n.Name)
 	log.FromContext(ctx).Info("removed node", "node", n.Name, "nodeGroup", g.Name, "drain", c.Clock.Since(started).Round(time.Second).String())
 	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "ScaleDown", "Node removed after %s: all its pods moved", c.Clock.Since(started).Round(time.Second))
 	return nil
 }
 
+// freshPods reads the pods bound to the node from the API server: the
+// cache may not show a pod that landed a moment ago.
+func (c *Controller) freshPods(ctx context.Context, node string) ([]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := c.APIReader.List(ctx, list, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return nil, fmt.Errorf("reading the pods of node %s: %w", node, err)
+	}
+	out := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
+}
+
+// changed reports whether a pod must move that the decision (or the last
+// check) did not account for; always after a restart.
+func (c *Controller) changed(node string, moving []*corev1.Pod) bool {
+	known, ok := c.accounted[node]
+	if !ok {
+		return true
+	}
+	for _, p := range moving {
+		if !known[p.UID] {
+			return true
+		}
+	}
+	return false
+}
+
+func uids(pods []*corev1.Pod) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		out[p.UID] = true
+	}
+	return out
+}
+
 // evict asks the API server to evict a pod. Placeholders (berth's own
 // headroom pods) are deleted: they are planned again. A refusal by a
-// PodDisruptionBudget (429) is retried next round, never forced.
-func (c *Controller) evict(ctx context.Context, p *corev1.Pod) error {
+// PodDisruptionBudget (429) or any other error is retried next round,
+// never forced.
+func (c *Controller) evict(ctx context.Context, p *corev1.Pod) {
 	logger := log.FromContext(ctx).WithValues("pod", client.ObjectKeyFromObject(p), "node", p.Spec.NodeName)
 	if p.Labels[v1alpha1.LabelHeadroomRole] != "" && p.Namespace == v1alpha1.SystemNamespace {
-		return client.IgnoreNotFound(c.Client.Delete(ctx, p))
+		if err := c.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) {
+			logger.Info("could not delete placeholder; retrying next round", "error", err.Error())
+		}
+		return
 	}
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
 	err := c.Client.SubResource("eviction").Create(ctx, p, ev)
 	switch {
 	case err == nil:
 		logger.V(1).Info("evicted pod")
-		return nil
-	case apierrors.IsNotFound(err):
-		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// gone, or another pod of the same name: the next fresh read decides
 	case apierrors.IsTooManyRequests(err):
 		logger.V(1).Info("eviction refused by a PodDisruptionBudget; retrying next round", "error", err.Error())
-		return nil
 	default:
 		logger.Info("could not evict pod; retrying next round", "error", err.Error())
-		return nil
 	}
 }
 
-// stop removes the taint and the start annotation: the node stays.
+// giveUp stops a drain: what the provider did of the removal is undone
+// first; when it cannot be undone any more the node goes anyway and the
+// drain goes on.
+func (c *Controller) giveUp(ctx context.Context, n *corev1.Node, reason, msg string) error {
+	if rc, ok := c.Cloud.(cloudprovider.RemovalCanceler); ok {
+		if err := rc.CancelRemoval(ctx, n.Name); cloudprovider.IsRemovalCommitted(err) {
+			c.warnOnce(n, reason, msg+"; but the provider's removal cannot be undone any more ("+err.Error()+"): the node goes")
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("undoing the provider's removal of node %s (the drain stays): %w", n.Name, err)
+		}
+	}
+	return c.stop(ctx, n, reason, msg)
+}
+
+// release untaints a node berth drains for a node group that is gone (or
+// was created again under the same name): it is not that group's to
+// remove. A node without berth's owner mark (a taint copied by hand) is
+// left alone.
+func (c *Controller) release(ctx context.Context, n *corev1.Node, res *Result) error {
+	if n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" {
+		return nil
+	}
+	res.GivenUp = append(res.GivenUp, n.Name)
+	return c.giveUp(ctx, n, ReasonDrainStopped, fmt.Sprintf(
+		"Drain stopped, the node stays: node group %q no longer exists or is not the one that launched the node", n.Labels[v1alpha1.LabelNodeGroup]))
+}
+
+// stop removes the taint and the drain's annotations: the node stays.
 func (c *Controller) stop(ctx context.Context, n *corev1.Node, reason, msg string) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	var taints []corev1.Taint
@@ -137,23 +227,33 @@ func (c *Controller) stop(ctx context.Context, n *corev1.Node, reason, msg strin
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}
-	delete(c.checked, n.Name)
+	delete(c.accounted, n.Name)
+	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
 	return nil
 }
 
-// remaining names up to three pods still to evict from a node.
+// warnOnce records a warning on the node unless it was the last one said.
+func (c *Controller) warnOnce(n *corev1.Node, reason, msg string) {
+	if c.lastWarned[n.Name] == msg {
+		return
+	}
+	c.lastWarned[n.Name] = msg
+	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
+}
+
+// remaining names up to three pods still to evict from a node, as the
+// cache shows them.
 func (c *Controller) remaining(w *world, n *corev1.Node) string {
+	moving, _ := scaledown.CheckPods(n.Name, w.podsOn[n.Name], w.input.PDBs)
 	var names []string
-	for _, p := range w.podsOn[n.Name] {
-		if mustMove(p) {
-			if len(names) == 3 {
-				names = append(names, "...")
-				break
-			}
-			names = append(names, p.Namespace+"/"+p.Name)
+	for i, p := range moving {
+		if i == 3 {
+			names = append(names, "...")
+			break
 		}
+		names = append(names, p.Namespace+"/"+p.Name)
 	}
 	return fmt.Sprint(names)
 }

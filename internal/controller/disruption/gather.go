@@ -25,8 +25,24 @@ type world struct {
 	groups map[string]*v1alpha1.NodeGroup
 	// podsOn are the pods bound to each node.
 	podsOn map[string][]*corev1.Pod
-	// awaiting counts the pods waiting for a node to be launched.
-	awaiting int
+}
+
+// withPodsOn returns the planner's input with the node's pods replaced by
+// pods (read fresh from the API server).
+func (w *world) withPodsOn(node string, pods []*corev1.Pod) scaledown.Input {
+	in := w.input
+	in.Pods = make([]*corev1.Pod, 0, len(w.input.Pods)+len(pods))
+	for _, p := range w.input.Pods {
+		if p.Spec.NodeName != node {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	for _, p := range pods {
+		if podutil.IsBound(p) {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	return in
 }
 
 // gather reads the cluster from the informer cache.
@@ -65,11 +81,12 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		case p.Spec.NodeName != "":
 			w.input.Pods = append(w.input.Pods, p)
 			w.podsOn[p.Spec.NodeName] = append(w.podsOn[p.Spec.NodeName], p)
-		case podutil.AwaitsNode(p):
-			w.awaiting++
-		}
-		if podutil.IsUnbound(p) && p.Status.NominatedNodeName != "" {
+		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
 			w.input.Nominated = append(w.input.Nominated, p)
+		case podutil.AwaitsNode(p):
+			// It takes its room before any removal; if it fits nowhere it
+			// is scale-up's matter and holds nothing back.
+			w.input.Pending = append(w.input.Pending, p)
 		}
 	}
 	pdbs := &policyv1.PodDisruptionBudgetList{}
@@ -119,5 +136,26 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	for _, s := range sets {
 		w.input.Virtual = append(w.input.Virtual, s.Pods...)
 	}
+	w.input.Held = c.held(w.input.NodeGroups)
 	return w, nil
+}
+
+// held are the node groups where no removal starts now: those where the
+// provisioner is bringing capacity for a waiting pod, and all of them
+// until the provisioner has published its first round.
+func (c *Controller) held(groups []*v1alpha1.NodeGroup) map[string]string {
+	if c.Holds == nil {
+		return nil
+	}
+	out := map[string]string{}
+	if !c.Holds.Published() {
+		for _, g := range groups {
+			out[g.Name] = "the provisioner has not finished its first round since this controller started"
+		}
+		return out
+	}
+	for g, h := range c.Holds.All() {
+		out[g] = h.Message
+	}
+	return out
 }

@@ -71,6 +71,9 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		started = time.Time{}
 	}
 	switch {
+	case !owns(w.groups[n.Labels[v1alpha1.LabelNodeGroup]], n):
+		res.GivenUp = append(res.GivenUp, n.Name)
+		return c.unmark(ctx, n, "Replacement given up: the node's node group no longer exists or is not the one that launched it; the node stays")
 	case repl == nil && c.Clock.Since(started) > replacementGrace:
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, n, "Replacement "+n.Annotations[v1alpha1.AnnotationReplacedBy]+" is gone; the node stays")
@@ -85,7 +88,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, n, "Replacement "+repl.Name+" is Ready but the node cannot be removed any more: "+blocked.Message)
 	}
-	if err := c.start(ctx, n); err != nil {
+	if err := c.start(ctx, w, n); err != nil {
 		return err
 	}
 	res.Started = append(res.Started, n.Name)

@@ -23,7 +23,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
-	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -35,8 +34,12 @@ const Name = "nodegroup"
 const (
 	ReasonInsufficientCapacity = "InsufficientCapacity"
 	ReasonNoRecentFailures     = "NoRecentFailures"
-	// ReasonPendingAfterLaunchFailure: scale-down is suspended.
+	// ReasonPendingAfterLaunchFailure: scale-down is suspended, a launch
+	// for a pending pod failed in the group.
 	ReasonPendingAfterLaunchFailure = "PendingAfterLaunchFailure"
+	// ReasonLaunchingForPendingPods: scale-down is suspended while a node
+	// launched for a pending pod comes up.
+	ReasonLaunchingForPendingPods = "LaunchingForPendingPods"
 	// ReasonScaleDownActive: scale-down is not suspended.
 	ReasonScaleDownActive = "NotSuspended"
 )
@@ -47,11 +50,18 @@ type Failures interface {
 	NextExpiry(nodeGroup string) time.Time
 }
 
+// Holds tells whether scale-down holds a node group, and why.
+type Holds interface {
+	Of(nodeGroup string) (state.Hold, bool)
+}
+
 // Reconciler computes NodeGroup status.
 type Reconciler struct {
 	Client   client.Client
 	Failures Failures
-	Clock    clock.PassiveClock
+	// Holds are the groups where scale-down starts no removal (nil: none).
+	Holds Holds
+	Clock clock.PassiveClock
 	// changes receives node groups whose launches failed.
 	changes *notify.Channel
 }
@@ -92,17 +102,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing nodes of %s: %w", ng.Name, err)
 	}
-	suspendedBy, err := r.pendingAfterFailure(ctx, ng)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	status := r.compute(ng, nodes.Items)
-	meta.SetStatusCondition(&status.Conditions, suspendCondition(ng, suspendedBy, r.Failures.Failures(ng.Name)))
+	meta.SetStatusCondition(&status.Conditions, r.suspendCondition(ng))
 	fleetPrice.WithLabelValues(ng.Name).Set(status.price)
 	result := reconcile.Result{}
 	if exp := r.Failures.NextExpiry(ng.Name); !exp.IsZero() {
-		// Clear the condition when the failure is forgotten, and look at the
-		// pending pods again meanwhile (pods are not watched here).
+		// Clear the condition when the failure is forgotten.
 		result.RequeueAfter = min(max(exp.Sub(r.Clock.Now()), time.Second), 30*time.Second)
 	}
 	if equality.Semantic.DeepEqual(ng.Status, status.NodeGroupStatus) {
@@ -181,48 +186,24 @@ func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 			strings.Join(parts, ", "), fails[len(fails)-1].Message), ObservedGeneration: ng.Generation}
 }
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-
-// pendingAfterFailure returns a pod that waits for a node this group could
-// give it while the group's launches fail, or nil. A pod counts when its
-// nodeSelector is satisfied by the group's node labels.
-func (r *Reconciler) pendingAfterFailure(ctx context.Context, ng *v1alpha1.NodeGroup) (*corev1.Pod, error) {
-	if len(r.Failures.Failures(ng.Name)) == 0 {
-		return nil, nil
+// suspendCondition is ScaleDownSuspended: True while scale-down holds the
+// group for a pending pod (a node launching for it, or a launch for it
+// that failed; as Ocean suspends scale-down until such a pod is
+// scheduled).
+func (r *Reconciler) suspendCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
+	var hold state.Hold
+	held := false
+	if r.Holds != nil {
+		hold, held = r.Holds.Of(ng.Name)
 	}
-	labels := map[string]string{v1alpha1.LabelNodeGroup: ng.Name}
-	for k, v := range ng.Spec.Template.Labels {
-		labels[k] = string(v)
-	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !podutil.AwaitsNode(p) {
-			continue
-		}
-		fits := true
-		for k, v := range p.Spec.NodeSelector {
-			fits = fits && labels[k] == v
-		}
-		if fits {
-			return p, nil
-		}
-	}
-	return nil, nil
-}
-
-// suspendCondition is ScaleDownSuspended: True while a pod waits for a node
-// of the group and the group's launches fail (as Ocean suspends scale-down
-// until such a pod is scheduled).
-func suspendCondition(ng *v1alpha1.NodeGroup, pod *corev1.Pod, fails []state.Failure) metav1.Condition {
-	if pod == nil || len(fails) == 0 {
+	if !held {
 		return metav1.Condition{Type: v1alpha1.ConditionScaleDownSuspended, Status: metav1.ConditionFalse, Reason: ReasonScaleDownActive,
 			Message: "Scale-down is not suspended", ObservedGeneration: ng.Generation}
 	}
-	return metav1.Condition{Type: v1alpha1.ConditionScaleDownSuspended, Status: metav1.ConditionTrue, Reason: ReasonPendingAfterLaunchFailure,
-		Message: fmt.Sprintf("Could not scale up for pending pod %s/%s (launch failed: %s); scale-down is suspended until it is scheduled",
-			pod.Namespace, pod.Name, fails[len(fails)-1].Message), ObservedGeneration: ng.Generation}
+	reason := ReasonLaunchingForPendingPods
+	if hold.Reason == state.HoldLaunchFailed {
+		reason = ReasonPendingAfterLaunchFailure
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionScaleDownSuspended, Status: metav1.ConditionTrue, Reason: reason,
+		Message: "Scale-down is suspended: " + hold.Message, ObservedGeneration: ng.Generation}
 }

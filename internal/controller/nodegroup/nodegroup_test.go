@@ -2,7 +2,6 @@ package nodegroup_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -21,7 +21,6 @@ import (
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
-	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -48,7 +47,8 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	offerings := state.NewOfferings(clk, 3*time.Minute)
-	r := &nodegroup.Reconciler{Client: env.Client, Failures: offerings, Clock: clk}
+	holds := state.NewHolds()
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: offerings, Holds: holds, Clock: clk}
 	reconcileOnce := func() *v1alpha1.NodeGroup {
 		t.Helper()
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "status"}}); err != nil {
@@ -88,19 +88,22 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 	if got.Status.UnavailableOfferings == nil || got.Status.UnavailableOfferings[0].CapacityType != v1alpha1.CapacityTypeSpot {
 		t.Errorf("unavailableOfferings %+v, want the spot offering", got.Status.UnavailableOfferings)
 	}
-	// A pod waits for this group while its launches fail: scale-down is
-	// suspended, naming the pod.
-	pod := b.Pod("waits", b.Namespace("default"), b.NoUID(), b.CPU("64"), b.NodeSelector(v1alpha1.LabelNodeGroup, "status"))
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
+	// A launch for a pending pod failed in this group and the pod still
+	// waits: scale-down is suspended, naming the pod and the failure.
+	waits := types.NamespacedName{Namespace: "default", Name: "waits"}
+	holds.LaunchFailed(waits, "status", "no spot capacity")
+	holds.Publish(map[types.NamespacedName]bool{waits: true}, nil)
+	got = reconcileOnce()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != nodegroup.ReasonPendingAfterLaunchFailure || !strings.Contains(c.Message, "pending pod default/waits") || !strings.Contains(c.Message, "no spot capacity") {
+		t.Errorf("ScaleDownSuspended after a failed launch for a waiting pod: %+v", c)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pod) })
-	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
-		got := reconcileOnce()
-		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended)
-		ok := c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "pending pod default/waits") && strings.Contains(c.Message, "no spot capacity")
-		return ok, fmt.Sprintf("ScaleDownSuspended %+v", c), nil
-	})
+	// Once the pod no longer waits, the suspension ends.
+	holds.Publish(nil, nil)
+	got = reconcileOnce()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("ScaleDownSuspended after the pod was scheduled: %+v, want False", c)
+	}
 
 	clk.Step(4 * time.Minute)
 	got = reconcileOnce()

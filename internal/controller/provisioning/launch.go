@@ -75,6 +75,13 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		// headroom.
 		failed := nn.Offering()
 		p.Offerings.MarkUnavailable(failed, err.Error())
+		if p.Holds != nil {
+			for _, ref := range nn.Pods {
+				if pending[ref.Key()] != nil {
+					p.Holds.LaunchFailed(ref.Key(), nn.NodeGroup, err.Error())
+				}
+			}
+		}
 		why := reasonError
 		if cloudprovider.IsInsufficientCapacity(err) {
 			why = reasonInsufficientCapacity
@@ -182,4 +189,25 @@ func (p *Provisioner) record(pod *corev1.Pod, eventType, reason, msg string) {
 		return
 	}
 	p.Recorder.Eventf(pod, nil, eventType, reason, "Provision", "%s", msg)
+}
+
+// publishHolds tells scale-down which node groups berth is bringing
+// capacity to for pods that still wait: those of the nodes it launched
+// for them (nominated, not bound yet), and those where a launch for them
+// failed. waiting are the pods that wait; nodes all nodes known.
+func (p *Provisioner) publishHolds(waiting map[types.NamespacedName]bool, nodes []*corev1.Node) {
+	if p.Holds == nil {
+		return
+	}
+	groupOf := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		groupOf[n.Name] = n.Labels[v1alpha1.LabelNodeGroup]
+	}
+	launching := map[types.NamespacedName]string{}
+	for pod, node := range p.nominated.snapshot() {
+		if g := groupOf[node]; g != "" && waiting[pod] {
+			launching[pod] = g
+		}
+	}
+	p.Holds.Publish(waiting, launching)
 }

@@ -72,8 +72,12 @@ type Deps struct {
 	// Readiness receives, after each round, how many headroom units and
 	// buffer chunks fit in free capacity.
 	Readiness *state.Readiness
-	Recorder  events.EventRecorder
-	Clock     clock.WithTicker
+	// Holds receive, after each round, the node groups berth is bringing
+	// capacity to for waiting pods: scale-down starts no removal there
+	// (nil: not published).
+	Holds    *state.Holds
+	Recorder events.EventRecorder
+	Clock    clock.WithTicker
 }
 
 // Provisioner plans and launches nodes for pending pods.
@@ -272,6 +276,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	p.renominate(ctx, res.Plan, in.Nodes, pending)
 	p.explain(res.Plan, pending)
+	p.publishHolds(r.waiting, p.inflight.merge(in.Nodes))
 	if p.Readiness != nil {
 		p.Readiness.Set(readiness(res.Plan, p.virtualOwner, p.inflight.merge(in.Nodes)))
 	}

@@ -3,6 +3,7 @@ package scaledown
 import (
 	"math"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -11,45 +12,37 @@ import (
 )
 
 // Recheck reports whether a node berth is draining (it carries the
-// disrupted taint, say after a controller restart) is still removable: its
-// remaining pods are not blocked by a rule and have a home elsewhere.
-// Budget, minSize and consolidateAfter were satisfied when the drain
-// started and are not checked again. It returns nil when the drain may go
-// on, or why it must stop.
+// disrupted taint) is still removable: its remaining pods are not blocked
+// by a rule and have a home elsewhere, after the pods of the other nodes
+// being drained and the pods that wait for a node took their room. Budget,
+// minSize and consolidateAfter were satisfied when the drain started and
+// are not checked again; neither are PodDisruptionBudgets (the Eviction
+// API enforces them while the drain goes on, until its timeout). It
+// returns nil when the drain may go on, or why it must stop.
 func Recheck(in Input, name string) (*Blocked, error) {
-	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
+	// A drain waits for PodDisruptionBudgets: they do not stop a drain in
+	// progress.
+	in.PDBs = unlimited(in.PDBs)
+	in.Held = nil
+	p, err := newPlanner(in)
 	if err != nil {
 		return nil, err
 	}
-	n := s.Node(name)
+	n := p.s.Node(name)
 	if n == nil {
 		return nil, nil // gone already
 	}
-	var g *v1alpha1.NodeGroup
-	for _, ng := range in.NodeGroups {
-		if ng.Name == n.NodeGroup {
-			g = ng
-		}
-	}
+	g := p.groups[n.NodeGroup]
 	if g == nil {
 		return &Blocked{Node: name, Reason: ReasonNotOwned, Message: "node " + name + " belongs to no node group"}, nil
 	}
-	// A drain waits for PodDisruptionBudgets (the Eviction API enforces
-	// them, until the drain timeout): they do not stop a drain in progress.
-	pdbs := make([]*policyv1.PodDisruptionBudget, len(in.PDBs))
-	for i, pdb := range in.PDBs {
-		cp := *pdb
-		cp.Status.DisruptionsAllowed = math.MaxInt32
-		pdbs[i] = &cp
-	}
-	p := &planner{s: s, plan: &Plan{}, groups: map[string]*v1alpha1.NodeGroup{g.Name: g}, budgets: drain.NewBudgets(pdbs), rules: drain.Rules()}
-	for _, other := range s.Nodes {
-		if disrupted(other.Node) || other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
-			s.Cordon(other) // going too: no home
+	for _, other := range p.s.Nodes {
+		if other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+			p.s.Cordon(other) // going too: no home
 		}
 	}
-	placeVirtual(s, in.Virtual)
+	p.settle(name, in.Pending)
+	placeVirtual(p.s, in.Virtual)
 	movers, _, blocked := p.classify(n, g)
 	if blocked != nil {
 		return blocked, nil
@@ -59,4 +52,39 @@ func Recheck(in Input, name string) (*Blocked, error) {
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNoHome, Pod: &ref, Message: "pod " + ref.String() + " would fit on no other node"}, nil
 	}
 	return nil, nil
+}
+
+// unlimited returns copies of the budgets that allow any disruption.
+func unlimited(pdbs []*policyv1.PodDisruptionBudget) []*policyv1.PodDisruptionBudget {
+	out := make([]*policyv1.PodDisruptionBudget, len(pdbs))
+	for i, pdb := range pdbs {
+		cp := *pdb
+		cp.Status.DisruptionsAllowed = math.MaxInt32
+		out[i] = &cp
+	}
+	return out
+}
+
+// CheckPods runs the drain rules on the pods a node being drained holds
+// now (read fresh from the API server, not the plan's view): the pods
+// that must still be evicted, or the first pod that blocks the removal.
+// Budgets aside (the Eviction API enforces them), it is the check that
+// planned the removal, so a pod that arrived after the decision (one the
+// cache had not shown, one that tolerates every taint, one created with
+// its node set) keeps the rules: a bare pod, a do-not-disrupt pod or
+// local storage stops the drain instead of being evicted.
+func CheckPods(node string, pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) ([]*corev1.Pod, *Blocked) {
+	ctx := &drain.Context{PDBs: drain.NewBudgets(unlimited(pdbs))}
+	rules := drain.Rules()
+	var moving []*corev1.Pod
+	for _, pod := range pods {
+		switch o := drain.Check(rules, pod, ctx); o.Verdict {
+		case drain.Blocks:
+			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
+			return nil, &Blocked{Node: node, Reason: o.Reason, Pod: &ref, Message: o.Message}
+		case drain.Moves:
+			moving = append(moving, pod)
+		}
+	}
+	return moving, nil
 }

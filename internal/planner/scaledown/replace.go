@@ -29,7 +29,7 @@ type Replacement struct {
 func (p *planner) replace(in Input, cands []candidate) error {
 	var stuck []candidate
 	for _, c := range cands {
-		if c.group.Spec.Disruption.Policy() != v1alpha1.ConsolidationWhenEmptyOrUnderutilized {
+		if _, held := p.held[c.group.Name]; held || c.group.Spec.Disruption.Policy() != v1alpha1.ConsolidationWhenEmptyOrUnderutilized {
 			continue
 		}
 		if _, _, blocked := p.classify(c.node, c.group); blocked == nil && p.budgetAllows(c.group, 1) {

@@ -42,6 +42,10 @@ const (
 	// reserved for a PodGroup that still exists; its pods may come back
 	// at any time and expect the devices there.
 	ReasonWorkloadClaim drain.Reason = "WorkloadResourceClaim"
+	// ReasonGroupHeld: berth is bringing capacity to the node group for a
+	// pod that waits (a node launching for it, or a launch for it that
+	// failed there); no removal starts in the group meanwhile.
+	ReasonGroupHeld drain.Reason = "NodeGroupHeld"
 )
 
 // Input is the cluster to plan a scale-down for.
@@ -52,7 +56,15 @@ type Input struct {
 	Pods []*corev1.Pod
 	// Nominated are pods not bound yet whose status.nominatedNodeName
 	// names a node: that node stays while they wait.
-	Nominated  []*corev1.Pod
+	Nominated []*corev1.Pod
+	// Pending are pods that wait for a node and are not nominated to one.
+	// Those that fit on a node that stays take their room there before
+	// any removal is tried; those that fit nowhere are scale-up's matter
+	// and hold no removal back (Plan.Unplaced lists them).
+	Pending []*corev1.Pod
+	// Held are the node groups where no removal starts now, with why
+	// (berth is bringing capacity there for a pod that waits).
+	Held       map[string]string
 	PDBs       []*policyv1.PodDisruptionBudget
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
@@ -104,6 +116,9 @@ type Plan struct {
 	// other nodes plus one new, cheaper node.
 	Replace []Replacement `json:"replace,omitempty"`
 	Blocked []Blocked     `json:"blocked,omitempty"`
+	// Unplaced are the pending pods that fit on no node that stays: no
+	// removal waits for them (scale-up explains them on the pod).
+	Unplaced []scaleup.PodRef `json:"unplaced,omitempty"`
 }
 
 // candidate is a node of a group that might go.
@@ -115,40 +130,32 @@ type candidate struct {
 
 // Run computes the plan. Nodes carrying berth's disrupted taint are being
 // drained already: they count against their group's budget and are no
-// home for anyone.
+// home for anyone; their pods, and the pods that wait for a node, take
+// their room on the other nodes before any removal is tried.
 func Run(in Input) (*Plan, error) {
-	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
+	p, err := newPlanner(in)
 	if err != nil {
 		return nil, err
 	}
-	groups := map[string]*v1alpha1.NodeGroup{}
-	for _, g := range in.NodeGroups {
-		groups[g.Name] = g
-	}
-	p := &planner{s: s, plan: &Plan{}, groups: groups, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
-		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{}, nominated: map[string]*corev1.Pod{}}
-	for _, pod := range in.Nominated {
-		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
-			p.nominated[node] = pod
-		}
-	}
-	for _, n := range s.Nodes {
+	for _, n := range p.s.Nodes {
 		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
 			continue
 		}
 		p.size[n.NodeGroup]++
-		if disrupted(n.Node) {
+		// Draining, or its replacement is launching. Only the group's own
+		// nodes count against its budget: a node left tainted by a group
+		// deleted and created again under the same name is not this
+		// group's disruption.
+		if g := p.groups[n.NodeGroup]; g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
+			(disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "") {
 			p.disrupting[n.NodeGroup]++
-			s.Cordon(n)
-		} else if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
-			p.disrupting[n.NodeGroup]++ // its replacement is launching
 		}
 		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
 			p.replacements[by] = true
 		}
 	}
-	placeVirtual(s, in.Virtual)
+	p.plan.Unplaced = p.settle("", in.Pending)
+	placeVirtual(p.s, in.Virtual)
 	cands := p.candidates()
 	for _, c := range cands {
 		p.consider(c)
@@ -161,10 +168,40 @@ func Run(in Input) (*Plan, error) {
 	return p.plan, nil
 }
 
+// newPlanner builds the cluster snapshot and the planner's bookkeeping,
+// with every node being drained cordoned: it is no home for anyone.
+func newPlanner(in Input) (*planner, error) {
+	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
+	if err != nil {
+		return nil, err
+	}
+	groups := map[string]*v1alpha1.NodeGroup{}
+	for _, g := range in.NodeGroups {
+		groups[g.Name] = g
+	}
+	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
+		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{},
+		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}}
+	for _, pod := range in.Nominated {
+		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
+			p.nominated[node] = pod
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.NodeGroup != "" && n.DeletionTimestamp == nil && disrupted(n.Node) {
+			s.Cordon(n)
+		}
+	}
+	return p, nil
+}
+
 type planner struct {
-	s       *snapshot.Snapshot
-	plan    *Plan
-	groups  map[string]*v1alpha1.NodeGroup
+	s      *snapshot.Snapshot
+	plan   *Plan
+	groups map[string]*v1alpha1.NodeGroup
+	// held are the node groups where no removal starts, with why.
+	held    map[string]string
 	budgets *drain.Budgets
 	rules   []drain.Rule
 	// size, disrupting and removed count nodes per group.
@@ -180,6 +217,10 @@ type planner struct {
 	// unbound caches, per pod, its copy without a node and that copy's
 	// prepared class: a pod is simulated once per node tried.
 	unbound map[*corev1.Pod]unboundPod
+	// settled are the pods placed by settle (waiting pods, pods of nodes
+	// being drained): they need a home if their node goes, but are not
+	// evicted from it.
+	settled map[*corev1.Pod]bool
 }
 
 type unboundPod struct {
@@ -272,6 +313,10 @@ func (p *planner) consider(c candidate) {
 		p.block(n, g, ReasonBudget, nil, "node group "+name+" disrupts as many nodes as its budget allows")
 		return
 	}
+	if why, ok := p.held[name]; ok {
+		p.block(n, g, ReasonGroupHeld, nil, "node group "+name+" holds its removals: "+why)
+		return
+	}
 	var moves []Move
 	var homeless *snapshot.Pod
 	_ = p.s.WithFork(func() (bool, error) {
@@ -294,7 +339,7 @@ func (p *planner) consider(c candidate) {
 	p.removed[name]++
 	r := Removal{Node: n.Name, NodeGroup: name, Empty: len(evict) == 0, Utilization: c.util}
 	for _, m := range moves {
-		if m.Pod.Name != "" && !isVirtual(m, movers) {
+		if m.Pod.Name != "" && p.evicted(m, movers) {
 			r.Evict = append(r.Evict, m)
 		}
 	}
@@ -315,10 +360,12 @@ func disrupted(n *corev1.Node) bool {
 	return false
 }
 
-func isVirtual(m Move, movers []*snapshot.Pod) bool {
+// evicted reports whether a move is an eviction: a real pod bound to the
+// node, not a headroom unit or a pod settle placed there.
+func (p *planner) evicted(m Move, movers []*snapshot.Pod) bool {
 	for _, sp := range movers {
 		if sp.Namespace == m.Pod.Namespace && sp.Name == m.Pod.Name {
-			return sp.Annotations[v1alpha1.AnnotationVirtual] != ""
+			return sp.Annotations[v1alpha1.AnnotationVirtual] == "" && !p.settled[sp.Pod]
 		}
 	}
 	return false

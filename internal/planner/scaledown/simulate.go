@@ -20,8 +20,8 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 	var movers []*snapshot.Pod
 	var evict []*corev1.Pod
 	for _, sp := range n.Pods {
-		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" {
-			movers = append(movers, sp)
+		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod] {
+			movers = append(movers, sp) // needs a home, is not evicted
 			continue
 		}
 		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {

@@ -1,0 +1,310 @@
+package disruption_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// createPod creates a pod in the fixture's namespace and removes it when
+// the test ends.
+func (f *fixture) createPod(p *corev1.Pod) *corev1.Pod {
+	f.t.Helper()
+	p.Namespace = f.ns
+	p.UID = ""
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
+	return p
+}
+
+// TestAnUnplaceablePodDoesNotFreezeScaleDown: a pod no node and no group
+// can host (a selector nothing has) waits for ever; an idle node is still
+// removed.
+func TestAnUnplaceablePodDoesNotFreezeScaleDown(t *testing.T) {
+	f := setup(t, "sd-stuck", 1)
+	p := f.createPod(b.Pod("stuck", b.CPU("100m"), b.NodeSelector("disk", "nothing-has-it")))
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
+		return err == nil && podutil.FailedToSchedule(p), "the scheduler has not tried the pod yet", err
+	})
+	res := f.run()
+	if len(res.Started) != 1 || res.Started[0] != f.nodes[0] {
+		t.Fatalf("started %v, want the idle node %s although an unplaceable pod waits", res.Started, f.nodes[0])
+	}
+	if len(res.Plan.Unplaced) != 1 || res.Plan.Unplaced[0].Name != "stuck" {
+		t.Errorf("plan's unplaced pods %v, want the stuck pod reported", res.Plan.Unplaced)
+	}
+}
+
+// holds is a fixed set of holds.
+type holds struct {
+	published bool
+	all       map[string]state.Hold
+}
+
+func (h holds) All() map[string]state.Hold { return h.all }
+func (h holds) Published() bool            { return h.published }
+
+// TestRemovalsWaitWhileBerthBringsCapacityToTheGroup: no removal starts
+// in a group where a launch for a waiting pod is under way (or failed),
+// nor before the provisioner's first round; then it does.
+func TestRemovalsWaitWhileBerthBringsCapacityToTheGroup(t *testing.T) {
+	f := setup(t, "sd-held", 1)
+	hold := state.Hold{Pod: types.NamespacedName{Namespace: "default", Name: "x"}, Reason: state.HoldLaunching, Message: "launching for default/x"}
+	for name, h := range map[string]holds{
+		"before the provisioner's first round":  {},
+		"while a launch for a pod is under way": {published: true, all: map[string]state.Hold{f.group.Name: hold}},
+	} {
+		f.ctrl.Holds = h
+		if res := f.run(); len(res.Started) != 0 {
+			t.Fatalf("%s: started %v, want nothing", name, res.Started)
+		}
+	}
+	f.ctrl.Holds = holds{published: true, all: map[string]state.Hold{"another-group": hold}}
+	if res := f.run(); len(res.Started) != 1 {
+		t.Fatalf("with only another group held: started %v, want the idle node", res.Started)
+	}
+}
+
+// TestABarePodBoundDuringTheDrainStopsIt: after the node is tainted, a bare
+// pod that tolerates every taint is bound to it (as debug pods and some
+// agents are). It is not evicted: the removal is given up, the node
+// untainted, and the event names the pod and the rule.
+func TestABarePodBoundDuringTheDrainStopsIt(t *testing.T) {
+	f := setup(t, "sd-late", 2)
+	res := f.run()
+	if len(res.Started) == 0 {
+		t.Fatal("nothing started: want an idle node drained")
+	}
+	victim := res.Started[0]
+	f.createPod(b.Pod("debug", b.CPU("100m"), b.NodeName(victim),
+		func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }))
+	res = f.run()
+	if !contains(res.GivenUp, victim) || contains(res.Removed, victim) {
+		t.Fatalf("round after a bare pod landed: given up %v, removed %v; want %s given up", res.GivenUp, res.Removed, victim)
+	}
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "debug"}, p); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("the bare pod after the round: %v (deleting: %v); want it untouched", err, p.DeletionTimestamp != nil)
+	}
+	if n := f.node(victim); n == nil || tainted(n) {
+		t.Fatalf("node %s: want it kept and untainted", victim)
+	}
+	if !hasEvent(f, victim, disruption.ReasonDrainStopped, f.ns+"/debug", "NotReplicated") {
+		t.Errorf("events on %s: %+v, want DrainStopped naming %s/debug and NotReplicated", victim, f.events.For(victim), f.ns)
+	}
+}
+
+// TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode: a pod the
+// removal planned to evict is annotated do-not-disrupt while its node
+// drains (its PDB held the eviction back): the drain stops and the pod is
+// not evicted.
+func TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode(t *testing.T) {
+	f := setup(t, "sd-dnd", 2)
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v, want one node", res.Started)
+	}
+	victim := res.Started[0]
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	f.run() // the eviction is refused; the pod stays
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns), client.MatchingFields{"spec.nodeName": victim}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods on %s: %v %d, want one", victim, err, len(pods.Items))
+	}
+	p := &pods.Items[0]
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Annotations = map[string]string{v1alpha1.AnnotationDoNotDisrupt: "true"}
+	if err := env.Client.Patch(context.Background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+	res = f.run()
+	if !contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("the do-not-disrupt pod: %v (deleting %v), want it untouched", err, p.DeletionTimestamp != nil)
+	}
+	if !hasEvent(f, victim, disruption.ReasonDrainStopped, p.Name, "DoNotDisrupt") {
+		t.Errorf("events on %s: %+v, want DrainStopped naming the pod and DoNotDisrupt", victim, f.events.For(victim))
+	}
+}
+
+// TestAPodTheCacheHasNotShownKeepsTheNode: the controller's cache has not
+// seen a pod bound to the draining node yet; the fresh read before the
+// deletion finds it, and the node is not deleted under it.
+func TestAPodTheCacheHasNotShownKeepsTheNode(t *testing.T) {
+	f := setup(t, "sd-lag", 2)
+	res := f.run()
+	if len(res.Started) == 0 {
+		t.Fatal("nothing started: want an idle node drained")
+	}
+	victim := res.Started[0]
+	f.createPod(b.Pod("late", b.CPU("100m"), b.NodeName(victim), b.Annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
+		func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }))
+	lagging := interceptor.NewClient(withWatch(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				kept := pods.Items[:0]
+				for _, p := range pods.Items {
+					if p.Name != "late" {
+						kept = append(kept, p)
+					}
+				}
+				pods.Items = kept
+			}
+			return nil
+		}})
+	f.ctrl.Client = lagging
+	f.ctrl.APIReader = env.Client
+	f.run()
+	if n := f.node(victim); n == nil {
+		t.Fatalf("node %s was deleted while a pod the cache had not shown ran on it", victim)
+	}
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "late"}, p); err != nil {
+		t.Fatalf("the late pod: %v", err)
+	}
+}
+
+// TestAFailingDrainDoesNotStopTheOthers: two drains time out in one round;
+// untainting the first fails; the second is still given up.
+func TestAFailingDrainDoesNotStopTheOthers(t *testing.T) {
+	f := setup(t, "sd-isolate", 2)
+	for _, name := range f.nodes {
+		n := f.node(name)
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+		n.Annotations[v1alpha1.AnnotationDisruptionStarted] = f.clk.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+		if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(f.nodes)
+	broken := f.nodes[0] // the first the round visits
+	f.ctrl.Client = interceptor.NewClient(withWatch(t), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if obj.GetName() == broken {
+				return apierrors.NewServiceUnavailable("injected")
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		}})
+	res, err := f.ctrl.RunOnce(context.Background())
+	if err == nil || !strings.Contains(err.Error(), broken) {
+		t.Errorf("round error %v, want one naming node %s", err, broken)
+	}
+	if res == nil || !contains(res.GivenUp, f.nodes[1]) {
+		t.Fatalf("given up %v, want %s given up despite %s's failure", res, f.nodes[1], broken)
+	}
+	if n := f.node(f.nodes[1]); n == nil || tainted(n) {
+		t.Errorf("node %s: want it untainted (and not drained again at once)", f.nodes[1])
+	}
+}
+
+// TestADrainOfARecreatedGroupIsReleased: the node group is deleted and
+// created again (a new UID) while its node drains: the node is not the new
+// group's to remove; berth untaints it and it does not count against the
+// new group's budget.
+func TestADrainOfARecreatedGroupIsReleased(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, "sd-recreated", 2)
+	res := f.run()
+	if len(res.Started) == 0 {
+		t.Fatal("nothing started")
+	}
+	victim := res.Started[0]
+	old := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.group), old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, old)
+	fresh := f.group.DeepCopy()
+	fresh.ResourceVersion, fresh.UID = "", ""
+	if err := env.Client.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	res = f.run()
+	if !contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s released", res.GivenUp, victim)
+	}
+	if n := f.node(victim); n == nil || tainted(n) {
+		t.Errorf("node %s: want it kept and untainted", victim)
+	}
+}
+
+func waitGone(t *testing.T, o client.Object) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s still there", o.GetName())
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEvent(f *fixture, object, reason string, words ...string) bool {
+	for _, e := range f.events.For(object) {
+		if e.Reason != reason {
+			continue
+		}
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(e.Message, w)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// withWatch is a direct client to wrap with an interceptor.
+func withWatch(t *testing.T) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

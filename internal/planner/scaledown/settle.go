@@ -1,0 +1,66 @@
+package scaledown
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// settle gives the pods that need a home before any removal is tried a
+// place on the nodes that stay: the pods still on nodes being drained
+// (except the node named keep, whose own pods the caller checks) and the
+// pods that wait for a node. They take their room first, so that no
+// removal counts on room they are about to fill. A pod of a drained node
+// that fits nowhere stays where it is (it will wait for a new node); the
+// waiting pods that fit nowhere are returned: scale-up's matter, they
+// hold no removal back.
+func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
+	if p.homes == nil {
+		p.homes = homes(p.s)
+	}
+	for _, n := range p.s.Nodes {
+		if n.Name == keep || !n.Unschedulable || !disrupted(n.Node) {
+			continue
+		}
+		for _, sp := range slices.Clone(n.Pods) {
+			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, nil).Verdict == drain.Stays {
+				continue
+			}
+			unbound, c := p.unboundClass(sp.Pod)
+			if c == nil {
+				continue
+			}
+			if to := firstFit(p.s, c, p.homes, &p.hint); to != nil {
+				p.s.RemovePod(sp)
+				p.place(unbound, c, to)
+			}
+		}
+	}
+	var unplaced []scaleup.PodRef
+	for _, pod := range pending {
+		c, err := p.s.Classify(pod)
+		if err != nil {
+			unplaced = append(unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
+			continue
+		}
+		p.s.Prepare(c)
+		to := firstFit(p.s, c, p.homes, &p.hint)
+		if to == nil {
+			unplaced = append(unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
+			continue
+		}
+		p.place(pod, c, to)
+	}
+	return unplaced
+}
+
+// place adds a settled pod to a node of the snapshot.
+func (p *planner) place(pod *corev1.Pod, c *snapshot.Class, to *snapshot.Node) {
+	p.settled[pod] = true
+	p.s.AddPod(&snapshot.Pod{Pod: pod, Class: c}, to)
+}

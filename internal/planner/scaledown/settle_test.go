@@ -1,0 +1,132 @@
+package scaledown_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// waiting is a pod the scheduler found no node for.
+func waiting(name, cpu string, opts ...b.PodOption) *corev1.Pod {
+	p := b.Pod(name, append([]b.PodOption{b.CPU(cpu), b.OwnedBy("ReplicaSet", "web"), b.Phase(corev1.PodPending)}, opts...)...)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	return p
+}
+
+// TestPodsThatNeedAHome: pods that wait for a node, and pods still on a
+// node being drained, take their room on the nodes that stay before any
+// removal is tried; a waiting pod that fits nowhere stops nothing.
+func TestPodsThatNeedAHome(t *testing.T) {
+	g := group("g")
+	two := intstr.FromInt32(2)
+	g2 := group("g", func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Budget = &two })
+	drained := b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)
+	tests := []struct {
+		name         string
+		in           scaledown.Input
+		want         outcome
+		wantUnplaced []string
+	}{
+		{
+			name: "a pending pod that no node can take (a selector nothing has) does not keep an empty node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)},
+				Pending: []*corev1.Pod{waiting("stuck", "1", b.NodeSelector("disk", "none-has-it"))}},
+			want:         outcome{removed: []string{"a"}, blocked: map[string]string{}},
+			wantUnplaced: []string{"default/stuck"},
+		},
+		{
+			name: "a pending pod too large for any node does not keep an empty node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)},
+				Pending: []*corev1.Pod{waiting("huge", "64")}},
+			want:         outcome{removed: []string{"a"}, blocked: map[string]string{}},
+			wantUnplaced: []string{"default/huge"},
+		},
+		{
+			name: "an empty node that a pending pod fits on stays for it",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+				Pods: []*corev1.Pod{app("busy", "a", "3500m")}, Pending: []*corev1.Pod{waiting("coming", "3")}},
+			want: outcome{blocked: map[string]string{"a": "NoHome default/busy", "b": "NoHome default/coming"}},
+		},
+		{
+			name: "the node the pods of a draining node will move to is not removed under them",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g2}, Nodes: []*corev1.Node{node("a", g2), node("d", g2, drained)},
+				Pods: []*corev1.Pod{app("moving", "d", "3")}},
+			want: outcome{blocked: map[string]string{"a": "NoHome default/moving"}},
+		},
+		{
+			name: "a draining node's pod that fits nowhere keeps no other node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g2}, Nodes: []*corev1.Node{node("a", g2),
+				b.Node("d", "8", "32Gi", b.LaunchedBy(g2), drained)},
+				Pods: []*corev1.Pod{app("giant", "d", "7")}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
+		},
+		{
+			name: "a held group removes nothing; another group goes on",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g, group("other")}, Nodes: []*corev1.Node{node("a", g), node("z", group("other"))},
+				Held: map[string]string{"g": "berth launched a node for pending pod default/x"}},
+			want: outcome{removed: []string{"z"}, blocked: map[string]string{"a": "NodeGroupHeld"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(t, tt.in)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			plan, err := scaledown.Run(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var unplaced []string
+			for _, u := range plan.Unplaced {
+				unplaced = append(unplaced, u.String())
+			}
+			if diff := cmp.Diff(tt.wantUnplaced, unplaced); diff != "" {
+				t.Errorf("unplaced (-want +got):\n%s", diff)
+			}
+			for _, r := range plan.Remove {
+				for _, m := range r.Evict {
+					for _, p := range tt.in.Pending {
+						if p.Name == m.Pod.Name {
+							t.Errorf("removal of %s evicts pending pod %s", r.Node, m.Pod)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRecheckCountsWhatNeedsAHome: a drain goes on only while its pods
+// still have a home after the pods that wait for a node, and the pods of
+// the other drains, took their room.
+func TestRecheckCountsWhatNeedsAHome(t *testing.T) {
+	g := group("re")
+	drained := b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)
+	base := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, drained), node("b", g)},
+		Pods: []*corev1.Pod{app("w", "a", "2")}}
+	if bl, err := scaledown.Recheck(base, "a"); err != nil || bl != nil {
+		t.Fatalf("drain of a with room on b: %+v %v, want it to go on", bl, err)
+	}
+	withPending := base
+	withPending.Pending = []*corev1.Pod{waiting("coming", "3")}
+	if bl, err := scaledown.Recheck(withPending, "a"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
+		t.Errorf("drain of a after a pending pod took b's room: %+v %v, want NoHome", bl, err)
+	}
+	withOtherDrain := base
+	withOtherDrain.Nodes = append(withOtherDrain.Nodes, node("c", g, drained))
+	withOtherDrain.Pods = append(withOtherDrain.Pods, app("x", "c", "1"))
+	if bl, err := scaledown.Recheck(withOtherDrain, "c"); err != nil || bl != nil {
+		t.Errorf("drain of c (a's pod and c's fit on b together): %+v %v, want it to go on", bl, err)
+	}
+	withOtherDrain.Pods[len(withOtherDrain.Pods)-1] = app("x", "c", "3")
+	if bl, err := scaledown.Recheck(withOtherDrain, "c"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
+		t.Errorf("drain of c after a's pod took b's room: %+v %v, want NoHome", bl, err)
+	}
+}
