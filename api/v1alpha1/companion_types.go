@@ -73,9 +73,13 @@ type CompanionProfileSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.namespaceSelector) || has(self.podSelector) || has(self.csiDriver)",message="select workloads by namespaceSelector, podSelector or csiDriver"
 type CompanionWorkloads struct {
 	// NamespaceSelector selects the workloads' namespaces.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values, with Exists or DoesNotExist none"
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	// PodSelector selects the workload pods by label.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values, with Exists or DoesNotExist none"
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 	// CSIDriver selects pods that mount a PersistentVolumeClaim of this
@@ -115,11 +119,17 @@ type CompanionAttributes struct {
 
 // CompanionRecognition tells how companion pods are recognised.
 type CompanionRecognition struct {
-	// Namespace of the companions; empty for any.
+	// Namespace of the companions (a CSI driver's own namespace):
+	// required, so that pods of other namespaces, whoever creates them,
+	// never take the room berth holds for companions.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +optional
-	Namespace string `json:"namespace,omitempty"`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Namespace string `json:"namespace"`
 	// Selector selects companion pods by label.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values, with Exists or DoesNotExist none"
 	// +required
 	Selector metav1.LabelSelector `json:"selector"`
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -30,10 +32,39 @@ type Lookup interface {
 	StorageClass(ctx context.Context, name string) (*storagev1.StorageClass, error)
 }
 
+// Validate returns why berth cannot apply profile p, or nil: a selector
+// its code rejects, or no namespace for the companions. The API server
+// refuses such profiles (CRD validation); one stored before that, or
+// whose selector only the code rejects (a label key with a space),
+// selects and recognises no pod, so that it never holds a gate or takes
+// anyone's room.
+func Validate(p *v1alpha1.CompanionProfile) error {
+	if p.Spec.Recognize.Namespace == "" {
+		return errors.New("spec.recognize.namespace is empty: companions would be recognised in every namespace")
+	}
+	for _, s := range []struct {
+		field string
+		sel   *metav1.LabelSelector
+	}{
+		{"spec.workloads.namespaceSelector", p.Spec.Workloads.NamespaceSelector},
+		{"spec.workloads.podSelector", p.Spec.Workloads.PodSelector},
+		{"spec.recognize.selector", &p.Spec.Recognize.Selector},
+	} {
+		if s.sel == nil {
+			continue
+		}
+		if _, err := metav1.LabelSelectorAsSelector(s.sel); err != nil {
+			return fmt.Errorf("%s: %w", s.field, err)
+		}
+	}
+	return nil
+}
+
 // Selects reports whether profile p selects pod. A pod of berth's own
-// (placeholders) is never selected.
+// (placeholders) is never selected, nor any pod by a profile that is not
+// valid (Validate).
 func Selects(ctx context.Context, p *v1alpha1.CompanionProfile, pod *corev1.Pod, l Lookup) (bool, error) {
-	if _, berth := pod.Labels[v1alpha1.LabelHeadroomRole]; berth {
+	if isBerths(pod) || Validate(p) != nil {
 		return false, nil
 	}
 	w := &p.Spec.Workloads
@@ -179,14 +210,32 @@ func shareKey(p *v1alpha1.CompanionProfile, pod *corev1.Pod, pv *corev1.Persiste
 	return hex.EncodeToString(sum[:20])
 }
 
-// Recognizes reports whether pod is a companion of profile p.
+// Recognizes reports whether pod is a companion of profile p: in the
+// profile's namespace and matching its selector. A profile that is not
+// valid (Validate) recognises none, and berth's own pods are never
+// companions.
 func Recognizes(p *v1alpha1.CompanionProfile, pod *corev1.Pod) bool {
-	r := &p.Spec.Recognize
-	if r.Namespace != "" && pod.Namespace != r.Namespace {
+	if isBerths(pod) || Validate(p) != nil || pod.Namespace != p.Spec.Recognize.Namespace {
 		return false
 	}
-	ok, err := matches(&r.Selector, labels.Set(pod.Labels))
+	ok, err := matches(&p.Spec.Recognize.Selector, labels.Set(pod.Labels))
 	return ok && err == nil
+}
+
+// RecognizedByAny reports whether some profile recognises pod.
+func RecognizedByAny(profiles []v1alpha1.CompanionProfile, pod *corev1.Pod) bool {
+	for i := range profiles {
+		if Recognizes(&profiles[i], pod) {
+			return true
+		}
+	}
+	return false
+}
+
+// isBerths: one of berth's own pods (placeholders).
+func isBerths(pod *corev1.Pod) bool {
+	_, berth := pod.Labels[v1alpha1.LabelHeadroomRole]
+	return berth
 }
 
 // UngateAfter is how long berth may hold a workload's gate.
@@ -208,6 +257,8 @@ func hasGate(pod *corev1.Pod, name string) bool {
 }
 
 // Selecting returns the first profile, by name, that selects pod, or nil.
+// A profile that is not valid selects nothing (Validate), so one broken
+// profile never keeps the others from gating their pods.
 func Selecting(ctx context.Context, profiles []v1alpha1.CompanionProfile, pod *corev1.Pod, l Lookup) (*v1alpha1.CompanionProfile, error) {
 	slices.SortFunc(profiles, func(a, b v1alpha1.CompanionProfile) int { return strings.Compare(a.Name, b.Name) })
 	for i := range profiles {

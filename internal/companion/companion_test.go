@@ -2,10 +2,12 @@ package companion_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -79,13 +81,23 @@ func mountpoint() *v1alpha1.CompanionProfile {
 			Resources:            corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 			FromVolumeAttributes: &v1alpha1.CompanionAttributes{CPU: "mountpointContainerResourcesRequestsCpu", Memory: "mountpointContainerResourcesRequestsMemory"},
 		},
+		Recognize: mountPods(),
 	}}
+}
+
+// mountPods recognises the driver's mount pods in mount-s3.
+func mountPods() v1alpha1.CompanionRecognition {
+	return v1alpha1.CompanionRecognition{Namespace: "mount-s3", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "mountpoint"}}}
 }
 
 func TestSelects(t *testing.T) {
 	ctx := context.Background()
 	byNamespace := &v1alpha1.CompanionProfile{Spec: v1alpha1.CompanionProfileSpec{Workloads: v1alpha1.CompanionWorkloads{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fuse": "on"}}}}}
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fuse": "on"}}}, Recognize: mountPods()}}
+	broken := mountpoint()
+	broken.Spec.Workloads.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "bad key", Operator: metav1.LabelSelectorOpExists}}}
+	anyNamespace := mountpoint()
+	anyNamespace.Spec.Recognize.Namespace = ""
 	placeholder := pod("companion-x", "team", "bucket")
 	placeholder.Labels = map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}
 	for _, tc := range []struct {
@@ -102,6 +114,8 @@ func TestSelects(t *testing.T) {
 		{"a pod in a namespace the selector matches is selected", byNamespace, pod("w", "team"), true},
 		{"a pod in another namespace is not", byNamespace, pod("w", "plain"), false},
 		{"berth's own placeholder is never selected", mountpoint(), placeholder, false},
+		{"a profile whose selector the code rejects selects nothing, without an error", broken, pod("w", "team", "bucket"), false},
+		{"a profile that recognises companions in any namespace selects nothing", anyNamespace, pod("w", "team", "bucket"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := companion.Selects(ctx, tc.profile, tc.pod, world())
@@ -152,5 +166,92 @@ func TestCompanionSizeAndShareKey(t *testing.T) {
 	o1, _ := companion.For(ctx, opts, pod("a", "team", "bucket"), world())
 	if o1.ShareKey == a.ShareKey {
 		t.Error("VolumeAndMountOptions must key on the mount options too")
+	}
+}
+
+// TestABrokenProfileDoesNotStopTheOthers: profiles are tried by name; one
+// whose selector the code rejects (stored before the API server checked
+// it) neither selects pods nor keeps the next profile from selecting
+// them.
+func TestABrokenProfileDoesNotStopTheOthers(t *testing.T) {
+	broken := mountpoint()
+	broken.Name = "a-broken"
+	broken.Spec.Workloads.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"x"}}}}
+	valid := mountpoint()
+	valid.Name = "b-valid"
+	got, err := companion.Selecting(context.Background(), []v1alpha1.CompanionProfile{*valid, *broken}, pod("w", "team", "bucket"), world())
+	if err != nil || got == nil || got.Name != "b-valid" {
+		t.Fatalf("Selecting = %v, %v; want profile b-valid", got, err)
+	}
+	if err := companion.Validate(broken); err == nil || !strings.Contains(err.Error(), "spec.workloads.podSelector") {
+		t.Errorf("Validate(broken) = %v, want an error naming spec.workloads.podSelector", err)
+	}
+}
+
+func TestRecognizes(t *testing.T) {
+	mount := func(ns string, labels map[string]string) *corev1.Pod {
+		p := pod("mount", ns)
+		p.Labels = labels
+		return p
+	}
+	anyNamespace := mountpoint()
+	anyNamespace.Spec.Recognize.Namespace = ""
+	brokenSelector := mountpoint()
+	brokenSelector.Spec.Recognize.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals"}}}
+	for _, tc := range []struct {
+		name    string
+		profile *v1alpha1.CompanionProfile
+		pod     *corev1.Pod
+		want    bool
+	}{
+		{"a pod with the labels in the profile's namespace is a companion", mountpoint(), mount("mount-s3", map[string]string{"app": "mountpoint"}), true},
+		{"a user's pod with the same labels in another namespace is not", mountpoint(), mount("team", map[string]string{"app": "mountpoint"}), false},
+		{"a pod in the namespace without the labels is not", mountpoint(), mount("mount-s3", map[string]string{"app": "other"}), false},
+		{"a profile stored without a namespace recognises no pod, whatever its namespace", anyNamespace, mount("team", map[string]string{"app": "mountpoint"}), false},
+		{"a profile whose selector the code rejects recognises no pod", brokenSelector, mount("mount-s3", map[string]string{"app": "mountpoint"}), false},
+		{"berth's own placeholder is never a companion", mountpoint(),
+			mount("mount-s3", map[string]string{"app": "mountpoint", v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := companion.Recognizes(tc.profile, tc.pod); got != tc.want {
+				t.Errorf("Recognizes = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequests(t *testing.T) {
+	annotated := func(raw string) *corev1.Pod {
+		p := pod("w", "team")
+		p.Annotations = map[string]string{v1alpha1.AnnotationCompanionRequests: raw}
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		want      corev1.ResourceList
+		wantFound bool
+		wantErr   bool
+	}{
+		{name: "a pod without the annotation has no companion requests", pod: pod("w", "team")},
+		{name: "cpu and memory are read", pod: annotated(`{"cpu":"500m","memory":"256Mi"}`), wantFound: true,
+			want: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
+		{name: "anything but cpu and memory is left out of the room held", pod: annotated(`{"cpu":"500m","nvidia.com/gpu":"8"}`), wantFound: true,
+			want: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+		{name: "an annotation that is not JSON is an error", pod: annotated(`cpu=500m`), wantFound: true, wantErr: true},
+		{name: "a quantity that is not one is an error", pod: annotated(`{"cpu":"lots"}`), wantFound: true, wantErr: true},
+		{name: "a negative request is an error", pod: annotated(`{"cpu":"-1"}`), wantFound: true, wantErr: true},
+		{name: "a request of a million cores is an error", pod: annotated(`{"cpu":"1000000"}`), wantFound: true, wantErr: true},
+		{name: "an annotation with no cpu or memory is an error", pod: annotated(`{}`), wantFound: true, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, found, err := companion.Requests(tc.pod)
+			if found != tc.wantFound || (err != nil) != tc.wantErr {
+				t.Fatalf("Requests = %v, found %v, err %v; want found %v, error %v", got, found, err, tc.wantFound, tc.wantErr)
+			}
+			if !tc.wantErr && !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("Requests = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -33,11 +33,12 @@ const (
 	companionClass = "e2e-fuse-critical"
 )
 
-func companionProfile() *v1alpha1.CompanionProfile {
+// companionProfile recognises the spawner's companions in ns.
+func companionProfile(ns string) *v1alpha1.CompanionProfile {
 	return &v1alpha1.CompanionProfile{ObjectMeta: metav1.ObjectMeta{Name: "fuse"}, Spec: v1alpha1.CompanionProfileSpec{
 		Workloads: v1alpha1.CompanionWorkloads{CSIDriver: testDriver},
 		Companion: v1alpha1.CompanionShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
-		Recognize: v1alpha1.CompanionRecognition{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": companionRole}}},
+		Recognize: v1alpha1.CompanionRecognition{Namespace: ns, Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": companionRole}}},
 	}}
 }
 
@@ -58,7 +59,7 @@ func createForTest(t *testing.T, objs ...client.Object) {
 func companionSetup(t *testing.T, ns string, volumes ...string) {
 	t.Helper()
 	ctx := context.Background()
-	createForTest(t, companionProfile(),
+	createForTest(t, companionProfile(ns),
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: companionClass}, Value: 1000000000, PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority)})
 	createNodeGroup(t, b.NodeGroup("fuse", b.Size(0, 10),
 		b.InstanceType("f-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -46,6 +47,9 @@ const (
 	ReasonSkipped  = "CompanionHeadroomSkipped"
 	ReasonArrived  = "CompanionArrived"
 	ReasonHandover = "CompanionHeadroomHandedOver"
+	// ReasonProfileInvalid is on a CompanionProfile berth applies to no
+	// pod (companion.Validate).
+	ReasonProfileInvalid = "CompanionProfileInvalid"
 )
 
 // annotationWorkload on a placeholder is the workload ("namespace/name")
@@ -119,7 +123,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	gate := podPredicate(companion.Gated)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		// A failed pass is retried within recheck, however often it failed,
+		// so that a gate's deadline is kept even while a step keeps failing.
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, recheck)}).
 		For(&corev1.Pod{}, builder.WithPredicates(gate)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedOnNode), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(e event.CreateEvent) bool { return true },

@@ -87,12 +87,13 @@ func gatedCompanion(t *testing.T, ns, name, node string) *corev1.Pod {
 	return c
 }
 
-// fuseProfile selects pods labelled app=fuse; companions are 500m/128Mi.
+// fuseProfile selects pods labelled app=<name>; its companions are in
+// namespace <name>, labelled role=<name>-companion; 500m/128Mi.
 func fuseProfile(name string, ungateAfter time.Duration) *v1alpha1.CompanionProfile {
 	return &v1alpha1.CompanionProfile{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.CompanionProfileSpec{
 		Workloads:   v1alpha1.CompanionWorkloads{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
 		Companion:   v1alpha1.CompanionShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}},
-		Recognize:   v1alpha1.CompanionRecognition{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": name + "-companion"}}},
+		Recognize:   v1alpha1.CompanionRecognition{Namespace: name, Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": name + "-companion"}}},
 		UngateAfter: &metav1.Duration{Duration: ungateAfter},
 	}}
 }
@@ -339,7 +340,7 @@ func TestWorkloadsOfOneShareKeyHoldOneRoomPerNode(t *testing.T) {
 	profile := &v1alpha1.CompanionProfile{ObjectMeta: metav1.ObjectMeta{Name: "share"}, Spec: v1alpha1.CompanionProfileSpec{
 		Workloads: v1alpha1.CompanionWorkloads{CSIDriver: driver},
 		Companion: v1alpha1.CompanionShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
-		Recognize: v1alpha1.CompanionRecognition{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "share-companion"}}},
+		Recognize: v1alpha1.CompanionRecognition{Namespace: ns, Selector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "share-companion"}}},
 	}}
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "share-vol"}, Spec: corev1.PersistentVolumeSpec{
 		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},

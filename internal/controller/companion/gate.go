@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,32 +24,36 @@ import (
 
 // gated moves a gated workload on: annotate it with its companion, wait
 // for the provisioning round to nominate a node for it and for that node
-// to take pods, hold the companion's room there, ungate. Past the
-// profile's ungateAfter it ungates whatever happened: holding the room on
-// the nominated node if that node exists (still starting: the scheduler
-// tries the nominated node first once it is up), else skipping.
+// to take pods, hold the companion's room there, ungate. The deadline
+// (the profile's ungateAfter) is the first check: past it the gate goes
+// in this pass whatever else fails (ungateLate). Before it, a failing step
+// is returned and retried (the controller retries within recheck, so the
+// deadline is still kept).
 func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result, error) {
 	profiles, err := r.profiles(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	lookup := webhook.Lookup{Reader: r.Client}
-	p, err := companion.Selecting(ctx, profiles, w, lookup)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	if p == nil {
+	p, selectErr := companion.Selecting(ctx, profiles, w, lookup)
+	if selectErr == nil && p == nil {
 		return reconcile.Result{}, r.ungate(ctx, w, "no CompanionProfile selects this pod any more")
 	}
-	now := r.Clock.Now()
-	after := companion.UngateAfter(p).Duration
+	after := gateBound(p, profiles)
 	deadline := w.CreationTimestamp.Add(after)
-	late := !now.Before(deadline)
-	if _, ok := w.Annotations[v1alpha1.AnnotationCompanionRequests]; !ok {
-		if late {
-			return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf(
-				"no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", after, p.Name))
-		}
+	now := r.Clock.Now()
+	if !now.Before(deadline) {
+		return reconcile.Result{}, r.ungateLate(ctx, w, p, after, selectErr)
+	}
+	if selectErr != nil {
+		return reconcile.Result{}, fmt.Errorf("finding the CompanionProfile of %s/%s: %w", w.Namespace, w.Name, selectErr)
+	}
+	wait := min(recheck, deadline.Sub(now))
+	req, annotated, err := companion.Requests(w)
+	switch {
+	case err != nil:
+		return reconcile.Result{}, r.ungate(ctx, w, unreadable(err))
+	case !annotated:
 		c, err := companion.For(ctx, p, w, lookup)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -55,43 +61,98 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 		if len(c.Requests) == 0 {
 			return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf("profile %s gives no companion size for this pod", p.Name))
 		}
-		return reconcile.Result{RequeueAfter: min(recheck, deadline.Sub(now))}, r.annotate(ctx, w, p, c)
+		return reconcile.Result{RequeueAfter: wait}, r.annotate(ctx, w, p, c)
 	}
 	n, err := r.nominatedNode(ctx, w)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	switch {
-	case n == nil && late:
-		return reconcile.Result{}, r.ungate(ctx, w, fmt.Sprintf(
-			"no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", after, p.Name))
-	case n == nil || (!late && !schedulableFor(n, w)):
-		return reconcile.Result{RequeueAfter: min(recheck, deadline.Sub(now))}, nil
+	case err != nil:
+		return reconcile.Result{}, err
+	case n == nil || !schedulableFor(n, w):
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	shared, err := r.keyOnNode(ctx, w.Labels[v1alpha1.LabelCompanionShareKey], n.Name, w.UID)
+	shared, err := r.keyOnNode(ctx, w, n.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !late {
-		var extra corev1.ResourceList
-		if !shared {
-			if extra, err = companionRequests(w); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		ok, why, err := r.nodeHasRoom(ctx, n, w, extra)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if !ok {
-			log.FromContext(ctx).V(1).Info("waiting for room on the nominated node", "pod", client.ObjectKeyFromObject(w), "why", why)
-			return reconcile.Result{RequeueAfter: min(roomRecheck, deadline.Sub(now))}, nil
-		}
+	extra := req
+	if shared {
+		extra = nil
 	}
-	if err := r.holdRoom(ctx, w, p, n.Name, shared); err != nil {
+	ok, why, err := r.nodeHasRoom(ctx, n, w, extra, profiles)
+	switch {
+	case err != nil:
+		return reconcile.Result{}, err
+	case !ok:
+		log.FromContext(ctx).V(1).Info("waiting for room on the nominated node", "pod", klog.KObj(w), "why", why)
+		return reconcile.Result{RequeueAfter: min(roomRecheck, wait)}, nil
+	}
+	if err := r.holdRoom(ctx, w, p, n.Name, shared, req); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.ungate(ctx, w, "")
+}
+
+// gateBound is how long w's gate may be held: the ungateAfter of p, the
+// profile that selects it, or, when which one could not be told (nil p:
+// a read failed), the shortest of all profiles', so that no profile's
+// bound is ever exceeded.
+func gateBound(p *v1alpha1.CompanionProfile, profiles []v1alpha1.CompanionProfile) time.Duration {
+	if p != nil {
+		return companion.UngateAfter(p).Duration
+	}
+	bound := companion.UngateAfter(&v1alpha1.CompanionProfile{}).Duration
+	for i := range profiles {
+		bound = min(bound, companion.UngateAfter(&profiles[i]).Duration)
+	}
+	return bound
+}
+
+// ungateLate removes the gate of a workload past its deadline, in this
+// pass, whatever fails on the way. If it carries its companion's size
+// and its nominated node exists (still starting, or full for the
+// moment), the room is held there first and no event is sent:
+// kube-scheduler tries the nominated node first once it can. Otherwise,
+// or when holding fails, the event says why no room was held.
+func (r *Reconciler) ungateLate(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, after time.Duration, selectErr error) error {
+	var skipped string
+	if selectErr != nil {
+		skipped = fmt.Sprintf("which CompanionProfile selects it could not be told within %s (%v); scheduling it as usual", after, selectErr)
+	} else {
+		var err error
+		if skipped, err = r.holdLate(ctx, w, p, after); err != nil {
+			log.FromContext(ctx).Error(err, "holding companion room at the gate's deadline failed; removing the gate without it", "pod", klog.KObj(w))
+			skipped = fmt.Sprintf("holding room for its companion failed at the deadline (%v); scheduling it as usual", err)
+		}
+	}
+	return r.ungate(ctx, w, skipped)
+}
+
+// holdLate holds w's companion room on its nominated node at the
+// deadline; skipped says why it held none (or err why it failed).
+func (r *Reconciler) holdLate(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, after time.Duration) (skipped string, err error) {
+	notFound := fmt.Sprintf("no node with room for it and its companion was found within %s (profile %s); scheduling it as usual", after, p.Name)
+	req, annotated, err := companion.Requests(w)
+	switch {
+	case err != nil:
+		return unreadable(err), nil
+	case !annotated:
+		return notFound, nil
+	}
+	n, err := r.nominatedNode(ctx, w)
+	if err != nil || n == nil {
+		return notFound, err
+	}
+	shared, err := r.keyOnNode(ctx, w, n.Name)
+	if err != nil {
+		return "", err
+	}
+	return "", r.holdRoom(ctx, w, p, n.Name, shared, req)
+}
+
+// unreadable says why a workload whose companion size cannot be read is
+// ungated: it has no companion berth can plan.
+func unreadable(err error) string {
+	return fmt.Sprintf("its companion's size cannot be read (%v); scheduling it as usual, without room for a companion", err)
 }
 
 // nominatedNode returns the node the provisioning round nominated w to,

@@ -42,13 +42,17 @@ const handoverGateMax = 10 * time.Second
 // the room is not held twice. A companion the webhook gated is ungated
 // right after (and at once when anything goes wrong or takes too long).
 func (r *Reconciler) maybeCompanion(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	node := companionNode(pod)
-	if node == "" || pod.DeletionTimestamp != nil || podutil.IsTerminal(pod) {
+	if pod.DeletionTimestamp != nil || podutil.IsTerminal(pod) {
 		return reconcile.Result{}, nil
 	}
+	node := companionNode(pod)
 	gated := companion.HandoverGated(pod)
-	if gated && r.Clock.Since(pod.CreationTimestamp.Time) > handoverGateMax {
+	// The gate's bound first; a pod with no node has no room to take.
+	if gated && (node == "" || r.Clock.Since(pod.CreationTimestamp.Time) > handoverGateMax) {
 		return reconcile.Result{}, r.releaseHandoverGate(ctx, pod)
+	}
+	if node == "" {
+		return reconcile.Result{}, nil
 	}
 	profiles, err := r.profiles(ctx)
 	if err != nil {

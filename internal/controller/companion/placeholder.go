@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,16 +19,13 @@ import (
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// holdRoom creates the placeholder of workload w on node, unless shared:
-// the node has w's share key already (keyOnNode), so the companion is
-// shared and needs no more room.
-func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, node string, shared bool) error {
+// holdRoom creates the placeholder of workload w on node, with the
+// companion's requests req, unless shared: the node has w's share key
+// already (keyOnNode), so the companion is shared and needs no more room.
+func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.CompanionProfile, node string, shared bool, req corev1.ResourceList) error {
 	if !shared {
-		ph, err := r.placeholderFor(w, p, node)
-		if err != nil {
-			return err
-		}
-		err = r.Client.Create(ctx, ph)
+		ph := r.placeholderFor(w, p, node, req)
+		err := r.Client.Create(ctx, ph)
 		switch {
 		case err == nil:
 			steps.WithLabelValues("held").Inc()
@@ -48,8 +44,11 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 	return nil
 }
 
-// keyOnNode reports whether a pod other than the workload uid that is
-// bound to node, or a placeholder holding room there, has the share key.
+// keyOnNode reports whether a pod of w's namespace other than w that is
+// bound to node, or a placeholder holding room there, has w's share key.
+// Workloads that share a companion mount one volume, which is bound to a
+// claim of one namespace: a pod of another namespace with the key's label
+// shares nothing and must not take w's room.
 // A workload that is only nominated to the node holds nothing yet: the
 // planner counted one companion for all workloads of a key it put on a
 // node, and counting nominated ones would have each of them leave the
@@ -57,14 +56,16 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 // Workloads of a key reconciled at once (or with a cache that has not
 // seen the placeholder yet) all try to create it; its name is the same
 // for all of them, so one holds and the others share.
-func (r *Reconciler) keyOnNode(ctx context.Context, key, node string, uid types.UID) (bool, error) {
+func (r *Reconciler) keyOnNode(ctx context.Context, w *corev1.Pod, node string) (bool, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: key}); err != nil {
+	// Read only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, pods, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: w.Labels[v1alpha1.LabelCompanionShareKey]},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
 	for i := range pods.Items {
 		o := &pods.Items[i]
-		if o.UID == uid || podutil.IsTerminal(o) || o.DeletionTimestamp != nil {
+		if o.UID == w.UID || podutil.IsTerminal(o) || o.DeletionTimestamp != nil || (o.Namespace != w.Namespace && !isPlaceholder(o)) {
 			continue
 		}
 		if o.Spec.NodeName == node || (isPlaceholder(o) && o.Annotations[v1alpha1.AnnotationCompanionNode] == node) {
@@ -88,11 +89,7 @@ func PlaceholderName(key, node string) string {
 // to the workload (pod affinity on the hostname, as the reference driver
 // does, so that other schedulers and autoscalers see the pair), at the
 // companion-headroom priority that anything preempts.
-func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile, node string) (*corev1.Pod, error) {
-	req, err := companionRequests(w)
-	if err != nil {
-		return nil, err
-	}
+func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile, node string, req corev1.ResourceList) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: PlaceholderName(w.Labels[v1alpha1.LabelCompanionShareKey], node), Namespace: v1alpha1.SystemNamespace,
@@ -132,7 +129,7 @@ func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile,
 				},
 			}},
 		},
-	}, nil
+	}
 }
 
 // placeholder deletes a placeholder that is no longer needed (needed
@@ -171,18 +168,24 @@ func (r *Reconciler) placeholder(ctx context.Context, ph *corev1.Pod) (reconcile
 // companionFor looks at the companions of ph's profile on ph's node
 // (bound or pinned there): taken is true when one has taken ph's room
 // already; else c is one that has taken no placeholder's room and may
-// take ph's, or nil.
+// take ph's, or nil. It reads only the pods the profile recognises, from
+// the cache without copying them (it runs every 10 s per placeholder);
+// c is a copy.
 func (r *Reconciler) companionFor(ctx context.Context, ph *corev1.Pod) (c *corev1.Pod, taken bool, err error) {
 	p := &v1alpha1.CompanionProfile{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: ph.Annotations[v1alpha1.AnnotationCompanionProfile]}, p); err != nil {
 		return nil, false, client.IgnoreNotFound(err)
 	}
-	pods := &corev1.PodList{}
-	opts := []client.ListOption{}
-	if p.Spec.Recognize.Namespace != "" {
-		opts = append(opts, client.InNamespace(p.Spec.Recognize.Namespace))
+	if companion.Validate(p) != nil {
+		return nil, false, nil // it recognises no companion
 	}
-	if err := r.Client.List(ctx, pods, opts...); err != nil {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.Recognize.Selector)
+	if err != nil {
+		return nil, false, err
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(p.Spec.Recognize.Namespace), client.MatchingLabelsSelector{Selector: sel},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, false, err
 	}
 	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
@@ -198,6 +201,9 @@ func (r *Reconciler) companionFor(ctx context.Context, ph *corev1.Pod) (c *corev
 		if c == nil && took == "" && o.DeletionTimestamp == nil && !podutil.IsTerminal(o) && mayTake(o, ph) {
 			c = o
 		}
+	}
+	if c != nil {
+		c = c.DeepCopy() // the hand-over writes to it
 	}
 	return c, false, nil
 }
@@ -218,8 +224,14 @@ func (r *Reconciler) needed(ctx context.Context, ph *corev1.Pod) (string, error)
 		return why, nil
 	}
 	node := ph.Annotations[v1alpha1.AnnotationCompanionNode]
+	key, ok := splitKey(ph.Annotations[annotationWorkload])
+	if !ok {
+		return why, nil
+	}
 	others := &corev1.PodList{}
-	if err := r.Client.List(ctx, others, client.MatchingLabels{v1alpha1.LabelCompanionShareKey: ph.Labels[v1alpha1.LabelCompanionShareKey]}); err != nil {
+	// Only the workload's namespace shares its key (keyOnNode); read only.
+	if err := r.Client.List(ctx, others, client.InNamespace(key.Namespace),
+		client.MatchingLabels{v1alpha1.LabelCompanionShareKey: ph.Labels[v1alpha1.LabelCompanionShareKey]}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", err
 	}
 	for i := range others.Items {

@@ -3,6 +3,8 @@ package companion
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -10,12 +12,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/companion"
 )
 
 // ProfileReconciler keeps berth's MutatingWebhookConfiguration present
-// while some CompanionProfile exists and absent otherwise.
+// while some CompanionProfile exists and absent otherwise, and warns on a
+// profile berth applies to no pod because it is not valid (one stored
+// before the API server checked what it checks now).
 type ProfileReconciler struct {
 	Client client.Client
+	// Recorder receives the warning on a profile that is not valid; nil:
+	// none is sent.
+	Recorder events.EventRecorder
 	// Sync makes the webhook configuration present (want) or absent.
 	Sync func(ctx context.Context, want bool) error
 }
@@ -46,11 +54,23 @@ func (r *ProfileReconciler) Register(mgr ctrl.Manager) error {
 	}))
 }
 
-// Reconcile syncs the webhook configuration with the profiles.
-func (r *ProfileReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+// Reconcile syncs the webhook configuration with the profiles, and warns
+// on the profile req names (every profile for an empty req) when it is
+// not valid.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	l := &v1alpha1.CompanionProfileList{}
 	if err := r.Client.List(ctx, l); err != nil {
 		return reconcile.Result{}, err
+	}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if req.Name != "" && p.Name != req.Name {
+			continue
+		}
+		if err := companion.Validate(p); err != nil && r.Recorder != nil {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonProfileInvalid, "Validate",
+				"berth applies this profile to no pod until it is fixed: %v", err)
+		}
 	}
 	return reconcile.Result{}, r.Sync(ctx, len(l.Items) > 0)
 }

@@ -2,7 +2,6 @@ package companion
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -24,14 +23,16 @@ const roomRecheck = 500 * time.Millisecond
 // nodeHasRoom reports whether w, plus extra (its companion's room when it
 // holds it), fits on n now as kube-scheduler counts n for w — the pods
 // bound to n and the pods nominated to n that are not gated and have at
-// least w's priority — and with the room promised to the pods pinned to
-// n that are not bound yet (placeholders waiting for their workloads,
-// companions waiting for their hand-over). It decides only when to ungate, never where a pod
-// goes (the planner did that): ungated while a companion and the
-// placeholder it has not handed over yet both take a slice of n, w would
-// find its nominated node full and the scheduler would bind it wherever
-// there is room, away from its companion's (seen in a burst of 200).
-func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.Pod, extra corev1.ResourceList) (bool, string, error) {
+// least w's priority — and with the room promised on n to companions
+// that are not bound yet: berth's placeholders waiting for their
+// workloads there, and companions pinned there that a profile recognises
+// (waiting for their hand-over). Any other pod pinned to n that is not
+// bound (unschedulable, say) takes nothing: it is not a companion of n's
+// workloads. It decides only when to ungate, never where a pod goes (the
+// planner did that): ungated while a companion and the placeholder it has
+// not handed over yet both take a slice of n, w would find its nominated
+// node full and be bound elsewhere, away from its companion's room.
+func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.Pod, extra corev1.ResourceList, profiles []v1alpha1.CompanionProfile) (bool, string, error) {
 	pods := &corev1.PodList{}
 	// Read only: the cache's objects are not copied.
 	if err := r.Client.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
@@ -47,7 +48,7 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 		bound := o.Spec.NodeName == n.Name
 		pending := o.Spec.NodeName == "" && o.DeletionTimestamp == nil
 		nominated := pending && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && corev1helpers.PodPriority(o) >= prio
-		pinned := pending && companion.PinnedNode(o) == n.Name
+		pinned := pending && companion.PinnedNode(o) == n.Name && promised(o, n.Name, profiles)
 		if bound || nominated || pinned {
 			req := snapshot.FromList(resource.PodRequests(o, resource.PodResourcesOptions{}))
 			used.Add(&req)
@@ -63,11 +64,12 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 	return true, "", nil
 }
 
-// companionRequests reads the companion's requests berth wrote on w.
-func companionRequests(w *corev1.Pod) (corev1.ResourceList, error) {
-	var req corev1.ResourceList
-	if err := json.Unmarshal([]byte(w.Annotations[v1alpha1.AnnotationCompanionRequests]), &req); err != nil {
-		return nil, fmt.Errorf("reading the companion requests of %s/%s: %w", w.Namespace, w.Name, err)
+// promised: o, a pod pinned to node and not bound yet, is one berth
+// counts room for there: a placeholder of node, or a companion some
+// profile recognises.
+func promised(o *corev1.Pod, node string, profiles []v1alpha1.CompanionProfile) bool {
+	if isPlaceholder(o) {
+		return o.Annotations[v1alpha1.AnnotationCompanionNode] == node
 	}
-	return req, nil
+	return companion.RecognizedByAny(profiles, o)
 }
