@@ -1,6 +1,7 @@
 // Package system embeds the cluster objects berth needs besides its CRDs
-// and RBAC: its PriorityClasses. The local control plane (berth dev up)
-// installs them; the controller only reads them.
+// and RBAC: its PriorityClasses, which the local control plane (berth dev
+// up) installs and the controller only reads, and its namespace with the
+// Pod Security labels the Helm chart gives it.
 package system
 
 import (
@@ -10,12 +11,26 @@ import (
 	"fmt"
 	"io"
 
+	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 //go:embed priorityclasses.yaml
 var priorityClasses []byte
+
+//go:embed namespace.yaml
+var namespace []byte
+
+// Namespace returns berth's namespace, berth-system, with its Pod Security
+// labels.
+func Namespace() (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(namespace), 4096).Decode(ns); err != nil {
+		return nil, fmt.Errorf("decoding namespace.yaml: %w", err)
+	}
+	return ns, nil
+}
 
 // PriorityClasses returns berth's PriorityClasses.
 func PriorityClasses() ([]*schedulingv1.PriorityClass, error) {

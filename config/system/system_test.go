@@ -34,3 +34,21 @@ func TestPriorityClassesMatchTheCode(t *testing.T) {
 		t.Errorf("PriorityClasses (-code +manifest):\n%s", diff)
 	}
 }
+
+// TestNamespaceIsBerthsAndRestricted: the shipped namespace is the one the
+// controller puts its pods in, and Pod Security enforces the restricted
+// profile there (and warns and audits at the same level).
+func TestNamespaceIsBerthsAndRestricted(t *testing.T) {
+	ns, err := system.Namespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Name != v1alpha1.SystemNamespace {
+		t.Errorf("namespace %q, want %q", ns.Name, v1alpha1.SystemNamespace)
+	}
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		if got := ns.Labels["pod-security.kubernetes.io/"+mode]; got != "restricted" {
+			t.Errorf("Pod Security %s level %q, want restricted", mode, got)
+		}
+	}
+}
