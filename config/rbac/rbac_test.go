@@ -23,11 +23,11 @@ import (
 var reviewed = []string{
 	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
 	"cluster core namespaces: create get list patch watch",   // tenants: the namespace tenant-<name> (config/policy narrows berth to those names)
-	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal; the admission policies of config/policy narrow patch/delete to nodes berth marked
+	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal, Cluster API adoption; config/policy narrows patch/delete to nodes berth marked (adoption: labels and the mark added, nothing else) and never a control-plane node
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
-	"cluster core pods: get list patch watch",                              // companion headroom: remove berth's scheduling gate from a workload and write its companion's size and share key (nothing else of a pod is changed)
-	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for
+	"cluster core pods: get list patch watch",                              // companion headroom: remove berth's scheduling gate from a workload and write its companion's size and share key; config/policy (berth-changes-only-its-part-of-pods) refuses any other change: no image, spec, other labels or annotations
+	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for (config/policy: nothing else of the status or metadata)
 	"cluster core pods/eviction: create",                                   // scale-down drains through the Eviction API (PodDisruptionBudgets apply), never by deleting pods
 	"cluster policy poddisruptionbudgets: get list watch",                  // scale-down plans within the budgets
 	"cluster core podtemplates: create delete get list patch update watch", // CapacityBuffer's podTemplateRef in the buffer's namespace (pod templates run nothing)
@@ -48,7 +48,7 @@ var reviewed = []string{
 	"cluster berth.dev headrooms: get list watch",
 	"cluster berth.dev companionprofiles: get list watch",
 	"cluster storage.k8s.io storageclasses: get list watch",                                                  // a workload's unbound claim of a profile's CSI driver
-	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists
+	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists; RBAC cannot narrow create to a name, config/policy (berth-writes-only-its-webhook) narrows it to berth-companion, pods CREATE only, served in berth-system or at loopback
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations[berth-companion]: delete get update", // only its own
 	"cluster berth.dev nodegroups: get list watch",
 	"cluster berth.dev tenants: get list watch",
@@ -81,7 +81,7 @@ var reviewed = []string{
 	"cluster scheduling.k8s.io podgroups: get list watch",
 	"cluster scheduling.k8s.io workloads: get list watch",
 	// Writes only in berth's own namespace.
-	"berth-system core pods: create delete", // reserve pods handed to burst-critical pods, placeholders on a node being removed; companion placeholders (created, deleted)
+	"berth-system core pods: create delete", // reserve pods handed to burst-critical pods, placeholders on a node being removed; companion placeholders (created, deleted); berth-system enforces Pod Security restricted (config/system/namespace.yaml)
 	"berth-system core secrets: create",
 	"berth-system core secrets[berth-webhook-cert]: get update", // the webhook's serving certificate, issued and rotated by berth
 	"berth-system apps daemonsets: create delete patch update",  // per-node reserve
