@@ -1,9 +1,10 @@
 // Command chartgen keeps the Helm chart's generated parts in step with
 // config/ (run by `make generate`; `make verify` fails when they are
 // stale): it copies the CRDs into charts/berth/crds and turns the RBAC
-// (config/rbac), the admission policies (config/policy) and the
-// PriorityClasses (config/system) into templates whose names, namespace,
-// service account and labels come from the release.
+// (config/rbac), the admission policies (config/policy), the
+// PriorityClasses and berth's namespace (config/system) into templates
+// whose names, namespace, service account and labels come from the
+// release.
 //
 //	go run ./hack/chartgen [-root .]
 package main
@@ -54,8 +55,10 @@ type output struct {
 
 var outputs = []output{
 	{file: "rbac.yaml", sources: []string{"rbac/role.yaml", "rbac/role_binding.yaml", "rbac/scale_reader.yaml"}},
-	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml", "policy/tenant-objects.yaml"}, condition: ".Values.admissionPolicies.enabled"},
+	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml", "policy/pod-changes.yaml",
+		"policy/tenant-objects.yaml", "policy/webhook-configuration.yaml"}, condition: ".Values.admissionPolicies.enabled"},
 	{file: "priorityclasses.yaml", sources: []string{"system/priorityclasses.yaml"}, condition: ".Values.priorityClasses.create"},
+	{file: "namespace.yaml", sources: []string{"system/namespace.yaml"}, condition: ".Values.namespace.create"},
 }
 
 func main() {
@@ -162,13 +165,17 @@ func decode(path string) ([]*unstructured.Unstructured, error) {
 }
 
 // templatize replaces config/'s names with placeholders: object names that
-// start with berth-controller, berth's namespace, the service account in
+// start with berth-controller, berth's namespace (and the Namespace
+// object's name), the service account in
 // subjects and role references, and the service account's user name in
 // the policies' expressions. Lease names (resourceNames) stay: the
 // controller's leader election ID is fixed.
 func templatize(obj *unstructured.Unstructured) {
 	if name, ok := strings.CutPrefix(obj.GetName(), configName); ok {
 		obj.SetName(phName + name)
+	}
+	if obj.GetKind() == "Namespace" && obj.GetName() == configNamespace {
+		obj.SetName(phNamespace)
 	}
 	if obj.GetNamespace() == configNamespace {
 		obj.SetNamespace(phNamespace)

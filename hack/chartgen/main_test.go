@@ -57,3 +57,24 @@ rules:
 		t.Errorf("berth-system left in:\n%s", got)
 	}
 }
+
+// TestTemplatizeNamespace: berth's Namespace object becomes the release
+// namespace, with its own labels kept next to the chart's.
+func TestTemplatizeNamespace(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": configNamespace, "labels": map[string]any{"pod-security.kubernetes.io/enforce": "restricted"}}}}
+	templatize(obj)
+	data, err := yaml.Marshal(obj.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := substitute(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: " + tplNamespace + "\n", "pod-security.kubernetes.io/enforce: restricted\n", `include "berth.labels"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -218,7 +218,8 @@ func TestEveryControllerFlagIsAValue(t *testing.T) {
 func TestRenamedRelease(t *testing.T) {
 	objs := render(t, "--set", "fullnameOverride=acme-berth,serviceAccount.name=acme")
 	user := "system:serviceaccount:berth-system:acme"
-	for _, name := range []string{"berth-changes-only-its-nodes", "berth-node-owner-mark", "berth-writes-only-tenant-namespaces"} {
+	for _, name := range []string{"berth-changes-only-its-nodes", "berth-node-owner-mark", "berth-changes-only-its-part-of-pods",
+		"berth-writes-only-tenant-namespaces", "berth-writes-only-its-webhook"} {
 		p := find(t, objs, "ValidatingAdmissionPolicy", name)
 		conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
 		if len(conds) != 1 || !strings.Contains(fmt.Sprint(conds[0]), "'"+user+"'") {
@@ -255,6 +256,8 @@ func TestRefusals(t *testing.T) {
 		{"a malformed duration", []string{"--namespace", helmchart.Namespace, "--set", "controller.resyncPeriod=soon"}, "resyncPeriod"},
 		{"an unknown value", []string{"--namespace", helmchart.Namespace, "--set", "controler.scaleDown=false"}, "controler"},
 		{"zero replicas", []string{"--namespace", helmchart.Namespace, "--set", "replicas=0"}, "replicas"},
+		// The admission policy would refuse berth's webhook configuration.
+		{"a webhook URL that is not loopback", []string{"--namespace", helmchart.Namespace, "--set", "webhook.url=https://berth.example.com:9443"}, "url"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := helmchart.Helm(context.Background(), root, append([]string{"template", "berth", helmchart.Chart}, tt.args...)...)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/config/policy"
 	"github.com/berth-dev/berth/config/rbac"
+	"github.com/berth-dev/berth/config/system"
 )
 
 // TestRBACIsConfigRBAC: with the default names the chart's ServiceAccount,
@@ -68,6 +69,31 @@ func TestPoliciesPriorityClassesAndCRDsAreConfigs(t *testing.T) {
 		if diff := cmp.Diff(content(w), content(got)); diff != "" {
 			t.Errorf("%s %s differs from config/ (-config +chart):\n%s", w.GetKind(), w.GetName(), diff)
 		}
+	}
+}
+
+// TestNamespaceIsConfigNamespace: the chart renders the release namespace
+// with the labels and annotations of config/system/namespace.yaml (Pod
+// Security restricted, kept on uninstall), unless told not to.
+func TestNamespaceIsConfigNamespace(t *testing.T) {
+	want, err := system.Namespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := find(t, render(t), "Namespace", want.Name)
+	for k, v := range want.Labels {
+		if got.GetLabels()[k] != v {
+			t.Errorf("namespace label %s=%q, want %q", k, got.GetLabels()[k], v)
+		}
+	}
+	if diff := cmp.Diff(want.Annotations, got.GetAnnotations()); diff != "" {
+		t.Errorf("namespace annotations differ from config/system (-config +chart):\n%s", diff)
+	}
+	if want.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("config/system/namespace.yaml enforces %q, want restricted", want.Labels["pod-security.kubernetes.io/enforce"])
+	}
+	if slices.ContainsFunc(render(t, "--set", "namespace.create=false"), func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" }) {
+		t.Error("namespace.create=false renders a Namespace")
 	}
 }
 

@@ -36,13 +36,15 @@ const (
 	prometheus = "prometheus"
 )
 
-// TestInstallRunUninstall: `helm install` of the chart is accepted whole
-// by the API server; berth, run with the chart's arguments as the chart's
-// ServiceAccount, elects itself leader, launches a node for a pending pod
-// and serves metrics to the reader the chart binds; the chart's replicas
-// are placed apart and off berth's nodes; `helm upgrade` rolls a changed
-// value; `helm uninstall` removes every object of the chart and keeps the
-// CRDs.
+// TestInstallRunUninstall: `helm install --create-namespace` of the chart
+// is accepted whole by the API server and gives berth-system the
+// restricted Pod Security profile, which the controller's pods meet;
+// berth, run with the chart's arguments as the chart's ServiceAccount,
+// elects itself leader, launches a node for a pending pod and serves
+// metrics to the reader the chart binds; the chart's replicas are placed
+// apart and off berth's nodes; `helm upgrade` rolls a changed value; `helm
+// uninstall` removes every object of the chart and keeps the CRDs and the
+// namespace.
 func TestInstallRunUninstall(t *testing.T) {
 	ctx := context.Background()
 	root, err := devenv.FindRoot(".")
@@ -52,10 +54,6 @@ func TestInstallRunUninstall(t *testing.T) {
 	kubeconfig := env.Cluster.KubeconfigPath()
 	cl = newClient(t)
 	removePreinstalled(t, root)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: prometheus, Namespace: ns}}
-	if err := cl.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
 
 	start := time.Now()
 	if _, err := helmchart.Helm(ctx, root, "install", release, helmchart.Chart, "--namespace", ns, "--create-namespace",
@@ -64,6 +62,10 @@ func TestInstallRunUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("helm install took %s", time.Since(start).Round(time.Millisecond))
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: prometheus, Namespace: ns}}
+	if err := cl.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
 	manifest, err := helmchart.Helm(ctx, root, "get", "manifest", release, "--namespace", ns, "--kubeconfig", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +137,8 @@ func newClient(t *testing.T) client.Client {
 }
 
 // removePreinstalled deletes what `berth dev up` installs and the chart
-// owns (CRDs, PriorityClasses), so that the chart installs them itself.
+// owns (CRDs, PriorityClasses, the namespace berth-system), so that the
+// chart installs them itself.
 func removePreinstalled(t *testing.T, root string) {
 	t.Helper()
 	ctx := context.Background()
@@ -150,6 +153,7 @@ func removePreinstalled(t *testing.T, root string) {
 	for _, crd := range chartCRDs(t, root) {
 		objs = append(objs, crd)
 	}
+	objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	for _, o := range objs {
 		if err := cl.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)
@@ -238,7 +242,7 @@ func checkInstalled(t *testing.T, objs []*unstructured.Unstructured, crds []*api
 	}
 	t.Logf("installed %d objects: %v", len(objs), kinds)
 	for _, want := range []string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-		"Service", "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		"Service", "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Namespace"} {
 		if kinds[want] == 0 {
 			t.Errorf("the release has no %s", want)
 		}
@@ -255,6 +259,13 @@ func checkInstalled(t *testing.T, objs []*unstructured.Unstructured, crds []*api
 		}
 		return true, "", nil
 	})
+	namespace := &corev1.Namespace{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: ns}, namespace); err != nil {
+		t.Fatal(err)
+	}
+	if level := namespace.Labels["pod-security.kubernetes.io/enforce"]; level != "restricted" {
+		t.Errorf("namespace %s enforces Pod Security %q, want restricted (labels %v)", ns, level, namespace.Labels)
+	}
 	d := deploymentOf(t, objs)
 	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
@@ -293,8 +304,9 @@ func replicaSetEvents(ctx context.Context) []string {
 	return out
 }
 
-// checkUninstalled: every object of the release is gone, and with the
-// Deployment its pods; the CRDs stay, as Helm keeps them.
+// checkUninstalled: every object of the release but its namespace is
+// gone, and with the Deployment its pods; the CRDs and the namespace stay,
+// as Helm keeps them.
 func checkUninstalled(t *testing.T, objs []*unstructured.Unstructured, crds []*apiextensionsv1.CustomResourceDefinition, d *appsv1.Deployment) {
 	t.Helper()
 	// Each round reads every object of the release: poll once a second.
@@ -302,6 +314,9 @@ func checkUninstalled(t *testing.T, objs []*unstructured.Unstructured, crds []*a
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var now []string
 		for _, o := range objs {
+			if o.GetKind() == "Namespace" {
+				continue // helm.sh/resource-policy: keep
+			}
 			got := &unstructured.Unstructured{}
 			got.SetGroupVersionKind(o.GroupVersionKind())
 			switch err := cl.Get(ctx, client.ObjectKeyFromObject(o), got); {
@@ -331,5 +346,8 @@ func checkUninstalled(t *testing.T, objs []*unstructured.Unstructured, crds []*a
 		if err := cl.Get(context.Background(), client.ObjectKeyFromObject(crd), got); err != nil {
 			t.Errorf("CRD %s after uninstall: %v (Helm keeps CRDs)", crd.Name, err)
 		}
+	}
+	if err := cl.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
+		t.Errorf("namespace %s after uninstall: %v (the chart keeps it)", ns, err)
 	}
 }
