@@ -69,6 +69,13 @@ const (
 	// turns it Ready; it simulates the boot time of a real machine.
 	AnnotationReadyAt = "berth.dev/ready-at"
 
+	// AnnotationAdoptedAt is written by berth, with the owner mark, on a
+	// node it adopted into a NodeGroup (a Cluster API Machine's node): the
+	// RFC 3339 time of the adoption. A node that had lived longer than the
+	// max provision time when it was adopted is not a launch, and the
+	// launch timeout never deletes it.
+	AnnotationAdoptedAt = "berth.dev/adopted-at"
+
 	// AnnotationDeleteRequestedBy is written by berth, with Cluster API's
 	// cluster.x-k8s.io/delete-machine, on a Machine it removes: the UID of
 	// the NodeGroup. berth lowers a MachineDeployment's replicas only by the

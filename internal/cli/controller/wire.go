@@ -73,7 +73,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	registers := []registration{{nodegroup.Name, ngc.Register}, {launchtimeout.Name, lt.Register}, {headroom.Name, hrc.Register},
 		{nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}}
 	if capi != nil {
-		registers = append(registers, registration{nodeadoption.Name, (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder}).Register})
+		registers = append(registers, registration{nodeadoption.Name, (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder, Clock: clk}).Register})
 	}
 	for _, r := range registers {
 		if err := r.register(mgr); err != nil {

@@ -9,12 +9,17 @@
 // initialized, durably, and never deletes it afterwards: a node that goes
 // NotReady later (kubelet restart, network partition) is not a failed
 // launch, and deleting it without a drain would take its pods down, or a
-// whole fleet in a partition.
+// whole fleet in a partition. A node adopted when it had lived longer than
+// the max provision time (a Cluster API node berth did not see born) is
+// not a launch either. And each decision is capped: a few nodes a minute,
+// a share of a group at once, none in a group whose Ready nodes went
+// NotReady together.
 package launchtimeout
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,8 +40,14 @@ import (
 // Name is the controller's name.
 const Name = "launchtimeout"
 
-// ReasonLaunchTimeout is the event reason on a node that is deleted.
-const ReasonLaunchTimeout = "LaunchTimeout"
+// Event reasons.
+const (
+	// ReasonLaunchTimeout is on a node that is deleted.
+	ReasonLaunchTimeout = "LaunchTimeout"
+	// ReasonLaunchTimeoutCapped is on a node that would be deleted but a
+	// cap holds.
+	ReasonLaunchTimeoutCapped = "LaunchTimeoutCapped"
+)
 
 // Unavailable marks offerings that should not be launched for a while.
 type Unavailable interface {
@@ -51,6 +62,10 @@ type Reconciler struct {
 	Recorder         events.EventRecorder
 	Clock            clock.PassiveClock
 	MaxProvisionTime time.Duration
+
+	caps caps
+	// lastCapped is the last cap message per node, said once.
+	lastCapped sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;delete;patch
@@ -74,6 +89,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if nodeutil.Ready(node) {
 		return reconcile.Result{}, r.markInitialized(ctx, node)
 	}
+	if adoptedOld(node, r.MaxProvisionTime) {
+		return reconcile.Result{}, nil // it lived before berth knew it: not a launch
+	}
 	age := r.Clock.Since(node.CreationTimestamp.Time)
 	if age < r.MaxProvisionTime {
 		return reconcile.Result{RequeueAfter: r.MaxProvisionTime - age}, nil
@@ -81,6 +99,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if owned, err := r.launchedByBerth(ctx, node); err != nil || !owned {
 		return reconcile.Result{}, err
 	}
+	peers := &corev1.NodeList{}
+	if err := r.Client.List(ctx, peers, client.MatchingLabels{v1alpha1.LabelNodeGroup: group}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the nodes of %s: %w", group, err)
+	}
+	if ok, why := r.caps.allow(r.Clock.Now(), group, peers.Items); !ok {
+		if last, _ := r.lastCapped.Load(node.Name); last != why {
+			r.lastCapped.Store(node.Name, why)
+			r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonLaunchTimeoutCapped, "Delete",
+				"Node was never Ready in %s since launch, but it is not deleted now: %s", age.Round(time.Second), why)
+		}
+		capped.Inc()
+		return reconcile.Result{RequeueAfter: CapWindow}, nil
+	}
+	r.caps.record(r.Clock.Now(), group)
+	r.lastCapped.Delete(node.Name)
 	msg := fmt.Sprintf("Node was never Ready in %s since launch (max provision time %s); deleting it so that its pods get a replacement",
 		age.Round(time.Second), r.MaxProvisionTime)
 	log.FromContext(ctx).Info("deleting node that never became ready", "node", node.Name, "nodeGroup", group, "age", age.String())
@@ -149,4 +182,12 @@ func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (bo
 		return false, err
 	}
 	return true, nil
+}
+
+// adoptedOld reports whether berth adopted the node (a Cluster API Machine's
+// node) when it had lived longer than the max provision time: it ran
+// before berth knew it, and going NotReady now is not a failed launch.
+func adoptedOld(node *corev1.Node, maxProvision time.Duration) bool {
+	at, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.AnnotationAdoptedAt])
+	return err == nil && at.Sub(node.CreationTimestamp.Time) >= maxProvision
 }

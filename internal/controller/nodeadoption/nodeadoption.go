@@ -20,12 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	clientretry "k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // Name is the controller's name.
@@ -56,6 +58,8 @@ type Reconciler struct {
 	Client   client.Client
 	Adopter  Adopter
 	Recorder events.EventRecorder
+	// Clock (nil: the real clock).
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
@@ -118,6 +122,11 @@ func (r *Reconciler) adopt(ctx context.Context, req reconcile.Request) (reconcil
 		node.Annotations = map[string]string{}
 	}
 	node.Annotations[v1alpha1.AnnotationLaunchedBy] = string(ng.UID)
+	node.Annotations[v1alpha1.AnnotationAdoptedAt] = r.now().UTC().Format(time.RFC3339)
+	if nodeutil.Ready(node) {
+		// Ready now: its launch is over, whatever happens to it later.
+		node.Labels[v1alpha1.LabelInitialized] = "true"
+	}
 	if err := r.Client.Patch(ctx, node, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{}, err // RetryOnConflict reads it again
@@ -138,4 +147,11 @@ func Labels(ng *v1alpha1.NodeGroup) map[string]string {
 	}
 	it := &ng.Spec.InstanceTypes[0]
 	return ng.NodeLabels(it, &it.Offerings[0])
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
