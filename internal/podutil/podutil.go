@@ -5,6 +5,8 @@
 package podutil
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,4 +81,24 @@ func AwaitsNode(p *corev1.Pod) bool {
 // it awaits a node and is not nominated to one.
 func IsProvisionable(p *corev1.Pod) bool {
 	return AwaitsNode(p) && p.Status.NominatedNodeName == ""
+}
+
+// LongTerminatingGrace is how long past its grace period a pod being
+// deleted counts as still terminating (Cluster Autoscaler's
+// PodLongTerminatingExtraThreshold).
+const LongTerminatingGrace = 30 * time.Second
+
+// IsLongTerminating reports whether the pod has been terminating for
+// longer than its grace period (30 s when unset) plus
+// LongTerminatingGrace at now: it is going, whatever keeps it, and holds
+// no capacity a plan should count on. A zero now says no.
+func IsLongTerminating(p *corev1.Pod, now time.Time) bool {
+	if p.DeletionTimestamp == nil || now.IsZero() {
+		return false
+	}
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *p.Spec.TerminationGracePeriodSeconds
+	}
+	return p.DeletionTimestamp.Add(time.Duration(grace)*time.Second + LongTerminatingGrace).Before(now)
 }

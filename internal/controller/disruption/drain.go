@@ -32,7 +32,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node) error 
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
-	moving, _ := scaledown.CheckPods(n.Name, w.podsOn[n.Name], w.input.PDBs)
+	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
 	log.FromContext(ctx).Info("draining node to remove it", "node", n.Name, "nodeGroup", n.Labels[v1alpha1.LabelNodeGroup])
@@ -67,7 +67,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if err != nil {
 		return err
 	}
-	moving, blocked := scaledown.CheckPods(n.Name, pods, w.input.PDBs)
+	moving, blocked := scaledown.CheckPods(w.input, n.Name, pods)
 	if blocked == nil && c.changed(n.Name, moving) {
 		if blocked, err = scaledown.Recheck(w.withPodsOn(n.Name, pods), n.Name); err != nil {
 			return err
@@ -246,7 +246,7 @@ func (c *Controller) warnOnce(n *corev1.Node, reason, msg string) {
 // remaining names up to three pods still to evict from a node, as the
 // cache shows them.
 func (c *Controller) remaining(w *world, n *corev1.Node) string {
-	moving, _ := scaledown.CheckPods(n.Name, w.podsOn[n.Name], w.input.PDBs)
+	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	var names []string
 	for i, p := range moving {
 		if i == 3 {

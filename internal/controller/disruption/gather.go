@@ -7,6 +7,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -137,7 +140,42 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.input.Virtual = append(w.input.Virtual, s.Pods...)
 	}
 	w.input.Held = c.held(w.input.NodeGroups)
+	w.input.Now = c.Clock.Now()
+	if w.input.Controllers, err = c.controllers(ctx); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// +kubebuilder:rbac:groups=apps,resources=replicasets;statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=replicationcontrollers,verbs=get;list;watch
+
+// controllerKinds are the workload controllers whose existence the drain
+// rules check (their metadata only is cached).
+var controllerKinds = []schema.GroupVersionKind{
+	{Group: "apps", Version: "v1", Kind: "ReplicaSetList"},
+	{Group: "apps", Version: "v1", Kind: "StatefulSetList"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSetList"},
+	{Group: "batch", Version: "v1", Kind: "JobList"},
+	{Group: "", Version: "v1", Kind: "ReplicationControllerList"},
+}
+
+// controllers are the UIDs of the workload controllers that exist: a pod
+// whose controller is not among them would not come back once evicted.
+func (c *Controller) controllers(ctx context.Context) (map[types.UID]bool, error) {
+	out := map[types.UID]bool{}
+	for _, gvk := range controllerKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk)
+		if err := c.Client.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out[list.Items[i].UID] = true
+		}
+	}
+	return out, nil
 }
 
 // held are the node groups where no removal starts now: those where the

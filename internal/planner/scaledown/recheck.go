@@ -72,9 +72,10 @@ func unlimited(pdbs []*policyv1.PodDisruptionBudget) []*policyv1.PodDisruptionBu
 // planned the removal, so a pod that arrived after the decision (one the
 // cache had not shown, one that tolerates every taint, one created with
 // its node set) keeps the rules: a bare pod, a do-not-disrupt pod or
-// local storage stops the drain instead of being evicted.
-func CheckPods(node string, pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) ([]*corev1.Pod, *Blocked) {
-	ctx := &drain.Context{PDBs: drain.NewBudgets(unlimited(pdbs))}
+// local storage stops the drain instead of being evicted. in gives the
+// budgets, the time and the controllers that exist.
+func CheckPods(in Input, node string, pods []*corev1.Pod) ([]*corev1.Pod, *Blocked) {
+	ctx := &drain.Context{PDBs: drain.NewBudgets(unlimited(in.PDBs)), Now: in.Now, Controllers: in.Controllers}
 	rules := drain.Rules()
 	var moving []*corev1.Pod
 	for _, pod := range pods {

@@ -11,15 +11,18 @@ package scaledown
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -64,11 +67,20 @@ type Input struct {
 	Pending []*corev1.Pod
 	// Held are the node groups where no removal starts now, with why
 	// (berth is bringing capacity there for a pod that waits).
-	Held       map[string]string
-	PDBs       []*policyv1.PodDisruptionBudget
-	Namespaces []*corev1.Namespace
-	Claims     []*corev1.PersistentVolumeClaim
-	Volumes    []*corev1.PersistentVolume
+	Held map[string]string
+	// Now is when the plan is made: pods terminating for longer than
+	// their grace period go with their node and hold no room. Zero (an
+	// offline plan) counts every pod.
+	Now time.Time
+	// Controllers are the UIDs of the workload controllers that exist
+	// (ReplicaSets, Jobs, StatefulSets, ReplicationControllers,
+	// DaemonSets): a pod whose controller is not among them keeps its
+	// node. Nil when not known: the check is off.
+	Controllers map[types.UID]bool
+	PDBs        []*policyv1.PodDisruptionBudget
+	Namespaces  []*corev1.Namespace
+	Claims      []*corev1.PersistentVolumeClaim
+	Volumes     []*corev1.PersistentVolume
 	// DRA are the dynamic resource allocation objects, as in scale-up.
 	DRA snapshot.DRA
 	// Virtual are the Headroom units and CapacityBuffer chunks: those that
@@ -171,7 +183,7 @@ func Run(in Input) (*Plan, error) {
 // newPlanner builds the cluster snapshot and the planner's bookkeeping,
 // with every node being drained cordoned: it is no home for anyone.
 func newPlanner(in Input) (*planner, error) {
-	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
+	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
 		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
 	if err != nil {
 		return nil, err
@@ -181,6 +193,7 @@ func newPlanner(in Input) (*planner, error) {
 		groups[g.Name] = g
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
+		now: in.Now, controllers: in.Controllers,
 		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{},
 		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}}
 	for _, pod := range in.Nominated {
@@ -201,9 +214,12 @@ type planner struct {
 	plan   *Plan
 	groups map[string]*v1alpha1.NodeGroup
 	// held are the node groups where no removal starts, with why.
-	held    map[string]string
-	budgets *drain.Budgets
-	rules   []drain.Rule
+	held map[string]string
+	// now and controllers are the drain rules' context besides budgets.
+	now         time.Time
+	controllers map[types.UID]bool
+	budgets     *drain.Budgets
+	rules       []drain.Rule
 	// size, disrupting and removed count nodes per group.
 	size, disrupting, removed map[string]int
 	// replacements are the nodes launched to replace others that are
@@ -369,4 +385,16 @@ func (p *planner) evicted(m Move, movers []*snapshot.Pod) bool {
 		}
 	}
 	return false
+}
+
+// holdingRoom are the pods that hold room on their nodes: all but those
+// terminating past their grace period (they are going).
+func holdingRoom(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if !podutil.IsLongTerminating(p, now) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

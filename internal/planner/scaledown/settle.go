@@ -28,7 +28,7 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 			continue
 		}
 		for _, sp := range slices.Clone(n.Pods) {
-			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, nil).Verdict == drain.Stays {
+			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {
 				continue
 			}
 			unbound, c := p.unboundClass(sp.Pod)

@@ -2,9 +2,12 @@ package scaledown_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -128,5 +131,45 @@ func TestRecheckCountsWhatNeedsAHome(t *testing.T) {
 	withOtherDrain.Pods[len(withOtherDrain.Pods)-1] = app("x", "c", "3")
 	if bl, err := scaledown.Recheck(withOtherDrain, "c"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
 		t.Errorf("drain of c after a's pod took b's room: %+v %v, want NoHome", bl, err)
+	}
+}
+
+// TestPodsThatAreGoingOrCannotComeBack: a pod terminating long past its
+// grace period neither keeps its node nor fills the node it is on; a pod
+// whose ReplicaSet is gone keeps its node (it would not come back).
+func TestPodsThatAreGoingOrCannotComeBack(t *testing.T) {
+	g := group("g")
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	stuck := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Hour)} }
+	tests := []struct {
+		name string
+		in   scaledown.Input
+		want outcome
+	}{
+		{
+			name: "a bare pod stuck terminating for an hour does not keep its node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g)}, Now: now,
+				Pods: []*corev1.Pod{b.Pod("stuck", b.NodeName("a"), b.CPU("1"), stuck)}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
+		},
+		{
+			name: "a pod stuck terminating does not fill the node others would move to",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g, b.NodeLabels(v1alpha1.LabelScaleDownDisabled, "true"))}, Now: now,
+				Pods: []*corev1.Pod{app("w", "a", "3"), app("stuck", "b", "3", stuck)}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NodeDoNotDisrupt"}},
+		},
+		{
+			name: "a pod whose ReplicaSet is gone keeps its node",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)}, Now: now,
+				Pods: []*corev1.Pod{app("orphan", "a", "1")}, Controllers: map[types.UID]bool{"uid-other": true}},
+			want: outcome{removed: []string{"b"}, blocked: map[string]string{"a": "ControllerNotFound default/orphan"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, run(t, tt.in), cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

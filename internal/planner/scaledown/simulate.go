@@ -16,7 +16,7 @@ import (
 // units) that must move, the real pods among them to evict, or the first
 // pod that blocks.
 func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot.Pod, []*corev1.Pod, *Blocked) {
-	ctx := &drain.Context{PDBs: p.budgets}
+	ctx := &drain.Context{PDBs: p.budgets, Now: p.now, Controllers: p.controllers}
 	var movers []*snapshot.Pod
 	var evict []*corev1.Pod
 	for _, sp := range n.Pods {

@@ -13,7 +13,6 @@ const ReasonDoNotDisrupt Reason = "DoNotDisrupt"
 // users can switch without relabelling.
 const (
 	annotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
-	annotationSafeToEvict           = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 	labelOceanRestrictScaleDown     = "spotinst.io/restrict-scale-down"
 )
 

@@ -1,13 +1,29 @@
 // Package drain decides, pod by pod, what removing a node means for it:
-// the pod goes with the node (DaemonSet, mirror, finished and berth's own
-// headroom pods), must be moved (evicted and rescheduled elsewhere), or
+// the pod goes with the node (DaemonSet, mirror, finished and long
+// terminating pods), must be moved (evicted and rescheduled elsewhere), or
 // blocks the removal. Each rule lives in its own file with its reason, and
 // the rules run in a fixed order, the first that decides wins, as Cluster
-// Autoscaler's drainability chain does. Pure: API types in, verdicts out.
+// Autoscaler's drainability chain does (its annotations are honoured, so
+// that users can switch without relabelling; where berth differs, the
+// rule's comment says why). Pure: API types in, verdicts out.
+//
+// The chain, in order:
+//
+//	GoesWithNode        DaemonSet (or annotated daemonset-pod), mirror, finished, long terminating: Stays
+//	DoNotDisrupt        berth's, Karpenter's and Ocean's opt-outs: Blocks
+//	ControllerExists    a pod whose ReplicaSet, Job, StatefulSet or ReplicationController is gone: Blocks
+//	SafeToEvict         safe-to-evict "true": Moves (budgets still apply); "false", "on-completion": Blocks
+//	NotReplicated       a pod without a controller: Blocks
+//	LocalStorage        emptyDir on disk or hostPath not listed in safe-to-evict-local-volumes: Blocks
+//	SystemPodWithoutPDB a kube-system pod no PodDisruptionBudget covers: Blocks
+//	DisruptionBudget    a pod whose budget allows no disruption now: Blocks
 package drain
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Verdict is what a rule decides for a pod.
@@ -41,9 +57,13 @@ type Context struct {
 	// PDBs are the cluster's PodDisruptionBudgets with the disruptions
 	// each still allows in this round.
 	PDBs *Budgets
-	// AllowLocalStorage lets pods with local storage (emptyDir on disk,
-	// hostPath) be evicted: their data is lost.
-	AllowLocalStorage bool
+	// Now tells how long a pod has been terminating; zero turns the long
+	// terminating check off (offline plans of hand-written inputs).
+	Now time.Time
+	// Controllers are the UIDs of the ReplicaSets, Jobs, StatefulSets,
+	// ReplicationControllers and DaemonSets that exist; nil when not known
+	// (the check that a pod's controller exists is then off).
+	Controllers map[types.UID]bool
 }
 
 // Rule is one drainability rule.
@@ -57,6 +77,7 @@ func Rules() []Rule {
 	return []Rule{
 		GoesWithNode{},
 		DoNotDisrupt{},
+		ControllerExists{},
 		SafeToEvict{},
 		NotReplicated{},
 		LocalStorage{},
@@ -67,6 +88,9 @@ func Rules() []Rule {
 
 // Check runs the chain on a pod; a pod no rule decides on moves.
 func Check(rules []Rule, p *corev1.Pod, c *Context) Outcome {
+	if c == nil {
+		c = &Context{}
+	}
 	for _, r := range rules {
 		if o := r.Check(p, c); o.Verdict != Undecided {
 			return o
@@ -76,3 +100,10 @@ func Check(rules []Rule, p *corev1.Pod, c *Context) Outcome {
 }
 
 func podName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// Annotations of Cluster Autoscaler that berth honours.
+const (
+	annotationSafeToEvict             = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	annotationSafeToEvictLocalVolumes = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+	annotationDaemonSetPod            = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+)

@@ -16,17 +16,18 @@ const ReasonPDB Reason = "PodDisruptionBudget"
 
 // Budgets are the PodDisruptionBudgets and the disruptions each still
 // allows in this round (status.disruptionsAllowed minus what the round has
-// planned already).
+// planned already), by namespace and name (hand-written inputs of
+// `berth plan` carry no UIDs).
 type Budgets struct {
 	pdbs      []*policyv1.PodDisruptionBudget
 	selectors []labels.Selector
-	left      map[types.UID]int32
+	left      map[types.NamespacedName]int32
 }
 
 // NewBudgets reads the PDBs; one with an invalid selector matches nothing
 // (the API server rejects those anyway).
 func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
-	b := &Budgets{left: map[types.UID]int32{}}
+	b := &Budgets{left: map[types.NamespacedName]int32{}}
 	for _, p := range pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
 		if err != nil || p.Spec.Selector == nil {
@@ -34,7 +35,7 @@ func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
 		}
 		b.pdbs = append(b.pdbs, p)
 		b.selectors = append(b.selectors, sel)
-		b.left[p.UID] = p.Status.DisruptionsAllowed
+		b.left[key(p)] = p.Status.DisruptionsAllowed
 	}
 	return b
 }
@@ -57,23 +58,25 @@ func (b *Budgets) Matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
 // their PDBs would allow fewer disruptions than the pods it covers, and
 // otherwise counts them against every PDB.
 func (b *Budgets) Take(pods []*corev1.Pod) error {
-	need := map[types.UID]int32{}
-	names := map[types.UID]string{}
+	need := map[types.NamespacedName]int32{}
 	for _, p := range pods {
 		for _, pdb := range b.Matching(p) {
-			need[pdb.UID]++
-			names[pdb.UID] = pdb.Namespace + "/" + pdb.Name
+			need[key(pdb)]++
 		}
 	}
-	for uid, n := range need {
-		if b.left[uid] < n {
-			return fmt.Errorf("PodDisruptionBudget %s allows %d more disruptions now, %d pods of the node need one", names[uid], max(b.left[uid], 0), n)
+	for k, n := range need {
+		if b.left[k] < n {
+			return fmt.Errorf("PodDisruptionBudget %s allows %d more disruptions now, %d pods of the node need one", k, max(b.left[k], 0), n)
 		}
 	}
-	for uid, n := range need {
-		b.left[uid] -= n
+	for k, n := range need {
+		b.left[k] -= n
 	}
 	return nil
+}
+
+func key(pdb *policyv1.PodDisruptionBudget) types.NamespacedName {
+	return types.NamespacedName{Namespace: pdb.Namespace, Name: pdb.Name}
 }
 
 // DisruptionBudget blocks: a pod whose PodDisruptionBudget allows no disruption
@@ -87,7 +90,7 @@ func (DisruptionBudget) Name() Reason { return ReasonPDB }
 // Check implements Rule.
 func (DisruptionBudget) Check(p *corev1.Pod, c *Context) Outcome {
 	for _, pdb := range c.PDBs.Matching(p) {
-		if c.PDBs.left[pdb.UID] <= 0 {
+		if c.PDBs.left[key(pdb)] <= 0 {
 			return Outcome{Verdict: Blocks, Reason: ReasonPDB,
 				Message: "pod " + podName(p) + ": PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name + " allows no disruption now"}
 		}

@@ -11,7 +11,9 @@ const ReasonSystemPodWithoutPDB Reason = "SystemPodWithoutPDB"
 
 // SystemPodWithoutPDB blocks: a kube-system pod (DNS, metrics) that no
 // PodDisruptionBudget covers keeps its node, as in Cluster Autoscaler:
-// evicting the cluster's plumbing needs the owner's say.
+// evicting the cluster's plumbing needs the owner's say. Unlike Cluster
+// Autoscaler, age does not lift the block (it lets such pods go once they
+// are an hour old by default): an old DNS pod is no safer to evict.
 type SystemPodWithoutPDB struct{}
 
 // Name returns the rule's reason.
