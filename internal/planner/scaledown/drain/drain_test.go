@@ -177,7 +177,9 @@ func TestLocalStorage(t *testing.T) {
 }
 
 func TestSystemPodWithoutPDB(t *testing.T) {
-	sys := func(o ...b.PodOption) *corev1.Pod { return b.Pod("dns", append([]b.PodOption{b.Namespace("kube-system"), b.Labels("k8s-app", "dns")}, o...)...) }
+	sys := func(o ...b.PodOption) *corev1.Pod {
+		return b.Pod("dns", append([]b.PodOption{b.Namespace("kube-system"), b.Labels("k8s-app", "dns")}, o...)...)
+	}
 	covered := drain.Context{PDBs: drain.NewBudgets([]*policyv1.PodDisruptionBudget{pdb("kube-system", 0, "k8s-app", "dns")})}
 	elsewhere := drain.Context{PDBs: drain.NewBudgets([]*policyv1.PodDisruptionBudget{pdb("default", 1, "k8s-app", "dns")})}
 	runRule(t, drain.SystemPodWithoutPDB{}, []ruleCase{
