@@ -244,6 +244,30 @@ func TestScheduleThatNeverFires(t *testing.T) {
 	}
 }
 
+func priorityQuota(hard corev1.ResourceList, op corev1.ScopeSelectorOperator, classes ...string) corev1.ResourceQuota {
+	return corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: hard, ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+		ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: op, Values: classes}}}}, Status: corev1.ResourceQuotaStatus{Hard: hard}}
+}
+
+// TestQuotaChunksAcrossBuffers: a namespace's buffers share its quota;
+// ten buffers do not buy ten times the quota.
+func TestQuotaChunksAcrossBuffers(t *testing.T) {
+	chunk := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("1", "1Gi")}}}}
+	q := corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.cpu": resource.MustParse("10")}},
+		Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{"requests.cpu": resource.MustParse("10")}}}
+	others := []headroom.Chunks{{Spec: chunk, Count: 4}, {Spec: chunk, Count: 3}}
+	if got := headroom.QuotaChunks([]corev1.ResourceQuota{q}, chunk, others); got != 3 {
+		t.Errorf("with 7 of 10 cpu kept by two other buffers: %g chunks, want 3", got)
+	}
+	bestEffort := corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}
+	scoped := q
+	scoped.Spec.Scopes = []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeNotBestEffort}
+	scoped.Status.Hard = corev1.ResourceList{"pods": resource.MustParse("5")}
+	if got := headroom.QuotaChunks([]corev1.ResourceQuota{scoped}, chunk, []headroom.Chunks{{Spec: bestEffort, Count: 100}, {Spec: chunk, Count: 2}}); got != 3 {
+		t.Errorf("a quota on pods with requests counts only the others it would count: %g chunks, want 3", got)
+	}
+}
+
 // TestQuotaChunks: a namespace's ResourceQuota bounds its buffers.
 func TestQuotaChunks(t *testing.T) {
 	chunk := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
@@ -269,12 +293,16 @@ func TestQuotaChunks(t *testing.T) {
 		{name: "limits count against limits", quotas: []corev1.ResourceQuota{quota(list("limits.memory", "7Gi"), nil)}, want: 3},
 		{name: "pod count", quotas: []corev1.ResourceQuota{quota(list("count/pods", "5"), list("count/pods", "3"))}, want: 2},
 		{name: "a quota used up leaves none, not a negative count", quotas: []corev1.ResourceQuota{quota(list("requests.cpu", "1"), list("requests.cpu", "3"))}, want: 0},
-		{name: "scoped quotas do not apply", quotas: []corev1.ResourceQuota{quota(list("pods", "0"), nil, corev1.ResourceQuotaScopeBestEffort)}, want: math.Inf(1)},
+		{name: "a quota scoped to best-effort pods does not bound a chunk with requests", quotas: []corev1.ResourceQuota{quota(list("pods", "0"), nil, corev1.ResourceQuotaScopeBestEffort)}, want: math.Inf(1)},
+		{name: "a quota scoped to pods with requests bounds it", quotas: []corev1.ResourceQuota{quota(list("pods", "2"), nil, corev1.ResourceQuotaScopeNotBestEffort)}, want: 2},
+		{name: "a quota scoped to terminating pods does not bound it", quotas: []corev1.ResourceQuota{quota(list("pods", "0"), nil, corev1.ResourceQuotaScopeTerminating)}, want: math.Inf(1)},
+		{name: "a quota of another priority class does not bound it", quotas: []corev1.ResourceQuota{priorityQuota(list("pods", "0"), corev1.ScopeSelectorOpIn, "critical")}, want: math.Inf(1)},
+		{name: "a quota of every class but another bounds it", quotas: []corev1.ResourceQuota{priorityQuota(list("pods", "1"), corev1.ScopeSelectorOpNotIn, "critical")}, want: 1},
 		{name: "resources the chunk does not use do not bound it", quotas: []corev1.ResourceQuota{quota(list("requests.nvidia.com/gpu", "0"), nil)}, want: math.Inf(1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := headroom.QuotaChunks(tt.quotas, chunk); got != tt.want {
+			if got := headroom.QuotaChunks(tt.quotas, chunk, nil); got != tt.want {
 				t.Errorf("got %g chunks, want %g", got, tt.want)
 			}
 		})

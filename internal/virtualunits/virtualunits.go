@@ -1,7 +1,9 @@
 // Package virtualunits reads, from the cluster, the Headroom units and
 // CapacityBuffer chunks berth plans as virtual pods. Scale-up plans
 // capacity for them; scale-down keeps them a home. One reader for both, so
-// that the two never disagree on what headroom is.
+// that the two never disagree on what headroom is; one cap for both,
+// applied before a single pod is made, so that many objects together
+// cannot exhaust berth's memory.
 package virtualunits
 
 import (
@@ -19,16 +21,29 @@ import (
 	"github.com/berth-dev/berth/internal/state"
 )
 
-// Set is the virtual pods of one Headroom or CapacityBuffer.
+// DefaultMax caps the headroom units and buffer chunks of all Headrooms
+// and CapacityBuffers that one round plans: each object is bounded
+// (headroom.MaxUnits), but many of them together must not make a round
+// plan millions of pods.
+const DefaultMax = 50000
+
+// Set is the units of one Headroom or CapacityBuffer, not made yet.
 type Set struct {
 	Owner client.Object
 	Key   state.Key
-	Pods  []*corev1.Pod
+	// Count is how many units the object asks for.
+	Count int32
+	// make returns the first n units as pods.
+	make func(n int32) []*corev1.Pod
 }
+
+// Pods makes the set's first n units (at most Count).
+func (s Set) Pods(n int32) []*corev1.Pod { return s.make(min(n, s.Count)) }
 
 // List returns the sets of every Headroom without placeholders (placeholder
 // pods are real and counted already: a unit must not count twice) and of
 // every CapacityBuffer ready for provisioning, by their resolved status.
+// No pod is made yet: see Share.
 func List(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([]Set, error) {
 	var out []Set
 	hrs := &v1alpha1.HeadroomList{}
@@ -37,15 +52,17 @@ func List(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([
 	}
 	for i := range hrs.Items {
 		h := &hrs.Items[i]
-		if h.Spec.Placeholders || h.Status.Unit == nil || h.Status.DesiredUnits == 0 {
+		if h.Spec.Placeholders || h.Status.Unit == nil || h.Status.DesiredUnits <= 0 {
 			continue
 		}
 		scope, err := hr.ScopeGroups(h, groups)
 		if err != nil {
 			continue // reported on the Headroom by its controller
 		}
-		out = append(out, Set{Owner: h, Key: state.HeadroomKey(h.Name),
-			Pods: hr.VirtualPods(h, hr.Resolved{Count: h.Status.DesiredUnits, Shape: *h.Status.Unit, Groups: scope})})
+		count := min(h.Status.DesiredUnits, hr.MaxUnits)
+		out = append(out, Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: count, make: func(n int32) []*corev1.Pod {
+			return hr.VirtualPods(h, hr.Resolved{Count: n, Shape: *h.Status.Unit, Groups: scope})
+		}})
 	}
 	buffers := &cbv1beta1.CapacityBufferList{}
 	if err := c.List(ctx, buffers); err != nil {
@@ -57,7 +74,7 @@ func List(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([
 	for i := range buffers.Items {
 		cb := &buffers.Items[i]
 		if !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) ||
-			cb.Status.PodTemplateRef == nil || cb.Status.Replicas == nil {
+			cb.Status.PodTemplateRef == nil || cb.Status.Replicas == nil || *cb.Status.Replicas <= 0 {
 			continue
 		}
 		pt := &corev1.PodTemplate{}
@@ -65,7 +82,41 @@ func List(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([
 			log.FromContext(ctx).V(1).Info("buffer template not found", "buffer", client.ObjectKeyFromObject(cb), "error", err.Error())
 			continue
 		}
-		out = append(out, Set{Owner: cb, Key: state.BufferKey(cb.Namespace, cb.Name), Pods: hr.BufferPods(cb, &pt.Template, *cb.Status.Replicas)})
+		// The count comes from status, which other autoscalers serving the
+		// same API may write too: bound it again.
+		count := min(*cb.Status.Replicas, hr.MaxUnits)
+		out = append(out, Set{Owner: cb, Key: state.BufferKey(cb.Namespace, cb.Name), Count: count, make: func(n int32) []*corev1.Pod {
+			return hr.BufferPods(cb, &pt.Template, n)
+		}})
 	}
 	return out, nil
+}
+
+// Unit is one virtual pod and the set it belongs to.
+type Unit struct {
+	Pod *corev1.Pod
+	Key state.Key
+}
+
+// Capped is a set that got fewer units than it asks for.
+type Capped struct {
+	Set     Set
+	Allowed int32
+}
+
+// Make shares max units among the sets (see Share) and makes only the
+// units each set is allowed.
+func Make(sets []Set, max int) ([]Unit, []Capped) {
+	allowed := Share(sets, max)
+	var units []Unit
+	var capped []Capped
+	for i, s := range sets {
+		for _, p := range s.Pods(allowed[i]) {
+			units = append(units, Unit{Pod: p, Key: s.Key})
+		}
+		if allowed[i] < s.Count {
+			capped = append(capped, Capped{Set: s, Allowed: allowed[i]})
+		}
+	}
+	return units, capped
 }

@@ -225,9 +225,13 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err := r.Client.List(ctx, quotas, client.InNamespace(cb.Namespace)); err != nil {
 		return translation{}, fmt.Errorf("listing resource quotas of %s: %w", cb.Namespace, err)
 	}
-	if allowed := hr.QuotaChunks(quotas.Items, template.Spec); float64(tr.replicas) > allowed {
+	others, err := r.otherChunks(ctx, cb)
+	if err != nil {
+		return translation{}, err
+	}
+	if allowed := hr.QuotaChunks(quotas.Items, template.Spec, others); float64(tr.replicas) > allowed {
 		tr.replicas = int32(allowed)
-		tr.cut = fmt.Sprintf("cut to %d chunks by the ResourceQuota of namespace %s", tr.replicas, cb.Namespace)
+		tr.cut = fmt.Sprintf("cut to %d chunks by the ResourceQuota of namespace %s (shared with its other buffers)", tr.replicas, cb.Namespace)
 	}
 	if fromOwner {
 		if pt, err = r.ownTemplate(ctx, cb, template); err != nil {
@@ -264,4 +268,29 @@ func (r *Reconciler) write(ctx context.Context, cb *cbv1beta1.CapacityBuffer, st
 		return fmt.Errorf("updating status of buffer %s/%s: %w", cb.Namespace, cb.Name, err)
 	}
 	return nil
+}
+
+// otherChunks are the chunks the namespace's other buffers keep (their
+// status), which its quota already pays for: a namespace's buffers share
+// its quota, the first to hold chunks keeps them.
+func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuffer) ([]hr.Chunks, error) {
+	list := &cbv1beta1.CapacityBufferList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(cb.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the buffers of %s: %w", cb.Namespace, err)
+	}
+	var out []hr.Chunks
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == cb.Name || o.Status.Replicas == nil || *o.Status.Replicas <= 0 || o.Status.PodTemplateRef == nil {
+			continue
+		}
+		pt := &corev1.PodTemplate{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Status.PodTemplateRef.Name}, pt); apierrors.IsNotFound(err) {
+			continue // its chunks are not kept without a template
+		} else if err != nil {
+			return nil, fmt.Errorf("reading the pod template of buffer %s: %w", o.Name, err)
+		}
+		out = append(out, hr.Chunks{Spec: pt.Template.Spec, Count: min(*o.Status.Replicas, hr.MaxUnits)})
+	}
+	return out, nil
 }

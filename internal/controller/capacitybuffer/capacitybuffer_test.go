@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -250,5 +251,58 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 		} else {
 			t.Logf("%s: %s", name, c.Message)
 		}
+	}
+}
+
+// TestBuffersShareTheirNamespacesQuota: a namespace with a quota of 4 cpu
+// creates two buffers of 3 one-cpu chunks each: together they keep 4, not
+// 6; a quota scoped to another priority class bounds neither.
+func TestBuffersShareTheirNamespacesQuota(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "quota-shared"}}
+	pod := b.Pod("chunk", b.CPU("1"))
+	objs := []client.Object{ns,
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Namespace: ns.Name}, Spec: corev1.ResourceQuotaSpec{
+			Hard: corev1.ResourceList{"requests.cpu": resource.MustParse("4")}}},
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "critical-only", Namespace: ns.Name}, Spec: corev1.ResourceQuotaSpec{
+			Hard: corev1.ResourceList{"pods": resource.MustParse("0")},
+			ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"system-cluster-critical"}}}}}},
+		&corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "chunk", Namespace: ns.Name}, Template: corev1.PodTemplateSpec{Spec: pod.Spec}},
+	}
+	for _, name := range []string{"first", "second"} {
+		objs = append(objs, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name},
+			Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "chunk"}, Replicas: i32(3)}})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		q := &corev1.ResourceQuota{}
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "cpu"}, q)
+		return err == nil && q.Status.Hard != nil, "the quota controller has not filled the quota's status", err
+	})
+	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	total := int32(0)
+	for range 2 { // twice: each sees what the other keeps
+		total = 0
+		for _, name := range []string{"first", "second"} {
+			key := client.ObjectKey{Namespace: ns.Name, Name: name}
+			if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			cb := &cbv1beta1.CapacityBuffer{}
+			if err := env.Client.Get(ctx, key, cb); err != nil {
+				t.Fatal(err)
+			}
+			if cb.Status.Replicas != nil {
+				total += *cb.Status.Replicas
+			}
+		}
+	}
+	if total != 4 {
+		t.Errorf("the two buffers keep %d one-cpu chunks under a 4-cpu quota, want 4", total)
 	}
 }

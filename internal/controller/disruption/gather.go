@@ -136,8 +136,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range sets {
-		w.input.Virtual = append(w.input.Virtual, s.Pods...)
+	units, _ := virtualunits.Make(sets, virtualunits.DefaultMax) // the provisioner reports the cut
+	for _, u := range units {
+		w.input.Virtual = append(w.input.Virtual, u.Pod)
 	}
 	w.input.Held = c.held(w.input.NodeGroups)
 	w.input.Now = c.Clock.Now()

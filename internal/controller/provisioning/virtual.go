@@ -15,13 +15,6 @@ import (
 	"github.com/berth-dev/berth/internal/virtualunits"
 )
 
-// DefaultMaxVirtualPods caps the headroom units and buffer chunks of all
-// Headrooms and CapacityBuffers that one round plans: each object is
-// bounded (headroom.MaxUnits), but many of them together must not make a
-// round plan millions of pods. Objects are taken in list order (by name);
-// those past the cap get a VirtualUnitsCapped event.
-const DefaultMaxVirtualPods = 50000
-
 // ReasonVirtualUnitsCapped is the event reason on a Headroom or
 // CapacityBuffer whose units were cut by MaxVirtualPods.
 const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
@@ -29,24 +22,23 @@ const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
 // virtualUnits returns the headroom units and buffer chunks to add to the
 // plan as pods, and the readiness key of each. Headrooms held by
 // placeholders are not added: their placeholder pods are real and counted
-// already, and a unit must not count twice.
+// already, and a unit must not count twice. The cap on all units is shared
+// before any pod is made (virtualunits.Share): Headrooms first, then
+// CapacityBuffers fairly across namespaces.
 func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[types.NamespacedName]state.Key, error) {
 	sets, err := virtualunits.List(ctx, p.Client, groups)
 	if err != nil {
 		return nil, nil, err
 	}
-	var pods []*corev1.Pod
-	owner := map[types.NamespacedName]state.Key{}
-	for _, set := range sets {
-		ps := set.Pods
-		if room := p.maxVirtualPods() - len(pods); len(ps) > room {
-			p.warnCapped(set.Owner, set.Key, len(ps), room)
-			ps = ps[:room]
-		}
-		for _, pod := range ps {
-			pods = append(pods, pod)
-			owner[client.ObjectKeyFromObject(pod)] = set.Key
-		}
+	units, capped := virtualunits.Make(sets, p.maxVirtualPods())
+	pods := make([]*corev1.Pod, 0, len(units))
+	owner := make(map[types.NamespacedName]state.Key, len(units))
+	for _, u := range units {
+		pods = append(pods, u.Pod)
+		owner[client.ObjectKeyFromObject(u.Pod)] = u.Key
+	}
+	for _, c := range capped {
+		p.warnCapped(c.Set.Owner, c.Set.Key, int(c.Set.Count), int(c.Allowed))
 	}
 	return pods, owner, nil
 }
@@ -75,7 +67,7 @@ func readiness(plan *scaleup.Plan, owner map[types.NamespacedName]state.Key, nod
 
 // warnCapped records, once per change, that an object's units were cut.
 func (p *Provisioner) warnCapped(obj client.Object, key state.Key, wanted, planned int) {
-	msg := fmt.Sprintf("Only %d of %d units are planned: all Headrooms and CapacityBuffers together are limited to %d units per round",
+	msg := fmt.Sprintf("Only %d of %d units are planned: all Headrooms and CapacityBuffers together are limited to %d units per round, Headrooms first, then buffers shared fairly across namespaces",
 		planned, wanted, p.maxVirtualPods())
 	p.eventMu.Lock()
 	same := p.lastCapped[key] == msg
@@ -90,5 +82,5 @@ func (p *Provisioner) maxVirtualPods() int {
 	if p.opts.MaxVirtualPods > 0 {
 		return p.opts.MaxVirtualPods
 	}
-	return DefaultMaxVirtualPods
+	return virtualunits.DefaultMax
 }
