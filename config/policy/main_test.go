@@ -19,6 +19,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,7 @@ const (
 	nodePolicy    = "berth-changes-only-its-nodes"
 	markPolicy    = "berth-node-owner-mark"
 	webhookPolicy = "berth-writes-only-its-webhook"
+	systemPolicy  = "berth-runs-only-placeholders-in-its-namespace"
 )
 
 var (
@@ -122,6 +124,13 @@ func waitForPolicies(ctx context.Context) error {
 		nodePolicy: func() error { return berth.Patch(ctx, probeNode.DeepCopy(), relabel, client.DryRunAll) },
 		markPolicy: func() error {
 			return env.Client.Create(ctx, b.Node("forged", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "x")), client.DryRunAll)
+		},
+		systemPolicy: func() error {
+			// A Deployment: Pod Security refuses an unhardened pod first.
+			labels := map[string]string{"app": "probe"}
+			return berth.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: v1alpha1.SystemNamespace},
+				Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: probePod.Spec}}}, client.DryRunAll)
 		},
 		webhookPolicy: func() error {
 			return berth.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, client.DryRunAll)

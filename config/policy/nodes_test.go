@@ -33,8 +33,8 @@ func nodeRef(name string) *corev1.Node {
 
 // TestBerthChangesOnlyItsNodes: berth's account changes and deletes only
 // the nodes it marked, never a control-plane node (even one it marked),
-// and adopts a node of a Cluster API Machine only by adding its labels
-// and owner mark; nobody else may write the mark, through the node or
+// and adopts a node of a Cluster API Machine only by adding labels and
+// its own annotations; nobody else may write the mark, through the node or
 // its status.
 func TestBerthChangesOnlyItsNodes(t *testing.T) {
 	berth := installed(t)
@@ -74,9 +74,10 @@ func TestBerthChangesOnlyItsNodes(t *testing.T) {
 }
 
 // TestClusterAPIAdoptionAddsOnly: nodeadoption, as berth's account,
-// adopts a worker node of a Cluster API Machine; the Machine annotation
-// is not enough for anything else (changing its labels or taints) nor
-// for adopting a control-plane node.
+// adopts a worker node of a Cluster API Machine (labels and berth's own
+// annotations added, nothing else); the Machine annotation is not enough
+// for anything else (changing its labels or taints) nor for adopting a
+// control-plane node.
 func TestClusterAPIAdoptionAddsOnly(t *testing.T) {
 	berth := installed(t)
 	ctx := context.Background()
@@ -95,7 +96,7 @@ func TestClusterAPIAdoptionAddsOnly(t *testing.T) {
 	for _, c := range []struct{ name, patch string }{
 		{"changes a label", `{"metadata":{"labels":{"team":"other"}}}`},
 		{"removes a taint", `{"spec":{"taints":null}}`},
-		{"adds an annotation that is not the owner mark", `{"metadata":{"annotations":{"example.com/x":"y"}}}`},
+		{"adds an annotation that is not berth's", `{"metadata":{"annotations":{"example.com/x":"y"}}}`},
 		{"marks and cordons it", `{"metadata":{"annotations":{"` + v1alpha1.AnnotationLaunchedBy + `":"uid-capi"}},"spec":{"unschedulable":true}}`},
 	} {
 		if err := berth.Patch(ctx, nodeRef("capi-worker"), mergePatch(c.patch)); !deniedBy(err, nodePolicy) {

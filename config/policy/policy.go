@@ -4,8 +4,9 @@
 //   - the owner mark on nodes (berth.dev/launched-by) is trustworthy: only
 //     berth's account may set or change it, through a node or its status;
 //     berth's account changes and deletes only nodes that carry it, adopts
-//     a Cluster API node only by adding its labels and the mark, and never
-//     changes or deletes a control-plane node;
+//     a Cluster API node only by adding labels and its own annotations
+//     (the mark among them), and never changes or deletes a control-plane
+//     node;
 //   - of a pod, berth's account changes only its own berth.dev/ labels and
 //     annotations, removes only its own scheduling gates and nominates a
 //     node; nothing else (no image, no spec, no other metadata);
@@ -13,7 +14,10 @@
 //     (berth-companion, pod creation only, served in berth-system or at a
 //     loopback URL);
 //   - berth's writes of namespaces, ConfigMaps, Services and Deployments
-//     stay in tenant namespaces (and Deployments in berth-system).
+//     stay in tenant namespaces (and Deployments in berth-system);
+//   - in berth-system, berth's account runs only pods labelled as its
+//     placeholders (berth.dev/ labels only), never one its own Services
+//     would send requests to.
 //
 // The end-to-end tests install them with the RBAC of config/rbac; this
 // package's tests check each promise against the real API server.

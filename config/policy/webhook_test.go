@@ -6,6 +6,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -15,8 +16,10 @@ import (
 // TestBerthWritesOnlyItsWebhook: berth's account may create any
 // MutatingWebhookConfiguration as far as RBAC goes (create cannot be
 // narrowed to a name); the policy lets it write only berth-companion, as
-// internal/webhook writes it, served by a Service in berth-system or at a
-// loopback URL. A stolen token cannot send the cluster's pods elsewhere.
+// internal/webhook writes it: pod creation only, never blocking, never
+// for kube-system or berth-system, served by a Service in berth-system or
+// at a loopback URL. A stolen token cannot send the cluster's pods
+// elsewhere.
 func TestBerthWritesOnlyItsWebhook(t *testing.T) {
 	berth := installed(t)
 	ctx := context.Background()
@@ -57,6 +60,16 @@ func TestBerthWritesOnlyItsWebhook(t *testing.T) {
 		}},
 		{"have its webhook called on secrets", func(ctx context.Context) error {
 			return changeWebhook(ctx, berth, func(w *admissionregistrationv1.MutatingWebhook) { w.Rules[0].Resources = []string{"secrets"} })
+		}},
+		{"make pod creation fail while its webhook is down", func(ctx context.Context) error {
+			return changeWebhook(ctx, berth, func(w *admissionregistrationv1.MutatingWebhook) {
+				w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+			})
+		}},
+		{"have its webhook called for kube-system", func(ctx context.Context) error {
+			return changeWebhook(ctx, berth, func(w *admissionregistrationv1.MutatingWebhook) {
+				w.NamespaceSelector.MatchExpressions[0].Values = []string{v1alpha1.SystemNamespace}
+			})
 		}},
 		{"add a second webhook", func(ctx context.Context) error {
 			cur := &admissionregistrationv1.MutatingWebhookConfiguration{}
