@@ -56,7 +56,7 @@ type output struct {
 var outputs = []output{
 	{file: "rbac.yaml", sources: []string{"rbac/role.yaml", "rbac/role_binding.yaml", "rbac/scale_reader.yaml"}},
 	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml", "policy/pod-changes.yaml",
-		"policy/tenant-objects.yaml", "policy/webhook-configuration.yaml"}, condition: ".Values.admissionPolicies.enabled"},
+		"policy/system-pods.yaml", "policy/tenant-objects.yaml", "policy/webhook-configuration.yaml"}, condition: ".Values.admissionPolicies.enabled"},
 	{file: "priorityclasses.yaml", sources: []string{"system/priorityclasses.yaml"}, condition: ".Values.priorityClasses.create"},
 	{file: "namespace.yaml", sources: []string{"system/namespace.yaml"}, condition: ".Values.namespace.create"},
 }
