@@ -110,7 +110,36 @@ type NodeGroupSpec struct {
 	// most 10 % of the group (at least one node) at a time.
 	// +optional
 	Disruption Disruption `json:"disruption,omitempty"`
+
+	// DeletionPolicy says what happens to the group's nodes when the
+	// NodeGroup is deleted. Drain (the default): berth drains and removes
+	// them through scale-down's path (drain rules, PodDisruptionBudgets,
+	// the group's budget; minSize, consolidation policy, consolidateAfter
+	// and the window no longer apply, and their pods need not fit
+	// elsewhere: they wait for a node of another group), and the NodeGroup
+	// goes once its last node is gone. Orphan: berth leaves the nodes
+	// running, takes its marks off them (they are no longer berth's to
+	// remove), and the NodeGroup goes at once.
+	// +kubebuilder:validation:Enum=Drain;Orphan
+	// +kubebuilder:default=Drain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// DeletionPolicy is what deleting a NodeGroup does to its nodes.
+type DeletionPolicy string
+
+// Deletion policies.
+const (
+	// DeletionDrain drains and removes the group's nodes.
+	DeletionDrain DeletionPolicy = "Drain"
+	// DeletionOrphan leaves the group's nodes running, no longer berth's.
+	DeletionOrphan DeletionPolicy = "Orphan"
+)
+
+// FinalizerNodes on a NodeGroup holds its deletion until its nodes are
+// drained and removed (or orphaned), as its deletionPolicy says.
+const FinalizerNodes = "berth.dev/nodes"
 
 // NodeTemplate is the part of a node that berth sets at launch.
 type NodeTemplate struct {

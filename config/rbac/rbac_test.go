@@ -32,6 +32,7 @@ var reviewed = []string{
 	"cluster policy poddisruptionbudgets: get list watch",                  // scale-down plans within the budgets
 	"cluster core podtemplates: create delete get list patch update watch", // CapacityBuffer's podTemplateRef in the buffer's namespace (pod templates run nothing)
 	"cluster core replicationcontrollers/scale: get",
+	"cluster core replicationcontrollers: get list watch", // scale-down: a pod whose controller is gone keeps its node (metadata only)
 	"cluster core resourcequotas: get list watch",
 	"cluster core events: create patch",
 	"cluster events.k8s.io events: create list patch", // tenants: berth's scale-up events about a tenant's pod become its status (read in tenant-<name> only, uncached)
@@ -50,7 +51,8 @@ var reviewed = []string{
 	"cluster storage.k8s.io storageclasses: get list watch",                                                  // a workload's unbound claim of a profile's CSI driver
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists; RBAC cannot narrow create to a name, config/policy (berth-writes-only-its-webhook) narrows it to berth-companion, pods CREATE only, served in berth-system or at loopback
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations[berth-companion]: delete get update", // only its own
-	"cluster berth.dev nodegroups: get list watch",
+	"cluster berth.dev nodegroups: get list patch update watch",                                              // the finalizer berth.dev/nodes: a deleted group's nodes are drained (or orphaned) first
+	"cluster berth.dev nodegroups/finalizers: update",
 	"cluster berth.dev tenants: get list watch",
 	"cluster berth.dev tenanttypes: get list watch",
 	"cluster berth.dev tenants/status: get patch update",

@@ -59,7 +59,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	headroom.RegisterMetrics()
 	tenant.RegisterMetrics()
 
-	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Clock: clk}
+	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}

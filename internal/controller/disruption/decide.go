@@ -12,12 +12,13 @@ import (
 )
 
 // due returns the planned removals whose node has been removable for its
-// group's consolidateAfter, at most MaxRemovalsPerRound, and forgets the
-// nodes that are not removable any more.
-func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
+// group's consolidateAfter (in its window; at once for a group being
+// deleted), at most MaxRemovalsPerRound, and forgets the nodes that are
+// not removable any more.
+func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 	now := c.Clock.Now()
 	planned := map[string]bool{}
-	var out []string
+	var out []scaledown.Removal
 	for _, r := range plan.Remove {
 		planned[r.Node] = true
 		since, ok := c.removableSince[r.Node]
@@ -26,11 +27,13 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []string {
 			since = now
 		}
 		g := w.groups[r.NodeGroup]
-		if _, cooling := c.givenUp[r.Node]; cooling {
+		if _, cooling := c.givenUp[r.Node]; cooling || g == nil || len(out) >= c.opts.MaxRemovalsPerRound {
 			continue
 		}
-		if g != nil && now.Sub(since) >= g.Spec.Disruption.After() && len(out) < c.opts.MaxRemovalsPerRound && c.windowOpen(g, now) {
-			out = append(out, r.Node)
+		// A deleted group's nodes go at once, whatever its window: the user
+		// asked for it.
+		if r.Reason == scaledown.RemovalNodeGroupDeleted || (now.Sub(since) >= g.Spec.Disruption.After() && c.windowOpen(g, now)) {
+			out = append(out, r)
 		}
 	}
 	for _, r := range plan.Replace {
@@ -128,4 +131,15 @@ func (c *Controller) replacing(w *world) bool {
 		}
 	}
 	return false
+}
+
+// why says, on the node's event, why it is removed.
+func why(r scaledown.RemovalReason) string {
+	switch r {
+	case scaledown.RemovalNodeGroupDeleted:
+		return "its node group is being deleted (deletionPolicy Drain)"
+	case scaledown.RemovalEmpty:
+		return "no pod on it needs a new home"
+	}
+	return "its pods fit on the other nodes"
 }

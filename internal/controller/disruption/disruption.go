@@ -227,12 +227,12 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	res.Plan = plan
 	c.report(w, plan)
-	for _, name := range c.due(w, plan) {
-		if err := c.start(ctx, w, w.byName[name]); err != nil {
+	for _, r := range c.due(w, plan) {
+		if err := c.start(ctx, w, w.byName[r.Node], why(r.Reason)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		res.Started = append(res.Started, name)
+		res.Started = append(res.Started, r.Node)
 	}
 	for _, r := range plan.Replace {
 		if c.replacing(w) {

@@ -22,7 +22,7 @@ import (
 // guarded by the node's resourceVersion. The pods that must move as the
 // decision saw them are remembered: any other pod found on the node later
 // makes the removal be simulated again.
-func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node) error {
+func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, why string) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	if n.Annotations == nil {
@@ -35,9 +35,9 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node) error 
 	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
-	log.FromContext(ctx).Info("draining node to remove it", "node", n.Name, "nodeGroup", n.Labels[v1alpha1.LabelNodeGroup])
+	log.FromContext(ctx).Info("draining node to remove it", "node", n.Name, "nodeGroup", n.Labels[v1alpha1.LabelNodeGroup], "why", why)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonDisrupting, "ScaleDown",
-		"Removing node: its pods fit on the other nodes; tainted %s and evicting its pods", v1alpha1.TaintDisrupted)
+		"Removing node: %s; tainted %s and evicting its pods", why, v1alpha1.TaintDisrupted)
 	return nil
 }
 

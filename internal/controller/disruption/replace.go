@@ -88,7 +88,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, n, "Replacement "+repl.Name+" is Ready but the node cannot be removed any more: "+blocked.Message)
 	}
-	if err := c.start(ctx, w, n); err != nil {
+	if err := c.start(ctx, w, n, "its replacement "+repl.Name+" is Ready and its pods fit there"); err != nil {
 		return err
 	}
 	res.Started = append(res.Started, n.Name)

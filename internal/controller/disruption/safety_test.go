@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -307,4 +308,41 @@ func withWatch(t *testing.T) client.WithWatch {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestADeletedGroupsNodesAreDrained: a NodeGroup deleted with the default
+// deletionPolicy (Drain; its finalizer holds it) has its only node drained
+// and removed, although the node's pod fits nowhere else.
+func TestADeletedGroupsNodesAreDrained(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, "sd-deleted", 1)
+	f.deployment(1)
+	g := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.group), g); err != nil {
+		t.Fatal(err)
+	}
+	g.Finalizers = append(g.Finalizers, v1alpha1.FinalizerNodes) // what the nodegroup controller adds
+	g.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: time.Hour}
+	if err := env.Client.Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Get(context.Background(), client.ObjectKeyFromObject(g), g)
+		g.Finalizers = nil
+		_ = env.Client.Update(context.Background(), g)
+	})
+	if res := f.run(); len(res.Started) != 0 {
+		t.Fatalf("started %v before the group was deleted, want nothing (its pod fits nowhere)", res.Started)
+	}
+	if err := env.Client.Delete(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	victim := f.nodes[0]
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		f.run()
+		return f.node(victim) == nil, "node " + victim + " of the deleted group not removed yet", nil
+	})
+	if !hasEvent(f, victim, disruption.ReasonDisrupting, "node group is being deleted") {
+		t.Errorf("events on %s: %+v, want Disrupting saying the group is deleted", victim, f.events.For(victim))
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,10 +61,13 @@ type Reconciler struct {
 	Client   client.Client
 	Failures Failures
 	// Holds are the groups where scale-down starts no removal (nil: none).
-	Holds Holds
-	Clock clock.PassiveClock
+	Holds    Holds
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
 	// changes receives node groups whose launches failed.
 	changes *notify.Channel
+	// lastDeleting is the last message said per group being deleted.
+	lastDeleting map[string]string
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
@@ -79,6 +83,7 @@ func (r *Reconciler) Notify(nodeGroup string) {
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	r.changes = notify.New(64)
+
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.NodeGroup{}).
@@ -101,6 +106,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing nodes of %s: %w", ng.Name, err)
+	}
+	if ng.DeletionTimestamp != nil {
+		if r.lastDeleting == nil {
+			r.lastDeleting = map[string]string{}
+		}
+		return r.finalize(ctx, ng, nodes.Items)
+	}
+	if err := r.ensureFinalizer(ctx, ng); err != nil {
+		return reconcile.Result{}, err
 	}
 	status := r.compute(ng, nodes.Items)
 	meta.SetStatusCondition(&status.Conditions, r.suspendCondition(ng))

@@ -44,8 +44,8 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	p.settle(name, in.Pending)
 	placeVirtual(p.s, in.Virtual)
 	movers, _, blocked := p.classify(n, g)
-	if blocked != nil {
-		return blocked, nil
+	if blocked != nil || retiring(g) {
+		return blocked, nil // a deleted group's pods need no home here
 	}
 	if _, homeless := p.rehome(n, movers); homeless != nil {
 		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}

@@ -94,10 +94,25 @@ type Input struct {
 	Unavailable []scaleup.Offering
 }
 
+// RemovalReason says why a node is removed.
+type RemovalReason string
+
+// Why nodes are removed.
+const (
+	// RemovalEmpty: no pod of the node needs a new home.
+	RemovalEmpty RemovalReason = "Empty"
+	// RemovalUnderutilized: its pods fit on the other nodes.
+	RemovalUnderutilized RemovalReason = "Underutilized"
+	// RemovalNodeGroupDeleted: its NodeGroup is being deleted
+	// (deletionPolicy Drain).
+	RemovalNodeGroupDeleted RemovalReason = "NodeGroupDeleted"
+)
+
 // Removal is a node the plan removes.
 type Removal struct {
-	Node      string `json:"node"`
-	NodeGroup string `json:"nodeGroup"`
+	Node      string        `json:"node"`
+	NodeGroup string        `json:"nodeGroup"`
+	Reason    RemovalReason `json:"reason"`
 	// Empty is true when no pod of the node needs a new home.
 	Empty bool `json:"empty"`
 	// Utilization is the larger of cpu and memory requests over allocatable.
@@ -285,7 +300,7 @@ func (p *planner) candidates() []candidate {
 			continue // launching or unhealthy: not a scale-down matter
 		case n.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true" || n.Node.Labels[v1alpha1.LabelScaleDownDisabled] == "true":
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
-		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever:
+		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever && !retiring(g):
 			continue
 		case p.s.HeldForWorkload(n) != "":
 			p.block(n, g, ReasonWorkloadClaim, nil, p.s.HeldForWorkload(n))
@@ -309,7 +324,6 @@ func (p *planner) candidates() []candidate {
 // consider tries to remove one candidate.
 func (p *planner) consider(c candidate) {
 	n, g := c.node, c.group
-	name := g.Name
 	// Cheapest first, and what the user can change first: the pods, the
 	// policy, the group's size and budget; the simulation last.
 	movers, evict, blocked := p.classify(n, g)
@@ -317,20 +331,8 @@ func (p *planner) consider(c candidate) {
 		p.plan.Blocked = append(p.plan.Blocked, *blocked)
 		return
 	}
-	if len(evict) > 0 && g.Spec.Disruption.Policy() == v1alpha1.ConsolidationWhenEmpty {
-		p.block(n, g, ReasonPolicy, nil, "node "+n.Name+" is not empty and node group "+name+" removes only empty nodes")
-		return
-	}
-	if left := p.size[name] - p.disrupting[name] - p.removed[name]; left <= int(g.Spec.MinSize) {
-		p.block(n, g, ReasonMinSize, nil, "node group "+name+" is at its minSize")
-		return
-	}
-	if p.disrupting[name]+p.removed[name] >= g.Spec.Disruption.Allowed(p.size[name]) {
-		p.block(n, g, ReasonBudget, nil, "node group "+name+" disrupts as many nodes as its budget allows")
-		return
-	}
-	if why, ok := p.held[name]; ok {
-		p.block(n, g, ReasonGroupHeld, nil, "node group "+name+" holds its removals: "+why)
+	if blocked := p.refuse(c, len(evict) > 0); blocked != nil {
+		p.plan.Blocked = append(p.plan.Blocked, *blocked)
 		return
 	}
 	var moves []Move
@@ -339,7 +341,7 @@ func (p *planner) consider(c candidate) {
 		moves, homeless = p.rehome(n, movers)
 		return homeless == nil, nil
 	})
-	if homeless != nil {
+	if homeless != nil && !retiring(g) {
 		reason, what := ReasonNoHome, "pod "
 		if homeless.Annotations[v1alpha1.AnnotationVirtual] != "" || homeless.Labels[v1alpha1.LabelHeadroomRole] != "" {
 			reason, what = ReasonHeadroom, "headroom unit "
@@ -352,14 +354,63 @@ func (p *planner) consider(c candidate) {
 		p.block(n, g, drain.ReasonPDB, nil, err.Error())
 		return
 	}
-	p.removed[name]++
-	r := Removal{Node: n.Name, NodeGroup: name, Empty: len(evict) == 0, Utilization: c.util}
+	p.removed[g.Name]++
+	r := Removal{Node: n.Name, NodeGroup: g.Name, Reason: removalReason(g, evict), Empty: len(evict) == 0, Utilization: c.util}
+	if homeless != nil {
+		// A deleted group's pods wait for a node of another group.
+		for _, pod := range evict {
+			r.Evict = append(r.Evict, Move{Pod: scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}})
+		}
+	}
 	for _, m := range moves {
 		if m.Pod.Name != "" && p.evicted(m, movers) {
 			r.Evict = append(r.Evict, m)
 		}
 	}
 	p.plan.Remove = append(p.plan.Remove, r)
+}
+
+// refuse checks, before any simulation, what the group allows: its
+// consolidation policy, minSize, budget and holds. A group being deleted
+// keeps only its budget (its nodes are going, at its pace).
+func (p *planner) refuse(c candidate, evicts bool) *Blocked {
+	n, g := c.node, c.group
+	name := g.Name
+	blocked := func(reason drain.Reason, msg string) *Blocked {
+		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg}
+	}
+	overBudget := p.disrupting[name]+p.removed[name] >= g.Spec.Disruption.Allowed(p.size[name])
+	switch {
+	case retiring(g) && !overBudget:
+		return nil
+	case evicts && !retiring(g) && g.Spec.Disruption.Policy() == v1alpha1.ConsolidationWhenEmpty:
+		return blocked(ReasonPolicy, "node "+n.Name+" is not empty and node group "+name+" removes only empty nodes")
+	case !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize):
+		return blocked(ReasonMinSize, "node group "+name+" is at its minSize")
+	case overBudget:
+		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows")
+	}
+	if why, ok := p.held[name]; ok {
+		return blocked(ReasonGroupHeld, "node group "+name+" holds its removals: "+why)
+	}
+	return nil
+}
+
+// retiring reports whether the group is being deleted and its nodes are to
+// be drained and removed (deletionPolicy Drain).
+func retiring(g *v1alpha1.NodeGroup) bool {
+	return g.DeletionTimestamp != nil && g.Spec.DeletionPolicy != v1alpha1.DeletionOrphan
+}
+
+// removalReason says why a node goes.
+func removalReason(g *v1alpha1.NodeGroup, evict []*corev1.Pod) RemovalReason {
+	switch {
+	case retiring(g):
+		return RemovalNodeGroupDeleted
+	case len(evict) == 0:
+		return RemovalEmpty
+	}
+	return RemovalUnderutilized
 }
 
 func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Reason, pod *scaleup.PodRef, msg string) {

@@ -173,3 +173,45 @@ func TestPodsThatAreGoingOrCannotComeBack(t *testing.T) {
 		})
 	}
 }
+
+// TestADeletedGroupsNodesGo: a NodeGroup being deleted (deletionPolicy
+// Drain) has its nodes removed whatever its minSize, consolidation policy
+// or holds, and even when their pods fit nowhere else (they wait for
+// another group's node), at its budget's pace; drain rules still apply.
+// With Orphan nothing is removed.
+func TestADeletedGroupsNodesGo(t *testing.T) {
+	one := intstr.FromInt32(1)
+	deleted := func(policy v1alpha1.DeletionPolicy) *v1alpha1.NodeGroup {
+		return group("gone", func(ng *v1alpha1.NodeGroup) {
+			ng.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			ng.Spec.MinSize = 3
+			ng.Spec.Disruption.ConsolidationPolicy = v1alpha1.ConsolidationNever
+			ng.Spec.Disruption.Budget = &one
+			ng.Spec.DeletionPolicy = policy
+		})
+	}
+	drain := deleted(v1alpha1.DeletionDrain)
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drain}, Nodes: []*corev1.Node{node("a", drain), node("b", drain), node("c", drain)},
+		Pods: []*corev1.Pod{app("big", "a", "3500m"), app("big2", "b", "3500m"), b.Pod("bare", b.NodeName("c"), b.CPU("1"))},
+		Held: map[string]string{"gone": "held"}}
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Remove) != 1 || plan.Remove[0].Reason != scaledown.RemovalNodeGroupDeleted || len(plan.Remove[0].Evict) != 1 {
+		t.Fatalf("removals %+v, want one node (the budget) of the deleted group, its pod evicted though it fits nowhere", plan.Remove)
+	}
+	reasons := map[string]string{}
+	for _, bl := range plan.Blocked {
+		reasons[bl.Node] = string(bl.Reason)
+	}
+	if reasons["c"] != "NotReplicated" {
+		t.Errorf("node c with a bare pod: %q, want NotReplicated (drain rules still apply)", reasons["c"])
+	}
+	orphan := deleted(v1alpha1.DeletionOrphan)
+	in.NodeGroups = []*v1alpha1.NodeGroup{orphan}
+	in.Nodes = []*corev1.Node{node("a", orphan), node("b", orphan)}
+	if got := run(t, in); len(got.removed) != 0 {
+		t.Errorf("an Orphan group being deleted removed %v", got.removed)
+	}
+}

@@ -1,0 +1,109 @@
+package nodegroup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// Event reasons of a NodeGroup's deletion.
+const (
+	// ReasonDrainingNodes: the NodeGroup goes once its nodes are removed.
+	ReasonDrainingNodes = "DrainingNodes"
+	// ReasonOrphaned is on a node left running by its deleted NodeGroup.
+	ReasonOrphaned = "Orphaned"
+)
+
+// finalizeAfter is how often a NodeGroup being deleted looks at its nodes.
+const finalizeAfter = 10 * time.Second
+
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=patch;update
+// +kubebuilder:rbac:groups=berth.dev,resources=nodegroups/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=patch
+
+// ensureFinalizer adds the finalizer that holds a NodeGroup's deletion
+// until its nodes are dealt with.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, ng *v1alpha1.NodeGroup) error {
+	if controllerutil.ContainsFinalizer(ng, v1alpha1.FinalizerNodes) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(ng.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(ng, v1alpha1.FinalizerNodes)
+	if err := r.Client.Patch(ctx, ng, patch); apierrors.IsConflict(err) {
+		// A stale copy: the newer version is reconciled again.
+		log.FromContext(ctx).V(1).Info("node group changed meanwhile; the newer version is reconciled again", "nodeGroup", ng.Name)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("adding the finalizer of %s: %w", ng.Name, err)
+	}
+	return nil
+}
+
+// finalize lets a NodeGroup being deleted go once its nodes are: removed
+// by scale-down (Drain), or left running without berth's marks (Orphan).
+func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes []corev1.Node) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(ng, v1alpha1.FinalizerNodes) {
+		return reconcile.Result{}, nil
+	}
+	var owned []*corev1.Node
+	for i := range nodes {
+		if nodes[i].Annotations[v1alpha1.AnnotationLaunchedBy] == string(ng.UID) {
+			owned = append(owned, &nodes[i])
+		}
+	}
+	if ng.Spec.DeletionPolicy == v1alpha1.DeletionOrphan {
+		for _, n := range owned {
+			if err := r.orphan(ctx, ng, n); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		owned = nil
+	}
+	if len(owned) > 0 {
+		msg := fmt.Sprintf("The NodeGroup is deleted once its %d nodes are drained and removed (deletionPolicy %s)", len(owned), v1alpha1.DeletionDrain)
+		if r.lastDeleting[ng.Name] != msg {
+			r.lastDeleting[ng.Name] = msg
+			r.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonDrainingNodes, "Delete", "%s", msg)
+		}
+		return reconcile.Result{RequeueAfter: finalizeAfter}, nil
+	}
+	patch := client.MergeFromWithOptions(ng.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(ng, v1alpha1.FinalizerNodes)
+	if err := r.Client.Patch(ctx, ng, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("removing the finalizer of %s: %w", ng.Name, err))
+	}
+	delete(r.lastDeleting, ng.Name)
+	log.FromContext(ctx).Info("node group deleted", "nodeGroup", ng.Name, "deletionPolicy", ng.Spec.DeletionPolicy)
+	return reconcile.Result{}, nil
+}
+
+// orphan takes berth's marks off a node of a deleted group: its owner mark
+// (no berth controller removes it any more) and any drain in progress.
+func (r *Reconciler) orphan(ctx context.Context, ng *v1alpha1.NodeGroup, n *corev1.Node) error {
+	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted} {
+		delete(n.Annotations, a)
+	}
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != v1alpha1.TaintDisrupted {
+			taints = append(taints, t)
+		}
+	}
+	n.Spec.Taints = taints
+	if err := r.Client.Patch(ctx, n, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("orphaning node %s: %w", n.Name, err))
+	}
+	r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonOrphaned, "Delete",
+		"Node group %s was deleted with deletionPolicy %s: the node stays and is no longer berth's to remove", ng.Name, v1alpha1.DeletionOrphan)
+	return nil
+}

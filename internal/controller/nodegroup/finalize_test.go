@@ -1,0 +1,90 @@
+package nodegroup_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/controller/nodegroup"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+)
+
+// TestDeletingANodeGroup: a NodeGroup gets a finalizer; deleted with
+// deletionPolicy Drain it stays while a node it launched exists and goes
+// once the node is gone; deleted with Orphan it goes at once and its node
+// stays, without berth's owner mark or drain taint.
+func TestDeletingANodeGroup(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: &fakes.Recorder{}}
+	reconcileGroup := func(name string) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, policy := range []v1alpha1.DeletionPolicy{v1alpha1.DeletionDrain, v1alpha1.DeletionOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			name := "delete-" + strings.ToLower(string(policy))
+			ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+			ng.Spec.DeletionPolicy = policy
+			if err := env.Client.Create(ctx, ng); err != nil {
+				t.Fatal(err)
+			}
+			node := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, name+"-a")
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+			if err := env.Client.Create(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+			reconcileGroup(name)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), ng); err != nil || !controllerutil.ContainsFinalizer(ng, v1alpha1.FinalizerNodes) {
+				t.Fatalf("node group after a reconcile: %v, finalizers %v; want %s", err, ng.Finalizers, v1alpha1.FinalizerNodes)
+			}
+			if err := env.Client.Delete(ctx, ng); err != nil {
+				t.Fatal(err)
+			}
+			reconcileGroup(name)
+			gone := apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}))
+			if policy == v1alpha1.DeletionOrphan {
+				if !gone {
+					t.Fatal("an Orphan node group is still there after its deletion")
+				}
+				n := &corev1.Node{}
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+					t.Fatalf("the orphaned node: %v, want it kept", err)
+				}
+				drained := false
+				for _, taint := range n.Spec.Taints {
+					drained = drained || taint.Key == v1alpha1.TaintDisrupted
+				}
+				if n.Annotations[v1alpha1.AnnotationLaunchedBy] != "" || drained {
+					t.Errorf("the orphaned node keeps berth's marks: annotations %v taints %v", n.Annotations, n.Spec.Taints)
+				}
+				return
+			}
+			if gone {
+				t.Fatal("a Drain node group went while its node is still there")
+			}
+			if err := env.Client.Delete(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			reconcileGroup(name)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the Drain node group after its last node went: %v, want it gone", err)
+			}
+		})
+	}
+}
