@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-dev/berth/internal/cli/cleanup"
 	"github.com/berth-dev/berth/internal/cli/controller"
 	"github.com/berth-dev/berth/internal/cli/dev"
 	"github.com/berth-dev/berth/internal/cli/plan"
@@ -36,6 +37,7 @@ func NewRoot() *cobra.Command {
 				_, _ = fmt.Fprintln(cmd.OutOrStdout(), "berth", version.String())
 			},
 		},
+		cleanup.NewCommand(),
 		controller.NewCommand(),
 		dev.NewCommand(),
 		plan.NewCommand(),
