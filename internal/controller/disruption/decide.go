@@ -27,7 +27,7 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 			since = now
 		}
 		g := w.groups[r.NodeGroup]
-		if _, cooling := c.givenUp[r.Node]; cooling || g == nil || len(out) >= c.opts.MaxRemovalsPerRound {
+		if g == nil || len(out) >= c.opts.MaxRemovalsPerRound {
 			continue
 		}
 		// A deleted group's nodes go at once, whatever its window: the user
@@ -63,9 +63,6 @@ func (c *Controller) dueAll(w *world, nodes []string) bool {
 		}
 		g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
 		since, ok := c.removableSince[name]
-		if _, cooling := c.givenUp[name]; cooling {
-			return false
-		}
 		if g == nil || !ok || now.Sub(since) < g.Spec.Disruption.After() || !c.windowOpen(g, now) {
 			return false
 		}

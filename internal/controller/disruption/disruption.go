@@ -221,6 +221,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 		}
 	}
+	w.input.Cooling = c.cooling() // with the drains given up just now
 	plan, err := scaledown.Run(w.input)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("planning scale-down: %w", err))...)

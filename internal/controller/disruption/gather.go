@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -141,6 +142,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.input.Virtual = append(w.input.Virtual, u.Pod)
 	}
 	w.input.Held = c.held(w.input.NodeGroups)
+
 	w.input.Now = c.Clock.Now()
 	if w.input.Controllers, err = c.controllers(ctx); err != nil {
 		return nil, err
@@ -195,6 +197,18 @@ func (c *Controller) held(groups []*v1alpha1.NodeGroup) map[string]string {
 	}
 	for g, h := range c.Holds.All() {
 		out[g] = h.Message
+	}
+	return out
+}
+
+// cooling are the nodes whose drain this replica gave up within
+// GiveUpCooldown (this round's included).
+func (c *Controller) cooling() map[string]string {
+	out := map[string]string{}
+	for name, at := range c.givenUp {
+		if c.Clock.Since(at) <= GiveUpCooldown {
+			out[name] = fmt.Sprintf("berth gave up draining node %s at %s; it is not drained again for %s", name, at.UTC().Format(time.RFC3339), GiveUpCooldown)
+		}
 	}
 	return out
 }

@@ -45,6 +45,9 @@ const (
 	// reserved for a PodGroup that still exists; its pods may come back
 	// at any time and expect the devices there.
 	ReasonWorkloadClaim drain.Reason = "WorkloadResourceClaim"
+	// ReasonRecentlyGivenUp: berth gave up the node's drain a moment ago;
+	// it is not drained again before the cool-down ends.
+	ReasonRecentlyGivenUp drain.Reason = "RecentlyGivenUp"
 	// ReasonGroupHeld: berth is bringing capacity to the node group for a
 	// pod that waits (a node launching for it, or a launch for it that
 	// failed there); no removal starts in the group meanwhile.
@@ -68,6 +71,9 @@ type Input struct {
 	// Held are the node groups where no removal starts now, with why
 	// (berth is bringing capacity there for a pod that waits).
 	Held map[string]string
+	// Cooling are the nodes whose drain berth gave up recently, with why:
+	// they are not candidates (and take no share of the budget).
+	Cooling map[string]string
 	// Now is when the plan is made: pods terminating for longer than
 	// their grace period go with their node and hold no room. Zero (an
 	// offline plan) counts every pod.
@@ -207,7 +213,7 @@ func newPlanner(in Input) (*planner, error) {
 	for _, g := range in.NodeGroups {
 		groups[g.Name] = g
 	}
-	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
+	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
 		now: in.Now, controllers: in.Controllers,
 		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{},
 		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}}
@@ -228,8 +234,9 @@ type planner struct {
 	s      *snapshot.Snapshot
 	plan   *Plan
 	groups map[string]*v1alpha1.NodeGroup
-	// held are the node groups where no removal starts, with why.
-	held map[string]string
+	// held are the node groups where no removal starts, with why;
+	// cooling the nodes whose drain was given up recently.
+	held, cooling map[string]string
 	// now and controllers are the drain rules' context besides budgets.
 	now         time.Time
 	controllers map[types.UID]bool
@@ -302,6 +309,8 @@ func (p *planner) candidates() []candidate {
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
 		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever && !retiring(g):
 			continue
+		case p.cooling[n.Name] != "":
+			p.block(n, g, ReasonRecentlyGivenUp, nil, p.cooling[n.Name])
 		case p.s.HeldForWorkload(n) != "":
 			p.block(n, g, ReasonWorkloadClaim, nil, p.s.HeldForWorkload(n))
 		case p.nominated[n.Name] != nil:

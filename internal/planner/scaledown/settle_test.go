@@ -215,3 +215,17 @@ func TestADeletedGroupsNodesGo(t *testing.T) {
 		t.Errorf("an Orphan group being deleted removed %v", got.removed)
 	}
 }
+
+// TestACoolingNodeTakesNoShareOfTheBudget: of two empty nodes of a group
+// whose budget is one, the one whose drain was just given up is not a
+// candidate: the other is removed.
+func TestACoolingNodeTakesNoShareOfTheBudget(t *testing.T) {
+	one := intstr.FromInt32(1)
+	g := group("g", func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Budget = &one })
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+		Cooling: map[string]string{"a": "given up a moment ago"}})
+	want := outcome{removed: []string{"b"}, blocked: map[string]string{"a": "RecentlyGivenUp"}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
