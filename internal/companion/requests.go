@@ -1,53 +1,13 @@
 package companion
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// maxCPU and maxMemory bound a companion's requests read from the
-// annotation, which anyone who can edit the pod can write; the planner
-// applies the same bounds (snapshot.companionRequests).
-var (
-	maxCPU    = resource.NewMilliQuantity(1<<20, resource.DecimalSI) // about 1000 cores
-	maxMemory = resource.NewQuantity(1<<50, resource.BinarySI)       // 1 PiB
-)
-
-// Requests reads the companion requests on a workload
-// (AnnotationCompanionRequests, written by berth or by hand): its cpu and
-// memory, nothing else (the placeholder holding the room asks for no
-// more). found is false when the pod has no annotation. An annotation
-// that cannot be read, holds a negative or out-of-bounds request or no
-// cpu or memory at all gives an error: the workload has no companion
-// berth can plan, as the planner sees it too.
+// Requests reads the companion requests on a workload: see
+// podutil.CompanionRequests, the one reader of the annotation.
 func Requests(pod *corev1.Pod) (req corev1.ResourceList, found bool, err error) {
-	raw, found := pod.Annotations[v1alpha1.AnnotationCompanionRequests]
-	if !found {
-		return nil, false, nil
-	}
-	var all corev1.ResourceList
-	if err := json.Unmarshal([]byte(raw), &all); err != nil {
-		return nil, true, fmt.Errorf("annotation %s is not a resource list: %w", v1alpha1.AnnotationCompanionRequests, err)
-	}
-	req = corev1.ResourceList{}
-	for name, limit := range map[corev1.ResourceName]*resource.Quantity{corev1.ResourceCPU: maxCPU, corev1.ResourceMemory: maxMemory} {
-		q, ok := all[name]
-		switch {
-		case !ok || q.IsZero():
-			continue
-		case q.Sign() < 0 || q.Cmp(*limit) > 0:
-			return nil, true, fmt.Errorf("annotation %s: %s %s is not between 0 and %s", v1alpha1.AnnotationCompanionRequests, name, q.String(), limit.String())
-		}
-		req[name] = q
-	}
-	if len(req) == 0 {
-		return nil, true, errors.New("annotation " + v1alpha1.AnnotationCompanionRequests + " names no cpu or memory")
-	}
-	return req, true, nil
+	return podutil.CompanionRequests(pod)
 }

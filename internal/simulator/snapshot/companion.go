@@ -1,12 +1,10 @@
 package snapshot
 
 import (
-	"encoding/json"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // A workload pod with a companion (a pod created on its node only after it
@@ -17,39 +15,19 @@ import (
 // and needs no more room. Pods bound to a node with a key (workloads,
 // companion placeholders) give the node that key.
 
-// maxAddOnCPU and maxAddOnMemory bound a companion's requests read from an
-// annotation anyone who can edit the pod can write.
-const (
-	maxAddOnCPU    = 1 << 20 // millicores: about 1000 cores
-	maxAddOnMemory = 1 << 50 // bytes: 1 PiB
-)
-
-// companionRequests returns the companion requests of a pod, or nothing
-// when the pod has none or they cannot be read.
+// companionRequests returns the companion requests of a pod with a share
+// key, or nothing when it has none or they cannot be read
+// (podutil.CompanionRequests, as the companion controller reads them).
 func companionRequests(pod *corev1.Pod) Resources {
-	raw, ok := pod.Annotations[v1alpha1.AnnotationCompanionRequests]
-	if !ok || pod.Labels[v1alpha1.LabelCompanionShareKey] == "" {
+	if pod.Labels[v1alpha1.LabelCompanionShareKey] == "" {
 		return Resources{}
 	}
-	var rl corev1.ResourceList
-	if err := json.Unmarshal([]byte(raw), &rl); err != nil {
+	req, _, err := podutil.CompanionRequests(pod)
+	if err != nil {
 		return Resources{}
 	}
-	cpu, mem := rl[corev1.ResourceCPU], rl[corev1.ResourceMemory]
-	if !within(cpu, maxAddOnCPU, true) || !within(mem, maxAddOnMemory, false) {
-		return Resources{}
-	}
+	cpu, mem := req[corev1.ResourceCPU], req[corev1.ResourceMemory]
 	return Resources{MilliCPU: cpu.MilliValue(), Memory: mem.Value()}
-}
-
-func within(q resource.Quantity, limit int64, milli bool) bool {
-	if q.Sign() < 0 {
-		return false
-	}
-	if milli {
-		return q.Cmp(*resource.NewMilliQuantity(limit, resource.DecimalSI)) <= 0
-	}
-	return q.Cmp(*resource.NewQuantity(limit, resource.BinarySI)) <= 0
 }
 
 // RequestsOn is what a pod of class c needs on node n: its own requests
