@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/companion"
 )
 
@@ -70,7 +71,7 @@ func (d *PodDefaulter) gateFor(ctx context.Context, pod *corev1.Pod) (string, er
 	if len(profiles.Items) == 0 {
 		return "", nil
 	}
-	p, err := companion.Selecting(ctx, profiles.Items, pod, Lookup{Reader: d.Reader})
+	p, err := companion.Selecting(ctx, profiles.Items, pod, clusterread.Lookup{Reader: d.Reader})
 	if err != nil {
 		return "", err
 	}

@@ -88,3 +88,36 @@ func TestLayeringCheckFailsOnAnImpureDependency(t *testing.T) {
 		t.Errorf("the layering check does not name the package and the dependency:\n%s", out)
 	}
 }
+
+// TestLayeringCheckFailsWhenAControllerReachesAnother clones the committed
+// tree, makes one controller import the webhook and another controller,
+// and expects the layering check to name both.
+func TestLayeringCheckFailsWhenAControllerReachesAnother(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clones the repository and runs the layering check")
+	}
+	root, err := devenv.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "berth")
+	if out, err := exec.Command("git", "clone", "--quiet", "--local", root, clone).CombinedOutput(); err != nil {
+		t.Skipf("cannot clone the repository (no commits yet?): %v\n%s", err, out)
+	}
+	bad := "package nodegroup\n\nimport (\n\t_ \"github.com/berth-dev/berth/internal/controller/tenant\"\n\t_ \"github.com/berth-dev/berth/internal/webhook\"\n)\n"
+	if err := os.WriteFile(filepath.Join(clone, "internal/controller/nodegroup/reach.go"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("hack/check-layering.sh")
+	cmd.Dir = clone
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the layering check passes with a controller importing another and the webhook:\n%s", out)
+	}
+	for _, want := range []string{"controller github.com/berth-dev/berth/internal/controller/nodegroup depends on controller github.com/berth-dev/berth/internal/controller/tenant",
+		"controller github.com/berth-dev/berth/internal/controller/nodegroup depends on github.com/berth-dev/berth/internal/webhook"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the layering check does not say %q:\n%s", want, out)
+		}
+	}
+}

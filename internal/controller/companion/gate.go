@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/companion"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
-	"github.com/berth-dev/berth/internal/webhook"
 )
 
 // gated moves a gated workload on: annotate it with its companion, wait
@@ -34,7 +34,7 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	lookup := webhook.Lookup{Reader: r.Client}
+	lookup := clusterread.Lookup{Reader: r.Client}
 	p, selectErr := companion.Selecting(ctx, profiles, w, lookup)
 	if selectErr == nil && p == nil {
 		return reconcile.Result{}, r.ungate(ctx, w, "no CompanionProfile selects this pod any more")

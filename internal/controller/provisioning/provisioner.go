@@ -60,7 +60,7 @@ type Options struct {
 	// Ready; until then the planner counts it as booting.
 	MaxProvisionTime time.Duration
 	// MaxVirtualPods caps the headroom units and buffer chunks of one round
-	// (0: virtualunits.DefaultMax).
+	// (0: clusterread.DefaultMaxUnits).
 	MaxVirtualPods int
 }
 

@@ -77,13 +77,12 @@ func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[
 // input as placed, and pods that need a node as pending; it fills the
 // round's pending and waiting sets. A pod held by a nomination moves
 // recheckAt to the end of its grace.
-func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []corev1.Pod) {
+func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod) {
 	in, known, now := &r.in, r.known, r.now
 	pending := map[types.NamespacedName]*corev1.Pod{}
 	waiting := map[types.NamespacedName]bool{}
 	r.pending, r.waiting = pending, waiting
-	for i := range pods {
-		pod := &pods[i]
+	for _, pod := range pods {
 		key := client.ObjectKeyFromObject(pod)
 		switch {
 		case podutil.IsBound(pod):

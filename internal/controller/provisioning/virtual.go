@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
-	"github.com/berth-dev/berth/internal/virtualunits"
 )
 
 // ReasonVirtualUnitsCapped is the event reason on a Headroom or
@@ -23,14 +23,14 @@ const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
 // plan as pods, and the readiness key of each. Headrooms held by
 // placeholders are not added: their placeholder pods are real and counted
 // already, and a unit must not count twice. The cap on all units is shared
-// before any pod is made (virtualunits.Share): Headrooms first, then
+// before any pod is made (clusterread.Share): Headrooms first, then
 // CapacityBuffers fairly across namespaces.
 func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[types.NamespacedName]state.Key, error) {
-	sets, err := virtualunits.List(ctx, p.Client, groups)
+	sets, err := clusterread.Units(ctx, p.Client, groups)
 	if err != nil {
 		return nil, nil, err
 	}
-	units, capped := virtualunits.Make(sets, p.maxVirtualPods())
+	units, capped := clusterread.MakeUnits(sets, p.maxVirtualPods())
 	pods := make([]*corev1.Pod, 0, len(units))
 	owner := make(map[types.NamespacedName]state.Key, len(units))
 	for _, u := range units {
@@ -82,5 +82,5 @@ func (p *Provisioner) maxVirtualPods() int {
 	if p.opts.MaxVirtualPods > 0 {
 		return p.opts.MaxVirtualPods
 	}
-	return virtualunits.DefaultMax
+	return clusterread.DefaultMaxUnits
 }

@@ -1,9 +1,4 @@
-// Package draread reads, from the cluster, the dynamic resource allocation
-// objects the planners simulate with: DeviceClasses, ResourceClaims,
-// ResourceClaimTemplates, ResourceSlices (resource.k8s.io/v1) and
-// PodGroups (scheduling.k8s.io/v1alpha2). Scale-up and scale-down read
-// them here, so that both see the same devices.
-package draread
+package clusterread
 
 import (
 	"context"
@@ -20,9 +15,12 @@ import (
 // The RBAC markers for these reads are on the provisioning controller
 // (controller-gen reads internal/controller only).
 
-// List reads the DRA objects. An API the cluster does not serve (no DRA,
-// or PodGroups without the GenericWorkload gate) reads as empty.
-func List(ctx context.Context, c client.Reader) (snapshot.DRA, error) {
+// DRA reads the dynamic resource allocation objects the planners simulate
+// with: DeviceClasses, ResourceClaims, ResourceClaimTemplates,
+// ResourceSlices (resource.k8s.io/v1) and PodGroups (scheduling.k8s.io/
+// v1alpha2). An API the cluster does not serve (no DRA, or PodGroups
+// without the GenericWorkload gate) reads as empty.
+func DRA(ctx context.Context, c client.Reader) (snapshot.DRA, error) {
 	var out snapshot.DRA
 	classes := &resourcev1.DeviceClassList{}
 	claims := &resourcev1.ResourceClaimList{}

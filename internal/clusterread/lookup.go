@@ -1,4 +1,4 @@
-package webhook
+package clusterread
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 	"github.com/berth-dev/berth/internal/companion"
 )
 
-// Lookup answers companion.Lookup from a client (the manager's cache).
+// Lookup answers companion.Lookup from a client (the manager's cache): the
+// namespaces, claims, volumes and storage classes that decide which pods a
+// CompanionProfile selects. The webhook and the companion controller both
+// read through it.
 type Lookup struct{ Reader client.Reader }
 
 var _ companion.Lookup = Lookup{}

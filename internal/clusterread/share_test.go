@@ -1,4 +1,4 @@
-package virtualunits
+package clusterread
 
 import (
 	"testing"
@@ -52,7 +52,7 @@ func TestShare(t *testing.T) {
 			if diff := cmp.Diff(tt.want, Share(sets, tt.max)); diff != "" {
 				t.Errorf("shares (-want +got):\n%s", diff)
 			}
-			units, _ := Make(sets, tt.max)
+			units, _ := MakeUnits(sets, tt.max)
 			total := 0
 			for _, n := range tt.want {
 				total += int(n)
@@ -72,9 +72,9 @@ func TestMakeNeverMaterializesPastTheCap(t *testing.T) {
 	for i := range 1000 {
 		sets = append(sets, set(buffer("ns", string(rune('a'+i%26))+string(rune('a'+i/26))), 10000, &made))
 	}
-	units, capped := Make(sets, DefaultMax)
-	if len(units) != DefaultMax || made != DefaultMax {
-		t.Errorf("made %d pods, %d units; want %d", made, len(units), DefaultMax)
+	units, capped := MakeUnits(sets, DefaultMaxUnits)
+	if len(units) != DefaultMaxUnits || made != DefaultMaxUnits {
+		t.Errorf("made %d pods, %d units; want %d", made, len(units), DefaultMaxUnits)
 	}
 	if len(capped) != 1000 {
 		t.Errorf("%d sets reported capped, want all 1000", len(capped))

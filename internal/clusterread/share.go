@@ -1,4 +1,4 @@
-package virtualunits
+package clusterread
 
 import (
 	"cmp"

@@ -1,10 +1,4 @@
-// Package virtualunits reads, from the cluster, the Headroom units and
-// CapacityBuffer chunks berth plans as virtual pods. Scale-up plans
-// capacity for them; scale-down keeps them a home. One reader for both, so
-// that the two never disagree on what headroom is; one cap for both,
-// applied before a single pod is made, so that many objects together
-// cannot exhaust berth's memory.
-package virtualunits
+package clusterread
 
 import (
 	"context"
@@ -21,11 +15,11 @@ import (
 	"github.com/berth-dev/berth/internal/state"
 )
 
-// DefaultMax caps the headroom units and buffer chunks of all Headrooms
+// DefaultMaxUnits caps the headroom units and buffer chunks of all Headrooms
 // and CapacityBuffers that one round plans: each object is bounded
 // (headroom.MaxUnits), but many of them together must not make a round
 // plan millions of pods.
-const DefaultMax = 50000
+const DefaultMaxUnits = 50000
 
 // Set is the units of one Headroom or CapacityBuffer, not made yet.
 type Set struct {
@@ -40,11 +34,11 @@ type Set struct {
 // Pods makes the set's first n units (at most Count).
 func (s Set) Pods(n int32) []*corev1.Pod { return s.make(min(n, s.Count)) }
 
-// List returns the sets of every Headroom without placeholders (placeholder
+// Units returns the sets of every Headroom without placeholders (placeholder
 // pods are real and counted already: a unit must not count twice) and of
 // every CapacityBuffer ready for provisioning, by their resolved status.
 // No pod is made yet: see Share.
-func List(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([]Set, error) {
+func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([]Set, error) {
 	var out []Set
 	hrs := &v1alpha1.HeadroomList{}
 	if err := c.List(ctx, hrs); err != nil {
@@ -104,9 +98,9 @@ type Capped struct {
 	Allowed int32
 }
 
-// Make shares max units among the sets (see Share) and makes only the
+// MakeUnits shares max units among the sets (see Share) and makes only the
 // units each set is allowed.
-func Make(sets []Set, max int) ([]Unit, []Capped) {
+func MakeUnits(sets []Set, max int) ([]Unit, []Capped) {
 	allowed := Share(sets, max)
 	var units []Unit
 	var capped []Capped

@@ -1,0 +1,137 @@
+package clusterread
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Cluster is the cluster as one planning round reads it.
+type Cluster struct {
+	// NodeGroups are every group, those being deleted included (scale-down
+	// drains them); Active leaves those out.
+	NodeGroups []*v1alpha1.NodeGroup
+	Nodes      []*corev1.Node
+	Pods       []*corev1.Pod
+	DaemonSets []*appsv1.DaemonSet
+	Namespaces []*corev1.Namespace
+	Claims     []*corev1.PersistentVolumeClaim
+	Volumes    []*corev1.PersistentVolume
+	DRA        snapshot.DRA
+	// PDBs and Controllers are read when Parts asks for them.
+	PDBs        []*policyv1.PodDisruptionBudget
+	Controllers map[types.UID]bool
+}
+
+// Parts are the parts of the cluster only some rounds need.
+type Parts struct {
+	// Budgets: PodDisruptionBudgets.
+	Budgets bool
+	// Controllers: the UIDs of the workload controllers that exist.
+	Controllers bool
+}
+
+// Read reads the cluster from c (the manager's cache).
+func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
+	out := &Cluster{}
+	ngs := &v1alpha1.NodeGroupList{}
+	nodes := &corev1.NodeList{}
+	pods := &corev1.PodList{}
+	dss := &appsv1.DaemonSetList{}
+	nss := &corev1.NamespaceList{}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	pvs := &corev1.PersistentVolumeList{}
+	pdbs := &policyv1.PodDisruptionBudgetList{}
+	lists := []struct {
+		what string
+		list client.ObjectList
+	}{{"node groups", ngs}, {"nodes", nodes}, {"pods", pods}, {"daemonsets", dss}, {"namespaces", nss},
+		{"persistentvolumeclaims", pvcs}, {"persistentvolumes", pvs}}
+	if parts.Budgets {
+		lists = append(lists, struct {
+			what string
+			list client.ObjectList
+		}{"poddisruptionbudgets", pdbs})
+	}
+	for _, l := range lists {
+		if err := c.List(ctx, l.list); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", l.what, err)
+		}
+	}
+	out.NodeGroups = pointers(ngs.Items)
+	out.Nodes = pointers(nodes.Items)
+	out.Pods = pointers(pods.Items)
+	out.DaemonSets = pointers(dss.Items)
+	out.Namespaces = pointers(nss.Items)
+	out.Claims = pointers(pvcs.Items)
+	out.Volumes = pointers(pvs.Items)
+	out.PDBs = pointers(pdbs.Items)
+	dra, err := DRA(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out.DRA = dra
+	if parts.Controllers {
+		if out.Controllers, err = controllers(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Active are the node groups not being deleted: those scale-up may launch
+// nodes of.
+func (c *Cluster) Active() []*v1alpha1.NodeGroup {
+	var out []*v1alpha1.NodeGroup
+	for _, g := range c.NodeGroups {
+		if g.DeletionTimestamp == nil {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// controllerKinds are the workload controllers whose existence the drain
+// rules check (their metadata only is cached).
+var controllerKinds = []schema.GroupVersionKind{
+	{Group: "apps", Version: "v1", Kind: "ReplicaSetList"},
+	{Group: "apps", Version: "v1", Kind: "StatefulSetList"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSetList"},
+	{Group: "batch", Version: "v1", Kind: "JobList"},
+	{Group: "", Version: "v1", Kind: "ReplicationControllerList"},
+}
+
+// controllers are the UIDs of the workload controllers that exist: a pod
+// whose controller is not among them would not come back once evicted.
+func controllers(ctx context.Context, c client.Reader) (map[types.UID]bool, error) {
+	out := map[types.UID]bool{}
+	for _, gvk := range controllerKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk)
+		if err := c.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out[list.Items[i].UID] = true
+		}
+	}
+	return out, nil
+}
