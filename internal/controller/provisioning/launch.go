@@ -166,48 +166,14 @@ func (p *Provisioner) explain(plan *scaleup.Plan, pending map[types.NamespacedNa
 		}
 	}
 	// Forget pods that are no longer pending.
-	live := map[string]bool{}
+	live := map[types.UID]bool{}
 	for _, pod := range pending {
-		live[string(pod.UID)] = true
+		live[pod.UID] = true
 	}
-	p.eventMu.Lock()
-	defer p.eventMu.Unlock()
-	for uid := range p.lastEvent {
-		if !live[string(uid)] {
-			delete(p.lastEvent, uid)
-		}
-	}
+	p.podEvents.retain(func(uid types.UID) bool { return live[uid] })
 }
 
 // record emits an event on a pod unless the same message was the last one.
 func (p *Provisioner) record(pod *corev1.Pod, eventType, reason, msg string) {
-	p.eventMu.Lock()
-	same := p.lastEvent[pod.UID] == msg
-	p.lastEvent[pod.UID] = msg
-	p.eventMu.Unlock()
-	if same {
-		return
-	}
-	p.Recorder.Eventf(pod, nil, eventType, reason, "Provision", "%s", msg)
-}
-
-// publishHolds tells scale-down which node groups berth is bringing
-// capacity to for pods that still wait: those of the nodes it launched
-// for them (nominated, not bound yet), and those where a launch for them
-// failed. waiting are the pods that wait; nodes all nodes known.
-func (p *Provisioner) publishHolds(waiting map[types.NamespacedName]bool, nodes []*corev1.Node) {
-	if p.Holds == nil {
-		return
-	}
-	groupOf := make(map[string]string, len(nodes))
-	for _, n := range nodes {
-		groupOf[n.Name] = n.Labels[v1alpha1.LabelNodeGroup]
-	}
-	launching := map[types.NamespacedName]string{}
-	for pod, node := range p.nominated.snapshot() {
-		if g := groupOf[node]; g != "" && waiting[pod] {
-			launching[pod] = g
-		}
-	}
-	p.Holds.Publish(waiting, launching)
+	p.podEvents.say(pod.UID, pod, eventType, reason, "Provision", msg)
 }

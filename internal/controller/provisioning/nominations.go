@@ -136,12 +136,7 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 
 // schedulableSince returns when a node was first seen schedulable, and
 // whether it has been.
-func (p *Provisioner) schedulableSince(node string) (time.Time, bool) {
-	p.schedulableMu.Lock()
-	defer p.schedulableMu.Unlock()
-	since, ok := p.schedulableAt[node]
-	return since, ok
-}
+func (p *Provisioner) schedulableSince(node string) (time.Time, bool) { return p.schedulable.of(node) }
 
 // graceEnd returns when berth stops holding a pod's room on the node berth
 // nominated it to: nominationGrace after the node became schedulable. ok

@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,15 +85,14 @@ type Provisioner struct {
 	opts     Options
 	trigger  chan struct{}
 	inflight *inflight
-	// lastEvent is the last message recorded per pending pod, so that a pod
-	// gets an event when what berth does for it changes, not every round.
-	lastEvent map[types.UID]string
-	eventMu   sync.Mutex // guards lastEvent and lastCapped: launches run in parallel
+	// podEvents says what berth does for each pending pod once per change;
+	// unitEvents the same for Headrooms and CapacityBuffers whose units
+	// were cut.
+	podEvents  *announcer[types.UID]
+	unitEvents *announcer[state.Key]
 	// recovered is set once recoverState has run (rounds run one at a
 	// time, from Start).
 	recovered bool
-	// lastCapped is the last VirtualUnitsCapped message per readiness key.
-	lastCapped map[state.Key]string
 	// nominated remembers, per pending pod ("namespace/name"), the
 	// launching node berth planned it on. The scheduler clears the pod's
 	// nominatedNodeName when it retries the pod before the node is Ready;
@@ -103,11 +101,8 @@ type Provisioner struct {
 	// nodes differently and launch one more.
 	nominated   *nominations
 	renominateQ chan *corev1.Pod
-	// schedulableAt is when each node was first seen schedulable, to tell when a
-	// nomination berth made has had its chance. Guarded by schedulableMu: pod
-	// events read it.
-	schedulableMu sync.Mutex
-	schedulableAt map[string]time.Time
+	// schedulable is when each node was first seen schedulable.
+	schedulable *schedulableSince
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
 	virtualOwner map[types.NamespacedName]state.Key
@@ -127,8 +122,8 @@ const nominationGrace = 5 * time.Second
 // New returns a provisioner.
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
-		lastEvent: map[types.UID]string{}, lastCapped: map[state.Key]string{}, nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024),
-		schedulableAt: map[string]time.Time{}}
+		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
+		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince()}
 }
 
 // Trigger asks for a round soon (after the batch window).

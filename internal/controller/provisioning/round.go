@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 )
@@ -56,21 +55,7 @@ func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
 // returns the names of all known nodes (launched ones not in the cache
 // included).
 func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[string]bool {
-	known := map[string]bool{}
-	p.schedulableMu.Lock()
-	defer p.schedulableMu.Unlock()
-	for _, n := range p.inflight.merge(nodes) {
-		known[n.Name] = true
-		if _, seen := p.schedulableAt[n.Name]; !seen && nodeutil.Schedulable(n) {
-			p.schedulableAt[n.Name] = now
-		}
-	}
-	for name := range p.schedulableAt {
-		if !known[name] {
-			delete(p.schedulableAt, name)
-		}
-	}
-	return known
+	return p.schedulable.observe(p.inflight.merge(nodes), now)
 }
 
 // sortPods puts bound pods, and pods holding a nomination, into the plan

@@ -69,13 +69,7 @@ func readiness(plan *scaleup.Plan, owner map[types.NamespacedName]state.Key, nod
 func (p *Provisioner) warnCapped(obj client.Object, key state.Key, wanted, planned int) {
 	msg := fmt.Sprintf("Only %d of %d units are planned: all Headrooms and CapacityBuffers together are limited to %d units per round, Headrooms first, then buffers shared fairly across namespaces",
 		planned, wanted, p.maxVirtualPods())
-	p.eventMu.Lock()
-	same := p.lastCapped[key] == msg
-	p.lastCapped[key] = msg
-	p.eventMu.Unlock()
-	if !same {
-		p.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonVirtualUnitsCapped, "Plan", "%s", msg)
-	}
+	p.unitEvents.say(key, obj, corev1.EventTypeWarning, ReasonVirtualUnitsCapped, "Plan", msg)
 }
 
 func (p *Provisioner) maxVirtualPods() int {
