@@ -2,7 +2,11 @@
 // of berth ask.
 package nodeutil
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
 
 // Ready reports whether the node's Ready condition is True.
 func Ready(n *corev1.Node) bool {
@@ -26,4 +30,15 @@ func Schedulable(n *corev1.Node) bool {
 		}
 	}
 	return true
+}
+
+// Disrupted reports whether berth is draining the node: it carries the
+// berth.dev/disrupted taint.
+func Disrupted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.TaintDisrupted {
+			return true
+		}
+	}
+	return false
 }

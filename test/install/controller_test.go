@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,14 +106,23 @@ func runController(t *testing.T, args []string) (stop func()) {
 func localArgs(t *testing.T, chartArgs []string, kubeconfig string) (args []string, metricsAddr string) {
 	t.Helper()
 	metricsAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	webhook := "--webhook-bind-address=127.0.0.1:" + strconv.Itoa(freePort(t))
+	placed := false
 	for _, a := range chartArgs {
 		switch {
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			a = "--metrics-bind-address=" + metricsAddr
 		case strings.HasPrefix(a, "--health-probe-bind-address="):
 			a = "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(freePort(t))
+		case strings.HasPrefix(a, "--webhook-bind-address=") && a != "--webhook-bind-address=0":
+			// Never the default :9443: anything else on the machine (make
+			// run, another checkout's tests) may listen there.
+			a, placed = webhook, true
 		}
 		args = append(args, a)
+	}
+	if !placed && !slices.Contains(args, "--webhook-bind-address=0") {
+		args = append(args, webhook)
 	}
 	return append(args, "--kubeconfig="+kubeconfig), metricsAddr
 }

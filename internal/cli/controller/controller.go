@@ -188,7 +188,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := o.wire(cmd.Context(), mgr, limits, hook); err != nil {
+	if err := o.wire(mgr, limits, hook); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,

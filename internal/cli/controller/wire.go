@@ -38,7 +38,7 @@ import (
 // them, and registers them with the manager. Controllers never import each
 // other: what one tells another goes through internal/state and a Notify
 // function passed in here.
-func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.ResourceList, hook *hookSetup) error {
+func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookSetup) error {
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
@@ -119,7 +119,7 @@ func (o *options) wire(ctx context.Context, mgr ctrl.Manager, limits corev1.Reso
 	prov := provisioning.New(
 		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Recorder: recorder, Clock: clk},
 		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
-	if err := prov.Register(ctx, mgr); err != nil {
+	if err := prov.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
 	}
 	return nil

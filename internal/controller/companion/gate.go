@@ -174,7 +174,7 @@ func (r *Reconciler) nominatedNode(ctx context.Context, w *corev1.Pod) (*corev1.
 // startup taints). Until then w stays gated: ungated earlier, the
 // scheduler finds its nominated node unfit and binds it wherever there is
 // room for the workload alone, and its companion, pinned to that node,
-// finds none and preempts (seen in a burst of 200: 3 workloads preempted).
+// finds none and preempts (TestGateLifecycle).
 func schedulableFor(n *corev1.Node, w *corev1.Pod) bool {
 	if !nodeutil.Ready(n) || n.Spec.Unschedulable {
 		return false

@@ -26,9 +26,8 @@ import (
 // took. Each companion takes the room of one placeholder, once: a
 // companion that binds next to its placeholder while the node still has
 // free room would otherwise leave the placeholder holding a second slice,
-// and the last workloads planned on that node no longer fit there (seen
-// in a burst of 200: 40 workloads bound off their planned nodes, whose
-// companions then preempted 20 workloads).
+// and the last workloads planned on that node would no longer fit there
+// (TestACompanionTakesTheRoomOfOnePlaceholderOnce).
 const annotationTookRoom = "berth.dev/took-companion-room"
 
 // handoverGateMax bounds how long berth's hand-over gate stays on a

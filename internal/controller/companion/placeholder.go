@@ -52,7 +52,7 @@ func (r *Reconciler) holdRoom(ctx context.Context, w *corev1.Pod, p *v1alpha1.Co
 // A workload that is only nominated to the node holds nothing yet: the
 // planner counted one companion for all workloads of a key it put on a
 // node, and counting nominated ones would have each of them leave the
-// room to the others (seen in a burst: 199 of 200 "shared", one held).
+// room to the others (TestWorkloadsOfOneShareKeyHoldOneRoomPerNode).
 // Workloads of a key reconciled at once (or with a cache that has not
 // seen the placeholder yet) all try to create it; its name is the same
 // for all of them, so one holds and the others share.

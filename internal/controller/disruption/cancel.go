@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // cancelStaleRemovals undoes the removals a provider holds half-done for
@@ -34,7 +35,7 @@ func (c *Controller) cancelStaleRemovals(ctx context.Context, w *world) []error 
 		}
 		for _, name := range names {
 			n := w.byName[name]
-			if n != nil && isDisrupted(n) && n.DeletionTimestamp == nil {
+			if n != nil && nodeutil.Disrupted(n) && n.DeletionTimestamp == nil {
 				continue // its drain goes on
 			}
 			err := rc.CancelRemoval(ctx, name)

@@ -41,6 +41,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -212,7 +213,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	for _, n := range w.nodes {
 		var err error
 		switch {
-		case isDisrupted(n):
+		case nodeutil.Disrupted(n):
 			err = c.advance(ctx, w, n, res)
 		case n.Annotations[v1alpha1.AnnotationReplacedBy] != "":
 			err = c.awaitReplacement(ctx, w, n, res)
@@ -246,16 +247,6 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, errors.Join(errs...)
-}
-
-// isDisrupted reports whether the node carries berth's disrupted taint.
-func isDisrupted(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == v1alpha1.TaintDisrupted {
-			return true
-		}
-	}
-	return false
 }
 
 // owns reports whether the node is the group's: it carries the owner mark

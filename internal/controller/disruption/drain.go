@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 )
 
@@ -100,7 +101,7 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(n), fresh); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("reading node %s: %w", n.Name, err))
 	}
-	if !owns(g, fresh) || !isDisrupted(fresh) || fresh.DeletionTimestamp != nil {
+	if !owns(g, fresh) || !nodeutil.Disrupted(fresh) || fresh.DeletionTimestamp != nil {
 		return nil // changed since the round read it: the next round decides
 	}
 	if err := c.Cloud.Delete(ctx, n.Name); cloudprovider.IsNotFound(err) {

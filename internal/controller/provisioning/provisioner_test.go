@@ -357,7 +357,7 @@ func TestPodWhoseRoomWasTakenGetsANodeSoon(t *testing.T) {
 		Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
 	}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
 		ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
-	if err := prov.Register(ctx, mgr); err != nil {
+	if err := prov.Register(mgr); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

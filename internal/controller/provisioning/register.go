@@ -30,7 +30,7 @@ import (
 // Register adds the provisioner to the manager. It runs on the elected
 // leader only; new pending pods, added or deleted nodes and node group
 // changes trigger rounds.
-func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
+func (p *Provisioner) Register(mgr manager.Manager) error {
 	handlers := []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandlerFuncs
@@ -78,7 +78,9 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 		}},
 	}
 	for _, h := range handlers {
-		inf, err := mgr.GetCache().GetInformer(ctx, h.obj)
+		// The cache has not started yet: getting an informer does not
+		// block, and the informer runs with the manager.
+		inf, err := mgr.GetCache().GetInformer(context.Background(), h.obj)
 		if err != nil {
 			return fmt.Errorf("getting informer for %T: %w", h.obj, err)
 		}

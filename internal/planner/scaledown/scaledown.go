@@ -180,7 +180,7 @@ func Run(in Input) (*Plan, error) {
 		// deleted and created again under the same name is not this
 		// group's disruption.
 		if g := p.groups[n.NodeGroup]; g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
-			(disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "") {
+			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "") {
 			p.disrupting[n.NodeGroup]++
 		}
 		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
@@ -223,7 +223,7 @@ func newPlanner(in Input) (*planner, error) {
 		}
 	}
 	for _, n := range s.Nodes {
-		if n.NodeGroup != "" && n.DeletionTimestamp == nil && disrupted(n.Node) {
+		if n.NodeGroup != "" && n.DeletionTimestamp == nil && nodeutil.Disrupted(n.Node) {
 			s.Cordon(n)
 		}
 	}
@@ -297,7 +297,7 @@ func (p *planner) candidates() []candidate {
 	var out []candidate
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || n.DeletionTimestamp != nil || disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
+		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
 			continue
 		}
 		switch {
@@ -424,16 +424,6 @@ func removalReason(g *v1alpha1.NodeGroup, evict []*corev1.Pod) RemovalReason {
 
 func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Reason, pod *scaleup.PodRef, msg string) {
 	p.plan.Blocked = append(p.plan.Blocked, Blocked{Node: n.Name, NodeGroup: g.Name, Reason: reason, Pod: pod, Message: msg})
-}
-
-// disrupted reports whether berth is draining the node.
-func disrupted(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == v1alpha1.TaintDisrupted {
-			return true
-		}
-	}
-	return false
 }
 
 // evicted reports whether a move is an eviction: a real pod bound to the

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -24,7 +25,7 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 		p.homes = homes(p.s)
 	}
 	for _, n := range p.s.Nodes {
-		if n.Name == keep || !n.Unschedulable || !disrupted(n.Node) {
+		if n.Name == keep || !n.Unschedulable || !nodeutil.Disrupted(n.Node) {
 			continue
 		}
 		for _, sp := range slices.Clone(n.Pods) {
