@@ -31,9 +31,8 @@ const Name = "nodereserve"
 
 // Event reasons.
 const (
-	ReasonUsingReserve   = "UsingNodeReserve"
-	ReasonNoReserveFits  = "NoNodeReserveFits"
-	ReasonReserveHandoff = "NodeReserveHandedOver"
+	ReasonUsingReserve  = "UsingNodeReserve"
+	ReasonNoReserveFits = "NoNodeReserveFits"
 )
 
 // Reconciler hands reserve slices to burst-critical pods.

@@ -36,7 +36,6 @@ const (
 	ReasonNoHome           drain.Reason = "NoHome"
 	ReasonHeadroom         drain.Reason = "Headroom"
 	ReasonNotOwned         drain.Reason = "NotLaunchedByBerth"
-	ReasonNotInitialized   drain.Reason = "NotInitialized"
 	// ReasonNominated: a pod not bound yet is nominated to the node (by
 	// berth, which launched the node for it, or by the scheduler): it is
 	// on its way there, and the node is not empty however it looks.
