@@ -3,6 +3,7 @@ package predicates
 import (
 	"fmt"
 
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -35,13 +36,13 @@ func (DynamicResources) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 	}
 	verdict, why := s.CheckDevices(c, n)
 	switch verdict {
-	case snapshot.DevicesFit:
+	case dynamicresources.DevicesFit:
 		return OK
-	case snapshot.ClaimsPending, snapshot.ClaimInvalid:
+	case dynamicresources.ClaimsPending, dynamicresources.ClaimInvalid:
 		return fail(Unresolvable, why, "")
-	case snapshot.ClaimElsewhere:
+	case dynamicresources.ClaimElsewhere:
 		return fail(Unresolvable, ReasonClaimNotAvailable, why)
-	case snapshot.ClaimFull:
+	case dynamicresources.ClaimFull:
 		return fail(Unresolvable, ReasonClaimInUse, why)
 	}
 	if n.Template {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
 
 // Class is what the scheduler's filters see of a pod. Pods with equal
@@ -71,7 +72,7 @@ type Class struct {
 
 	// Claims are the pod's ResourceClaims; ClaimWait says why the pod
 	// waits for a claim that does not exist yet (then Claims is empty).
-	Claims    []PodClaim
+	Claims    []dynamicresources.PodClaim
 	ClaimWait string
 
 	// counters are the counters this class's pods are counted in; kept up
@@ -148,7 +149,7 @@ type SpreadConstraint struct {
 
 // newClass derives a Class from a pod. Claims and volumes resolve PVC to
 // PV node affinity.
-func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draState) (*Class, error) {
+func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel) (*Class, error) {
 	c := &Class{
 		ID:          id,
 		Example:     pod,
@@ -179,7 +180,7 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draState) (*Class
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
-	c.Claims, c.ClaimWait = dra.resolveClaims(pod)
+	c.Claims, c.ClaimWait = dra.Resolve(pod)
 	return c, nil
 }
 

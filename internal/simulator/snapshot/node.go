@@ -3,6 +3,8 @@ package snapshot
 import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
 
 // Node is a node as the filters see it: an existing node, a node being
@@ -107,7 +109,7 @@ type Pod struct {
 	// requests too.
 	addOn bool
 	// devices are what the pod's placement allocated (DRA).
-	devices *podDevices
+	devices *dynamicresources.Placement[*Option]
 }
 
 // envelope sets Allocatable and AllowedPods of a flexible node to the

@@ -1,13 +1,15 @@
 package snapshot
 
+import "github.com/berth-dev/berth/internal/simulator/dynamicresources"
+
 // AddPod places a pod on a node. On a flexible node the options narrow to
 // those the node's pods still fit.
 func (s *Snapshot) AddPod(p *Pod, n *Node) {
 	u := undo{kind: undoAddPod, node: n, pod: p}
-	var devs *deviceCheck
+	var devs *dynamicresources.Answer[*Node, *Option]
 	if len(p.Class.Claims) > 0 {
-		devs = s.deviceCheck(p.Class, n, true)
-		p.devices = devs.record()
+		devs = s.dra.Check(p.Class.devices(), n, true)
+		p.devices = devs.Placement()
 	}
 	if n.Flex != nil {
 		u.flex = n.Flex.Options
@@ -31,7 +33,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 // and p, charged as place will charge it: a pending pod's companion only
 // where n lacks its share key (charging it where the key is, would drop an
 // option the pods fit exactly, down to none).
-func (s *Snapshot) narrow(n *Node, p *Pod, devs *deviceCheck) []*Option {
+func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, *Option]) []*Option {
 	c := p.Class
 	req := &c.Base
 	if p.Spec.NodeName == "" {
@@ -44,7 +46,7 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *deviceCheck) []*Option {
 		if !n.FitsOption(o, req) || !h.Allows(&o.Allocatable) {
 			continue
 		}
-		if devs != nil && !devs.fits(o) {
+		if devs != nil && !devs.Fits(o) {
 			continue
 		}
 		if checkLabels {
@@ -70,14 +72,14 @@ func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
 }
 
 func (s *Snapshot) place(p *Pod, n *Node) {
-	s.dra.gen++
+	s.dra.Changed()
 	p.Node = n
 	p.slot = len(n.Pods)
 	n.Pods = append(n.Pods, p)
 	n.charge(p)
 	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
 	if len(p.Class.Claims) > 0 {
-		s.dra.track(p, n, 1)
+		s.dra.Place(n, p.devices, p.Class.Claims)
 	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {
@@ -94,10 +96,10 @@ func (s *Snapshot) RemovePod(p *Pod) {
 }
 
 func (s *Snapshot) unplace(p *Pod) {
-	s.dra.gen++
+	s.dra.Changed()
 	n := p.Node
 	if len(p.Class.Claims) > 0 {
-		s.dra.track(p, n, -1)
+		p.devices = s.dra.Unplace(n, p.devices, p.Class.Claims)
 	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {

@@ -1,27 +1,3 @@
-// Package snapshot is the simulator's view of a cluster: nodes (existing,
-// launching, planned this round, and node group templates), the pods placed
-// on them, and incremental indexes that let the filters answer "does this
-// pod fit that node" in time independent of the number of pods.
-//
-// Changes can be tried and undone: Fork starts recording, Revert undoes
-// everything since the matching Fork, Commit keeps it.
-//
-// Complexity (P pods of a class's matching counters, K counters, T templates):
-//   - New: O(pods + nodes).
-//   - AddNode: O(spread counters).
-//   - AddPod / RemovePod: O(counters the pod's class is counted in) plus,
-//     on a planned node with undecided options, O(options).
-//   - Fork, Commit: O(1). Revert: O(changes since the Fork).
-//   - Classify: O(pod spec size) to fingerprint; O(K) when the class is new.
-//   - Registering a counter (first use of a spread/affinity constraint):
-//     O(nodes + placed pods + T).
-//   - A pod with ResourceClaims (DRA): CheckDevices and AddPod run the
-//     structured allocator once per option of the node tried, on that
-//     node's slices only (skipped when too few devices are free); the
-//     devices a placement takes are held per node and option and released
-//     by RemovePod and Revert in O(devices).
-//
-// The package is pure: no clients, no clocks.
 package snapshot
 
 import (
@@ -33,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
 
 // Input is what a snapshot is built from.
@@ -81,7 +58,7 @@ type Snapshot struct {
 	classList  []*Class
 	fp         *fingerprinter
 	vols       volumeLookup
-	dra        *draState
+	dra        *draModel
 	optionKeys sets.Set[string]
 
 	counters           []*Counter
@@ -112,13 +89,13 @@ func New(in Input) (*Snapshot, error) {
 		classes:            map[uint64]*Class{},
 		fp:                 newFingerprinter(),
 		vols:               newVolumeLookup(in.Claims, in.Volumes),
-		dra:                newDRAState(in.DRA),
 		optionKeys:         sets.New(in.OptionKeys...),
 		groups:             map[string]*GroupUsage{},
 		counterBySignature: map[string]*Counter{},
 		limits:             map[string]Limit{},
 	}
-	s.fp.claimID = s.dra.claimID
+	s.dra = dynamicresources.New[*Node, *Option](in.DRA, (*draNodes)(s))
+	s.fp.claimID = s.dra.ClaimID
 	for _, ns := range in.Namespaces {
 		s.namespaces[ns.Name] = labels.Set(ns.Labels)
 	}
@@ -241,7 +218,7 @@ func (s *Snapshot) AddNode(n *Node) {
 	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
-	s.dra.gen++
+	s.dra.Changed()
 	s.account(n, 1)
 	for _, k := range s.counters {
 		if k.kind == kindSpread && k.eligible(n) {
