@@ -48,10 +48,11 @@ type Option interface {
 type Nodes[N comparable, O Option] interface {
 	// Host describes node n.
 	Host(n N) Host[O]
-	// Fits returns, for a planned node whose instance type is not chosen
-	// yet, whether option o holds the node's pods plus one pod of the
-	// class, within the limits. Asked once per check of such a node.
-	Fits(n N, class int) func(o O) bool
+	// Fitting appends to buf, in the node's order, the options of a
+	// planned node whose instance type is not chosen yet that hold the
+	// node's pods plus one pod of the class, within the limits. Asked
+	// once per check of such a node (not of a template).
+	Fitting(n N, class int, buf []O) []O
 }
 
 // Host is what the model needs to know of a node to allocate on it.
@@ -244,12 +245,13 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		try(none)
 	} else {
 		var none O
-		fits := m.nodes.Fits(d.n, class)
-		for _, o := range h.Options {
+		opts := h.Options
+		if !h.Template {
+			m.fitting = m.nodes.Fitting(d.n, class, m.fitting[:0])
+			opts = m.fitting
+		}
+		for _, o := range opts {
 			if d.only != none && o != d.only {
-				continue
-			}
-			if !h.Template && !fits(o) {
 				continue
 			}
 			// An option whose devices cannot take even one such pod

@@ -74,8 +74,10 @@ type Model[N comparable, O Option] struct {
 	// results excluded, as in kube-scheduler), by pool.
 	allocated map[poolKey]sets.Set[structured.DeviceID]
 	celCache  *cel.Cache
-	// nodes answers what the model asks about the snapshot's nodes.
-	nodes Nodes[N, O]
+	// nodes answers what the model asks about the snapshot's nodes;
+	// fitting is the buffer its Fitting answers go to.
+	nodes   Nodes[N, O]
+	fitting []O
 
 	// planned are the devices the plan allocates, per node and option.
 	planned map[site[N, O]]sets.Set[structured.DeviceID]

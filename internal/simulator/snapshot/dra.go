@@ -38,13 +38,18 @@ func (*draNodes) Host(n *Node) dynamicresources.Host[*Option] {
 	return h
 }
 
-// Fits says which options of planned node n hold its pods plus one pod of
-// the class within the limits.
-func (d *draNodes) Fits(n *Node, class int) func(*Option) bool {
+// Fitting appends to buf the options of planned node n that hold its pods
+// plus one pod of the class within the limits.
+func (d *draNodes) Fitting(n *Node, class int, buf []*Option) []*Option {
 	s := (*Snapshot)(d)
 	c := s.classList[class]
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
-	return func(o *Option) bool { return n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) }
+	for _, o := range n.Flex.Options {
+		if n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {
+			buf = append(buf, o)
+		}
+	}
+	return buf
 }
 
 // devices is what the pods of class c ask of the DRA model.
