@@ -56,6 +56,28 @@ type Disruption struct {
 	// it, at any time.
 	// +optional
 	Window *DisruptionWindow `json:"window,omitempty"`
+	// Budgets lower Budget for some reasons, optionally in a window
+	// ("no drift replacements during business hours"). The lowest budget
+	// that applies to a reason now wins; Budget is always the ceiling.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	Budgets []DisruptionBudget `json:"budgets,omitempty"`
+	// ExpireAfter replaces nodes older than this (off when unset), spread
+	// over up to a tenth of it (at most an hour) so that a fleet launched
+	// together does not expire at once; through the same path as
+	// scale-down (replacement first, budget, PodDisruptionBudgets).
+	// +optional
+	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty"`
+	// Interruption: the signals of a cloud taking a node back, and whether
+	// rebalance recommendations are acted on. A node under notice is
+	// replaced at once and drained within its notice.
+	// +optional
+	Interruption *Interruption `json:"interruption,omitempty"`
+	// Repair, when set, replaces nodes that stay unhealthy (off when
+	// unset); never more than MaxUnhealthyPercent of the group at once.
+	// +optional
+	Repair *Repair `json:"repair,omitempty"`
 }
 
 // DisruptionWindow is a recurring time window, UTC.
@@ -69,4 +91,118 @@ type DisruptionWindow struct {
 	// Duration the window stays open.
 	// +required
 	Duration metav1.Duration `json:"duration"`
+}
+
+// DisruptionReason is why berth disrupts a node.
+// +kubebuilder:validation:Enum=Empty;Underutilized;Drifted;Expired;Interrupted;Unhealthy
+type DisruptionReason string
+
+// Why berth disrupts nodes.
+const (
+	// ReasonEmpty: no pod of the node needs a new home.
+	ReasonEmpty DisruptionReason = "Empty"
+	// ReasonUnderutilized: the node's pods fit on the other nodes (or on
+	// one cheaper node).
+	ReasonUnderutilized DisruptionReason = "Underutilized"
+	// ReasonDrifted: the group's spec no longer describes the node.
+	ReasonDrifted DisruptionReason = "Drifted"
+	// ReasonExpired: the node is older than the group's expireAfter.
+	ReasonExpired DisruptionReason = "Expired"
+	// ReasonInterrupted: the cloud announced it takes the node back.
+	ReasonInterrupted DisruptionReason = "Interrupted"
+	// ReasonUnhealthy: the node has been unhealthy past its toleration
+	// (repair, opt-in).
+	ReasonUnhealthy DisruptionReason = "Unhealthy"
+)
+
+// DisruptionBudget lowers, for some reasons and optionally in a window,
+// how many of the group's nodes may be disrupted at once. Nodes disrupted
+// for any reason count against every budget.
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(self.duration)",message="set schedule and duration together"
+// +kubebuilder:validation:XValidation:rule="type(self.nodes) != int || self.nodes >= 0",message="nodes must not be negative"
+type DisruptionBudget struct {
+	// Nodes is a count ("0" stops these disruptions) or a percentage of
+	// the group's nodes, rounded up.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^((100|[0-9]{1,2})%|[0-9]+)$`
+	// +required
+	Nodes intstr.IntOrString `json:"nodes"`
+	// Reasons the budget applies to; all when empty.
+	// +kubebuilder:validation:MaxItems=6
+	// +listType=set
+	// +optional
+	Reasons []DisruptionReason `json:"reasons,omitempty"`
+	// Schedule is when the budget starts to apply: a 5-field cron
+	// expression in UTC or a descriptor (@daily); with Duration. Without
+	// them it always applies. Interruptions ignore schedules (the cloud
+	// does not wait).
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule="self.matches('^\\\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|([0-9*/,?A-Za-z-]+\\\\s+){4}[0-9*/,?A-Za-z-]+)\\\\s*$')",message="schedule must be a 5-field expression such as \"0 9 * * 1-5\" or a descriptor such as @daily"
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+	// Duration the budget applies from each time of Schedule.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// Interruption says which signals announce that the cloud takes a node
+// back, and what berth does about them.
+type Interruption struct {
+	// Taints whose presence on a node is an interruption notice. Default:
+	// AWS Node Termination Handler's aws-node-termination-handler/spot-itn,
+	// /scheduled-maintenance and /asg-lifecycle-termination, GKE's
+	// cloud.google.com/impending-node-termination, and berth.dev/interruption
+	// (the KWOK provider's, and any termination handler that writes it).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=set
+	// +optional
+	Taints []string `json:"taints,omitempty"`
+	// Conditions: node condition types whose status True is a notice.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=set
+	// +optional
+	Conditions []string `json:"conditions,omitempty"`
+	// Rebalance, when true, also replaces nodes that get a rebalance
+	// recommendation (an earlier, softer signal: AWS Node Termination
+	// Handler's aws-node-termination-handler/rebalance-recommendation
+	// taint), ahead of time, within the Drifted budget.
+	// +optional
+	Rebalance bool `json:"rebalance,omitempty"`
+	// NoticePeriod is how long after a notice the node goes when the
+	// signal does not say (annotation berth.dev/interruption-deadline);
+	// default 2m.
+	// +optional
+	NoticePeriod *metav1.Duration `json:"noticePeriod,omitempty"`
+}
+
+// Repair turns on the replacement of unhealthy nodes.
+type Repair struct {
+	// Conditions that make a node unhealthy once they have held for their
+	// toleration. Default: Ready False or Unknown for 10 minutes.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Conditions []RepairCondition `json:"conditions,omitempty"`
+	// MaxUnhealthyPercent: when more of the group's nodes than this are
+	// unhealthy at once, berth repairs none (a partition is not a repair);
+	// default 20.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxUnhealthyPercent *int32 `json:"maxUnhealthyPercent,omitempty"`
+}
+
+// RepairCondition is a node condition that makes a node unhealthy.
+type RepairCondition struct {
+	// Type of the node condition.
+	// +kubebuilder:validation:MaxLength=316
+	// +required
+	Type string `json:"type"`
+	// Status that is unhealthy (True, False or Unknown).
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	// +required
+	Status string `json:"status"`
+	// Toleration is how long the condition must have held.
+	// +required
+	Toleration metav1.Duration `json:"toleration"`
 }

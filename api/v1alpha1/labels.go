@@ -69,6 +69,25 @@ const (
 	// turns it Ready; it simulates the boot time of a real machine.
 	AnnotationReadyAt = "berth.dev/ready-at"
 
+	// AnnotationLaunchHash is written by berth on every node it launches: a
+	// hash of what of its NodeGroup's spec the node was launched with
+	// (template labels, taints, startup taints, provider object). A node
+	// whose hash differs from the group's now has drifted.
+	AnnotationLaunchHash = "berth.dev/launch-hash"
+	// TaintInterruption on a node is an interruption notice (the KWOK
+	// provider's, `berth dev interrupt`; any termination handler may write
+	// it). AnnotationInterruptionDeadline, if set, says when the node goes
+	// (RFC 3339).
+	TaintInterruption              = "berth.dev/interruption"
+	AnnotationInterruptionDeadline = "berth.dev/interruption-deadline"
+	// AnnotationDisruptionReason is written by berth, with the drain's
+	// taint or replacement mark, on a node it disrupts: a DisruptionReason.
+	AnnotationDisruptionReason = "berth.dev/disruption-reason"
+	// NodeConditionDisruption is the node condition berth keeps on its
+	// nodes: True while berth disrupts the node (reason: why), False
+	// otherwise (reason: Removable, Kept, or the rule that blocks).
+	NodeConditionDisruption = "BerthDisruption"
+
 	// AnnotationAdoptedAt is written by berth, with the owner mark, on a
 	// node it adopted into a NodeGroup (a Cluster API Machine's node): the
 	// RFC 3339 time of the adoption. A node that had lived longer than the

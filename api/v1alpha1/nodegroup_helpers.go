@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -190,4 +193,26 @@ func SliceName(nodeName, driver string, i int) string {
 		name = name[len(name)-253:]
 	}
 	return name
+}
+
+// LaunchHash is a hash of what of the group's spec a node is launched
+// with: the template's labels, taints and startup taints, and the Cluster
+// API object a node comes from. berth writes it on every node it launches
+// (AnnotationLaunchHash); a node whose hash differs from its group's has
+// drifted. Instance types and offerings are not in it: a node drifts when
+// its own offering leaves the group, not when another changes.
+func (ng *NodeGroup) LaunchHash() string {
+	type launched struct {
+		Labels        map[string]LabelValue `json:"labels,omitempty"`
+		Taints        []NodeTaint           `json:"taints,omitempty"`
+		StartupTaints []NodeTaint           `json:"startupTaints,omitempty"`
+		ClusterAPI    []string              `json:"clusterAPI,omitempty"`
+	}
+	l := launched{Labels: ng.Spec.Template.Labels, Taints: ng.Spec.Template.Taints, StartupTaints: ng.Spec.Template.StartupTaints}
+	if c := ng.Spec.Provider.ClusterAPI; c != nil {
+		l.ClusterAPI = []string{c.APIVersion, string(c.Kind), c.Namespace, c.Name}
+	}
+	data, _ := json.Marshal(l) // map keys are sorted: the hash is stable
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }

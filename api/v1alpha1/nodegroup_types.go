@@ -412,11 +412,63 @@ type NodeGroupStatus struct {
 	// +listType=atomic
 	// +optional
 	UnavailableOfferings []UnavailableOffering `json:"unavailableOfferings,omitempty"`
+	// NodesByState counts the group's nodes by where they are in their
+	// life.
+	// +optional
+	NodesByState NodesByState `json:"nodesByState,omitempty"`
+	// LastScaleUp is the last node berth launched for the group, and why.
+	// +optional
+	LastScaleUp *ScaleEvent `json:"lastScaleUp,omitempty"`
+	// LastScaleDown is the last node berth removed from the group, and why.
+	// +optional
+	LastScaleDown *ScaleEvent `json:"lastScaleDown,omitempty"`
 	// Conditions: LaunchFailing, ScaleDownSuspended.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodesByState counts nodes by state. A node is in one of launching,
+// ready, notReady (Ready once, not now); draining, drifted, expired,
+// interrupted and unhealthy count nodes among those, as berth sees them.
+type NodesByState struct {
+	// +optional
+	Launching int32 `json:"launching"`
+	// +optional
+	Ready int32 `json:"ready"`
+	// +optional
+	NotReady int32 `json:"notReady"`
+	// +optional
+	Draining int32 `json:"draining"`
+	// +optional
+	Drifted int32 `json:"drifted"`
+	// +optional
+	Expired int32 `json:"expired"`
+	// +optional
+	Interrupted int32 `json:"interrupted"`
+	// +optional
+	Unhealthy int32 `json:"unhealthy"`
+}
+
+// ScaleEvent is a node berth launched or removed.
+type ScaleEvent struct {
+	// Time of the launch or removal.
+	// +required
+	Time metav1.Time `json:"time"`
+	// Node launched or removed.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Node string `json:"node"`
+	// Reason: for a launch PendingPods, MinSize, Headroom or Replacement;
+	// for a removal a DisruptionReason or NodeGroupDeleted.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Reason string `json:"reason"`
+	// Message says more, for a user.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // NodeGroupList is a list of NodeGroups.

@@ -26,8 +26,9 @@ func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
 		capacity[corev1.ResourcePods] = *resource.NewQuantity(v1alpha1.DefaultPodsPerNode, resource.DecimalSI)
 	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)}},
-		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
+			v1alpha1.AnnotationLaunchedBy: string(ng.UID), v1alpha1.AnnotationLaunchHash: ng.LaunchHash()}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
 	}
 	for _, t := range append(append([]v1alpha1.NodeTaint{}, ng.Spec.Template.Taints...), ng.Spec.Template.StartupTaints...) {
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})

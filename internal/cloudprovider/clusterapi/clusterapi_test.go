@@ -76,8 +76,12 @@ func installCRDs(t *testing.T) {
 		}
 	}
 	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.List(ctx, list("MachineList"))
-		return err == nil, "Machine CRD not served yet", nil
+		for _, kind := range []string{"MachineList", "MachineDeploymentList"} {
+			if err := env.Client.List(ctx, list(kind)); err != nil {
+				return false, kind + " not served yet: " + err.Error(), nil
+			}
+		}
+		return true, "", nil
 	})
 	capiCRDsOnce = true
 }

@@ -140,3 +140,15 @@ func why(r scaledown.RemovalReason) string {
 	}
 	return "its pods fit on the other nodes"
 }
+
+// reasonOf is the disruption reason of a removal (none for a deleted
+// group's node: its group is going).
+func reasonOf(r scaledown.RemovalReason) v1alpha1.DisruptionReason {
+	switch r {
+	case scaledown.RemovalEmpty:
+		return v1alpha1.ReasonEmpty
+	case scaledown.RemovalUnderutilized:
+		return v1alpha1.ReasonUnderutilized
+	}
+	return ""
+}

@@ -94,6 +94,9 @@ type Deps struct {
 	// Holds are the node groups where the provisioner is bringing
 	// capacity for a waiting pod (nil: none).
 	Holds Holds
+	// Offerings are told of interrupted offerings, so that scale-up
+	// avoids them for a while (nil: not told).
+	Offerings Unavailable
 }
 
 // Holds tells which node groups hold their removals, and whether the
@@ -229,8 +232,13 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	res.Plan = plan
 	c.report(w, plan)
+	for _, d := range plan.Disruptions {
+		if err := c.disrupt(ctx, w, d, res); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", d.Node, err))
+		}
+	}
 	for _, r := range c.due(w, plan) {
-		if err := c.start(ctx, w, w.byName[r.Node], why(r.Reason)); err != nil {
+		if err := c.start(ctx, w, w.byName[r.Node], reasonOf(r.Reason), why(r.Reason)); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 )
 
@@ -23,13 +24,16 @@ import (
 // guarded by the node's resourceVersion. The pods that must move as the
 // decision saw them are remembered: any other pod found on the node later
 // makes the removal be simulated again.
-func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, why string) error {
+func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason v1alpha1.DisruptionReason, why string) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}
 	n.Annotations[v1alpha1.AnnotationDisruptionStarted] = c.Clock.Now().UTC().Format(time.RFC3339)
+	if reason != "" {
+		n.Annotations[v1alpha1.AnnotationDisruptionReason] = string(reason)
+	}
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
@@ -58,6 +62,9 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted])
 	if err != nil {
 		started = c.Clock.Now() // a taint without its start: count from now
+	}
+	if v := lifecycle.Interrupted(g, n, c.Clock.Now()); v != nil {
+		return c.advanceInterrupted(ctx, w, g, n, started, v.Deadline, res)
 	}
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout {
 		drainTimeouts.WithLabelValues(g.Name).Inc()
@@ -225,6 +232,7 @@ func (c *Controller) stop(ctx context.Context, n *corev1.Node, reason, msg strin
 	delete(n.Annotations, v1alpha1.AnnotationDisruptionStarted)
 	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
 	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)
+	delete(n.Annotations, v1alpha1.AnnotationDisruptionReason)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}

@@ -62,23 +62,28 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 }
 
 // awaitReplacement starts the drain of a replaced node once its
-// replacement is Ready and the node's pods still have a home; it gives the
-// replacement up if the new node is gone.
+// replacements (berth.dev/replaced-by, comma-separated) are all Ready and
+// the node's pods still have a home; it gives the replacement up if a new
+// node is gone.
 func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
-	repl := w.byName[n.Annotations[v1alpha1.AnnotationReplacedBy]]
+	names := strings.Split(n.Annotations[v1alpha1.AnnotationReplacedBy], ",")
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementStarted])
 	if err != nil {
 		started = time.Time{}
 	}
-	switch {
-	case !owns(w.groups[n.Labels[v1alpha1.LabelNodeGroup]], n):
+	if !owns(w.groups[n.Labels[v1alpha1.LabelNodeGroup]], n) {
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, n, "Replacement given up: the node's node group no longer exists or is not the one that launched it; the node stays")
-	case repl == nil && c.Clock.Since(started) > replacementGrace:
-		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.unmark(ctx, n, "Replacement "+n.Annotations[v1alpha1.AnnotationReplacedBy]+" is gone; the node stays")
-	case repl == nil || !nodeutil.Schedulable(repl):
-		return nil // still launching
+	}
+	for _, name := range names {
+		repl := w.byName[name]
+		switch {
+		case repl == nil && c.Clock.Since(started) > replacementGrace:
+			res.GivenUp = append(res.GivenUp, n.Name)
+			return c.unmark(ctx, n, "Replacement "+name+" is gone; the node stays")
+		case repl == nil || !nodeutil.Schedulable(repl):
+			return nil // still launching
+		}
 	}
 	blocked, err := scaledown.Recheck(w.input, n.Name)
 	if err != nil {
@@ -86,9 +91,13 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	}
 	if blocked != nil {
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.unmark(ctx, n, "Replacement "+repl.Name+" is Ready but the node cannot be removed any more: "+blocked.Message)
+		return c.unmark(ctx, n, "Replacement "+strings.Join(names, ", ")+" is Ready but the node cannot be removed any more: "+blocked.Message)
 	}
-	if err := c.start(ctx, w, n, "its replacement "+repl.Name+" is Ready and its pods fit there"); err != nil {
+	why := "its replacement " + strings.Join(names, ", ") + " is Ready and its pods fit there"
+	if r := n.Annotations[v1alpha1.AnnotationDisruptionReason]; r != "" {
+		why = "it is " + r + "; " + why
+	}
+	if err := c.start(ctx, w, n, v1alpha1.DisruptionReason(n.Annotations[v1alpha1.AnnotationDisruptionReason]), why); err != nil {
 		return err
 	}
 	res.Started = append(res.Started, n.Name)
@@ -100,6 +109,7 @@ func (c *Controller) unmark(ctx context.Context, n *corev1.Node, msg string) err
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
 	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)
+	delete(n.Annotations, v1alpha1.AnnotationDisruptionReason)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("unmarking node %s: %w", n.Name, err)
 	}

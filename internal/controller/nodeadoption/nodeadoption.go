@@ -123,6 +123,7 @@ func (r *Reconciler) adopt(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	node.Annotations[v1alpha1.AnnotationLaunchedBy] = string(ng.UID)
 	node.Annotations[v1alpha1.AnnotationAdoptedAt] = r.now().UTC().Format(time.RFC3339)
+	node.Annotations[v1alpha1.AnnotationLaunchHash] = ng.LaunchHash()
 	if nodeutil.Ready(node) {
 		// Ready now: its launch is over, whatever happens to it later.
 		node.Labels[v1alpha1.LabelInitialized] = "true"

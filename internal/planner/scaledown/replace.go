@@ -1,6 +1,8 @@
 package scaledown
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -57,16 +59,14 @@ func (p *planner) replace(in Input, cands []candidate) error {
 func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
 	name := g.Name
 	return p.size[name]-p.disrupting[name]-p.removed[name]-n >= int(g.Spec.MinSize) &&
-		p.disrupting[name]+p.removed[name]+n <= g.Spec.Disruption.Allowed(p.size[name])
+		p.disrupting[name]+p.removed[name]+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
 }
 
 // tryReplace plans the pods of set as pending on the cluster without it.
 func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
-	out := map[string]bool{}
 	old, savings := 0.0, 1.0
 	perGroup := map[string]int{}
 	for _, c := range set {
-		out[c.node.Name] = true
 		price, ok := nodePrice(c.group, c.node)
 		if !ok {
 			return nil, nil
@@ -80,32 +80,11 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 			return nil, nil
 		}
 	}
-	sin := scaleup.Input{NodeGroups: in.NodeGroups, DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
-		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: in.Unavailable}
-	for _, n := range in.Nodes {
-		if !out[n.Name] {
-			sin.Nodes = append(sin.Nodes, n)
-		}
-	}
-	// The cluster's pods as the snapshot holds them (headroom units placed
-	// as bound pods); the pods and units that must leave the set become
-	// pending, without a node.
-	for _, n := range p.s.Nodes {
-		if out[n.Name] {
-			continue
-		}
-		for _, sp := range n.Pods {
-			sin.Pods = append(sin.Pods, boundTo(sp, n.Name))
-		}
-	}
+	var nodes []*snapshot.Node
 	for _, c := range set {
-		movers, _, _ := p.classify(c.node, c.group)
-		for _, sp := range movers {
-			u, _ := p.unboundClass(sp.Pod)
-			sin.Pending = append(sin.Pending, u)
-		}
+		nodes = append(nodes, c.node)
 	}
-	plan, err := scaleup.Run(sin)
+	plan, err := p.planElsewhere(in, nodes, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +96,43 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 		r.Nodes = append(r.Nodes, c.node.Name)
 	}
 	return r, nil
+}
+
+// planElsewhere plans, with the scale-up planner, the pods (and headroom
+// units) that must leave the given nodes on the cluster without them plus
+// new nodes, without the offerings in avoid: what would have to be
+// launched for them.
+func (p *planner) planElsewhere(in Input, gone []*snapshot.Node, avoid []scaleup.Offering) (*scaleup.Plan, error) {
+	out := map[string]bool{}
+	for _, n := range gone {
+		out[n.Name] = true
+	}
+	sin := scaleup.Input{NodeGroups: in.NodeGroups, DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
+		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: append(slices.Clone(in.Unavailable), avoid...)}
+	for _, n := range in.Nodes {
+		if !out[n.Name] {
+			sin.Nodes = append(sin.Nodes, n)
+		}
+	}
+	// The cluster's pods as the snapshot holds them (headroom units and
+	// settled pods placed as bound pods); the pods and units that must
+	// leave become pending, without a node.
+	for _, n := range p.s.Nodes {
+		if out[n.Name] {
+			continue
+		}
+		for _, sp := range n.Pods {
+			sin.Pods = append(sin.Pods, boundTo(sp, n.Name))
+		}
+	}
+	for _, n := range gone {
+		movers, _, _ := p.classify(n, p.groups[n.NodeGroup])
+		for _, sp := range movers {
+			u, _ := p.unboundClass(sp.Pod)
+			sin.Pending = append(sin.Pending, u)
+		}
+	}
+	return scaleup.Run(sin)
 }
 
 // boundTo returns the pod as bound to node (headroom units placed by the

@@ -151,6 +151,9 @@ type Plan struct {
 	// Unplaced are the pending pods that fit on no node that stays: no
 	// removal waits for them (scale-up explains them on the pod).
 	Unplaced []scaleup.PodRef `json:"unplaced,omitempty"`
+	// Disruptions are the nodes whose life takes them out (interrupted,
+	// drifted, expired, unhealthy), planned before any removal.
+	Disruptions []Disruption `json:"disruptions,omitempty"`
 }
 
 // candidate is a node of a group that might go.
@@ -188,6 +191,9 @@ func Run(in Input) (*Plan, error) {
 	}
 	p.plan.Unplaced = p.settle("", in.Pending)
 	placeVirtual(p.s, in.Virtual)
+	if err := p.disruptions(in); err != nil {
+		return nil, err
+	}
 	cands := p.candidates()
 	for _, c := range cands {
 		p.consider(c)
@@ -296,7 +302,8 @@ func (p *planner) candidates() []candidate {
 	var out []candidate
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || p.replacements[n.Name] {
+		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" ||
+			p.replacements[n.Name] || p.taken(n.Name) {
 			continue
 		}
 		switch {
@@ -387,7 +394,11 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	blocked := func(reason drain.Reason, msg string) *Blocked {
 		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg}
 	}
-	overBudget := p.disrupting[name]+p.removed[name] >= g.Spec.Disruption.Allowed(p.size[name])
+	reason := v1alpha1.ReasonUnderutilized
+	if !evicts {
+		reason = v1alpha1.ReasonEmpty
+	}
+	overBudget := p.disrupting[name]+p.removed[name] >= p.allowed(g, reason)
 	switch {
 	case retiring(g) && !overBudget:
 		return nil
@@ -446,4 +457,14 @@ func holdingRoom(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// taken reports whether a lifecycle disruption of this plan takes the node.
+func (p *planner) taken(node string) bool {
+	for _, d := range p.plan.Disruptions {
+		if d.Node == node {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,132 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+)
+
+// Event reasons of lifecycle disruptions, on the node.
+const (
+	ReasonInterrupted = "Interrupted"
+	ReasonDrifted     = "Drifted"
+	ReasonExpired     = "Expired"
+	ReasonUnhealthy   = "Unhealthy"
+)
+
+// Unavailable marks offerings that should not be launched for a while.
+type Unavailable interface {
+	MarkUnavailable(off v1alpha1.OfferingKey, message string)
+}
+
+// disrupt acts on a node whose life takes it out: an interrupted node's
+// offering is avoided, its replacements launched and its drain started at
+// once (the cloud does not wait); any other reason drains at once when the
+// node's pods fit elsewhere, and otherwise launches the replacements first
+// and drains once they are Ready (awaitReplacement). Drift and expiry wait
+// for the group's window; interruption and repair do not.
+func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disruption, res *Result) error {
+	n, g := w.byName[d.Node], w.groups[d.NodeGroup]
+	if n == nil || g == nil {
+		return nil
+	}
+	interrupted := d.Reason == v1alpha1.ReasonInterrupted
+	if (d.Reason == v1alpha1.ReasonDrifted || d.Reason == v1alpha1.ReasonExpired) && !c.windowOpen(g, c.Clock.Now()) {
+		return nil
+	}
+	if interrupted && c.Offerings != nil {
+		l := n.Labels
+		c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone],
+			CapacityType: l[v1alpha1.LabelCapacityType]}, "node "+n.Name+" of this offering got an interruption notice")
+	}
+	var launched []string
+	for _, nn := range d.Launch {
+		ng := w.groups[nn.NodeGroup]
+		if ng == nil {
+			continue
+		}
+		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+		if err != nil {
+			log.FromContext(ctx).Info("could not launch a replacement; trying again next round", "node", n.Name, "offering", off.String(), "error", err.Error())
+			if !interrupted {
+				return nil // nothing is marked: the next round plans again
+			}
+			continue
+		}
+		launched = append(launched, inst.NodeName)
+		res.Replacements = append(res.Replacements, inst.NodeName)
+	}
+	event := map[v1alpha1.DisruptionReason]string{v1alpha1.ReasonInterrupted: ReasonInterrupted, v1alpha1.ReasonDrifted: ReasonDrifted,
+		v1alpha1.ReasonExpired: ReasonExpired, v1alpha1.ReasonUnhealthy: ReasonUnhealthy}[d.Reason]
+	if len(launched) == 0 || interrupted {
+		why := "it is " + string(d.Reason) + ": " + d.Message
+		if len(launched) > 0 {
+			why += "; replacements " + strings.Join(launched, ", ") + " launched"
+		}
+		c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, event, "Disrupt", "Replacing node: %s", d.Message)
+		if err := c.start(ctx, w, n, d.Reason, why); err != nil {
+			return err
+		}
+		res.Started = append(res.Started, n.Name)
+		return nil
+	}
+	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[v1alpha1.AnnotationReplacedBy] = strings.Join(launched, ",")
+	n.Annotations[v1alpha1.AnnotationReplacementStarted] = c.Clock.Now().UTC().Format(time.RFC3339)
+	n.Annotations[v1alpha1.AnnotationDisruptionReason] = string(d.Reason)
+	if err := c.Client.Patch(ctx, n, patch); err != nil {
+		return fmt.Errorf("marking node %s replaced: %w", n.Name, err)
+	}
+	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, event, "Disrupt",
+		"Replacing node: %s; launched %s first, the node is drained once they are Ready", d.Message, strings.Join(launched, ", "))
+	log.FromContext(ctx).Info("replacing node", "node", n.Name, "reason", d.Reason, "replacements", launched)
+	return nil
+}
+
+// advanceInterrupted moves the drain of a node under an interruption
+// notice on: the notice is a deadline, not a reason to break budgets
+// early. Until the deadline, the pods that can move are evicted through
+// the Eviction API (PodDisruptionBudgets decide the pace) and the node is
+// removed once they are gone; the drain is never given up (the node goes
+// anyway); at the deadline the node is removed with whatever is left on
+// it, as the cloud would.
+func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alpha1.NodeGroup, n *corev1.Node, started, deadline time.Time, res *Result) error {
+	if !c.Clock.Now().Before(deadline) {
+		c.warnOnce(n, ReasonInterrupted, "The interruption deadline "+deadline.UTC().Format(time.RFC3339)+" passed: removing the node with what is left on it")
+		return c.remove(ctx, g, n, started, res)
+	}
+	pods, err := c.freshPods(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, p := range pods {
+		if moves, _ := scaledown.CheckPods(w.input, n.Name, []*corev1.Pod{p}); len(moves) == 0 {
+			if _, blocked := scaledown.CheckPods(w.input, n.Name, []*corev1.Pod{p}); blocked != nil {
+				left++ // it stays until the deadline; the cloud takes it with the node
+			}
+			continue
+		}
+		left++
+		if p.DeletionTimestamp == nil {
+			c.evict(ctx, p)
+		}
+	}
+	if left > 0 {
+		return nil
+	}
+	return c.remove(ctx, g, n, started, res)
+}

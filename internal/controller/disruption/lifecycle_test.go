@@ -1,0 +1,215 @@
+package disruption_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// patchNode changes a node on the API server.
+func (f *fixture) patchNode(name string, change func(*corev1.Node)) {
+	f.t.Helper()
+	n := f.node(name)
+	patch := client.MergeFrom(n.DeepCopy())
+	change(n)
+	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// updateGroup changes the fixture's node group on the API server.
+func (f *fixture) updateGroup(change func(*v1alpha1.NodeGroup)) {
+	f.t.Helper()
+	g := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.group), g); err != nil {
+		f.t.Fatal(err)
+	}
+	change(g)
+	if err := env.Client.Update(context.Background(), g); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// removedWithin runs rounds until the node is gone.
+func (f *fixture) removedWithin(name string, d time.Duration) {
+	f.t.Helper()
+	expect.Eventually(f.t, d, func(context.Context) (bool, string, error) {
+		f.tolerantRun()
+		return f.node(name) == nil, "node " + name + " still there", nil
+	})
+}
+
+// tolerantRun runs a round; a conflict (KWOK wrote the node meanwhile) is
+// what the next round retries, as the controller's loop does.
+func (f *fixture) tolerantRun() *disruption.Result {
+	f.t.Helper()
+	for range 5 {
+		res, err := f.ctrl.RunOnce(context.Background())
+		if err == nil {
+			return res
+		}
+		if !strings.Contains(err.Error(), "the object has been modified") {
+			f.t.Fatal(err)
+		}
+	}
+	f.t.Fatal("five rounds in a row hit a conflict")
+	return nil
+}
+
+// TestAnInterruptedNodeIsReplacedAndDrainedBeforeItsDeadline: the only
+// node gets an interruption notice with two minutes left; berth launches a
+// replacement at once (not of the interrupted offering), drains the node,
+// and removes it; the offering is avoided afterwards.
+func TestAnInterruptedNodeIsReplacedAndDrainedBeforeItsDeadline(t *testing.T) {
+	f := setup(t, "life-spot", 1, b.InstanceType("m-3", "3", "8Gi", b.OnDemand("zone-a", "0.20")))
+	f.deployment(1)
+	offerings := state.NewOfferings(f.clk, time.Hour)
+	f.ctrl.Offerings = offerings
+	victim := f.nodes[0]
+	deadline := f.clk.Now().Add(2 * time.Minute)
+	f.patchNode(victim, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
+		n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = deadline.UTC().Format(time.RFC3339)
+	})
+	res := f.run()
+	if len(res.Replacements) != 1 || !contains(res.Started, victim) {
+		t.Fatalf("round after the notice: replacements %v, started %v; want one replacement and %s drained at once", res.Replacements, res.Started, victim)
+	}
+	repl := f.node(res.Replacements[0])
+	if repl == nil || repl.Labels[v1alpha1.LabelInstanceType] != "m-3" {
+		t.Errorf("replacement %+v, want m-3 (the interrupted m-2 offering is avoided)", repl)
+	}
+	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" {
+		t.Errorf("unavailable offerings %v, want the interrupted m-2", u)
+	}
+	f.removedWithin(victim, time.Minute)
+	if f.clk.Now().After(deadline) {
+		t.Errorf("the node went after its deadline")
+	}
+	f.waitRunning(1)
+}
+
+// TestDriftedNodesAreReplacedOneBudgetAtATime: a template label changes;
+// both nodes have drifted; with a budget of one, one is replaced and
+// drained, then the other.
+func TestDriftedNodesAreReplacedOneBudgetAtATime(t *testing.T) {
+	f := setup(t, "life-drift", 2)
+	f.deployment(2)
+	one := intstr.FromInt32(1)
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		g.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"tier": "gold"}
+		g.Spec.Disruption.Budget = &one
+	})
+	res := f.run()
+	drifting := 0
+	for _, d := range res.Plan.Disruptions {
+		if d.Reason == v1alpha1.ReasonDrifted {
+			drifting++
+		}
+	}
+	if drifting != 1 {
+		t.Fatalf("drift disruptions in the first round %d (%+v), want 1 (the budget)", drifting, res.Plan.Disruptions)
+	}
+	for _, old := range f.nodes {
+		f.removedWithin(old, 2*time.Minute)
+	}
+	f.waitRunning(2)
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Labels["tier"] != "gold" {
+			t.Errorf("node %s without the new label: %v", n.Name, n.Labels)
+		}
+	}
+	if !hasEventOn(f, f.nodes[0], disruption.ReasonDrifted) && !hasEventOn(f, f.nodes[1], disruption.ReasonDrifted) {
+		t.Errorf("no Drifted event on the old nodes")
+	}
+}
+
+// TestExpiredNodesAreReplaced: expireAfter of an hour; an hour and a half
+// later the node is replaced.
+func TestExpiredNodesAreReplaced(t *testing.T) {
+	f := setup(t, "life-expire", 1)
+	f.deployment(1)
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: time.Hour} })
+	if res := f.run(); len(res.Plan.Disruptions) != 0 {
+		t.Fatalf("disruptions of a young node: %+v", res.Plan.Disruptions)
+	}
+	f.clk.Step(90 * time.Minute)
+	f.removedWithin(f.nodes[0], 2*time.Minute)
+	f.waitRunning(1)
+}
+
+// TestRepairReplacesAnUnhealthyNodeButNotAPartition: repair on (at most
+// 20 % of the group unhealthy); one of five nodes NotReady for 15 minutes
+// is replaced; when two of five are, nothing is repaired.
+func TestRepairReplacesAnUnhealthyNodeButNotAPartition(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		unhealthy int
+		want      int
+	}{{name: "one of five", unhealthy: 1, want: 1}, {name: "two of five (a partition)", unhealthy: 2, want: 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t, fmt.Sprintf("life-repair-%d", tt.unhealthy), 5)
+			f.ctrl.Clock = clocktesting.NewFakeClock(time.Now())
+			f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Disruption.Repair = &v1alpha1.Repair{} })
+			for _, name := range f.nodes[:tt.unhealthy] {
+				// KWOK no longer plays its kubelet: nothing posts Ready again.
+				f.patchNode(name, func(n *corev1.Node) { delete(n.Annotations, v1alpha1.AnnotationKWOKNode) })
+				f.patchNodeStatus(name, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse,
+					LastTransitionTime: metav1.Time{Time: time.Now().Add(-15 * time.Minute)}, Reason: "KubeletDown"})
+			}
+			res := f.tolerantRun()
+			got := 0
+			for _, d := range res.Plan.Disruptions {
+				if d.Reason == v1alpha1.ReasonUnhealthy {
+					got++
+				}
+			}
+			if got != tt.want {
+				t.Errorf("unhealthy disruptions %d (%+v), want %d; blocked %+v; node %+v", got, res.Plan.Disruptions, tt.want, res.Plan.Blocked, f.node(f.nodes[0]).Status.Conditions)
+			}
+		})
+	}
+}
+
+// patchNodeStatus sets a condition on a node's status (KWOK may write it
+// back; the test reads the round right after).
+func (f *fixture) patchNodeStatus(name string, c corev1.NodeCondition) {
+	f.t.Helper()
+	n := f.node(name)
+	patch := client.MergeFrom(n.DeepCopy())
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == c.Type {
+			n.Status.Conditions[i] = c
+		}
+	}
+	if err := env.Client.Status().Patch(context.Background(), n, patch); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func hasEventOn(f *fixture, object, reason string) bool {
+	for _, e := range f.events.For(object) {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+// Package lifecycle says, for a node of berth's, whether its life calls
+// for a disruption other than scale-down: the cloud takes it back
+// (Interrupted), its group no longer describes it (Drifted), it is older
+// than the group's expireAfter (Expired), or it stays unhealthy (Unhealthy,
+// opt-in repair). The disruption itself goes through scale-down's one path
+// (replacement first, taint, Eviction API, budgets); this package only
+// tells why. Pure: API values and a time in, a verdict out.
+package lifecycle
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// Default interruption signals: the taints that the common termination
+// handlers and clouds put on a node that is about to go.
+var (
+	// DefaultInterruptionTaints are the notices of a node going.
+	DefaultInterruptionTaints = []string{
+		"aws-node-termination-handler/spot-itn",
+		"aws-node-termination-handler/scheduled-maintenance",
+		"aws-node-termination-handler/asg-lifecycle-termination",
+		"cloud.google.com/impending-node-termination",
+		v1alpha1.TaintInterruption,
+	}
+	// RebalanceTaints are the earlier, softer signals acted on only with
+	// spec.disruption.interruption.rebalance.
+	RebalanceTaints = []string{"aws-node-termination-handler/rebalance-recommendation"}
+)
+
+// DefaultNoticePeriod is how long after a notice a node goes when the
+// signal does not say.
+const DefaultNoticePeriod = 2 * time.Minute
+
+// DefaultRepairToleration is how long a node may be NotReady (False or
+// Unknown) before repair replaces it, when the group lists no conditions.
+const DefaultRepairToleration = 10 * time.Minute
+
+// DefaultMaxUnhealthyPercent: above this share of a group unhealthy at
+// once, repair does nothing (a partition is not a repair).
+const DefaultMaxUnhealthyPercent = 20
+
+// Verdict is why a node's life calls for its disruption, if it does.
+type Verdict struct {
+	Reason v1alpha1.DisruptionReason
+	// Deadline is when the node goes whatever berth does (Interrupted);
+	// zero otherwise.
+	Deadline time.Time
+	// Message says why, for a user.
+	Message string
+}
+
+// Assess returns why the node must go, or nil: interruption first (the
+// cloud does not wait), then repair, drift, and expiry. unhealthyShare is
+// the share (0-1) of the group's nodes unhealthy now (see UnhealthyShare).
+func Assess(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, unhealthyShare float64) *Verdict {
+	if v := Interrupted(ng, n, now); v != nil {
+		return v
+	}
+	if v := Unhealthy(ng, n, now); v != nil && unhealthyShare*100 <= float64(maxUnhealthy(ng)) {
+		return v
+	}
+	if v := Drifted(ng, n); v != nil {
+		return v
+	}
+	return Expired(ng, n, now)
+}
+
+// Interrupted reports an interruption notice on the node (or, with
+// rebalance on, a rebalance recommendation, as drift: replaced ahead of
+// time within its budget).
+func Interrupted(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
+	cfg := ng.Spec.Disruption.Interruption
+	taints, conditions := DefaultInterruptionTaints, []string(nil)
+	notice := DefaultNoticePeriod
+	rebalance := false
+	if cfg != nil {
+		if len(cfg.Taints) > 0 {
+			taints = cfg.Taints
+		}
+		conditions = cfg.Conditions
+		rebalance = cfg.Rebalance
+		if cfg.NoticePeriod != nil && cfg.NoticePeriod.Duration > 0 {
+			notice = cfg.NoticePeriod.Duration
+		}
+	}
+	signal := ""
+	for _, t := range n.Spec.Taints {
+		if slices.Contains(taints, t.Key) {
+			signal = "taint " + t.Key
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && slices.Contains(conditions, string(c.Type)) {
+			signal = "condition " + string(c.Type)
+		}
+	}
+	if signal != "" {
+		deadline := now.Add(notice)
+		if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationInterruptionDeadline]); err == nil {
+			deadline = at
+		} else if started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted]); err == nil &&
+			n.Annotations[v1alpha1.AnnotationDisruptionReason] == string(v1alpha1.ReasonInterrupted) {
+			deadline = started.Add(notice) // the notice as berth first acted on it
+		}
+		return &Verdict{Reason: v1alpha1.ReasonInterrupted, Deadline: deadline,
+			Message: fmt.Sprintf("interruption notice (%s): the node goes at %s", signal, deadline.UTC().Format(time.RFC3339))}
+	}
+	if rebalance {
+		for _, t := range n.Spec.Taints {
+			if slices.Contains(RebalanceTaints, t.Key) {
+				return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "rebalance recommendation (taint " + t.Key + "): replaced ahead of an interruption"}
+			}
+		}
+	}
+	return nil
+}
+
+// Drifted reports a node its group no longer describes: the launch hash
+// it carries differs from the group's, or its offering (instance type,
+// zone, capacity type) left the group. A node launched before berth wrote
+// launch hashes carries none, and one without an instance type label says
+// nothing of its offering: neither has drifted for that.
+func Drifted(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
+	l := n.Labels
+	if l[v1alpha1.LabelInstanceType] == "" {
+		return nil // berth does not know what the node was bought as
+	}
+	if it, o := ng.FindOffering(l[v1alpha1.LabelInstanceType], l[v1alpha1.LabelZone], v1alpha1.CapacityType(l[v1alpha1.LabelCapacityType])); it == nil || o == nil {
+		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: fmt.Sprintf("its offering %s/%s/%s is no longer one of node group %s's",
+			l[v1alpha1.LabelInstanceType], l[v1alpha1.LabelZone], l[v1alpha1.LabelCapacityType], ng.Name)}
+	}
+	if h := n.Annotations[v1alpha1.AnnotationLaunchHash]; h != "" && h != ng.LaunchHash() {
+		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "node group " + ng.Name + "'s template (labels, taints) or provider changed since the node was launched"}
+	}
+	return nil
+}
+
+// Expired reports a node older than the group's expireAfter, plus a
+// delay of its own (a hash of its name over a tenth of expireAfter, at
+// most an hour), so that nodes launched together expire apart.
+func Expired(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
+	ea := ng.Spec.Disruption.ExpireAfter
+	if ea == nil || ea.Duration <= 0 {
+		return nil
+	}
+	at := n.CreationTimestamp.Add(ea.Duration + Spread(n.Name, ea.Duration))
+	if now.Before(at) {
+		return nil
+	}
+	return &Verdict{Reason: v1alpha1.ReasonExpired, Message: fmt.Sprintf("the node is older than node group %s's expireAfter %s (launched %s)",
+		ng.Name, ea.Duration, n.CreationTimestamp.UTC().Format(time.RFC3339))}
+}
+
+// Spread is a node's own delay past expireAfter: in [0, min(expireAfter/10,
+// 1h)), from a hash of its name.
+func Spread(name string, expireAfter time.Duration) time.Duration {
+	window := min(expireAfter/10, time.Hour)
+	if window <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return time.Duration(h.Sum64() % uint64(window))
+}
+
+// Unhealthy reports a node whose repair conditions have held for their
+// toleration (repair on), or nil.
+func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
+	r := ng.Spec.Disruption.Repair
+	if r == nil {
+		return nil
+	}
+	conds := r.Conditions
+	if len(conds) == 0 {
+		tol := metav1Duration(DefaultRepairToleration)
+		conds = []v1alpha1.RepairCondition{{Type: string(corev1.NodeReady), Status: string(corev1.ConditionFalse), Toleration: tol},
+			{Type: string(corev1.NodeReady), Status: string(corev1.ConditionUnknown), Toleration: tol}}
+	}
+	for _, want := range conds {
+		for _, c := range n.Status.Conditions {
+			if string(c.Type) == want.Type && string(c.Status) == want.Status && !c.LastTransitionTime.IsZero() &&
+				now.Sub(c.LastTransitionTime.Time) >= want.Toleration.Duration {
+				return &Verdict{Reason: v1alpha1.ReasonUnhealthy, Message: fmt.Sprintf("condition %s has been %s since %s (tolerated %s)",
+					want.Type, want.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), want.Toleration.Duration)}
+			}
+		}
+	}
+	return nil
+}
+
+// UnhealthyShare is the share of nodes (0-1) Unhealthy would report now.
+func UnhealthyShare(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, now time.Time) float64 {
+	if ng.Spec.Disruption.Repair == nil || len(nodes) == 0 {
+		return 0
+	}
+	bad := 0
+	for _, n := range nodes {
+		if Unhealthy(ng, n, now) != nil {
+			bad++
+		}
+	}
+	return float64(bad) / float64(len(nodes))
+}
+
+func maxUnhealthy(ng *v1alpha1.NodeGroup) int32 {
+	if r := ng.Spec.Disruption.Repair; r != nil && r.MaxUnhealthyPercent != nil {
+		return *r.MaxUnhealthyPercent
+	}
+	return DefaultMaxUnhealthyPercent
+}
+
+func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }

@@ -1,0 +1,155 @@
+package lifecycle_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func group(mutate ...func(*v1alpha1.NodeGroup)) *v1alpha1.NodeGroup {
+	ng := b.NodeGroup("g", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.Spot("zone-a", "0.04")))
+	ng.UID = "uid-g"
+	for _, m := range mutate {
+		m(ng)
+	}
+	return ng
+}
+
+// launched is a node of g as berth launched it, created at created.
+func launched(ng *v1alpha1.NodeGroup, created time.Time, opts ...b.NodeOption) *corev1.Node {
+	n := b.Node("n", "2", "8Gi", append([]b.NodeOption{b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "m-2",
+		v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "spot"), b.NodeAnnotation(v1alpha1.AnnotationLaunchHash, ng.LaunchHash())}, opts...)...)
+	n.CreationTimestamp = metav1.Time{Time: created}
+	return n
+}
+
+func reason(v *lifecycle.Verdict) string {
+	if v == nil {
+		return ""
+	}
+	return string(v.Reason)
+}
+
+func TestAssess(t *testing.T) {
+	old := now.Add(-48 * time.Hour)
+	notReadyFor := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Time{Time: now.Add(-d)}}}
+		}
+	}
+	repair := func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Repair = &v1alpha1.Repair{} }
+	tests := []struct {
+		name  string
+		ng    *v1alpha1.NodeGroup
+		node  func(ng *v1alpha1.NodeGroup) *corev1.Node
+		share float64
+		want  string
+	}{
+		{name: "a node as launched has no reason to go", ng: group(), node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old) }},
+		{name: "AWS NTH's spot interruption taint is a notice", ng: group(), want: "Interrupted", node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+			return launched(ng, old, b.NodeTaint("aws-node-termination-handler/spot-itn", "x", corev1.TaintEffectNoSchedule))
+		}},
+		{name: "GKE's impending termination taint is a notice", ng: group(), want: "Interrupted", node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+			return launched(ng, old, b.NodeTaint("cloud.google.com/impending-node-termination", "", corev1.TaintEffectNoSchedule))
+		}},
+		{name: "a configured condition is a notice", want: "Interrupted",
+			ng: group(func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.Interruption = &v1alpha1.Interruption{Conditions: []string{"VMEventScheduled"}}
+			}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				n := launched(ng, old)
+				n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "VMEventScheduled", Status: corev1.ConditionTrue})
+				return n
+			}},
+		{name: "a rebalance recommendation is ignored unless opted in", ng: group(), node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+			return launched(ng, old, b.NodeTaint("aws-node-termination-handler/rebalance-recommendation", "", corev1.TaintEffectPreferNoSchedule))
+		}},
+		{name: "a rebalance recommendation opted in replaces the node ahead of time", want: "Drifted",
+			ng: group(func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.Interruption = &v1alpha1.Interruption{Rebalance: true}
+			}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				return launched(ng, old, b.NodeTaint("aws-node-termination-handler/rebalance-recommendation", "", corev1.TaintEffectPreferNoSchedule))
+			}},
+		{name: "a template label changed since the launch is drift", want: "Drifted",
+			ng:   group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
+			node: func(*v1alpha1.NodeGroup) *corev1.Node { return launched(group(), old) }},
+		{name: "an offering that left the group is drift", want: "Drifted", ng: group(),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				return launched(ng, old, b.NodeLabels(v1alpha1.LabelInstanceType, "gone-4"))
+			}},
+		{name: "a node without a launch hash has not drifted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				n := launched(ng, old)
+				delete(n.Annotations, v1alpha1.AnnotationLaunchHash)
+				return n
+			}},
+		{name: "a node older than expireAfter (plus its spread) expires", want: "Expired",
+			ng: group(func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
+			}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, now.Add(-26*time.Hour)) }},
+		{name: "a young node does not expire", ng: group(func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
+		}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, now.Add(-23*time.Hour)) }},
+		{name: "without repair a NotReady node is left alone", ng: group(),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
+		{name: "with repair a node NotReady past the toleration is unhealthy", ng: group(repair), want: "Unhealthy",
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(11*time.Minute)) }},
+		{name: "with repair a node NotReady for a moment is not", ng: group(repair),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Minute)) }},
+		{name: "no repair when too much of the group is unhealthy (a partition)", ng: group(repair), share: 0.5,
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
+		{name: "an interruption wins over drift", want: "Interrupted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
+			node: func(*v1alpha1.NodeGroup) *corev1.Node {
+				return launched(group(), old, b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule))
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := reason(lifecycle.Assess(tt.ng, tt.node(tt.ng), now, tt.share)); got != tt.want {
+				t.Errorf("reason %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInterruptionDeadline(t *testing.T) {
+	ng := group(func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.Disruption.Interruption = &v1alpha1.Interruption{NoticePeriod: &metav1.Duration{Duration: 90 * time.Second}}
+	})
+	n := launched(ng, now.Add(-time.Hour), b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule))
+	if v := lifecycle.Interrupted(ng, n, now); v == nil || !v.Deadline.Equal(now.Add(90*time.Second)) {
+		t.Errorf("deadline %+v, want now + the notice period", v)
+	}
+	at := now.Add(3 * time.Minute)
+	n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = at.Format(time.RFC3339)
+	if v := lifecycle.Interrupted(ng, n, now); v == nil || !v.Deadline.Equal(at) {
+		t.Errorf("deadline %+v, want the annotation's %s", v, at)
+	}
+}
+
+// TestExpirySpreads: nodes launched together expire at different times,
+// within a tenth of expireAfter.
+func TestExpirySpreads(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+		d := lifecycle.Spread(name, 10*time.Hour)
+		if d < 0 || d >= time.Hour {
+			t.Errorf("spread of %s = %s, want within [0, 1h)", name, d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 5 {
+		t.Errorf("six nodes got only %d different delays", len(seen))
+	}
+}

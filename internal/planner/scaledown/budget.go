@@ -1,0 +1,49 @@
+package scaledown
+
+import (
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
+)
+
+// allowed is how many of the group's nodes may be disrupted at once for
+// reason now: the group's budget (10 % by default), lowered by every entry
+// of spec.disruption.budgets that applies to the reason and whose schedule
+// (if any) is active. Interruptions ignore schedules: the cloud does not
+// wait. A schedule that cannot be read applies (the safe reading).
+func (p *planner) allowed(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) int {
+	n := p.size[g.Name]
+	out := g.Spec.Disruption.Allowed(n)
+	for _, b := range g.Spec.Disruption.Budgets {
+		if len(b.Reasons) > 0 && !slices.Contains(b.Reasons, reason) {
+			continue
+		}
+		if b.Schedule != "" {
+			if reason == v1alpha1.ReasonInterrupted || p.now.IsZero() {
+				continue
+			}
+			var d time.Duration
+			if b.Duration != nil {
+				d = b.Duration.Duration
+			}
+			if active, err := headroom.ScheduleActive(b.Schedule, d, p.now); err == nil && !active {
+				continue
+			}
+		}
+		out = min(out, scaled(b.Nodes, n))
+	}
+	return out
+}
+
+// scaled is a count or a percentage of n, rounded up; 0 stays 0.
+func scaled(v intstr.IntOrString, n int) int {
+	got, err := intstr.GetScaledValueFromIntOrPercent(&v, n, true)
+	if err != nil || got < 0 {
+		return 0
+	}
+	return got
+}

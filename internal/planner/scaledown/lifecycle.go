@@ -1,0 +1,129 @@
+package scaledown
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
+	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Disruption is a node whose life takes it out (interruption, drift,
+// expiry, repair), through the same path as a removal: the nodes to
+// launch first for the pods that fit nowhere else, then the drain.
+type Disruption struct {
+	Node      string                    `json:"node"`
+	NodeGroup string                    `json:"nodeGroup"`
+	Reason    v1alpha1.DisruptionReason `json:"reason"`
+	// Deadline is when the node goes whatever berth does (Interrupted).
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Message  string     `json:"message"`
+	// Launch are the nodes to launch first; none when the node's pods fit
+	// on the other nodes.
+	Launch []scaleup.NewNode `json:"launch,omitempty"`
+}
+
+// ReasonUnplaceable: a drifted, expired or unhealthy node's pods fit on
+// no other node and no node can be launched for them.
+const ReasonUnplaceable drain.Reason = "NoReplacement"
+
+// disruptions plans the nodes whose life takes them out, before any
+// scale-down: interruptions first (the cloud does not wait; they count
+// against the group's budget but are never held by it, nor by drain
+// rules: the node goes anyway), then repairs, drift and expiry (within
+// their budgets, drain rules apply). A node whose pods all fit elsewhere
+// is drained at once; otherwise its replacements are planned (an
+// interrupted node's offering avoided).
+func (p *planner) disruptions(in Input) error {
+	share := map[string]float64{}
+	byGroup := map[string][]*corev1.Node{}
+	for _, n := range p.s.Nodes {
+		byGroup[n.NodeGroup] = append(byGroup[n.NodeGroup], n.Node)
+	}
+	for name, g := range p.groups {
+		share[name] = lifecycle.UnhealthyShare(g, byGroup[name], in.Now)
+	}
+	type due struct {
+		node    *snapshot.Node
+		group   *v1alpha1.NodeGroup
+		verdict *lifecycle.Verdict
+	}
+	var all []due
+	for _, n := range p.s.Nodes {
+		g := p.groups[n.NodeGroup]
+		if g == nil || g.DeletionTimestamp != nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) ||
+			n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
+			continue
+		}
+		if v := lifecycle.Assess(g, n.Node, in.Now, share[g.Name]); v != nil {
+			all = append(all, due{node: n, group: g, verdict: v})
+		}
+	}
+	rank := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonInterrupted: 0, v1alpha1.ReasonUnhealthy: 1, v1alpha1.ReasonDrifted: 2, v1alpha1.ReasonExpired: 3}
+	slices.SortStableFunc(all, func(a, b due) int {
+		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]), cmp.Compare(a.node.Name, b.node.Name))
+	})
+	for _, d := range all {
+		if err := p.disrupt(in, d.node, d.group, d.verdict); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// disrupt plans one node's lifecycle disruption, or reports what holds it.
+func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *lifecycle.Verdict) error {
+	interrupted := v.Reason == v1alpha1.ReasonInterrupted
+	name := g.Name
+	if !interrupted {
+		if p.disrupting[name]+p.removed[name] >= p.allowed(g, v.Reason) {
+			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows")
+			return nil
+		}
+		if _, _, blocked := p.classify(n, g); blocked != nil {
+			blocked.Message = "node " + n.Name + " is " + string(v.Reason) + " but stays: " + blocked.Message
+			p.plan.Blocked = append(p.plan.Blocked, *blocked)
+			return nil
+		}
+	}
+	d := Disruption{Node: n.Name, NodeGroup: name, Reason: v.Reason, Message: v.Message}
+	if interrupted {
+		deadline := v.Deadline
+		d.Deadline = &deadline
+	}
+	movers, _, _ := p.classify(n, g)
+	placed := false
+	_ = p.s.WithFork(func() (bool, error) {
+		_, homeless := p.rehome(n, movers)
+		placed = homeless == nil
+		return placed, nil
+	})
+	if !placed {
+		var avoid []scaleup.Offering
+		if interrupted {
+			l := n.Node.Labels
+			avoid = append(avoid, scaleup.Offering{NodeGroup: name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone], CapacityType: l[v1alpha1.LabelCapacityType]})
+		}
+		plan, err := p.planElsewhere(in, []*snapshot.Node{n}, avoid)
+		if err != nil {
+			return err
+		}
+		if len(plan.Unschedulable) > 0 && !interrupted {
+			ref := plan.Unschedulable[0].Pod
+			p.block(n, g, ReasonUnplaceable, &ref, "node "+n.Name+" is "+string(v.Reason)+" but pod "+ref.String()+" fits nowhere else: "+plan.Unschedulable[0].Message)
+			return nil
+		}
+		d.Launch = plan.NewNodes
+		p.s.Cordon(n) // its replacements take its pods; it is no home any more
+	}
+	p.removed[name]++
+	p.plan.Disruptions = append(p.plan.Disruptions, d)
+	return nil
+}

@@ -1,0 +1,122 @@
+package scaledown_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// spotGroup offers m-2 as spot (cheap) and on-demand in zone-a.
+func spotGroup(mutate ...func(*v1alpha1.NodeGroup)) *v1alpha1.NodeGroup {
+	return group("life", append([]func(*v1alpha1.NodeGroup){func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.InstanceTypes = nil
+		b.InstanceType("m-2", "2", "8Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.10"))(ng)
+	}}, mutate...)...)
+}
+
+// spotNode is a node of ng bought as m-2 spot, launched with ng's spec.
+func spotNode(name string, ng *v1alpha1.NodeGroup, opts ...b.NodeOption) *corev1.Node {
+	return b.Node(name, "2", "8Gi", append([]b.NodeOption{b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "m-2",
+		v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "spot"), b.NodeAnnotation(v1alpha1.AnnotationLaunchHash, ng.LaunchHash())}, opts...)...)
+}
+
+var notice = b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule)
+
+func disruptions(t *testing.T, in scaledown.Input) (map[string]scaledown.Disruption, map[string]string) {
+	t.Helper()
+	in.Now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]scaledown.Disruption{}
+	for _, d := range plan.Disruptions {
+		got[d.Node] = d
+	}
+	blocked := map[string]string{}
+	for _, bl := range plan.Blocked {
+		blocked[bl.Node] = string(bl.Reason)
+	}
+	return got, blocked
+}
+
+// TestAnInterruptedNodeIsReplacedFromAnotherPool: the interrupted spot
+// node's pod fits on no other node: a replacement is planned at once, not
+// from the interrupted pool (on-demand, although spot is cheaper).
+func TestAnInterruptedNodeIsReplacedFromAnotherPool(t *testing.T) {
+	ng := spotGroup()
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{spotNode("a", ng, notice)},
+		Pods: []*corev1.Pod{app("w", "a", "1500m")}})
+	d, ok := got["a"]
+	if !ok || d.Reason != v1alpha1.ReasonInterrupted || d.Deadline == nil {
+		t.Fatalf("disruption of a: %+v, want Interrupted with a deadline", d)
+	}
+	if len(d.Launch) != 1 || d.Launch[0].CapacityType != "on-demand" {
+		t.Errorf("replacements %+v, want one on-demand node (the spot pool is interrupted)", d.Launch)
+	}
+}
+
+// TestAnInterruptedNodeWhosePodsFitElsewhereIsDrainedAtOnce: no launch.
+func TestAnInterruptedNodeWhosePodsFitElsewhereIsDrainedAtOnce(t *testing.T) {
+	ng := spotGroup()
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{spotNode("a", ng, notice), spotNode("b", ng)},
+		Pods: []*corev1.Pod{app("w", "a", "500m")}})
+	if d, ok := got["a"]; !ok || len(d.Launch) != 0 {
+		t.Errorf("disruption of a: %+v (%v), want it drained with no launch", d, ok)
+	}
+}
+
+// TestDriftIsPacedByItsBudget: three nodes drifted (a template label
+// changed); a budget of one for Drifted replaces one at a time, and a
+// budget of 0 in an active window none; interruption ignores budgets.
+func TestDriftIsPacedByItsBudget(t *testing.T) {
+	launchedWith := spotGroup()
+	one := intstr.FromInt32(1)
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
+		all := intstr.FromString("100%")
+		ng.Spec.Disruption.Budget = &all
+		ng.Spec.Disruption.Budgets = []v1alpha1.DisruptionBudget{{Nodes: one, Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}}}
+	})
+	drifted.UID = launchedWith.UID
+	nodes := []*corev1.Node{spotNode("a", launchedWith), spotNode("b", launchedWith), spotNode("c", launchedWith)}
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: nodes})
+	if len(got) != 1 || got["a"].Reason != v1alpha1.ReasonDrifted {
+		t.Fatalf("disruptions %+v, want node a only (one at a time)", got)
+	}
+	if blocked["b"] != string(scaledown.ReasonBudget) || blocked["c"] != string(scaledown.ReasonBudget) {
+		t.Errorf("blocked %v, want b and c held by the Drifted budget", blocked)
+	}
+	zero := intstr.FromInt32(0)
+	drifted.Spec.Disruption.Budgets = []v1alpha1.DisruptionBudget{{Nodes: zero, Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted, v1alpha1.ReasonInterrupted},
+		Schedule: "@daily", Duration: &metav1.Duration{Duration: 24 * time.Hour}}}
+	nodes = append(nodes, spotNode("d", launchedWith, notice))
+	got, _ = disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: nodes})
+	if len(got) != 1 || got["d"].Reason != v1alpha1.ReasonInterrupted {
+		t.Errorf("disruptions %+v under a budget of 0: want only the interrupted node d", got)
+	}
+}
+
+// TestDriftKeepsTheDrainRules: a drifted node with a bare pod stays; an
+// interrupted one goes anyway (the cloud takes it).
+func TestDriftKeepsTheDrainRules(t *testing.T) {
+	launchedWith := spotGroup()
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"))
+	drifted.UID = launchedWith.UID
+	bare := func(node string) *corev1.Pod { return b.Pod("bare-"+node, b.NodeName(node), b.CPU("100m")) }
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith), spotNode("i", launchedWith, notice), spotNode("z", launchedWith)},
+		Pods:  []*corev1.Pod{bare("a"), bare("i")}})
+	if _, ok := got["a"]; ok || blocked["a"] != "NotReplicated" {
+		t.Errorf("drifted node a with a bare pod: disrupted %v, blocked %q; want it kept (NotReplicated)", ok, blocked["a"])
+	}
+	if _, ok := got["i"]; !ok {
+		t.Error("the interrupted node with a bare pod is not disrupted")
+	}
+}
