@@ -24,6 +24,7 @@ var reviewed = []string{
 	// Cluster-wide reads: the scheduler simulation sees the whole cluster.
 	"cluster core namespaces: create get list patch watch",   // tenants: the namespace tenant-<name> (config/policy narrows berth to those names)
 	"cluster core nodes: create delete get list patch watch", // launch, launch timeout, initialized label, scale-down taint and removal, Cluster API adoption; config/policy narrows patch/delete to nodes berth marked (adoption: labels and the mark added, nothing else) and never a control-plane node
+	"cluster core nodes/status: patch",                       // the BerthDisruption condition on berth's nodes (config/policy: marked nodes only)
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
 	"cluster core pods: get list patch watch",                              // companion headroom: remove berth's scheduling gate from a workload and write its companion's size and share key; config/policy (berth-changes-only-its-part-of-pods) refuses any other change: no image, spec, other labels or annotations

@@ -44,6 +44,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
 	readiness := state.NewReadiness()
 	holds := state.NewHolds()
+	activity := state.NewActivity(nil)
 	capi, err := o.clusterAPIProvider(mgr, clk)
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	headroom.RegisterMetrics()
 	tenant.RegisterMetrics()
 
-	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Clock: clk, Recorder: recorder}
+	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
@@ -82,6 +83,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	}
 	offerings.OnChange = ngc.Notify
 	holds.OnChange = ngc.Notify
+	activity.SetOnChange(ngc.Notify)
 
 	var cbc *capacitybuffer.Reconciler
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
@@ -105,7 +107,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 
 	if o.scaleDown {
 		disruption.RegisterMetrics()
-		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings},
+		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings, Activity: activity},
 			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
@@ -117,7 +119,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	}
 
 	prov := provisioning.New(
-		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Recorder: recorder, Clock: clk},
+		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Activity: activity, Recorder: recorder, Clock: clk},
 		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
 	if err := prov.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)

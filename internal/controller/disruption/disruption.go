@@ -97,6 +97,9 @@ type Deps struct {
 	// Offerings are told of interrupted offerings, so that scale-up
 	// avoids them for a while (nil: not told).
 	Offerings Unavailable
+	// Activity receives every removal and replacement launch, for
+	// NodeGroup status (nil: none).
+	Activity *state.Activity
 }
 
 // Holds tells which node groups hold their removals, and whether the
@@ -232,6 +235,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	res.Plan = plan
 	c.report(w, plan)
+	c.conditions(ctx, w, plan)
 	for _, d := range plan.Disruptions {
 		if err := c.disrupt(ctx, w, d, res); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", d.Node, err))

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/state"
 )
 
 // start taints a node and records when its drain started, in one patch
@@ -118,6 +119,15 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
 	c.deleted[n.Name] = true
+	why := n.Annotations[v1alpha1.AnnotationDisruptionReason]
+	if why == "" {
+		why = "ScaleDown"
+		if g.DeletionTimestamp != nil {
+			why = "NodeGroupDeleted"
+		}
+	}
+	c.Activity.ScaledDown(g.Name, state.ScaleEvent{Time: c.Clock.Now(), Node: n.Name, Reason: why,
+		Message: fmt.Sprintf("drained in %s", c.Clock.Since(started).Round(time.Second))})
 	drainDuration.Observe(c.Clock.Since(started).Seconds())
 	removed.WithLabelValues(g.Name).Inc()
 	delete(c.accounted, n.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/state"
 )
 
 // Event reasons of lifecycle disruptions, on the node.
@@ -65,6 +66,8 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		}
 		launched = append(launched, inst.NodeName)
 		res.Replacements = append(res.Replacements, inst.NodeName)
+		c.Activity.ScaledUp(ng.Name, state.ScaleEvent{Time: c.Clock.Now(), Node: inst.NodeName, Reason: "Replacement",
+			Message: fmt.Sprintf("%s, replacing %s (%s)", off, n.Name, d.Reason)})
 	}
 	event := map[v1alpha1.DisruptionReason]string{v1alpha1.ReasonInterrupted: ReasonInterrupted, v1alpha1.ReasonDrifted: ReasonDrifted,
 		v1alpha1.ReasonExpired: ReasonExpired, v1alpha1.ReasonUnhealthy: ReasonUnhealthy}[d.Reason]

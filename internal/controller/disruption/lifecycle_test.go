@@ -213,3 +213,38 @@ func hasEventOn(f *fixture, object, reason string) bool {
 	}
 	return false
 }
+
+// TestEachNodeSaysWhatBerthDoesWithIt: after a round, each node carries
+// the BerthDisruption condition: the node a bare pod holds says so (False,
+// NotReplicated, naming the pod); the other one is Removable; once its
+// drain starts it says Draining.
+func TestEachNodeSaysWhatBerthDoesWithIt(t *testing.T) {
+	f := setup(t, "life-cond", 2)
+	held := f.nodes[0]
+	f.createPod(b.Pod("bare", b.CPU("100m"), b.NodeName(held),
+		func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }))
+	f.ctrl.Clock = clocktesting.NewFakeClock(time.Now())
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		g.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: time.Hour}
+	})
+	f.tolerantRun()
+	cond := func(name string) corev1.NodeCondition {
+		for _, c := range f.node(name).Status.Conditions {
+			if c.Type == v1alpha1.NodeConditionDisruption {
+				return c
+			}
+		}
+		return corev1.NodeCondition{}
+	}
+	if c := cond(held); c.Status != corev1.ConditionFalse || c.Reason != "NotReplicated" || !strings.Contains(c.Message, "bare") {
+		t.Errorf("condition of the held node: %+v, want False NotReplicated naming the pod", c)
+	}
+	if c := cond(f.nodes[1]); c.Status != corev1.ConditionTrue || c.Reason != "Removable" {
+		t.Errorf("condition of the idle node: %+v, want True Removable", c)
+	}
+	for _, c := range f.node(held).Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			t.Errorf("the kubelet's Ready condition was overwritten: %+v", c)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/state"
 )
 
 // ReasonReplacing is the event reason on nodes being replaced.
@@ -38,6 +39,8 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		return nil
 	}
 	c.lastReplacement = c.Clock.Now()
+	c.Activity.ScaledUp(ng.Name, state.ScaleEvent{Time: c.Clock.Now(), Node: inst.NodeName, Reason: "Replacement",
+		Message: fmt.Sprintf("%s, replacing %s at %.4f/h instead of %.4f/h", off, strings.Join(r.Nodes, ", "), r.NewPrice, r.OldPrice)})
 	now := c.Clock.Now().UTC().Format(time.RFC3339)
 	for _, name := range r.Nodes {
 		n := w.byName[name]

@@ -61,7 +61,9 @@ type Reconciler struct {
 	Client   client.Client
 	Failures Failures
 	// Holds are the groups where scale-down starts no removal (nil: none).
-	Holds    Holds
+	Holds Holds
+	// Activity is the last launch and removal per group (nil: none).
+	Activity *state.Activity
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
 	// changes receives node groups whose launches failed.
@@ -118,6 +120,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	status := r.compute(ng, nodes.Items)
 	meta.SetStatusCondition(&status.Conditions, r.suspendCondition(ng))
+	status.NodesByState = nodesByState(ng, nodes.Items, r.Clock.Now())
+	status.LastScaleUp, status.LastScaleDown = ng.Status.LastScaleUp, ng.Status.LastScaleDown
+	if up, down := r.Activity.Last(ng.Name); up != nil || down != nil {
+		status.LastScaleUp, status.LastScaleDown = scaleEvent(up, status.LastScaleUp), scaleEvent(down, status.LastScaleDown)
+	}
 	fleetPrice.WithLabelValues(ng.Name).Set(status.price)
 	result := reconcile.Result{}
 	if exp := r.Failures.NextExpiry(ng.Name); !exp.IsZero() {

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/state"
 )
 
 // launchWorkers bounds how many nodes one round launches at once. Cloud
@@ -100,6 +101,8 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		reason = reasonHeadroom
 	}
 	launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
+	p.Activity.ScaledUp(nn.NodeGroup, state.ScaleEvent{Time: p.Clock.Now(), Node: inst.NodeName, Reason: activityReason[reason],
+		Message: fmt.Sprintf("%s for %s", off, describePods(nn))})
 	p.inflight.add(syntheticNode(ng, inst))
 	logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
 		"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", reason)
@@ -177,3 +180,6 @@ func (p *Provisioner) explain(plan *scaleup.Plan, pending map[types.NamespacedNa
 func (p *Provisioner) record(pod *corev1.Pod, eventType, reason, msg string) {
 	p.podEvents.say(pod.UID, pod, eventType, reason, "Provision", msg)
 }
+
+// activityReason names a launch's reason in NodeGroup status.
+var activityReason = map[string]string{reasonPendingPods: "PendingPods", reasonMinSize: "MinSize", reasonHeadroom: "Headroom"}

@@ -74,7 +74,9 @@ type Deps struct {
 	// Holds receive, after each round, the node groups berth is bringing
 	// capacity to for waiting pods: scale-down starts no removal there
 	// (nil: not published).
-	Holds    *state.Holds
+	Holds *state.Holds
+	// Activity receives every launch, for NodeGroup status (nil: none).
+	Activity *state.Activity
 	Recorder events.EventRecorder
 	Clock    clock.WithTicker
 }
