@@ -183,3 +183,20 @@ func IsRemovalCommitted(err error) bool {
 	var e *RemovalCommittedError
 	return errors.As(err, &e)
 }
+
+// Interruption is a notice that the cloud takes a node back.
+type Interruption struct {
+	NodeName string
+	// Deadline is when the node goes.
+	Deadline time.Time
+	Message  string
+}
+
+// InterruptionLister is implemented by providers that learn of
+// interruptions themselves (a cloud's event queue) rather than through a
+// termination handler's taint. berth writes each notice on the node as
+// the berth.dev/interruption taint and deadline annotation, so that every
+// interruption, whatever its source, takes the one disruption path.
+type InterruptionLister interface {
+	Interruptions(ctx context.Context, ng *v1alpha1.NodeGroup) ([]Interruption, error)
+}

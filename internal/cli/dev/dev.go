@@ -43,7 +43,7 @@ the state folder. The binaries are built from Go modules on first use
 	cmd.PersistentFlags().StringVar(&o.dir, "dir", DefaultDir, "state folder (certificates, kubeconfig, logs, etcd data)")
 	cmd.PersistentFlags().StringVar(&o.binDir, "bin-dir", "", "folder with prebuilt control-plane binaries (default: build them in this checkout)")
 	cmd.PersistentFlags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for each component to become healthy")
-	cmd.AddCommand(o.upCommand(), o.downCommand(), o.statusCommand(), o.buildCommand(), o.demoCommand())
+	cmd.AddCommand(o.upCommand(), o.downCommand(), o.statusCommand(), o.buildCommand(), o.demoCommand(), o.interruptCommand())
 	return cmd
 }
 

@@ -165,3 +165,31 @@ func randomSuffix() string {
 	}
 	return string(b)
 }
+
+// Interrupt gives a node of a KWOK group an interruption notice, as a
+// cloud's termination handler would: the berth.dev/interruption taint and
+// the deadline (now + in). `berth dev interrupt` calls it, so that the
+// demo and tests show interruptions.
+func (p *Provider) Interrupt(ctx context.Context, nodeName string, in time.Duration) (time.Time, error) {
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return time.Time{}, fmt.Errorf("reading node %s: %w", nodeName, err)
+	}
+	if node.Annotations[v1alpha1.AnnotationKWOKNode] != v1alpha1.AnnotationKWOKNodeValue {
+		return time.Time{}, fmt.Errorf("node %s is not a KWOK node: only the cloud can interrupt it", nodeName)
+	}
+	deadline := p.clock.Now().Add(in).UTC().Truncate(time.Second)
+	patch := client.MergeFrom(node.DeepCopy())
+	has := false
+	for _, t := range node.Spec.Taints {
+		has = has || t.Key == v1alpha1.TaintInterruption
+	}
+	if !has {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Value: "spot-interruption", Effect: corev1.TaintEffectNoSchedule})
+	}
+	node.Annotations[v1alpha1.AnnotationInterruptionDeadline] = deadline.Format(time.RFC3339)
+	if err := p.client.Patch(ctx, node, patch); err != nil {
+		return time.Time{}, fmt.Errorf("giving node %s an interruption notice: %w", nodeName, err)
+	}
+	return deadline, nil
+}

@@ -216,6 +216,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 	}
 	errs := c.cancelStaleRemovals(ctx, w)
+	errs = append(errs, c.syncInterruptions(ctx, w)...)
 	for _, n := range w.nodes {
 		var err error
 		switch {

@@ -133,3 +133,36 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 	}
 	return c.remove(ctx, g, n, started, res)
 }
+
+// syncInterruptions writes the interruptions a provider learned of itself
+// on their nodes (the berth.dev/interruption taint and deadline), so that
+// they take the same path as a termination handler's notice.
+func (c *Controller) syncInterruptions(ctx context.Context, w *world) []error {
+	il, ok := c.Cloud.(cloudprovider.InterruptionLister)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, g := range w.input.NodeGroups {
+		notices, err := il.Interruptions(ctx, g)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing the interruptions of node group %s: %w", g.Name, err))
+			continue
+		}
+		for _, in := range notices {
+			n := w.byName[in.NodeName]
+			if n == nil || !owns(g, n) || n.Annotations[v1alpha1.AnnotationInterruptionDeadline] != "" {
+				continue
+			}
+			patch := client.MergeFrom(n.DeepCopy())
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Value: "provider", Effect: corev1.TaintEffectNoSchedule})
+			n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = in.Deadline.UTC().Format(time.RFC3339)
+			if err := c.Client.Patch(ctx, n, patch); err != nil {
+				errs = append(errs, fmt.Errorf("writing the interruption of node %s: %w", n.Name, err))
+				continue
+			}
+			log.FromContext(ctx).Info("the provider announced an interruption", "node", n.Name, "deadline", in.Deadline, "message", in.Message)
+		}
+	}
+	return errs
+}

@@ -10,10 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -247,4 +250,30 @@ func TestEachNodeSaysWhatBerthDoesWithIt(t *testing.T) {
 			t.Errorf("the kubelet's Ready condition was overwritten: %+v", c)
 		}
 	}
+}
+
+// interruptingCloud is the KWOK provider plus a cloud that announces an
+// interruption of one node through the provider interface.
+type interruptingCloud struct {
+	*kwok.Provider
+	node     string
+	deadline time.Time
+}
+
+func (c interruptingCloud) Interruptions(context.Context, *v1alpha1.NodeGroup) ([]cloudprovider.Interruption, error) {
+	return []cloudprovider.Interruption{{NodeName: c.node, Deadline: c.deadline, Message: "spot interruption warning"}}, nil
+}
+
+// TestAProvidersInterruptionTakesTheSamePath: a provider that learns of an
+// interruption itself; the node gets the notice and is drained.
+func TestAProvidersInterruptionTakesTheSamePath(t *testing.T) {
+	f := setup(t, "life-provider", 2)
+	deadline := f.clk.Now().Add(2 * time.Minute)
+	f.ctrl.Cloud = interruptingCloud{Provider: kwok.New(env.Client, clock.RealClock{}), node: f.nodes[0], deadline: deadline}
+	f.tolerantRun()
+	n := f.node(f.nodes[0])
+	if n == nil || n.Annotations[v1alpha1.AnnotationInterruptionDeadline] != deadline.UTC().Format(time.RFC3339) {
+		t.Fatalf("node after the round: %+v, want the provider's deadline", n)
+	}
+	f.removedWithin(f.nodes[0], time.Minute)
 }
