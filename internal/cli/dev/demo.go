@@ -91,6 +91,7 @@ func createOrUpdate(ctx context.Context, cl client.Client, obj *unstructured.Uns
 
 func printTryThis(w io.Writer, kubeconfig string) {
 	k := "kubectl --kubeconfig " + kubeconfig
+	berth := "bin/berth"
 	_, _ = fmt.Fprintf(w, `
 berth demo installed: node groups general (spot/on-demand, 3 zones), large (max 3) and medium (max 5) for tenants,
 from zero; tenant types premium (on large) and standard (on medium), one tenant per node; and a Headroom of two
@@ -99,9 +100,12 @@ Try, in another terminal:
   %[1]s get headrooms,nodegroups
   %[1]s scale deployment web --replicas=12          # zone-spread pods: cheapest nodes in all zones
   %[1]s get nodes -L berth.dev/nodegroup,node.kubernetes.io/instance-type,berth.dev/capacity-type,topology.kubernetes.io/zone -w
-  %[2]s types
-  %[2]s create premium-1 --type premium --wait   # a tenant: its own "large" node from zero
-  %[2]s list
+  %[2]s tenant --kubeconfig %[3]s types
+  %[2]s tenant --kubeconfig %[3]s create premium-1 --type premium --wait   # a tenant: its own "large" node from zero
+  %[2]s tenant --kubeconfig %[3]s list
   %[1]s describe pod -l app=web | grep -A3 TriggeredScaleUp
-`, k, "berth tenant --kubeconfig "+kubeconfig)
+  %[2]s dev interrupt <a spot node of general> --in 2m   # a spot interruption: replaced and drained before the deadline
+  %[2]s explain node <node> --kubeconfig %[3]s         # why berth keeps, drains or replaces it
+  %[2]s explain pod default/<web pod> --kubeconfig %[3]s   # why it is pending, and what berth does about it
+`, k, berth, kubeconfig)
 }
