@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -234,6 +236,60 @@ func TestNodeGroupValidation(t *testing.T) {
 			}(),
 			wantErr: []string{"spec.provider.clusterAPI.kind", "Unsupported value"},
 		},
+		{
+			name: "lifecycle settings are accepted: budgets by reason with a window, expiry, interruption signals, repair",
+			ng: withDisruption("valid-lifecycle", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromString("20%"), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}},
+					{Nodes: intstr.FromInt32(0), Schedule: "0 8 * * 1-5", Duration: &metav1.Duration{Duration: 10 * time.Hour}}}
+				d.ExpireAfter = &metav1.Duration{Duration: 720 * time.Hour}
+				d.Interruption = &v1alpha1.Interruption{Taints: []string{"example.com/going"}, Rebalance: true}
+				d.Repair = &v1alpha1.Repair{Conditions: []v1alpha1.RepairCondition{{Type: "Ready", Status: "Unknown", Toleration: metav1.Duration{Duration: time.Minute}}}}
+			}),
+		},
+		{
+			name: "a budget above 100 % is rejected naming nodes",
+			ng: withDisruption("budget-pct", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromString("150%")}}
+			}),
+			wantErr: []string{"spec.disruption.budgets[0].nodes"},
+		},
+		{
+			name: "a negative budget is rejected",
+			ng: withDisruption("budget-neg", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromInt32(-1)}}
+			}),
+			wantErr: []string{"nodes must not be negative"},
+		},
+		{
+			name: "a schedule without a duration is rejected",
+			ng: withDisruption("budget-window", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromInt32(0), Schedule: "@daily"}}
+			}),
+			wantErr: []string{"set schedule and duration together"},
+		},
+		{
+			name: "an unknown disruption reason is rejected",
+			ng: withDisruption("budget-reason", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromInt32(1), Reasons: []v1alpha1.DisruptionReason{"Bored"}}}
+			}),
+			wantErr: []string{"spec.disruption.budgets[0].reasons[0]", "Unsupported value"},
+		},
+		{
+			name: "a repair condition status other than True, False or Unknown is rejected",
+			ng: withDisruption("repair-status", func(d *v1alpha1.Disruption) {
+				d.Repair = &v1alpha1.Repair{Conditions: []v1alpha1.RepairCondition{{Type: "Ready", Status: "Maybe"}}}
+			}),
+			wantErr: []string{"spec.disruption.repair.conditions[0].status"},
+		},
+		{
+			name: "an unknown deletion policy is rejected",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("deletion-policy")
+				ng.Spec.DeletionPolicy = "Keep"
+				return ng
+			}(),
+			wantErr: []string{"spec.deletionPolicy", "Unsupported value"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,6 +316,13 @@ func TestNodeGroupValidation(t *testing.T) {
 }
 
 func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+// withDisruption is a valid group with its disruption settings changed.
+func withDisruption(name string, change func(*v1alpha1.Disruption)) *v1alpha1.NodeGroup {
+	ng := builders.NodeGroup(name)
+	change(&ng.Spec.Disruption)
+	return ng
+}
 
 // capiGroup is a valid clusterAPI node group.
 func capiGroup(name string) *v1alpha1.NodeGroup {
