@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/cli/cleanup"
 	"github.com/berth-dev/berth/internal/cli/controller"
 	"github.com/berth-dev/berth/internal/cli/dev"
+	"github.com/berth-dev/berth/internal/cli/explain"
 	"github.com/berth-dev/berth/internal/cli/plan"
 	"github.com/berth-dev/berth/internal/cli/tenant"
 	"github.com/berth-dev/berth/internal/version"
@@ -40,6 +41,7 @@ func NewRoot() *cobra.Command {
 		cleanup.NewCommand(),
 		controller.NewCommand(),
 		dev.NewCommand(),
+		explain.NewCommand(),
 		plan.NewCommand(),
 		tenant.NewCommand(),
 	)

@@ -1,0 +1,138 @@
+// Package explain implements `berth explain pod NS/NAME` and `berth
+// explain node NAME`: it reads the cluster from the API server, runs the
+// same planners as the controller (scale-up for a pod, scale-down for a
+// node) and prints the decision, the rule behind it and what the user can
+// change to get a different outcome, in words or as JSON/YAML.
+package explain
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/scheme"
+)
+
+// options are the flags every `berth explain` command shares.
+type options struct {
+	kubeconfig string
+	context    string
+	namespace  string
+	output     string
+	limits     limitflags.ClusterLimits
+}
+
+// NewCommand returns `berth explain` and its subcommands.
+func NewCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Say why berth launches a node for a pod or not, and why it removes a node or keeps it",
+		Long: `berth explain reads the cluster from the API server and runs the planners
+the controller runs on it: scale-up for a pod, scale-down for a node. It
+prints the decision, the rule behind it, and what you can change to get a
+different outcome, with what the running controller shows on the objects
+(events, nomination, drain taint and annotations, conditions). It changes
+nothing. What only the running controller knows (how long a node has been
+removable, drains it gave up a moment ago, launches not registered yet) is
+named where it could change the outcome.`,
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	o.limits.Bind(f)
+	cmd.AddCommand(o.podCommand(), o.nodeCommand())
+	return cmd
+}
+
+func (o *options) podCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pod NAMESPACE/NAME",
+		Short: "Say whether berth launches a node for the pod, which one, or why none can host it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := o.podKey(args[0])
+			if err != nil {
+				return err
+			}
+			return o.run(cmd, func(c client.Client, s settings) (Explanation, error) {
+				return Pod(cmd.Context(), c, key, s.clusterLimits, s.now)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "default", "namespace of a pod given without one")
+	return cmd
+}
+
+func (o *options) nodeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "node NAME",
+		Short: "Say whether berth removes, replaces or disrupts the node, or which rule keeps it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, func(c client.Client, s settings) (Explanation, error) {
+				return Node(cmd.Context(), c, args[0], s.clusterLimits, s.now)
+			})
+		},
+	}
+}
+
+// run checks the flags, connects, explains and prints.
+func (o *options) run(cmd *cobra.Command, explain func(client.Client, settings) (Explanation, error)) error {
+	write, ok := writers[o.output]
+	if !ok {
+		return fmt.Errorf("--output must be text, json or yaml, not %q", o.output)
+	}
+	limits, err := o.limits.List()
+	if err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	e, err := explain(c, settings{clusterLimits: limits, now: time.Now()})
+	if err != nil {
+		return err
+	}
+	return write(cmd.OutOrStdout(), e)
+}
+
+// podKey reads NAMESPACE/NAME, or NAME in --namespace.
+func (o *options) podKey(arg string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		ns, name = o.namespace, arg
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("pod %q: want NAMESPACE/NAME", arg)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// client connects to the cluster of the kubeconfig and context, as kubectl
+// would, without a cache: every read goes to the API server.
+func (o *options) client() (client.Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	// A dozen cluster-wide lists: more than client-go's default 5 per second.
+	cfg.QPS, cfg.Burst = 50, 100
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,226 @@
+package explain
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/podutil"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+// TestMain starts the control plane for the tests that read a live
+// cluster; with -short only the tests of the pure part run.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	testenv.Main(m, &env)
+}
+
+// live returns a namespace for the test, or skips it under -short.
+func live(t *testing.T, name string) string {
+	t.Helper()
+	if env == nil {
+		t.Skip("needs the control plane (runs without -short)")
+	}
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return name
+}
+
+// create creates obj and deletes it when the test ends.
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj, client.GracePeriodSeconds(0)) })
+}
+
+// run executes `berth explain ARGS` through cobra against the control
+// plane, with --kubeconfig and --context as a user passes them.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := NewCommand()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	// The connection flags come first, so that a case's own flags win.
+	cmd.SetArgs(append([]string{args[0], "--kubeconfig", env.Cluster.KubeconfigPath(), "--context", "berth-dev"}, args[1:]...))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// runJSON runs the command with -o json and decodes its answer.
+func runJSON(t *testing.T, args ...string) Explanation {
+	t.Helper()
+	out, err := run(t, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e Explanation
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	return e
+}
+
+// launchNode creates a Ready, initialized KWOK node of the group, as berth
+// launches one, and removes it when the test ends.
+func launchNode(t *testing.T, ng *v1alpha1.NodeGroup) string {
+	t.Helper()
+	cloud := kwok.New(env.Client, clock.RealClock{})
+	inst, err := cloud.Create(context.Background(), cloudprovider.CreateRequest{NodeGroup: ng,
+		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.NodeName}})
+	})
+	node := &corev1.Node{}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node)
+		return err == nil && nodeutil.Schedulable(node), "node " + inst.NodeName + " not schedulable yet", err
+	})
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Labels[v1alpha1.LabelInitialized] = "true" // what the launch timeout controller writes once it is Ready
+	if err := env.Client.Patch(context.Background(), node, patch); err != nil {
+		t.Fatal(err)
+	}
+	return inst.NodeName
+}
+
+func nodeGroup(t *testing.T, name string) *v1alpha1.NodeGroup {
+	t.Helper()
+	ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	create(t, ng)
+	return ng
+}
+
+// awaitUnschedulable waits until the scheduler found no node for the pod.
+func awaitUnschedulable(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p)
+		return err == nil && podutil.FailedToSchedule(p), "the scheduler has not tried the pod yet", err
+	})
+}
+
+func TestExplainAPendingPodThatFitsAGroupNamesTheNodeToLaunch(t *testing.T) {
+	ns := live(t, "ex-fits")
+	nodeGroup(t, "ex-fits")
+	p := b.Pod("web", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "ex-fits"))
+	create(t, p)
+	awaitUnschedulable(t, p)
+	e := runJSON(t, "pod", ns+"/web")
+	if e.Decision != DecisionLaunchNode || len(e.Launch) != 1 || e.Launch[0].NodeGroup != "ex-fits" || e.Launch[0].InstanceType != "m-2" {
+		t.Fatalf("explanation %+v, want a m-2 node of ex-fits launched", e)
+	}
+	out, err := run(t, "pod", "web", "-n", ns)
+	if err != nil || !strings.Contains(out, "Decision: LaunchNode (TriggeredScaleUp)") || !strings.Contains(out, "instance type m-2") {
+		t.Errorf("text output (error %v):\n%s", err, out)
+	}
+}
+
+func TestExplainAPodNoGroupCanHostSaysWhyPerGroup(t *testing.T) {
+	ns := live(t, "ex-stuck")
+	nodeGroup(t, "ex-stuck")
+	p := b.Pod("stuck", b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.NodeSelector("disk", "nothing-has-it"))
+	create(t, p)
+	awaitUnschedulable(t, p)
+	e := runJSON(t, "pod", ns+"/stuck")
+	if e.Decision != DecisionNoNodeGroupFits || e.Reason != v1alpha1.EventReasonNotTriggerScaleUp {
+		t.Fatalf("explanation %+v, want NoNodeGroupFits", e)
+	}
+	var verdict string
+	for _, g := range e.NodeGroups {
+		if g.NodeGroup == "ex-stuck" {
+			verdict = g.Reason
+		}
+	}
+	if !strings.Contains(verdict, "node affinity/selector") {
+		t.Errorf("ex-stuck's verdict %q, want the selector named (all: %+v)", verdict, e.NodeGroups)
+	}
+	if !strings.Contains(strings.Join(e.Hints, "\n"), "spec.template.labels") {
+		t.Errorf("hints %q, want the group's template labels named", e.Hints)
+	}
+}
+
+func TestExplainANodeWithABarePodNamesTheRuleAndTheAnnotation(t *testing.T) {
+	ns := live(t, "ex-bare")
+	ng := nodeGroup(t, "ex-bare")
+	node := launchNode(t, ng)
+	create(t, b.Pod("bare", b.Namespace(ns), b.NoUID(), b.NodeName(node)))
+	e := runJSON(t, "node", node)
+	if e.Decision != DecisionKeep || e.Reason != string(drain.ReasonNotReplicated) || e.Pod != ns+"/bare" {
+		t.Fatalf("explanation %+v, want the node kept by NotReplicated for %s/bare", e, ns)
+	}
+	out, err := run(t, "node", node, "-o", "text")
+	if err != nil || !strings.Contains(out, `cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`) {
+		t.Errorf("text output (error %v), want the safe-to-evict hint:\n%s", err, out)
+	}
+}
+
+func TestExplainADriftedNodeSaysDrifted(t *testing.T) {
+	live(t, "ex-drift")
+	ng := nodeGroup(t, "ex-drift")
+	node := launchNode(t, ng)
+	if e := runJSON(t, "node", node); e.Decision != DecisionRemove || e.Reason != string(v1alpha1.ReasonEmpty) {
+		t.Fatalf("before the template changes: %+v, want the empty node removable", e)
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ng), ng); err != nil {
+		t.Fatal(err)
+	}
+	b.TemplateLabel("tier", "gold")(ng)
+	if err := env.Client.Update(context.Background(), ng); err != nil {
+		t.Fatal(err)
+	}
+	e := runJSON(t, "node", node)
+	if e.Decision != DecisionDisrupt || e.Reason != string(v1alpha1.ReasonDrifted) || !strings.Contains(e.Message, "template") {
+		t.Fatalf("explanation %+v, want the node disrupted as Drifted", e)
+	}
+}
+
+func TestExplainRefusesWhatDoesNotExist(t *testing.T) {
+	live(t, "ex-errors")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a pod that does not exist", []string{"pod", "ex-errors/nope"}, "pod ex-errors/nope not found"},
+		{"a node that does not exist", []string{"node", "nope"}, "node nope not found"},
+		{"an output format that does not exist", []string{"node", "nope", "-o", "xml"}, "--output must be text, json or yaml"},
+		{"a pod name with too many slashes", []string{"pod", "a/b/c"}, "want NAMESPACE/NAME"},
+		{"a kubeconfig context that does not exist", []string{"node", "nope", "--context", "elsewhere"}, "loading kubeconfig"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

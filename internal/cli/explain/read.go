@@ -1,0 +1,228 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
+)
+
+// launchGrace is how long a not-Ready node counts as booting: the
+// controller's default --max-provision-time.
+const launchGrace = 15 * time.Minute
+
+// maxEvents bounds how many events about the pod are read.
+const maxEvents = 200
+
+// settings are what the caller sets besides the cluster.
+type settings struct {
+	clusterLimits corev1.ResourceList
+	now           time.Time
+}
+
+// Pod reads the cluster from c (the API server, not a cache), plans
+// scale-up as the controller does, with the pod among the pending pods
+// even if the scheduler has not tried it yet, and explains the pod.
+func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits corev1.ResourceList, now time.Time) (Explanation, error) {
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, key, pod); apierrors.IsNotFound(err) {
+		return Explanation{}, fmt.Errorf("pod %s not found", key)
+	} else if err != nil {
+		return Explanation{}, fmt.Errorf("reading pod %s: %w", key, err)
+	}
+	cl, err := clusterread.Read(ctx, c, clusterread.Parts{})
+	if err != nil {
+		return Explanation{}, err
+	}
+	virtual, err := units(ctx, c, cl.Active())
+	if err != nil {
+		return Explanation{}, err
+	}
+	f, err := planPod(cl, pod, virtual, settings{clusterLimits: limits, now: now})
+	if err != nil {
+		return Explanation{}, err
+	}
+	f.event, err = scaleUpEvent(ctx, c, pod)
+	e := explainPod(f)
+	if err != nil {
+		e.Notes = append(e.Notes, fmt.Sprintf("the pod's events could not be read: %v", err))
+	}
+	return e, nil
+}
+
+// planPod plans scale-up for the pod when berth would plan it (not bound,
+// not nominated to a node that exists, not excluded by notPlanned).
+func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s settings) (podFacts, error) {
+	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now}
+	for _, g := range cl.Active() {
+		f.groups = append(f.groups, g.Name)
+	}
+	if reason, _ := notPlanned(pod); reason != "" || podutil.IsBound(pod) || nominatedTo(pod, f.nodes) != "" {
+		return f, nil
+	}
+	in := scaleUpInput(cl, pod, s)
+	in.Pending = append(in.Pending, units...)
+	plan, err := scaleup.Run(in)
+	if err != nil {
+		return f, fmt.Errorf("planning: %w", err)
+	}
+	f.plan = plan
+	return f, nil
+}
+
+// scaleUpInput is the provisioner's input (provisioning/gather.go and
+// round.go): bound pods, pods nominated to a node that exists as bound to
+// it, pods awaiting a node as pending, and the asked pod pending too.
+func scaleUpInput(cl *clusterread.Cluster, asked *corev1.Pod, s settings) scaleup.Input {
+	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
+	nodes := byName(cl.Nodes)
+	for _, g := range in.NodeGroups {
+		for _, u := range g.Status.UnavailableOfferings {
+			if u.Until.After(s.now) {
+				in.Unavailable = append(in.Unavailable, scaleup.Offering{NodeGroup: g.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)})
+			}
+		}
+	}
+	for _, p := range cl.Pods {
+		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
+			continue
+		}
+		switch {
+		case podutil.IsBound(p):
+			in.Pods = append(in.Pods, p)
+		case nominatedTo(p, nodes) != "":
+			held := p.DeepCopy()
+			held.Spec.NodeName = p.Status.NominatedNodeName
+			in.Pods = append(in.Pods, held)
+		case podutil.AwaitsNode(p):
+			in.Pending = append(in.Pending, p)
+		}
+	}
+	in.Pending = append(in.Pending, asked)
+	return in
+}
+
+// Node reads the cluster from c, plans scale-down as the
+// controller does, and explains the node.
+func Node(ctx context.Context, c client.Reader, name string, limits corev1.ResourceList, now time.Time) (Explanation, error) {
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); apierrors.IsNotFound(err) {
+		return Explanation{}, fmt.Errorf("node %s not found", name)
+	} else if err != nil {
+		return Explanation{}, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	cl, err := clusterread.Read(ctx, c, clusterread.Parts{Budgets: true, Controllers: true})
+	if err != nil {
+		return Explanation{}, err
+	}
+	virtual, err := units(ctx, c, cl.NodeGroups)
+	if err != nil {
+		return Explanation{}, err
+	}
+	f, err := planNode(cl, node, virtual, settings{clusterLimits: limits, now: now})
+	if err != nil {
+		return Explanation{}, err
+	}
+	return explainNode(f), nil
+}
+
+// planNode plans scale-down for the cluster and gathers what explainNode
+// reads about the node.
+func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s settings) (nodeFacts, error) {
+	f := nodeFacts{node: node, now: s.now}
+	for _, g := range cl.NodeGroups {
+		if g.Name == node.Labels[v1alpha1.LabelNodeGroup] {
+			f.group = g
+		}
+	}
+	for _, n := range cl.Nodes {
+		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by == node.Name {
+			f.replaces = append(f.replaces, n.Name)
+		} else if by != "" {
+			f.replacing = n.Name
+		}
+	}
+	in := scaleDownInput(cl, s)
+	in.Virtual = units
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		return f, fmt.Errorf("planning scale-down: %w", err)
+	}
+	f.plan = plan
+	return f, nil
+}
+
+// scaleDownInput is the disruption controller's input
+// (disruption/gather.go); the groups it holds are read from their
+// ScaleDownSuspended condition, which the controller writes from them.
+func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
+	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now}
+	for _, p := range cl.Pods {
+		switch {
+		case p.Spec.NodeName != "":
+			in.Pods = append(in.Pods, p)
+		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
+			in.Nominated = append(in.Nominated, p)
+		case podutil.AwaitsNode(p):
+			in.Pending = append(in.Pending, p)
+		}
+	}
+	for _, g := range cl.NodeGroups {
+		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			if in.Held == nil {
+				in.Held = map[string]string{}
+			}
+			in.Held[g.Name] = c.Message
+		}
+	}
+	return in
+}
+
+// units are the Headroom units and CapacityBuffer chunks, capped as the
+// controllers cap them, as pods.
+func units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, error) {
+	sets, err := clusterread.Units(ctx, c, groups)
+	if err != nil {
+		return nil, err
+	}
+	units, _ := clusterread.MakeUnits(sets, clusterread.DefaultMaxUnits) // the provisioner reports the cut
+	out := make([]*corev1.Pod, 0, len(units))
+	for _, u := range units {
+		out = append(out, u.Pod)
+	}
+	return out, nil
+}
+
+// scaleUpEvent is berth's latest TriggeredScaleUp or NotTriggerScaleUp
+// event about the pod, or nil.
+func scaleUpEvent(ctx context.Context, c client.Reader, pod *corev1.Pod) (*eventsv1.Event, error) {
+	evs := &eventsv1.EventList{}
+	if err := c.List(ctx, evs, client.InNamespace(pod.Namespace), client.MatchingFields{"regarding.uid": string(pod.UID)},
+		client.Limit(maxEvents)); err != nil {
+		return nil, err
+	}
+	return latestScaleUp(evs.Items), nil
+}
+
+func byName(nodes []*corev1.Node) map[string]*corev1.Node {
+	out := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		out[n.Name] = n
+	}
+	return out
+}
