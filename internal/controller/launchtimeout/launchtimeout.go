@@ -87,6 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if nodeutil.Ready(node) {
+		if node.Annotations[v1alpha1.AnnotationLaunchedBy] == "" {
+			return reconcile.Result{}, nil // not berth's: nothing to mark (and berth may not write it)
+		}
 		return reconcile.Result{}, r.markInitialized(ctx, node)
 	}
 	if adoptedOld(node, r.MaxProvisionTime) {

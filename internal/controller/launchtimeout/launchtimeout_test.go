@@ -176,3 +176,26 @@ func patchAnnotation(t *testing.T, node, key, value string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeavesReadyNodesBerthDidNotLaunchUnlabelled: a Ready node with a
+// group label but no owner mark is not labelled initialized (berth may not
+// write it; the reconcile would fail for ever).
+func TestLeavesReadyNodesBerthDidNotLaunchUnlabelled(t *testing.T) {
+	ctx := context.Background()
+	n := b.Node("foreign-ready", "2", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "someone"))
+	if err := env.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if err := env.Client.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _, _ := reconciler()
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil || n.Labels[v1alpha1.LabelInitialized] != "" {
+		t.Errorf("node without the owner mark: %v, labels %v; want it left unlabelled", err, n.Labels)
+	}
+}

@@ -531,3 +531,37 @@ func TestBerthPlanAndTheControllerPlanTheSamePods(t *testing.T) {
 		t.Errorf("the controller planned %v, want the 2 unschedulable pods", controller)
 	}
 }
+
+// TestANewLeaderPlansAgainForAPodNominatedToAFullNode: a previous leader
+// nominated a pod to a node that has since filled up; the new leader holds
+// the pod there only for its grace, then plans a node for it (it was held
+// there for ever).
+func TestANewLeaderPlansAgainForAPodNominatedToAFullNode(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("prov-stale-nom", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	f := setup(t, ng)
+	first := f.pods(1, b.CPU("1500m"))[0]
+	f.run()
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(first), first)
+		return err == nil && first.Spec.NodeName != "" && first.Status.Phase == corev1.PodRunning, "the first pod does not run yet", err
+	})
+	full := first.Spec.NodeName
+	// A pod the scheduler does not handle (no such scheduler), nominated to
+	// the full node as a previous leader would have left it.
+	p := b.Pod("stale", b.Namespace(f.ns), b.NoUID(), b.CPU("1"), b.NodeSelector(v1alpha1.LabelNodeGroup, ng.Name),
+		func(p *corev1.Pod) { p.Spec.SchedulerName = "no-such-scheduler" })
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, NominatedNodeName: full, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.useCloud(kwok.New(env.Client, clock.RealClock{})) // a new leader: empty memory
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		res := f.run()
+		return len(res.Launched) == 1, fmt.Sprintf("launched %d nodes for the stale pod", len(res.Launched)), nil
+	})
+}

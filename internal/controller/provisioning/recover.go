@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -21,8 +20,11 @@ import (
 //     unavailableOfferings), so a broken offering is not retried at once;
 //   - instances the cloud provider has launched whose Node has not
 //     registered yet (provider List), so they are not launched again;
-//   - the nominations it made for pods waiting on nodes still booting, so
-//     it restores them when the scheduler clears them.
+//   - the nominations of pods waiting on nodes of berth's groups, so that
+//     it restores them when the scheduler clears them while the node
+//     boots, and plans such a pod again once the node is up and the pod
+//     still waits (a nomination it does not know would hold the pod's
+//     room there for ever).
 func (p *Provisioner) recoverState(ctx context.Context) error {
 	groups := &v1alpha1.NodeGroupList{}
 	if err := p.Client.List(ctx, groups); err != nil {
@@ -65,7 +67,11 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 		if err := p.Client.Get(ctx, client.ObjectKey{Name: pod.Status.NominatedNodeName}, node); err != nil {
 			continue // preemption's nomination to a node that is gone, or not ours
 		}
-		if node.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(node) {
+		// A nomination to a node of berth's groups is taken for berth's: it
+		// keeps its grace (nominationGrace once the node is schedulable)
+		// and is planned again after it. Held for ever instead, a pod whose
+		// node filled up while no leader watched would never get a node.
+		if node.Labels[v1alpha1.LabelNodeGroup] != "" {
 			p.nominated.set(client.ObjectKeyFromObject(pod), node.Name)
 			nominated++
 		}
