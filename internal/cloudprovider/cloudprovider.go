@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
@@ -199,4 +201,13 @@ type Interruption struct {
 // interruption, whatever its source, takes the one disruption path.
 type InterruptionLister interface {
 	Interruptions(ctx context.Context, ng *v1alpha1.NodeGroup) ([]Interruption, error)
+}
+
+// IsTransient reports whether err is a failure of the API call, not of
+// the offering: a conflict, a timeout, throttling or a server error from
+// the API server the provider talks to. Such a launch is retried at once
+// rather than its offering avoided.
+func IsTransient(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }

@@ -69,6 +69,12 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	if err != nil && ctx.Err() != nil {
 		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault
 	}
+	if err != nil && cloudprovider.IsTransient(err) {
+		// The API call failed, not the offering: the round is retried at
+		// once (with backoff) instead of avoiding the offering for minutes.
+		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
+		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)}
+	}
 	if err != nil {
 		// Every failed launch is the offering's: it is avoided (for longer
 		// each time it fails again) and the round plans again without it, so

@@ -12,8 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -564,4 +566,36 @@ func TestANewLeaderPlansAgainForAPodNominatedToAFullNode(t *testing.T) {
 		res := f.run()
 		return len(res.Launched) == 1, fmt.Sprintf("launched %d nodes for the stale pod", len(res.Launched)), nil
 	})
+}
+
+// flakyAPI is a cloud whose first launch fails with an API conflict.
+type flakyAPI struct {
+	cloudprovider.CloudProvider
+	failed bool
+}
+
+func (c *flakyAPI) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	if !c.failed {
+		c.failed = true
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "x", errors.New("the object has been modified"))
+	}
+	return c.CloudProvider.Create(ctx, req)
+}
+
+// TestATransientAPIErrorDoesNotBackOffTheOffering: a launch that fails
+// because the API call did (a conflict) leaves the offering available;
+// the next round launches it.
+func TestATransientAPIErrorDoesNotBackOffTheOffering(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-flaky", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f.useCloud(&flakyAPI{CloudProvider: kwok.New(env.Client, clock.RealClock{})})
+	f.pods(1, b.CPU("1"))
+	if _, err := f.prov.RunOnce(context.Background()); err == nil {
+		t.Fatal("the round with a failed API call reported no error (it is retried)")
+	}
+	if u := f.offerings.Unavailable(); len(u) != 0 {
+		t.Fatalf("unavailable offerings %v after a transient API error, want none", u)
+	}
+	if res := f.run(); len(res.Launched) != 1 {
+		t.Errorf("launched %d nodes in the next round, want 1 of the same offering", len(res.Launched))
+	}
 }
