@@ -43,8 +43,9 @@ const DefaultNoticePeriod = 2 * time.Minute
 // Unknown) before repair replaces it, when the group lists no conditions.
 const DefaultRepairToleration = 10 * time.Minute
 
-// DefaultMaxUnhealthyPercent: above this share of a group unhealthy at
-// once, repair does nothing (a partition is not a repair).
+// DefaultMaxUnhealthyPercent is the share of a group that may be unhealthy
+// at once for repair to act: above it, repair does nothing (a partition is
+// not a repair).
 const DefaultMaxUnhealthyPercent = 20
 
 // Verdict is why a node's life calls for its disruption, if it does.

@@ -30,8 +30,8 @@ type Disruption struct {
 	Launch []scaleup.NewNode `json:"launch,omitempty"`
 }
 
-// ReasonUnplaceable: a drifted, expired or unhealthy node's pods fit on
-// no other node and no node can be launched for them.
+// ReasonUnplaceable is the reason of a drifted, expired or unhealthy node
+// whose pods fit on no other node and no node can be launched for them.
 const ReasonUnplaceable drain.Reason = "NoReplacement"
 
 // disruptions plans the nodes whose life takes them out, before any
