@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -103,6 +104,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ng := &v1alpha1.NodeGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	nodes := &corev1.NodeList{}
@@ -125,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if up, down := r.Activity.Last(ng.Name); up != nil || down != nil {
 		status.LastScaleUp, status.LastScaleDown = scaleEvent(up, status.LastScaleUp), scaleEvent(down, status.LastScaleDown)
 	}
-	fleetPrice.WithLabelValues(ng.Name).Set(status.price)
+	observe(ng, &status.NodeGroupStatus, status.price)
 	result := reconcile.Result{}
 	if exp := r.Failures.NextExpiry(ng.Name); !exp.IsZero() {
 		// Clear the condition when the failure is forgotten.

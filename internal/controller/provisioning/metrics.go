@@ -1,7 +1,11 @@
 package provisioning
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -24,6 +28,10 @@ var (
 		Namespace: "berth", Subsystem: "provisioning", Name: "pending_pods",
 		Help: "Pods the scheduler could not place, seen in the last provisioning round.",
 	})
+	oldestPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "oldest_pending_pod_seconds",
+		Help: "Age of the oldest pod the last provisioning round saw waiting for capacity (0 when none waits).",
+	})
 	launches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "node_launches_total",
 		Help: "Node launches by node group, result (launched, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error).",
@@ -42,5 +50,16 @@ var (
 // RegisterMetrics adds the provisioning metrics to controller-runtime's
 // registry. Call once per process.
 func RegisterMetrics() {
-	metrics.Registry.MustRegister(pendingPods, launches, planDuration, roundErrors)
+	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, roundErrors)
+}
+
+// observePending publishes how many pods wait for capacity and how long
+// the oldest of them has waited (since its creation).
+func observePending(pending map[types.NamespacedName]*corev1.Pod, now time.Time) {
+	pendingPods.Set(float64(len(pending)))
+	oldest := 0.0
+	for _, p := range pending {
+		oldest = max(oldest, now.Sub(p.CreationTimestamp.Time).Seconds())
+	}
+	oldestPending.Set(oldest)
 }

@@ -242,7 +242,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	in, groups, pending := r.in, r.groups, r.pending
-	pendingPods.Set(float64(len(pending)))
+	observePending(pending, p.Clock.Now())
 	res := &Result{Pending: len(pending)}
 	for _, pod := range pending {
 		res.PendingPods = append(res.PendingPods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
