@@ -75,14 +75,17 @@ fidelity: ## Compare berth's filters with kube-scheduler's on FIDELITY_CASES ran
 unit: ## Run the tests that need no control plane.
 	$(GO) test -short ./...
 
-generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of them and its values table.
+generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of them and its values table, the API and CLI references (docs/reference).
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... \
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	$(GO) run ./hack/chartgen
 	$(HELM) helm-docs --log-level warning --chart-search-root charts --template-files README.md.gotmpl
+	$(TOOLS) crd-ref-docs --source-path=./api --config=hack/crd-ref-docs/config.yaml --renderer=markdown \
+		--output-path=docs/reference/api.md --log-level=ERROR
+	$(GO) run ./hack/clidocs -o docs/reference/cli.md
 
-verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table) or go.mod files are stale, or the pure brain depends on clients.
+verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table, docs/reference) or go.mod files are stale, or the pure brain depends on clients.
 	hack/verify-generated.sh
 	hack/check-layering.sh
 	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity bench; do \

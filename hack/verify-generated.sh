@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 generated() {
-  { find api -name 'zz_generated*.go'; find config -name '*.yaml'; find charts -type f; } | sort | xargs -r sha256sum
+  { find api -name 'zz_generated*.go'; find config -name '*.yaml'; find charts -type f; find docs/reference -type f; } | sort | xargs -r sha256sum
 }
 
 before=$(generated)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,10 @@ import (
 	"github.com/berth-dev/berth/internal/cli/tenant"
 	"github.com/berth-dev/berth/internal/version"
 )
+
+// PluginName is the name kubectl finds berth under as a plugin: a binary
+// kubectl-berth on the PATH runs as `kubectl berth`.
+const PluginName = "kubectl-berth"
 
 // NewRoot returns the berth root command with every subcommand.
 func NewRoot() *cobra.Command {
@@ -53,9 +59,24 @@ func NewRoot() *cobra.Command {
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := NewRoot().ExecuteContext(ctx); err != nil {
+	root := NewRoot()
+	AsInvoked(root, os.Args[0])
+	if err := root.ExecuteContext(ctx); err != nil {
 		_, _ = fmt.Fprintln(os.Stderr, "error:", err)
 		return 1
 	}
 	return 0
+}
+
+// AsInvoked makes help and usage name the command as the user typed it:
+// `kubectl berth ...` when the binary runs as the kubectl plugin
+// kubectl-berth (kubectl runs the plugin with its own path as argv[0]).
+func AsInvoked(root *cobra.Command, argv0 string) {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != PluginName {
+		return
+	}
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl berth"
 }

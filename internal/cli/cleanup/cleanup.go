@@ -18,18 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/scheme"
+	"github.com/berth-dev/berth/internal/cli/clusterflags"
 	"github.com/berth-dev/berth/internal/webhook"
 )
 
 // NewCommand returns `berth cleanup`.
 func NewCommand() *cobra.Command {
-	var kubeconfig string
+	var cluster clusterflags.Flags
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove what berth leaves in a cluster once it no longer runs there",
@@ -48,31 +47,15 @@ Cluster API Machines that berth marked for deletion are listed, not changed:
 their removal may already be under way.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(kubeconfig)
+			c, err := cluster.Client()
 			if err != nil {
 				return err
 			}
 			return Run(cmd.Context(), c, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
+	cluster.Bind(cmd.Flags())
 	return cmd
-}
-
-func connect(kubeconfig string) (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster: %w", err)
-	}
-	return c, nil
 }
 
 // Run does the cleanup and says what it did on out. Every step runs; the

@@ -16,16 +16,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cli/output"
 )
 
-// List prints the tenants: NAME, TYPE, PHASE, NODE, NODE GROUP, AGE.
-func List(ctx context.Context, c client.Reader, out io.Writer, now time.Time) error {
+// List prints the tenants: a table (NAME, TYPE, PHASE, NODE, NODE GROUP,
+// AGE), or the TenantList as JSON or YAML.
+func List(ctx context.Context, c client.Reader, out io.Writer, format output.Format, now time.Time) error {
 	list := &v1alpha1.TenantList{}
 	if err := c.List(ctx, list); err != nil {
 		return fmt.Errorf("listing tenants: %w", err)
 	}
-	PrintTenants(out, list.Items, now)
-	return nil
+	list.APIVersion, list.Kind = v1alpha1.GroupVersion.String(), "TenantList"
+	for i := range list.Items {
+		list.Items[i].APIVersion, list.Items[i].Kind = v1alpha1.GroupVersion.String(), "Tenant"
+	}
+	return format.Write(out, list, func(w io.Writer) { PrintTenants(w, list.Items, now) })
 }
 
 // PrintTenants writes tenants as a table, by name.
@@ -44,15 +49,19 @@ func PrintTenants(out io.Writer, tenants []v1alpha1.Tenant, now time.Time) {
 	_ = tw.Flush()
 }
 
-// ListTypes prints the tenant types: NAME, NODE GROUP, DEDICATED,
-// REQUESTS, SERVICE, IMAGE.
-func ListTypes(ctx context.Context, c client.Reader, out io.Writer) error {
+// ListTypes prints the tenant types: a table (NAME, NODE GROUP,
+// DEDICATED, REQUESTS, SERVICE, IMAGE), or the TenantTypeList as JSON or
+// YAML.
+func ListTypes(ctx context.Context, c client.Reader, out io.Writer, format output.Format) error {
 	list := &v1alpha1.TenantTypeList{}
 	if err := c.List(ctx, list); err != nil {
 		return fmt.Errorf("listing tenant types: %w", err)
 	}
-	PrintTypes(out, list.Items)
-	return nil
+	list.APIVersion, list.Kind = v1alpha1.GroupVersion.String(), "TenantTypeList"
+	for i := range list.Items {
+		list.Items[i].APIVersion, list.Items[i].Kind = v1alpha1.GroupVersion.String(), "TenantType"
+	}
+	return format.Write(out, list, func(w io.Writer) { PrintTypes(w, list.Items) })
 }
 
 // PrintTypes writes tenant types as a table, by name.

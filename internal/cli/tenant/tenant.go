@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-dev/berth/internal/scheme"
+	"github.com/berth-dev/berth/internal/cli/clusterflags"
+	"github.com/berth-dev/berth/internal/cli/output"
 )
 
 // options are the flags every `berth tenant` command shares.
 type options struct {
-	kubeconfig string
+	cluster clusterflags.Flags
 	// pollInterval is how often --wait reads the tenant.
 	pollInterval time.Duration
 }
@@ -33,27 +33,14 @@ node of its own, its container and Service, and default configuration. A
 Tenant names its type and may override configuration values; berth runs it
 in the namespace tenant-<name> and launches the node it needs.`,
 	}
-	cmd.PersistentFlags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")
+	o.cluster.Bind(cmd.PersistentFlags())
 	cmd.AddCommand(o.createCommand(), o.listCommand(), o.deleteCommand(), o.typesCommand())
 	return cmd
 }
 
-// client connects to the cluster of the kubeconfig, as kubectl would.
-func (o *options) client() (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the cluster: %w", err)
-	}
-	return c, nil
-}
+// client connects to the cluster of the kubeconfig and context, as
+// kubectl would.
+func (o *options) client() (client.Client, error) { return o.cluster.Client() }
 
 func (o *options) createCommand() *cobra.Command {
 	var (
@@ -103,19 +90,25 @@ tenant runs, and fails with the last reason when --timeout passes.`,
 }
 
 func (o *options) listCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
+	var format output.Format
+	cmd := &cobra.Command{
+		Use:     "list [-o table|json|yaml]",
 		Aliases: []string{"ls"},
 		Short:   "List tenants with their type, phase, node and node group",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := format.Check(); err != nil {
+				return err
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			return List(cmd.Context(), c, cmd.OutOrStdout(), time.Now())
+			return List(cmd.Context(), c, cmd.OutOrStdout(), format, time.Now())
 		},
 	}
+	format.Bind(cmd.Flags())
+	return cmd
 }
 
 func (o *options) deleteCommand() *cobra.Command {
@@ -161,16 +154,22 @@ func (o *options) deleteCommand() *cobra.Command {
 }
 
 func (o *options) typesCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "types",
+	var format output.Format
+	cmd := &cobra.Command{
+		Use:   "types [-o table|json|yaml]",
 		Short: "List tenant types with their node group and shape",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := format.Check(); err != nil {
+				return err
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			return ListTypes(cmd.Context(), c, cmd.OutOrStdout())
+			return ListTypes(cmd.Context(), c, cmd.OutOrStdout(), format)
 		},
 	}
+	format.Bind(cmd.Flags())
+	return cmd
 }
