@@ -37,8 +37,8 @@ type followers struct {
 	of      map[types.NamespacedName][]*corev1.Pod
 }
 
-// foldFollowers finds followers among pending and folds them into their
-// leaders. Leaders that already carry a companion add-on are left alone.
+// foldFollowers finds followers among pending and folds each into the
+// root of its chain (chains.go).
 func foldFollowers(pending, bound []*corev1.Pod) followers {
 	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}}
 	leaderOf := map[*corev1.Pod]*corev1.Pod{}
@@ -47,28 +47,18 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 			leaderOf[p] = l
 		}
 	}
-	if len(leaderOf) == 0 {
+	c := chains(leaderOf, pending, bound)
+	if len(c.rootOf) == 0 {
 		out.pending = pending
 		return out
 	}
 	addOns := map[*corev1.Pod]corev1.ResourceList{}
-	// narrowed is each leader as planned: its own node constraints and
-	// those of the followers folded into it (which go where it goes).
-	narrowed := map[*corev1.Pod]*corev1.Pod{}
 	for _, f := range sortedFollowers(leaderOf) {
-		l := leaderOf[f]
-		if _, isFollower := leaderOf[l]; isFollower {
-			continue // chains are planned as they are
-		}
-		if _, has := l.Annotations[v1alpha1.AnnotationCompanionRequests]; has {
+		r := c.rootOf[f]
+		if r == nil {
 			continue
 		}
-		n, ok := narrow(cmp.Or(narrowed[l], l), f)
-		if !ok {
-			continue // it cannot go where its leader may: planned as it is
-		}
-		narrowed[l] = n
-		rl := addOns[l]
+		rl := addOns[r]
 		if rl == nil {
 			rl = corev1.ResourceList{}
 		}
@@ -77,16 +67,16 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 			sum.Add(q)
 			rl[name] = sum
 		}
-		addOns[l] = rl
-		key := types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
+		addOns[r] = rl
+		key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 		out.of[key] = append(out.of[key], f)
 	}
 	for _, p := range pending {
-		if l := leaderOf[p]; l != nil && addOns[l] != nil {
+		if c.rootOf[p] != nil {
 			continue // folded
 		}
 		if rl := addOns[p]; rl != nil {
-			p = withAddOn(narrowed[p], rl)
+			p = withAddOn(c.narrowed[p], rl)
 		}
 		out.pending = append(out.pending, p)
 	}

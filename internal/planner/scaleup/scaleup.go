@@ -127,7 +127,7 @@ func Run(in Input) (*Plan, error) {
 	for _, o := range in.Unavailable {
 		unavailable[o] = true
 	}
-	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable)
+	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, in.Pods))
 	if err != nil {
 		return nil, err
 	}

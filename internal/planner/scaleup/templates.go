@@ -73,8 +73,9 @@ func (d daemonSetPod) runsOn(node *corev1.Node) bool {
 
 // buildTemplates turns node groups into templates, one per group and zone,
 // each with the options (instance type x capacity type) offered in the
-// zone, minus the unavailable offerings.
-func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailable map[Offering]bool) ([]*binpack.Template, error) {
+// zone, minus the unavailable offerings; and one per value of the split
+// keys too (topologyOptionKeys), so that a planned node carries them.
+func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailable map[Offering]bool, split []string) ([]*binpack.Template, error) {
 	var out []*binpack.Template
 	for _, ng := range groups {
 		zones := map[string]bool{}
@@ -84,23 +85,23 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailabl
 			}
 		}
 		for _, zone := range slices.Sorted(maps.Keys(zones)) {
-			t, err := buildTemplate(ng, zone, dss, unavailable)
+			opts, err := zoneOptions(ng, zone, dss, unavailable)
 			if err != nil {
 				return nil, err
 			}
-			if t != nil {
-				out = append(out, t)
+			if len(opts) == 0 {
+				continue
+			}
+			for _, part := range splitByKeys(opts, split) {
+				out = append(out, newTemplate(ng, zone, part, split))
 			}
 		}
 	}
 	return out, nil
 }
 
-func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) (*binpack.Template, error) {
-	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
-	for _, t := range ng.Spec.Template.Taints {
-		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-	}
+// zoneOptions are the options a node group offers in a zone.
+func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) ([]*snapshot.Option, error) {
 	var opts []*snapshot.Option
 	for _, it := range ng.Spec.InstanceTypes {
 		for _, off := range it.Offerings {
@@ -108,18 +109,29 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 			if off.Zone != zone || unavailable[key] {
 				continue
 			}
-			o, err := buildOption(ng, it, off, key, taints, dss)
+			o, err := buildOption(ng, it, off, key, groupTaints(ng), dss)
 			if err != nil {
 				return nil, err
 			}
 			opts = append(opts, o)
 		}
 	}
-	if len(opts) == 0 {
-		return nil, nil
+	return opts, nil
+}
+
+func groupTaints(ng *v1alpha1.NodeGroup) []corev1.Taint {
+	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
+	for _, t := range ng.Spec.Template.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
-	// The template carries the labels every option agrees on: the group's
-	// and zone's, and an option label when all options share its value.
+	return taints
+}
+
+// newTemplate is the template of a group's options opts in a zone. It
+// carries the labels every option agrees on: the group's and zone's, and
+// an option label when all options share its value (always so for the
+// split keys).
+func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, split []string) *binpack.Template {
 	fixed := maps.Clone(opts[0].Node.Labels)
 	for _, k := range OptionKeys {
 		for _, o := range opts[1:] {
@@ -129,14 +141,19 @@ func buildTemplate(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unav
 			}
 		}
 	}
-	fixed[v1alpha1.LabelHostname] = "template-" + ng.Name + "-" + zone
-	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fixed[v1alpha1.LabelHostname], Labels: fixed}, Spec: corev1.NodeSpec{Taints: taints}}
+	name := "template-" + ng.Name + "-" + zone
+	for _, k := range split {
+		name += "-" + fixed[k]
+	}
+	fixed[v1alpha1.LabelHostname] = name
+	taints := opts[0].Node.Spec.Taints
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: fixed}, Spec: corev1.NodeSpec{Taints: taints}}
 	return &binpack.Template{
 		Node:   &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}},
 		Group:  ng.Name,
 		Weight: ng.Spec.Weight,
 		Zone:   zone,
-	}, nil
+	}
 }
 
 func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,

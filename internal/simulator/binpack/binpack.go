@@ -344,16 +344,31 @@ func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
 }
 
 // refreshTemplates disables the templates of a group that cannot launch
-// more nodes, so that they stop counting as potential spread domains.
+// more nodes, so that they stop counting as potential spread domains, and
+// enables again those that can (a planned node left the plan). A spread's
+// minimum may rise when a template goes, so that a node found too full
+// becomes usable again: what scanNodes learnt is forgotten.
 func (p *packer) refreshTemplates(group string) {
 	for _, t := range p.in.Templates {
-		if t.Group != group || !p.s.TemplateAvailable(t.Node) {
+		if t.Group != group {
 			continue
 		}
-		if opts, _ := p.in.Launcher.Allowed(p.s, t); len(opts) == 0 {
+		opts, _ := p.in.Launcher.Allowed(p.s, t)
+		switch on := p.s.TemplateAvailable(t.Node); {
+		case on && len(opts) == 0:
 			p.s.DisableTemplate(t.Node)
+			p.podsRemoved()
+		case !on && len(opts) > 0:
+			p.s.EnableTemplate(t.Node)
 		}
 	}
+}
+
+// retire drops an emptied planned node from the plan; its group may
+// launch again.
+func (p *packer) retire(n *snapshot.Node) {
+	p.s.Retire(n)
+	p.refreshTemplates(n.NodeGroup)
 }
 
 // finish chooses the cheapest remaining option of every planned node.

@@ -47,7 +47,7 @@ func (p *packer) tryDissolve(nn *NewNode, cheaper, keep bool) (float64, bool) {
 		for _, pod := range pods {
 			p.s.RemovePod(pod)
 		}
-		p.s.Retire(nn.Node)
+		p.retire(nn.Node)
 		p.podsRemoved()
 		for _, pod := range pods {
 			if p.placeOnRoom(tr, pod) {

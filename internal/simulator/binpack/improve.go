@@ -185,7 +185,7 @@ func (p *packer) moveAll(from, to *snapshot.Node) bool {
 	for _, pod := range pods {
 		p.s.RemovePod(pod)
 	}
-	p.s.Retire(from)
+	p.retire(from)
 	p.podsRemoved()
 	for _, pod := range pods {
 		if predicates.Run(p.in.Filters, p.s, pod.Class, to).Failed() {

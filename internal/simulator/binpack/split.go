@@ -39,7 +39,7 @@ func (p *packer) repack(olds ...*NewNode) {
 			p.s.RemovePod(pod)
 		}
 		for _, nn := range olds {
-			p.s.Retire(nn.Node)
+			p.retire(nn.Node)
 		}
 		p.podsRemoved()
 		rest := pods

@@ -3,6 +3,8 @@ package predicates
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -11,8 +13,9 @@ import (
 // matches, minus the smallest count over the eligible domains must not
 // exceed maxSkew. Eligible domains follow nodeAffinityPolicy (default
 // Honor) and nodeTaintsPolicy (default Ignore); fewer domains than
-// minDomains make the minimum 0. Zones that a node group could launch into
-// count as domains with zero pods, so that new nodes spread too.
+// minDomains make the minimum 0. Domains that a node group could launch a
+// node into (a zone, a capacity type, a fresh hostname) count as domains
+// with zero pods, so that new nodes spread too.
 type PodTopologySpread struct{}
 
 var _ Filter = PodTopologySpread{}
@@ -44,7 +47,14 @@ func (PodTopologySpread) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snap
 		// No detail: this failure is common and transient while packing,
 		// and formatting one would cost more than the check.
 		if k.Count(sc.TopologyKey, v)+self-minMatch > int(sc.MaxSkew) {
-			return Status{Code: Unschedulable, Reason: ReasonSpread, Domain: Domain{Key: sc.TopologyKey, Value: v}}
+			// A hostname is one node's domain: with the minimum pinned at
+			// zero by a node group that can launch a fresh node, the node
+			// stays too full while pods are only added.
+			code := Unschedulable
+			if sc.TopologyKey == corev1.LabelHostname && k.PinnedByPotential() {
+				code = Unresolvable
+			}
+			return Status{Code: code, Reason: ReasonSpread, Domain: Domain{Key: sc.TopologyKey, Value: v}}
 		}
 	}
 	return OK

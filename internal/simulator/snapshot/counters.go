@@ -260,19 +260,20 @@ func (k *Counter) addPotential(v string, delta int) {
 	}
 }
 
-// hasPotential reports whether templates are potential domains of the
-// counter's key. A new node is a new hostname, but the scheduler only knows
-// the nodes that exist, so hostnames are never potential domains: hostname
-// spread is computed over existing and planned nodes, as kube-scheduler
-// will see them.
-func (k *Counter) hasPotential() bool { return k.key != corev1.LabelHostname }
+// Templates are potential domains of every key, the hostname too: a node
+// group that can launch one more eligible node offers a fresh hostname
+// with no pods, as Karpenter counts it (and as Cluster Autoscaler's
+// estimator does by adding each new node to its snapshot). Without it, a
+// hostname spread from zero would put every replica on the first planned
+// node: faithful to kube-scheduler's arithmetic over the nodes that exist,
+// not to what the constraint asks for. A hostname spread whose minimum is
+// pinned at zero this way lets at most maxSkew matching pods share a
+// node, and once the planned nodes exist kube-scheduler accepts each on
+// its node (its minimum is at least zero).
 
 func (k *Counter) resetPotential(s *Snapshot) {
 	k.potential = map[string]int{}
 	k.potentialOnly = 0
-	if !k.hasPotential() {
-		return
-	}
 	for _, t := range s.templates {
 		if s.templateOff[t] || !k.eligible(t) {
 			continue
@@ -297,6 +298,11 @@ func (k *Counter) MinMatch(minDomains int32) int {
 	}
 	return k.min
 }
+
+// PinnedByPotential reports whether a potential domain (a template that
+// can launch one more eligible node) holds the minimum at zero: then a
+// domain found too full stays too full while pods are only added.
+func (k *Counter) PinnedByPotential() bool { return k.potentialOnly > 0 }
 
 // Domains is the number of domains, potential ones included.
 func (k *Counter) Domains() int { return len(k.domainNodes) + k.potentialOnly }

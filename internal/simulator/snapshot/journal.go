@@ -7,6 +7,7 @@ const (
 	undoAddPod
 	undoRemovePod
 	undoDisableTemplate
+	undoEnableTemplate
 	undoCordon
 	undoRetire
 )
@@ -111,11 +112,8 @@ func (s *Snapshot) reverse(u undo) {
 			}
 		}
 	case undoDisableTemplate:
-		delete(s.templateOff, u.node)
-		for _, k := range s.counters {
-			if k.kind == kindSpread && k.hasPotential() && k.eligible(u.node) {
-				k.addPotential(u.node.Labels()[k.key], 1)
-			}
-		}
+		s.enableTemplate(u.node)
+	case undoEnableTemplate:
+		s.disableTemplate(u.node)
 	}
 }

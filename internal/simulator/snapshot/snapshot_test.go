@@ -174,7 +174,11 @@ func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
 			n.Planned = true
 			s.AddNode(n)
 		case op < 3 && len(s.Templates()) > 0:
-			s.DisableTemplate(s.Templates()[r.Intn(len(s.Templates()))])
+			if t := s.Templates()[r.Intn(len(s.Templates()))]; s.TemplateAvailable(t) {
+				s.DisableTemplate(t)
+			} else {
+				s.EnableTemplate(t)
+			}
 		case op < 5 && len(placed) > 0:
 			k := r.Intn(len(placed))
 			s.RemovePod(placed[k])

@@ -29,13 +29,36 @@ func (s *Snapshot) DisableTemplate(t *Node) {
 	if s.templateOff[t] {
 		return
 	}
+	s.disableTemplate(t)
+	s.record(undo{kind: undoDisableTemplate, node: t})
+}
+
+// EnableTemplate reverses DisableTemplate: the template's group can launch
+// again (a planned node left the plan), so it is a potential domain again.
+func (s *Snapshot) EnableTemplate(t *Node) {
+	if !s.templateOff[t] {
+		return
+	}
+	s.enableTemplate(t)
+	s.record(undo{kind: undoEnableTemplate, node: t})
+}
+
+func (s *Snapshot) enableTemplate(t *Node) {
+	delete(s.templateOff, t)
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.eligible(t) {
+			k.addPotential(t.Labels()[k.key], 1)
+		}
+	}
+}
+
+func (s *Snapshot) disableTemplate(t *Node) {
 	s.templateOff[t] = true
 	for _, k := range s.counters {
-		if k.kind == kindSpread && k.hasPotential() && k.eligible(t) {
+		if k.kind == kindSpread && k.eligible(t) {
 			k.addPotential(t.Labels()[k.key], -1)
 		}
 	}
-	s.record(undo{kind: undoDisableTemplate, node: t})
 }
 
 // Cordon marks a node unschedulable, as a drain does: no pod is placed on

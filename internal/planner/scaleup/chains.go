@@ -1,0 +1,192 @@
+package scaleup
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
+// Followers form chains: b follows a, c follows b (each requires the one
+// before on its node), and all of them go where the first goes, the root
+// of the chain. A follower folds into its root, not into its leader: a
+// follower folded into another follower would take its requests with it
+// out of the plan. A folded follower is not in the plan's snapshot, so
+// that no other pod can see it: a follower folds only when no other pod's
+// term (pod affinity, anti-affinity, a spread constraint) selects it, save
+// its own followers, which fold with it, and only when it has no terms of
+// its own that the fold would lose (anti-affinity, spread, host ports)
+// and asks for nothing but cpu and memory (what a companion add-on
+// carries). Everything else is planned as it is, pod by pod.
+
+// chain is the outcome of deciding the chains: the root each folded
+// follower goes with, and each root as planned (narrowed to where all its
+// followers may run).
+type chain struct {
+	rootOf   map[*corev1.Pod]*corev1.Pod
+	narrowed map[*corev1.Pod]*corev1.Pod
+}
+
+// chains decides which followers fold and into which root. leaderOf maps
+// each follower to its leader. It starts from every follower that could
+// fold and drops, until nothing changes, those that another pod sees,
+// that are on a cycle, whose root carries a companion add-on already, or
+// whose node constraints cannot be combined with their root's.
+func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod) chain {
+	in := map[*corev1.Pod]bool{}
+	for f := range leaderOf {
+		in[f] = foldable(f)
+	}
+	for {
+		c := chain{rootOf: map[*corev1.Pod]*corev1.Pod{}, narrowed: map[*corev1.Pod]*corev1.Pod{}}
+		dropped := false
+		for _, f := range sortedFollowers(leaderOf) {
+			if !in[f] {
+				continue
+			}
+			r := rootOf(f, leaderOf, in)
+			if r == nil || hasAddOn(r) || seen(f, leaderOf, in, pending, bound) {
+				in[f], dropped = false, true
+				continue
+			}
+			c.rootOf[f] = r
+		}
+		if dropped {
+			continue
+		}
+		for _, f := range sortedFollowers(leaderOf) {
+			r := c.rootOf[f]
+			if r == nil {
+				continue
+			}
+			have := c.narrowed[r]
+			if have == nil {
+				have = r
+			}
+			n, ok := narrow(have, f)
+			if !ok {
+				in[f], dropped = false, true
+				break
+			}
+			c.narrowed[r] = n
+		}
+		if !dropped {
+			return c
+		}
+	}
+}
+
+// rootOf is the first pod up f's chain of leaders that does not fold, or
+// nil when the chain is a cycle.
+func rootOf(f *corev1.Pod, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool) *corev1.Pod {
+	l := leaderOf[f]
+	for range len(leaderOf) {
+		if !in[l] {
+			return l
+		}
+		l = leaderOf[l]
+	}
+	return nil
+}
+
+// hasAddOn reports whether a pod carries a companion add-on already (a
+// CompanionProfile's workload): its followers are planned as they are.
+func hasAddOn(p *corev1.Pod) bool {
+	_, has := p.Annotations[v1alpha1.AnnotationCompanionRequests]
+	return has
+}
+
+// foldable reports whether folding f into its root loses nothing of f's
+// own: its only term is the affinity to its leader, it binds no host port,
+// and it asks for nothing but cpu and memory.
+func foldable(f *corev1.Pod) bool {
+	if a := f.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		return false
+	}
+	for _, c := range f.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			return false
+		}
+	}
+	for _, cs := range [][]corev1.Container{f.Spec.InitContainers, f.Spec.Containers} {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.HostPort > 0 {
+					return false
+				}
+			}
+		}
+	}
+	for name := range resource.PodRequests(f, resource.PodResourcesOptions{}) {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			return false
+		}
+	}
+	return true
+}
+
+// seen reports whether a pod other than f's folding followers selects f
+// in a required term: a pending pod's pod affinity, anti-affinity or
+// DoNotSchedule spread, or a bound pod's anti-affinity. Terms with a
+// namespace selector are taken to select every namespace (the planner
+// does not know namespace labels here), so that in doubt f stays visible.
+func seen(f *corev1.Pod, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool, pending, bound []*corev1.Pod) bool {
+	for _, q := range pending {
+		if q == f || (in[q] && leaderOf[q] == f) {
+			continue
+		}
+		if selectsIn(q, f, true) {
+			return true
+		}
+	}
+	for _, q := range bound {
+		if selectsIn(q, f, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// selectsIn reports whether a required term of q selects f: all of q's
+// terms when q is pending, only its anti-affinity when it is bound.
+func selectsIn(q, f *corev1.Pod, pending bool) bool {
+	if pending {
+		for _, c := range q.Spec.TopologySpreadConstraints {
+			if c.WhenUnsatisfiable == corev1.DoNotSchedule && q.Namespace == f.Namespace && selects(c.LabelSelector, f) {
+				return true
+			}
+		}
+	}
+	a := q.Spec.Affinity
+	if a == nil {
+		return false
+	}
+	var terms []corev1.PodAffinityTerm
+	if a.PodAntiAffinity != nil {
+		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+	}
+	if pending && a.PodAffinity != nil {
+		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+	}
+	for i := range terms {
+		t := &terms[i]
+		inNamespace := t.NamespaceSelector != nil || (len(t.Namespaces) == 0 && q.Namespace == f.Namespace)
+		for _, ns := range t.Namespaces {
+			inNamespace = inNamespace || ns == f.Namespace
+		}
+		if inNamespace && selects(t.LabelSelector, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// selects reports whether a label selector matches f's labels (an empty
+// one matches every pod); one that cannot be read selects nothing (the
+// planner refuses its pod anyway).
+func selects(ls *metav1.LabelSelector, f *corev1.Pod) bool {
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	return err == nil && sel.Matches(labels.Set(f.Labels))
+}

@@ -1,0 +1,151 @@
+package scaleup_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+const (
+	capacityType = v1alpha1.LabelCapacityType
+	hostname     = v1alpha1.LabelHostname
+	zone         = v1alpha1.LabelZone
+)
+
+// arch sets the architecture of the instance type added last.
+func arch(a string) b.NodeGroupOption {
+	return func(ng *v1alpha1.NodeGroup) { ng.Spec.InstanceTypes[len(ng.Spec.InstanceTypes)-1].Architecture = a }
+}
+
+// Node groups whose options differ in the labels OptionKeys name.
+var (
+	// spotOrOnDemand offers m-4 as spot (0.06) and on-demand (0.19) in
+	// zone-a.
+	spotOrOnDemand = b.NodeGroup("mixed", b.InstanceType("m-4", "4", "16Gi", b.Spot("zone-a", "0.06"), b.OnDemand("zone-a", "0.19")))
+	// spotOrOnDemandTwoZones offers both in zone-a and zone-b.
+	spotOrOnDemandTwoZones = b.NodeGroup("mixed", b.InstanceType("m-4", "4", "16Gi",
+		b.Spot("zone-a", "0.06"), b.OnDemand("zone-a", "0.19"), b.Spot("zone-b", "0.06"), b.OnDemand("zone-b", "0.19")))
+	// amdOrArm offers an amd64 type (0.20) and a cheaper arm64 one (0.16).
+	amdOrArm = b.NodeGroup("mixed", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.InstanceType("a-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")), arch("arm64"))
+	// twoTypes offers two amd64 types, c-4 the cheaper.
+	twoTypes = b.NodeGroup("mixed", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.19")),
+		b.InstanceType("c-4", "4", "8Gi", b.OnDemand("zone-a", "0.17")))
+)
+
+func web(opts ...b.PodOption) []b.PodOption {
+	return append([]b.PodOption{b.CPU("1"), b.Labels("app", "web")}, opts...)
+}
+
+// TestPlannedNodesCarryTheLabelsTopologyKeysName: a planned node of a group
+// whose options differ in capacity type, architecture or instance type
+// carries the value it will be launched with whenever a topology term of
+// the round names the key, so that spread, pod affinity and anti-affinity
+// on those keys are planned as kube-scheduler will check them.
+func TestPlannedNodesCarryTheLabelsTopologyKeysName(t *testing.T) {
+	guard := boundTo(b.Pod("guard", b.CPU("1"), b.Labels("app", "guard"),
+		b.PodAntiAffinity(b.AffinityTerm(capacityType, "app", "web"))), "spot-1")
+	db := boundTo(b.Pod("db", b.CPU("4"), b.Labels("app", "db")), "arm-1")
+	runPlanCases(t, []planCase{
+		{name: "two replicas apart by capacity type get a spot and an on-demand node",
+			groups:  []*v1alpha1.NodeGroup{spotOrOnDemand},
+			pending: replicas("web", 2, web(b.PodAntiAffinity(b.AffinityTerm(capacityType, "app", "web")))...),
+			want:    []string{"new zone-a/on-demand/m-4: web-2", "new zone-a/spot/m-4: web-1"}},
+		{name: "a third replica apart by capacity type has no capacity type left",
+			groups:  []*v1alpha1.NodeGroup{spotOrOnDemand},
+			pending: replicas("web", 3, web(b.PodAntiAffinity(b.AffinityTerm(capacityType, "app", "web")))...),
+			want:    []string{"new zone-a/on-demand/m-4: web-2", "new zone-a/spot/m-4: web-1", "unschedulable: web-3"}},
+		{name: "two replicas apart by architecture get an arm64 and an amd64 node",
+			groups:  []*v1alpha1.NodeGroup{amdOrArm},
+			pending: replicas("web", 2, web(b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelArch, "app", "web")))...),
+			want:    []string{"new zone-a/on-demand/a-4: web-1", "new zone-a/on-demand/m-4: web-2"}},
+		{name: "two replicas apart by instance type get one node of each type",
+			groups:  []*v1alpha1.NodeGroup{twoTypes},
+			pending: replicas("web", 2, web(b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelInstanceType, "app", "web")))...),
+			want:    []string{"new zone-a/on-demand/c-4: web-1", "new zone-a/on-demand/m-4: web-2"}},
+		{name: "pods with affinity by architecture to a pod on a full arm64 node get an arm64 node",
+			groups: []*v1alpha1.NodeGroup{amdOrArm}, nodes: []*corev1.Node{groupNode("arm-1", amdOrArm, "a-4", "zone-a", v1alpha1.CapacityTypeOnDemand)},
+			bound:   []*corev1.Pod{db},
+			pending: replicas("web", 2, web(b.PodAffinity(b.AffinityTerm(v1alpha1.LabelArch, "app", "db")))...),
+			want:    []string{"new zone-a/on-demand/a-4: web-1,web-2"}},
+		{name: "replicas with affinity to each other by architecture stay on one architecture",
+			groups:  []*v1alpha1.NodeGroup{amdOrArm},
+			pending: replicas("web", 3, b.CPU("2"), b.Labels("app", "web"), b.PodAffinity(b.AffinityTerm(v1alpha1.LabelArch, "app", "web"))),
+			want:    []string{"new zone-a/on-demand/a-4: web-1,web-2", "new zone-a/on-demand/a-4: web-3"}},
+		{name: "spot-only pods spread over capacity types all go on spot, the only domain they may use",
+			groups:  []*v1alpha1.NodeGroup{spotOrOnDemand},
+			pending: replicas("web", 3, web(b.NodeSelector(capacityType, "spot"), b.Spread(capacityType, 1, "app", "web"))...),
+			want:    []string{"new zone-a/spot/m-4: web-1,web-2,web-3"}},
+		{name: "pods spread over capacity types and zones are balanced on both",
+			groups:  []*v1alpha1.NodeGroup{spotOrOnDemandTwoZones},
+			pending: replicas("web", 4, web(b.Spread(capacityType, 1, "app", "web"), b.Spread(zone, 1, "app", "web"))...),
+			want:    []string{"new zone-a/spot/m-4: web-1,web-3", "new zone-b/on-demand/m-4: web-2,web-4"}},
+		{name: "a running pod's anti-affinity by capacity type keeps pending pods off spot",
+			groups: []*v1alpha1.NodeGroup{spotOrOnDemand}, nodes: []*corev1.Node{groupNode("spot-1", spotOrOnDemand, "m-4", "zone-a", v1alpha1.CapacityTypeSpot)},
+			bound:   []*corev1.Pod{guard},
+			pending: replicas("web", 1, web()...),
+			want:    []string{"new zone-a/on-demand/m-4: web-1"}},
+	})
+}
+
+// TestChainsOfPodAffinityArePlannedWhole: pods that each require the one
+// before on their node (a <- b <- c <- d) go on one node, from zero and
+// next to a first pod that already runs.
+func TestChainsOfPodAffinityArePlannedWhole(t *testing.T) {
+	plain := b.NodeGroup("plain", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.19")))
+	link := func(name, after, key string) *corev1.Pod {
+		opts := []b.PodOption{b.CPU("500m"), b.Labels("app", name)}
+		if after != "" {
+			opts = append(opts, b.PodAffinity(b.AffinityTerm(key, "app", after)))
+		}
+		return b.Pod(name, opts...)
+	}
+	chain := func(key string) []*corev1.Pod {
+		return []*corev1.Pod{link("a", "", key), link("b", "a", key), link("c", "b", key), link("d", "c", key)}
+	}
+	runPlanCases(t, []planCase{
+		{name: "a chain on the hostname from zero goes on one new node",
+			groups: []*v1alpha1.NodeGroup{plain}, pending: chain(hostname),
+			want: []string{"new zone-a/on-demand/m-4: a,b,c,d"}},
+		{name: "a chain on the hostname whose first pod runs goes on that pod's node",
+			groups: []*v1alpha1.NodeGroup{plain}, nodes: []*corev1.Node{groupNode("n1", plain, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)},
+			bound: []*corev1.Pod{boundTo(link("a", "", hostname), "n1")}, pending: chain(hostname)[1:],
+			want: []string{"on n1: b,c,d"}},
+		{name: "a chain on zones goes in one zone",
+			groups: []*v1alpha1.NodeGroup{plain}, pending: chain(zone),
+			want: []string{"new zone-a/on-demand/m-4: a,b,c,d"}},
+		{name: "a link another pod requires by zone is planned with its chain",
+			groups: []*v1alpha1.NodeGroup{plain}, pending: append(chain(hostname)[:2], link("x", "b", zone)),
+			want: []string{"new zone-a/on-demand/m-4: a,b,x"}},
+		{name: "two pods that require each other stay pending, as kube-scheduler leaves them",
+			groups: []*v1alpha1.NodeGroup{plain}, pending: []*corev1.Pod{link("a", "b", hostname), link("b", "a", hostname)},
+			want: []string{"unschedulable: a,b"}},
+	})
+}
+
+// TestHostnameSpreadFromZeroSpreads: replicas spread over hostnames get
+// nodes of their own while their group can launch more (a fresh node is a
+// domain with no pods), and share the nodes as kube-scheduler allows once
+// it cannot.
+func TestHostnameSpreadFromZeroSpreads(t *testing.T) {
+	dedicated := func(maxSize int32) *v1alpha1.NodeGroup {
+		return b.NodeGroup("dedicated", b.Size(0, maxSize), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.19")))
+	}
+	spread := func(maxSkew int32) []b.PodOption {
+		return []b.PodOption{b.CPU("500m"), b.Labels("app", "web"), b.Spread(hostname, maxSkew, "app", "web")}
+	}
+	runPlanCases(t, []planCase{
+		{name: "maxSkew 1: one replica per node",
+			groups: []*v1alpha1.NodeGroup{dedicated(10)}, pending: replicas("web", 3, spread(1)...),
+			want: []string{"new zone-a/on-demand/m-4: web-1", "new zone-a/on-demand/m-4: web-2", "new zone-a/on-demand/m-4: web-3"}},
+		{name: "maxSkew 2: two replicas per node",
+			groups: []*v1alpha1.NodeGroup{dedicated(10)}, pending: replicas("web", 4, spread(2)...),
+			want: []string{"new zone-a/on-demand/m-4: web-1,web-2", "new zone-a/on-demand/m-4: web-3,web-4"}},
+		{name: "a group that can launch only two nodes holds two replicas each",
+			groups: []*v1alpha1.NodeGroup{dedicated(2)}, pending: replicas("web", 4, spread(1)...),
+			want: []string{"new zone-a/on-demand/m-4: web-1,web-3", "new zone-a/on-demand/m-4: web-2,web-4"}},
+	})
+}
