@@ -17,7 +17,7 @@ BENCH ?= .
 BENCH_COUNT ?= 6
 FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint controlplane bench bench-karpenter e2e-scale e2e-clusterapi chaos clusterapi fidelity clean help fuzz race image chart-lint
+.PHONY: all build run test unit generate verify lint chromium controlplane bench bench-karpenter e2e-scale e2e-clusterapi chaos clusterapi fidelity clean help fuzz race image chart-lint
 
 all: build
 
@@ -95,6 +95,10 @@ lint: chart-lint ## Run golangci-lint (with the package layering rules), go vet 
 	$(GO) vet ./...
 	$(TOOLS) golangci-lint run ./...
 	cd hack/image && $(GO) vet ./... && $(GO) tool -modfile=../tools/go.mod golangci-lint run ./...
+
+chromium: ## Install Debian's Chromium for the dashboard's browser test (apt-get; needs root). Without it that test skips, except in CI.
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@chromium --version
 
 chart-lint: ## helm lint the chart (strict).
 	$(HELM) helm lint --strict $(CHART) --namespace berth-system

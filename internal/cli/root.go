@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-dev/berth/internal/cli/cleanup"
 	"github.com/berth-dev/berth/internal/cli/controller"
+	"github.com/berth-dev/berth/internal/cli/dashboard"
 	"github.com/berth-dev/berth/internal/cli/dev"
 	"github.com/berth-dev/berth/internal/cli/explain"
 	"github.com/berth-dev/berth/internal/cli/plan"
@@ -46,6 +47,7 @@ func NewRoot() *cobra.Command {
 		},
 		cleanup.NewCommand(),
 		controller.NewCommand(),
+		dashboard.NewCommand(),
 		dev.NewCommand(),
 		explain.NewCommand(),
 		plan.NewCommand(),
