@@ -83,6 +83,8 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of
 	$(HELM) helm-docs --log-level warning --chart-search-root charts --template-files README.md.gotmpl
 	$(TOOLS) crd-ref-docs --source-path=./api --config=hack/crd-ref-docs/config.yaml --renderer=markdown \
 		--output-path=docs/reference/api.md --log-level=ERROR
+	@# crd-ref-docs links a named map type's element as "#map[string]x"; point it at x's heading.
+	sed -i -E 's/\[map\[string\]([A-Za-z0-9]+)\]\(#map\[string\][a-z0-9]+\)/map[string][\1](#\L\1)/g' docs/reference/api.md
 	$(GO) run ./hack/clidocs -o docs/reference/cli.md
 
 verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table, docs/reference) or go.mod files are stale, or the pure brain depends on clients.

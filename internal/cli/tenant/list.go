@@ -28,7 +28,9 @@ func List(ctx context.Context, c client.Reader, out io.Writer, format output.For
 	}
 	list.APIVersion, list.Kind = v1alpha1.GroupVersion.String(), "TenantList"
 	for i := range list.Items {
+		// As kubectl, without managedFields (noise for a reader).
 		list.Items[i].APIVersion, list.Items[i].Kind = v1alpha1.GroupVersion.String(), "Tenant"
+		list.Items[i].ManagedFields = nil
 	}
 	return format.Write(out, list, func(w io.Writer) { PrintTenants(w, list.Items, now) })
 }
@@ -60,6 +62,7 @@ func ListTypes(ctx context.Context, c client.Reader, out io.Writer, format outpu
 	list.APIVersion, list.Kind = v1alpha1.GroupVersion.String(), "TenantTypeList"
 	for i := range list.Items {
 		list.Items[i].APIVersion, list.Items[i].Kind = v1alpha1.GroupVersion.String(), "TenantType"
+		list.Items[i].ManagedFields = nil
 	}
 	return format.Write(out, list, func(w io.Writer) { PrintTypes(w, list.Items) })
 }
