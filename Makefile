@@ -41,6 +41,7 @@ test: controlplane clusterapi ## Run unit, controller and end-to-end tests (incl
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd hack/image && $(GO) test -timeout $(TEST_TIMEOUT) ./...
 	cd test/fidelity && $(GO) test -timeout $(TEST_TIMEOUT) ./... -args -cases $(FIDELITY_CASES)
+	cd test/monitoring && $(GO) test ./...
 	cd bench && GOTOOLCHAIN=auto $(GO) test -run TestCataloguesAgree ./...
 	$(MAKE) fuzz
 
@@ -90,7 +91,7 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of
 verify: ## Fail if generated files (deepcopy, CRDs, RBAC, the chart's copies and values table, docs/reference) or go.mod files are stale, or the pure brain depends on clients.
 	hack/verify-generated.sh
 	hack/check-layering.sh
-	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity bench; do \
+	@for m in . hack/tools hack/helm hack/image hack/controlplane hack/clusterapi test/fidelity test/monitoring bench; do \
 		(cd $$m && GOTOOLCHAIN=auto $(GO) mod tidy -diff >/dev/null) || { echo "$$m/go.mod is not tidy: run 'go mod tidy' there"; exit 1; }; done
 
 lint: chart-lint ## Run golangci-lint (with the package layering rules), go vet and helm lint.
