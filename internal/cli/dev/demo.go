@@ -107,5 +107,7 @@ Try, in another terminal:
   %[2]s dev interrupt <a spot node of general> --in 2m   # a spot interruption: replaced and drained before the deadline
   %[2]s explain node <node> --kubeconfig %[3]s         # why berth keeps, drains or replaces it
   %[2]s explain pod default/<web pod> --kubeconfig %[3]s   # why it is pending, and what berth does about it
+  %[2]s dashboard --kubeconfig %[3]s                 # all of it live on http://127.0.0.1:8090
+(%[2]s is the binary make run built; 'go install ./cmd/berth' puts berth on your PATH, see docs/getting-started.md)
 `, k, berth, kubeconfig)
 }
