@@ -19,6 +19,8 @@ import (
 	"github.com/berth-dev/berth/internal/cli/dev"
 	"github.com/berth-dev/berth/internal/cli/explain"
 	"github.com/berth-dev/berth/internal/cli/plan"
+	"github.com/berth-dev/berth/internal/cli/record"
+	"github.com/berth-dev/berth/internal/cli/simulate"
 	"github.com/berth-dev/berth/internal/cli/tenant"
 	"github.com/berth-dev/berth/internal/version"
 )
@@ -51,6 +53,9 @@ func NewRoot() *cobra.Command {
 		dev.NewCommand(),
 		explain.NewCommand(),
 		plan.NewCommand(),
+		record.NewCommand(),
+		simulate.NewCommand(),
+		simulate.NewTraceCommand(),
 		tenant.NewCommand(),
 	)
 	return root

@@ -1,0 +1,228 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/trace"
+)
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// traceOf writes events into a trace and opens it for reading.
+func traceOf(t *testing.T, events ...*trace.Event) *trace.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Header{Start: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := trace.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func create(at float64, name, cpu string) *trace.Event {
+	return &trace.Event{At: at, Op: trace.OpCreate, Pod: &trace.Pod{Namespace: "shop", Name: name, Workload: "shop/web",
+		Labels: map[string]string{"app": "web"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}}
+}
+
+func del(at float64, name string) *trace.Event {
+	return &trace.Event{At: at, Op: trace.OpDelete, Namespace: "shop", Name: name}
+}
+
+func end(at float64) *trace.Event { return &trace.Event{At: at, Op: trace.OpEnd} }
+
+// m4 is one group of 4-cpu nodes at 0.40 an hour that boot in 60 s.
+func m4() *v1alpha1.NodeGroup {
+	return b.NodeGroup("g", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.40")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Minute}))
+}
+
+func units(count int32, cpu string, placeholders bool) *v1alpha1.Headroom {
+	return &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "spare"}, Spec: v1alpha1.HeadroomSpec{
+		Scope:        v1alpha1.HeadroomScope{NodeGroups: []string{"g"}},
+		Placeholders: placeholders,
+		Units: &v1alpha1.HeadroomUnits{Count: count, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}
+}
+
+// burst is four pods of 1 cpu at t=300 in a trace that ends at t=900.
+func burst() []*trace.Event {
+	return []*trace.Event{create(300, "a", "1"), create(300, "b", "1"), create(300, "c", "1"), create(300, "d", "1"), end(900)}
+}
+
+// hourly resync keeps provisioning rounds to the ones pods and nodes ask for.
+func cfg(name string, hrs ...*v1alpha1.Headroom) Config {
+	return Config{Name: name, NodeGroups: []*v1alpha1.NodeGroup{m4()}, Headrooms: hrs, Resync: time.Hour}
+}
+
+func near(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9 {
+		t.Errorf("%s = %.9f, want %.9f", what, got, want)
+	}
+}
+
+const price = 0.40 / 3600 // per second
+
+// Without headroom the burst waits for a node: the batch window closes 1 s
+// after the pods (t=301), the node boots for 60 s and they bind at t=361.
+// The node costs from its launch to the end: 599 s.
+func TestBurstWithoutHeadroom(t *testing.T) {
+	r, err := Run(cfg("none"), traceOf(t, burst()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Seconds != 900 || r.Pods != 4 || r.PodsWaited != 4 || r.PodsWaitedForLaunch != 4 || r.Unbound != 0 || r.Launches != 1 {
+		t.Fatalf("got seconds %v pods %d waited %d forLaunch %d unbound %d launches %d", r.Seconds, r.Pods, r.PodsWaited, r.PodsWaitedForLaunch, r.Unbound, r.Launches)
+	}
+	for _, q := range []float64{r.Wait.P50, r.Wait.P99, r.Wait.Max} {
+		// the sketch's buckets are 2 % wide; max is exact
+		if q < 61 || q > 61*1.02 {
+			t.Errorf("wait quantile %v, want 61 s", q)
+		}
+	}
+	near(t, "max wait", r.Wait.Max, 61)
+	near(t, "cost", r.Cost, 599*price)
+	near(t, "headroom cost", r.HeadroomCost, 0)
+}
+
+// With four units of 1 cpu the first node boots at t=0 for the units; the
+// burst binds at once into their room (no wait), and a second node is
+// launched at t=301 to bring the units back: 900 s + 599 s of nodes.
+func TestBurstWithVirtualHeadroom(t *testing.T) {
+	r, err := Run(cfg("units", units(4, "1", false)), traceOf(t, burst()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PodsWaited != 0 || r.Wait.Count != 0 || r.WaitAll.Max != 0 || r.Unbound != 0 {
+		t.Errorf("pods waited: %d (%+v, all %+v), unbound %d; want none", r.PodsWaited, r.Wait, r.WaitAll, r.Unbound)
+	}
+	if r.Launches != 2 || r.LaunchesForHeadroom != 2 || r.Removals != 0 {
+		t.Errorf("launches %d (for headroom %d), removals %d; want 2 (2), 0", r.Launches, r.LaunchesForHeadroom, r.Removals)
+	}
+	near(t, "cost", r.Cost, 900*price+599*price)
+	// The units held the first node from its readiness sample (t=120, the
+	// first sample after the round at t=65) until the burst took it at
+	// t=300 (sample t=300 sees the pods), then the second from t=420.
+	if r.HeadroomCost <= 0 || r.HeadroomCost >= r.Cost {
+		t.Errorf("headroom cost %v of %v, want a share of it", r.HeadroomCost, r.Cost)
+	}
+}
+
+// With placeholders the units are pods: the first node boots at t=1 (the
+// batch after the placeholders failed at t=0), the burst preempts the four
+// placeholders at t=300 and binds at once; the recreated placeholders ask
+// for the second node at t=301.
+func TestBurstWithPlaceholders(t *testing.T) {
+	r, err := Run(cfg("placeholders", units(4, "1", true)), traceOf(t, burst()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PodsWaited != 0 || r.Preemptions != 4 || r.Launches != 2 {
+		t.Errorf("waited %d preemptions %d launches %d, want 0, 4, 2", r.PodsWaited, r.Preemptions, r.Launches)
+	}
+	near(t, "cost", r.Cost, 899*price+599*price)
+}
+
+// Headroom smaller than the burst, on nodes of 2 cpu at 0.20 an hour: the
+// node booted at t=0 for the two units takes two pods at once; the other
+// two wait. The round at t=301 launches a node for them and one for the
+// units; the two pods bind when theirs is Ready at t=361 (61 s).
+func TestBurstLargerThanHeadroom(t *testing.T) {
+	c := cfg("two", units(2, "1", false))
+	c.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("g", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Minute}))}
+	r, err := Run(c, traceOf(t, burst()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PodsWaited != 2 || r.Wait.Max != 61 || r.WaitAll.Count != 4 || r.WaitAll.P50 != 0 || r.Launches != 3 {
+		t.Errorf("waited %d (max %v s), all %+v, launches %d; want 2 pods waiting 61 s of 4, 3 launches", r.PodsWaited, r.Wait.Max, r.WaitAll, r.Launches)
+	}
+	near(t, "cost", r.Cost, (900+2*599)*0.20/3600)
+}
+
+// The burst leaves at t=500; its node is empty and removable from the
+// next scale-down round (t=500, rounds every 10 s), drained once it was
+// removable for consolidateAfter (30 s): removed at t=530.
+func TestEmptyNodeRemovedAfterConsolidateAfter(t *testing.T) {
+	ev := burst()
+	ev = append(ev[:4], del(500, "a"), del(500, "b"), del(500, "c"), del(500, "d"), end(900))
+	r, err := Run(cfg("none"), traceOf(t, ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Launches != 1 || r.Removals != 1 || r.Evictions != 0 {
+		t.Errorf("launches %d removals %d evictions %d, want 1, 1, 0", r.Launches, r.Removals, r.Evictions)
+	}
+	near(t, "cost", r.Cost, (530-301)*price)
+}
+
+// Three pods of 1.5 cpu at t=5 need two 4-cpu nodes (launched at t=6,
+// Ready and bound at t=66). At t=200 one leaves: each node holds one pod, and either
+// pod fits on the other node. The round at t=200 finds a node removable;
+// at t=230 (consolidateAfter 30 s) it is drained: its pod is evicted and
+// made again by its controller, and binds at once on the other node; the
+// round at t=240 removes the empty node. Nodes: 234 s + 894 s.
+func TestConsolidationEvictsAndRecreates(t *testing.T) {
+	ev := []*trace.Event{create(5, "a", "1500m"), create(5, "b", "1500m"), create(5, "c", "1500m"), del(200, "a"), end(900)}
+	var waits []time.Duration
+	c := cfg("none")
+	c.OnBound = func(_ string, created, bound time.Duration) { waits = append(waits, bound-created) }
+	r, err := Run(c, traceOf(t, ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Launches != 2 || r.Drains != 1 || r.Evictions != 1 || r.Recreated != 1 || r.Removals != 1 || r.Pods != 3 {
+		t.Errorf("launches %d drains %d evictions %d recreated %d removals %d pods %d; want 2 1 1 1 1 3",
+			r.Launches, r.Drains, r.Evictions, r.Recreated, r.Removals, r.Pods)
+	}
+	want := []time.Duration{61 * time.Second, 61 * time.Second, 61 * time.Second, 0}
+	if len(waits) != 4 || waits[0] != want[0] || waits[1] != want[1] || waits[2] != want[2] || waits[3] != 0 {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
+	near(t, "cost", r.Cost, (234+894)*price)
+}
+
+// A pod no node of the group can hold (8 cpu, nodes of 4) launches
+// nothing and is reported unbound, its wait counted to the end.
+func TestUnplaceablePodLaunchesNothing(t *testing.T) {
+	r, err := Run(cfg("none"), traceOf(t, create(100, "huge", "8"), end(400)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Launches != 0 || r.Unbound != 1 || r.Wait.Max != 300 || r.Cost != 0 {
+		t.Errorf("launches %d unbound %d max wait %v cost %v; want 0, 1, 300 s, 0", r.Launches, r.Unbound, r.Wait.Max, r.Cost)
+	}
+}
+
+// The simulated scale-down starts at most as many drains a round as the
+// controller does by default.
+func TestRemovalsPerRoundAsTheController(t *testing.T) {
+	if maxRemovalsPerRound != disruption.DefaultMaxRemovalsPerRound {
+		t.Errorf("simulator %d, controller %d", maxRemovalsPerRound, disruption.DefaultMaxRemovalsPerRound)
+	}
+}

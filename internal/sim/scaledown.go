@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+)
+
+// reasonReplacement marks a node launched to replace others.
+const reasonReplacement = "replacement"
+
+// maxRemovalsPerRound as the disruption controller's default.
+const maxRemovalsPerRound = 10
+
+// scaleDown is one scale-down round, as the disruption controller's: the
+// drains under way advance (their pods are evicted and recreated pending
+// by their controllers; an empty drained node is removed); a replacement
+// that is Ready starts its old nodes' drains; then the planner decides
+// what can go, and a node removable for its group's consolidateAfter (in
+// its window) starts draining, at most maxRemovalsPerRound at once.
+func (e *Engine) scaleDown() {
+	for _, n := range e.sortedNodes() {
+		switch {
+		case n.draining:
+			e.advance(n)
+		case n.replacedBy != "":
+			if r := e.nodes[n.replacedBy]; r == nil {
+				n.replacedBy = ""
+			} else if r.ready {
+				e.drain(n, "replaced")
+			}
+		}
+	}
+	plan := e.lastPlan
+	if plan == nil || e.dirty || e.timeDependent {
+		var err error
+		if plan, err = scaledown.Run(e.scaleDownInput()); err != nil {
+			e.fail(fmt.Errorf("planning scale-down: %w", err))
+			return
+		}
+		e.lastPlan, e.dirty = plan, false
+		e.metrics.scaleDownPlans++
+	}
+	planned := map[string]bool{}
+	started := 0
+	for _, r := range plan.Remove {
+		planned[r.Node] = true
+		since, ok := e.removableSince[r.Node]
+		if !ok {
+			e.removableSince[r.Node], since = e.now, e.now
+		}
+		g := e.groups[r.NodeGroup]
+		if started < maxRemovalsPerRound && e.now.Sub(since) >= g.Spec.Disruption.After() && windowOpen(g, e.now) {
+			e.drain(e.nodes[r.Node], string(r.Reason))
+			started++
+		}
+	}
+	for _, r := range plan.Replace {
+		for _, name := range r.Nodes {
+			planned[name] = true
+			if _, ok := e.removableSince[name]; !ok {
+				e.removableSince[name] = e.now
+			}
+		}
+	}
+	for name := range e.removableSince {
+		if !planned[name] {
+			delete(e.removableSince, name)
+		}
+	}
+	for _, r := range plan.Replace {
+		if e.replacing() {
+			break // one replacement at a time
+		}
+		e.replace(r)
+	}
+}
+
+func (e *Engine) scaleDownInput() scaledown.Input {
+	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
+		Virtual: e.headroom.last, Now: e.now, Held: map[string]string{}}
+	for _, n := range e.nodes {
+		if n.ready {
+			in.Nodes = append(in.Nodes, n.obj)
+		} else {
+			in.Nodes = append(in.Nodes, launchingNode(n.obj, n.launchedAt))
+		}
+	}
+	for _, p := range e.pods {
+		switch {
+		case p.isBound():
+			in.Pods = append(in.Pods, p.obj)
+		case p.nominated != "":
+			cp := p.obj.DeepCopy()
+			cp.Status.NominatedNodeName = p.nominated
+			in.Nominated = append(in.Nominated, cp)
+			// The provisioner's holds (state.Holds): berth brings capacity
+			// to this group for a pod that waits; no removal starts there.
+			if n := e.nodes[p.nominated]; n != nil {
+				in.Held[n.group] = "launching for " + p.key()
+			}
+		case p.tried:
+			cp := p.obj.DeepCopy()
+			cp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+			in.Pending = append(in.Pending, cp)
+		}
+	}
+	return in
+}
+
+// drain taints the node and evicts its pods: each is recreated, pending,
+// by its controller (a placeholder by its Deployment); a bare pod is gone.
+func (e *Engine) drain(n *node, why string) {
+	if n == nil || n.draining {
+		return
+	}
+	n.draining = true
+	n.obj.Spec.Taints = append(n.obj.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	e.sched.cordon(n.obj.Name)
+	delete(e.removableSince, n.obj.Name)
+	e.metrics.drains++
+	e.dirty = true
+	e.logf("drain %s (%s)", n.obj.Name, why)
+	e.advance(n)
+}
+
+// advance evicts what is left on a draining node, or removes it when
+// nothing that must move is left.
+func (e *Engine) advance(n *node) {
+	left := false
+	for _, p := range e.podsOn(n.obj.Name) {
+		if isDaemon(p.obj) {
+			continue
+		}
+		left = true
+		e.evict(p)
+	}
+	if !left {
+		e.remove(n)
+	}
+}
+
+// evict takes the pod off its node; its controller recreates it under a
+// new name, pending, which the trace's later delete of the pod follows.
+func (e *Engine) evict(p *pod) {
+	e.logf("evict %s from %s", p.key(), p.obj.Spec.NodeName)
+	e.deletePod(p)
+	e.metrics.evictions++
+	if p.placeholder != "" {
+		if x := e.headroomByName(p.placeholder); x != nil {
+			e.headroom.placeholders(x, e.headroom.resolved[x.Name])
+		}
+		return
+	}
+	if len(p.obj.OwnerReferences) == 0 {
+		return // a bare pod is gone for good
+	}
+	e.podSeq++
+	obj := p.obj.DeepCopy()
+	obj.Spec.NodeName, obj.Status = "", corev1.PodStatus{Phase: corev1.PodPending}
+	base := p.obj.Name
+	if i := strings.Index(base, "~"); i >= 0 {
+		base = base[:i]
+	}
+	obj.Name = fmt.Sprintf("%s~%d", base, e.podSeq)
+	obj.UID = "sim-" + typesUID(obj.Namespace, obj.Name)
+	e.addPod(&pod{obj: obj, created: e.now, trace: p.trace, recreated: true})
+}
+
+// remove deletes a drained node.
+func (e *Engine) remove(n *node) {
+	e.logf("remove %s", n.obj.Name)
+	delete(e.nodes, n.obj.Name)
+	e.metrics.removed(n, e.now)
+	e.sched.rebuild()
+	e.dirty = true
+}
+
+// replacing reports whether a replacement is under way (one at a time).
+func (e *Engine) replacing() bool {
+	for _, n := range e.nodes {
+		if n.replacedBy != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// replace launches the cheaper node first and marks the nodes it
+// replaces; they drain once it is Ready. Each must have been removable
+// for its group's consolidateAfter, in its window.
+func (e *Engine) replace(r scaledown.Replacement) {
+	for _, name := range r.Nodes {
+		since, ok := e.removableSince[name]
+		n := e.nodes[name]
+		if n == nil || !ok {
+			return
+		}
+		if g := e.groups[n.group]; e.now.Sub(since) < g.Spec.Disruption.After() || !windowOpen(g, e.now) {
+			return
+		}
+	}
+	nn := r.New
+	nn.Reason = reasonReplacement
+	nn.Pods = []scaleup.PodRef{}
+	repl := e.launch(nn)
+	if repl == nil {
+		return
+	}
+	e.metrics.replacements++
+	for _, name := range r.Nodes {
+		e.nodes[name].replacedBy = repl.obj.Name
+		delete(e.removableSince, name)
+	}
+}
+
+func (e *Engine) podsOn(node string) []*pod {
+	var out []*pod
+	for _, p := range e.pods {
+		if p.obj.Spec.NodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+// Package trace is berth's format for the history of a cluster's pods:
+// JSON lines, one event per line, after a header line. It is what
+// `berth record` writes, `berth trace generate` synthesises and
+// `berth simulate` replays, streamed both ways so that a trace of millions
+// of events never has to fit in memory.
+//
+// Format, version 1:
+//
+//	{"version":1,"start":"2026-11-23T00:00:00Z","source":"generate diurnal","launchDelays":{"web":[41.2,39.8]}}
+//	{"at":12.5,"op":"create","pod":{"namespace":"shop","name":"web-1","workload":"shop/web","spec":{...}}}
+//	{"at":30.0,"op":"delete","namespace":"shop","name":"web-1"}
+//	{"at":86400,"op":"end"}
+//
+// at is seconds since start (non-decreasing); op is create, delete or
+// end (the end of the recording, optional, last);
+// spec is a Kubernetes PodSpec with what scheduling reads (containers'
+// requests, node selector, affinity, tolerations, topology spread,
+// priority, resource claims); workload names the pod's controller
+// ("namespace/name", empty for a bare pod). launchDelays are measured
+// launch-to-Ready times per node group in seconds (optional).
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Version is the format version this package reads and writes.
+const Version = 1
+
+// Header is the first line of a trace.
+type Header struct {
+	Version int       `json:"version"`
+	Start   time.Time `json:"start"`
+	Source  string    `json:"source,omitempty"`
+	// LaunchDelays are measured launch-to-Ready times per node group, in
+	// seconds.
+	LaunchDelays map[string][]float64 `json:"launchDelays,omitempty"`
+}
+
+// Op is what happens to a pod.
+type Op string
+
+// The operations of a trace.
+const (
+	OpCreate Op = "create"
+	OpDelete Op = "delete"
+	// OpEnd ends the trace: the recording (or the synthetic day) stopped
+	// then. Nothing may follow it. A trace without one ends at its last
+	// event.
+	OpEnd Op = "end"
+)
+
+// Pod is what the simulator needs of a pod.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Workload is "namespace/name" of the pod's controller; empty for a
+	// bare pod.
+	Workload string            `json:"workload,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Spec     corev1.PodSpec    `json:"spec"`
+}
+
+// Event is one line after the header.
+type Event struct {
+	// At is seconds since the trace's start.
+	At float64 `json:"at"`
+	Op Op      `json:"op"`
+	// Pod is set for create.
+	Pod *Pod `json:"pod,omitempty"`
+	// Namespace and Name are set for delete.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+}
+
+// Key names the event's pod.
+func (e *Event) Key() string {
+	if e.Pod != nil {
+		return e.Pod.Namespace + "/" + e.Pod.Name
+	}
+	return e.Namespace + "/" + e.Name
+}
+
+// MaxLine bounds one line of a trace.
+const MaxLine = 1 << 20
+
+// Reader reads a trace one event at a time.
+type Reader struct {
+	Header Header
+	sc     *bufio.Scanner
+	line   int
+	last   float64
+	ended  bool
+}
+
+// NewReader reads and checks the header.
+func NewReader(r io.Reader) (*Reader, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	tr := &Reader{sc: sc}
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("trace line 1: %w", err)
+		}
+		return nil, errors.New("trace: empty, want a header line")
+	}
+	tr.line = 1
+	if err := json.Unmarshal(sc.Bytes(), &tr.Header); err != nil {
+		return nil, fmt.Errorf("trace line 1 (header): %w", err)
+	}
+	if tr.Header.Version != Version {
+		return nil, fmt.Errorf("trace line 1: version %d, this berth reads version %d", tr.Header.Version, Version)
+	}
+	return tr, nil
+}
+
+// Next returns the next event, or io.EOF at the end.
+func (r *Reader) Next() (*Event, error) {
+	for r.sc.Scan() {
+		r.line++
+		b := r.sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		e := &Event{}
+		if err := json.Unmarshal(b, e); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", r.line, err)
+		}
+		if err := r.check(e); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", r.line, err)
+		}
+		return e, nil
+	}
+	if err := r.sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace line %d: %w", r.line+1, err)
+	}
+	return nil, io.EOF
+}
+
+func (r *Reader) check(e *Event) error {
+	switch {
+	case r.ended:
+		return errors.New("an event after the end event")
+	case e.At < r.last:
+		return fmt.Errorf("at %.3f is before the previous event's %.3f: events must be in time order", e.At, r.last)
+	case e.Op == OpCreate && (e.Pod == nil || e.Pod.Name == "" || e.Pod.Namespace == ""):
+		return errors.New("create needs a pod with a namespace and a name")
+	case e.Op == OpDelete && (e.Name == "" || e.Namespace == ""):
+		return errors.New("delete needs a namespace and a name")
+	case e.Op != OpCreate && e.Op != OpDelete && e.Op != OpEnd:
+		return fmt.Errorf("op %q, want create, delete or end", e.Op)
+	}
+	r.last = e.At
+	r.ended = e.Op == OpEnd
+	return nil
+}
+
+// Writer writes a trace.
+type Writer struct {
+	w *bufio.Writer
+	n int
+}
+
+// NewWriter writes the header.
+func NewWriter(w io.Writer, h Header) (*Writer, error) {
+	h.Version = Version
+	bw := bufio.NewWriterSize(w, 64<<10)
+	tw := &Writer{w: bw}
+	return tw, tw.line(h)
+}
+
+// Write writes an event.
+func (w *Writer) Write(e *Event) error {
+	w.n++
+	return w.line(e)
+}
+
+// Events is how many events were written.
+func (w *Writer) Events() int { return w.n }
+
+func (w *Writer) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := w.w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Flush writes what is buffered.
+func (w *Writer) Flush() error { return w.w.Flush() }

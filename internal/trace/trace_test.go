@@ -1,0 +1,171 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReaderRejectsBadTraces(t *testing.T) {
+	const header = `{"version":1,"start":"2026-01-05T00:00:00Z"}` + "\n"
+	for name, tc := range map[string]struct{ in, want string }{
+		"empty":           {"", "empty, want a header line"},
+		"other version":   {`{"version":2,"start":"2026-01-05T00:00:00Z"}`, "version 2, this berth reads version 1"},
+		"header not json": {"hello\n", "trace line 1 (header)"},
+		"time goes back": {header + `{"at":5,"op":"delete","namespace":"a","name":"b"}` + "\n" + `{"at":4,"op":"delete","namespace":"a","name":"b"}`,
+			"trace line 3: at 4.000 is before the previous event's 5.000"},
+		"unknown op":         {header + `{"at":1,"op":"bind"}`, `trace line 2: op "bind", want create, delete or end`},
+		"create without pod": {header + `{"at":1,"op":"create"}`, "create needs a pod with a namespace and a name"},
+		"delete without name": {header + `{"at":1,"op":"delete","namespace":"a"}`,
+			"delete needs a namespace and a name"},
+		"event after end": {header + `{"at":1,"op":"end"}` + "\n" + `{"at":2,"op":"delete","namespace":"a","name":"b"}`,
+			"trace line 3: an event after the end event"},
+		"bad json":       {header + `{"at":1,`, "trace line 2"},
+		"line too long":  {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long"},
+		"unknown fields": {header + `{"at":1,"op":"delete","namespace":"a","name":"b","extra":{"deep":[1,2]}}` + "\n" + `{"at":0,"op":"end"}`, "trace line 3: at 0.000 is before"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := readAll(tc.in)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func readAll(in string) error {
+	r, err := NewReader(strings.NewReader(in))
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := r.Next(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// A trace written and read back is the same, header and events.
+func TestWriteRead(t *testing.T) {
+	h, events, err := Generate(Params{Family: FamilyMix, Seed: 3, Duration: 3 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.LaunchDelays = map[string][]float64{"general": {41.5, 39}}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Header.Start.Equal(h.Start) || r.Header.LaunchDelays["general"][0] != 41.5 || r.Header.Source != h.Source {
+		t.Errorf("header read back as %+v, wrote %+v", r.Header, h)
+	}
+	n := 0
+	for {
+		e, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.At != events[n].At || e.Op != events[n].Op || e.Key() != events[n].Key() {
+			t.Fatalf("event %d read back as %+v, wrote %+v", n, e, events[n])
+		}
+		n++
+	}
+	if n != len(events) || events[n-1].Op != OpEnd || events[n-1].At != 3*3600 {
+		t.Errorf("read %d events of %d; the last must be the end at 10800 s", n, len(events))
+	}
+}
+
+// Each family is what its documentation says.
+func TestGenerateFamilies(t *testing.T) {
+	count := func(family string, scale float64) (creates int, peak int, byNS map[string]int) {
+		_, events, err := Generate(Params{Family: family, Seed: 7, Scale: scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		byNS = map[string]int{}
+		for _, e := range events {
+			switch e.Op {
+			case OpCreate:
+				creates++
+				live++
+				byNS[e.Pod.Namespace]++
+			case OpDelete:
+				live--
+			}
+			peak = max(peak, live)
+		}
+		return creates, peak, byNS
+	}
+	// diurnal: 10 pods at 6:00, 60 at 18:00, in steps of 6.
+	_, events, _ := Generate(Params{Family: FamilyDiurnal, Seed: 7})
+	liveAt := func(at float64) int {
+		n := 0
+		for _, e := range events {
+			switch {
+			case e.At > at:
+				return n
+			case e.Op == OpCreate:
+				n++
+			case e.Op == OpDelete:
+				n--
+			}
+		}
+		return n
+	}
+	if got := liveAt(6 * 3600); got != 12 {
+		t.Errorf("diurnal at 6:00: %d pods, want 10 rounded to a step of 6: 12", got)
+	}
+	if got := liveAt(18 * 3600); got != 60 {
+		t.Errorf("diurnal at 18:00: %d pods, want 60", got)
+	}
+	// batch: 40 pods every full hour, 24 waves in a day.
+	if c, _, _ := count(FamilyBatch, 1); c != 24*40 {
+		t.Errorf("batch: %d pods, want 960", c)
+	}
+	if c, _, _ := count(FamilyBatch, 2.5); c != 24*100 {
+		t.Errorf("batch at scale 2.5: %d pods, want 2400", c)
+	}
+	// ci: bursts of 5-40, about 6*10+1*14 = 74 bursts a day.
+	c, _, _ := count(FamilyCI, 1)
+	if c < 74*5/2 || c > 74*40*2 {
+		t.Errorf("ci: %d pods, want about 74 bursts of 5 to 40", c)
+	}
+	// mix: the three in their namespaces.
+	_, _, ns := count(FamilyMix, 1)
+	if ns["web"] == 0 || ns["ci"] == 0 || ns["batch"] != 960 {
+		t.Errorf("mix by namespace %v, want web, ci and 960 batch pods", ns)
+	}
+	// The same parameters give the same trace; another seed another one.
+	_, a, _ := Generate(Params{Family: FamilyCI, Seed: 1})
+	_, b, _ := Generate(Params{Family: FamilyCI, Seed: 1})
+	_, other, _ := Generate(Params{Family: FamilyCI, Seed: 2})
+	if len(a) != len(b) || a[10].At != b[10].At || (len(a) == len(other) && a[10].At == other[10].At) {
+		t.Error("generate is not determined by its seed")
+	}
+	if _, _, err := Generate(Params{Family: "weekly"}); err == nil || !strings.Contains(err.Error(), "want one of") {
+		t.Errorf("unknown family: %v", err)
+	}
+}
