@@ -35,12 +35,15 @@ import (
 type followers struct {
 	pending []*corev1.Pod
 	of      map[types.NamespacedName][]*corev1.Pod
+	// pods counts, by the share key of each root's add-on, the followers
+	// folded into it (snapshot.Snapshot.SetAddOnPods).
+	pods map[string]int
 }
 
 // foldFollowers finds followers among pending and folds each into the
 // root of its chain (chains.go).
 func foldFollowers(pending, bound []*corev1.Pod) followers {
-	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}}
+	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}, pods: map[string]int{}}
 	leaderOf := map[*corev1.Pod]*corev1.Pod{}
 	for _, p := range pending {
 		if l := leader(p, pending, bound); l != nil {
@@ -77,6 +80,7 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 		}
 		if rl := addOns[p]; rl != nil {
 			p = withAddOn(c.narrowed[p], rl)
+			out.pods[p.Labels[v1alpha1.LabelCompanionShareKey]] = len(out.of[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}])
 		}
 		out.pending = append(out.pending, p)
 	}

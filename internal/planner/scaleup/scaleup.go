@@ -136,6 +136,7 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	fold := foldFollowers(in.Pending, in.Pods)
+	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
 		Launcher: newLauncher(groups), Filters: predicates.Default(),

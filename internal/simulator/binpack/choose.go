@@ -51,7 +51,7 @@ func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predic
 	checkLabels := p.s.ReferencesOptionKeys(c)
 	out := make([]*snapshot.Option, 0, len(allowed))
 	for _, o := range allowed {
-		if !t.Node.FitsOption(o, &c.Requests) || !p.s.OptionHasDevices(t.Node, o, c) {
+		if !t.Node.FitsOption(o, &c.Requests, 1+c.AddOnPods) || !p.s.OptionHasDevices(t.Node, o, c) {
 			continue
 		}
 		if checkLabels {
@@ -74,7 +74,7 @@ func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predic
 func (p *packer) shareCost(o *snapshot.Option, c *snapshot.Class) float64 {
 	r := &c.Requests
 	free, pods := o.Free()
-	share := 1 / float64(max(pods, 1))
+	share := float64(1+c.AddOnPods) / float64(max(pods, 1))
 	if du := p.s.DeviceUnits(o, c); du > 0 {
 		share = max(share, 1/du)
 	}

@@ -60,8 +60,8 @@ func (p *packer) tryDissolve(nn *NewNode, cheaper, keep bool) (float64, bool) {
 				return false, nil
 			}
 		}
-		ok = true
-		return keep, nil
+		ok = p.holds()
+		return keep && ok, nil
 	})
 	if !ok || !keep {
 		p.forgetNodesFrom(base)

@@ -130,7 +130,7 @@ func (p *packer) mayPay(t *Template, run []*NewNode) bool {
 	for _, nn := range run {
 		sum.Add(&nn.Node.Requested)
 		old += nn.Node.Current.Price
-		pods += len(nn.Node.Pods)
+		pods += nn.Node.PodCount()
 		for _, o := range opts {
 			if o.Price < old-minSaving && fitsEmpty(o, &sum, pods) {
 				return true
@@ -169,7 +169,7 @@ func (p *packer) tryTemplate(t *Template, run []*NewNode, keep bool) replacement
 				best.k, best.saving = k+1, saving
 			}
 		}
-		if keep && best.k == len(run) {
+		if keep && best.k == len(run) && p.holds() {
 			p.replaced(run, []*NewNode{{Node: n, Template: t}})
 			return true, nil
 		}

@@ -14,7 +14,7 @@ func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
 	h := p.s.LimitRoom(n.NodeGroup, &n.Capacity)
 	var next *snapshot.Option
 	for _, o := range n.Flex.Options {
-		if (next == nil || o.Price < next.Price) && n.FitsOption(o, c.RequestsOn(n)) && h.Allows(&o.Allocatable) && p.matchesOption(o, c) &&
+		if (next == nil || o.Price < next.Price) && n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.Allows(&o.Allocatable) && p.matchesOption(o, c) &&
 			p.s.OptionHasDevices(n, o, c) {
 			next = o
 		}
@@ -55,7 +55,7 @@ func (p *packer) newNodeRate(c *snapshot.Class) float64 {
 func (p *packer) units(o *snapshot.Option, c *snapshot.Class) float64 {
 	r := &c.Requests
 	free, pods := o.Free()
-	u := min(float64(pods), p.s.DeviceUnits(o, c))
+	u := min(float64(pods)/float64(1+c.AddOnPods), p.s.DeviceUnits(o, c))
 	ratio := func(req, have int64) {
 		if req > 0 {
 			u = min(u, float64(have)/float64(req))
@@ -75,7 +75,7 @@ func (p *packer) units(o *snapshot.Option, c *snapshot.Class) float64 {
 // not move the node to a dearer option (a pod that selects on-demand
 // capacity narrows a node that could be spot).
 func (p *packer) fitsCurrent(n *snapshot.Node, c *snapshot.Class) bool {
-	return n.FitsOption(n.Current, c.RequestsOn(n)) && p.matchesOption(n.Current, c) && p.s.OptionHasDevices(n, n.Current, c)
+	return n.FitsOption(n.Current, c.RequestsOn(n), c.PodsOn(n)) && p.matchesOption(n.Current, c) && p.s.OptionHasDevices(n, n.Current, c)
 }
 
 // matchesOption reports whether option o's labels (instance type, capacity

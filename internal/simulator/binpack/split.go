@@ -53,7 +53,7 @@ func (p *packer) repack(olds ...*NewNode) {
 			p.s.AddNode(n)
 			left := rest[:0:0]
 			for _, pod := range rest {
-				if n.FitsOption(o, pod.Class.RequestsOn(n)) && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
+				if n.FitsOption(o, pod.Class.RequestsOn(n), pod.Class.PodsOn(n)) && !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed() {
 					p.s.AddPod(pod, n)
 				} else {
 					left = append(left, pod)
@@ -66,7 +66,7 @@ func (p *packer) repack(olds ...*NewNode) {
 			cost += o.Price
 			rest = left
 		}
-		keep = len(rest) == 0 && cost < old-minSaving
+		keep = len(rest) == 0 && cost < old-minSaving && p.holds()
 		return keep, nil
 	})
 	if !keep {
@@ -123,16 +123,17 @@ func (p *packer) bestRate(pods []*snapshot.Pod, minWeight int32) (*Template, *sn
 		}
 		for _, o := range opts {
 			free, slots := o.Free()
-			held := 0
+			held, used := 0, 0
 			// Pods of one class compete for the option's devices:
 			// at most DeviceUnits of them are held.
 			devices := map[*snapshot.Class]float64{}
 			for _, pod := range pods {
-				if held < slots && passes[pod.Class] && snapshot.Fits(&pod.Class.Requests, &snapshot.Resources{}, &free) && p.matchesOption(o, pod.Class) &&
+				if used+1+pod.Class.AddOnPods <= slots && passes[pod.Class] && snapshot.Fits(&pod.Class.Requests, &snapshot.Resources{}, &free) && p.matchesOption(o, pod.Class) &&
 					devices[pod.Class] < p.s.DeviceUnits(o, pod.Class) {
 					free.Sub(&pod.Class.Requests)
 					devices[pod.Class]++
 					held++
+					used += 1 + pod.Class.AddOnPods
 				}
 			}
 			if held > 0 && o.Price/float64(held) < rate {

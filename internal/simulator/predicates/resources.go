@@ -15,7 +15,8 @@ import (
 // rule, sidecars (restartable init containers) added, pod overhead added,
 // pod-level resources when set. On a planned node whose instance type is
 // not chosen yet, the pod fits if the node's pods plus this one fit at
-// least one remaining option (with its DaemonSet overhead).
+// least one remaining option (with its DaemonSet overhead) that the pod's
+// node selection allows: the option it will narrow the node to.
 type NodeResourcesFit struct{}
 
 var _ Filter = NodeResourcesFit{}
@@ -28,7 +29,7 @@ func (NodeResourcesFit) Name() string { return "NodeResourcesFit" }
 
 // Filter fails nodes without room for the pod.
 func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
-	if len(n.Pods)+1 > n.AllowedPods {
+	if n.PodCount()+c.PodsOn(n) > n.AllowedPods {
 		return fail(Unresolvable, ReasonTooManyPods, fmt.Sprintf("too many pods (%d allowed)", n.AllowedPods))
 	}
 	req := c.RequestsOn(n)
@@ -38,8 +39,8 @@ func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 	if !snapshot.Fits(req, &n.Requested, &n.Allocatable) {
 		return insufficient(req, n)
 	}
-	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, req) {
-		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits")
+	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, c) {
+		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits and the pod's node selection")
 	}
 	return OK
 }

@@ -37,8 +37,12 @@ type Class struct {
 	AddOn Resources
 	// ShareKey is the companion share key of the pod, "" for none.
 	ShareKey string
-	NodeName string
-	Priority int32
+	// AddOnPods is how many pods the add-on stands for besides the pod
+	// itself (the followers folded into it; Snapshot.SetAddOnPods), so
+	// that a node's pod capacity holds them too.
+	AddOnPods int
+	NodeName  string
+	Priority  int32
 	// Terminating pods (deletionTimestamp set) are not counted by topology
 	// spread.
 	Terminating bool
@@ -149,7 +153,7 @@ type SpreadConstraint struct {
 
 // newClass derives a Class from a pod. Claims and volumes resolve PVC to
 // PV node affinity.
-func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel) (*Class, error) {
+func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel, addOnPods map[string]int) (*Class, error) {
 	c := &Class{
 		ID:          id,
 		Example:     pod,
@@ -165,6 +169,9 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel) (*Class
 	c.Base = FromList(resource.PodRequests(pod, resource.PodResourcesOptions{}))
 	c.ShareKey = pod.Labels[v1alpha1.LabelCompanionShareKey]
 	c.AddOn = companionRequests(pod)
+	if !c.AddOn.IsZero() {
+		c.AddOnPods = addOnPods[c.ShareKey]
+	}
 	c.Requests = c.Base.Clone()
 	c.Requests.Add(&c.AddOn)
 	c.NodeAffinity = nodeaffinity.GetRequiredNodeAffinity(pod)

@@ -40,6 +40,16 @@ func (c *Class) RequestsOn(n *Node) *Resources {
 	return &c.Requests
 }
 
+// PodsOn is how many pods a pending pod of class c stands for on node n:
+// itself, and the pods folded into its add-on where the add-on is
+// charged (RequestsOn).
+func (c *Class) PodsOn(n *Node) int {
+	if c.AddOnPods > 0 && c.RequestsOn(n) != &c.Base {
+		return 1 + c.AddOnPods
+	}
+	return 1
+}
+
 // HasShareKey reports whether a pod on n carries the companion share key.
 func (n *Node) HasShareKey(key string) bool { return n.shareKeys[key] > 0 }
 
@@ -54,6 +64,10 @@ func (n *Node) charge(p *Pod) {
 	}
 	p.addOn = req != &c.Base
 	n.Requested.Add(req)
+	n.podCount++
+	if p.addOn {
+		n.podCount += c.AddOnPods
+	}
 	if c.ShareKey != "" {
 		if n.shareKeys == nil {
 			n.shareKeys = map[string]int{}
@@ -66,8 +80,10 @@ func (n *Node) charge(p *Pod) {
 func (n *Node) discharge(p *Pod) {
 	c := p.Class
 	n.Requested.Sub(&c.Base)
+	n.podCount--
 	if p.addOn {
 		n.Requested.Sub(&c.AddOn)
+		n.podCount -= c.AddOnPods
 		p.addOn = false
 	}
 	if c.ShareKey != "" {

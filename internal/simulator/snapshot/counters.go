@@ -117,10 +117,8 @@ func (k *Counter) computeEligible(n *Node) bool {
 		}
 	}
 	c := o.Spread[k.term]
-	if c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
-		if ok, _ := o.NodeAffinity.Match(n.Node); !ok {
-			return false
-		}
+	if c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor && !matchesSomeOption(o, n) {
+		return false
 	}
 	if c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
 		if _, untolerated := UntoleratedTaint(n.Taints, o.Tolerations); untolerated {
@@ -128,6 +126,29 @@ func (k *Counter) computeEligible(n *Node) bool {
 		}
 	}
 	return true
+}
+
+// matchesSomeOption reports whether the node selection of class c
+// matches node n, or, for a planned node or template whose options are
+// still open, one of the nodes it may become: such a node is counted as
+// eligible (a pod of c placed there narrows it to matching options), so
+// that the pods on it count in its domain as kube-scheduler will count
+// them once it is launched. When it becomes a node c does not match, the
+// count is one kube-scheduler will not make: the plan is stricter, never
+// looser.
+func matchesSomeOption(c *Class, n *Node) bool {
+	if ok, _ := c.NodeAffinity.Match(n.Node); ok {
+		return true
+	}
+	if n.Flex == nil {
+		return false
+	}
+	for _, o := range n.Flex.Options {
+		if ok, _ := c.NodeAffinity.Match(o.Node); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // TolerationComparisonOperators mirrors kube-scheduler's

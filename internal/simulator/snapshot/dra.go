@@ -45,7 +45,7 @@ func (d *draNodes) Fitting(n *Node, class int, buf []*Option) []*Option {
 	c := s.classList[class]
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	for _, o := range n.Flex.Options {
-		if n.FitsOption(o, &c.Requests) && h.Allows(&o.Allocatable) {
+		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.Allows(&o.Allocatable) {
 			buf = append(buf, o)
 		}
 	}

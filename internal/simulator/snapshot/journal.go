@@ -24,6 +24,8 @@ type undo struct {
 	allowed  int
 	capacity Resources
 	current  *Option
+	// slot is where a removed pod was in its node's Pods.
+	slot int
 }
 
 // record appends a change to the journal while a Fork is open.
@@ -89,7 +91,7 @@ func (s *Snapshot) reverse(u undo) {
 			s.setCapacity(u.node, u.capacity)
 		}
 	case undoRemovePod:
-		s.place(u.pod, u.node)
+		s.replace(u.pod, u.node, u.slot)
 	case undoAddNode:
 		n := u.node
 		for _, k := range s.counters {

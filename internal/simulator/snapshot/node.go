@@ -52,6 +52,9 @@ type Node struct {
 	elig []tristate
 	// shareKeys counts the pods on the node per companion share key.
 	shareKeys map[string]int
+	// podCount is how many pods the node's pods stand for: one each, and
+	// the pods folded into a pending pod's add-on (Class.AddOnPods).
+	podCount int
 }
 
 // Option is one way to launch a planned node: an instance type bought at
@@ -126,13 +129,18 @@ func (n *Node) envelope() {
 	n.Allocatable, n.AllowedPods = alloc, pods
 }
 
-// FitsOption reports whether the node's pods plus req fit option o.
-func (n *Node) FitsOption(o *Option, req *Resources) bool {
-	if len(n.Pods)+1+o.OverheadPods > o.AllowedPods {
+// FitsOption reports whether the node's pods plus a pod that requests req
+// and stands for pods pods (Class.PodsOn) fit option o.
+func (n *Node) FitsOption(o *Option, req *Resources, pods int) bool {
+	if n.podCount+pods+o.OverheadPods > o.AllowedPods {
 		return false
 	}
 	return fitsWithOverhead(req, &n.Requested, &o.Overhead, &o.Allocatable)
 }
+
+// PodCount is how many pods the node holds, counting those folded into a
+// pending pod's add-on: what its pod capacity must hold.
+func (n *Node) PodCount() int { return n.podCount }
 
 // Labels returns the node's labels.
 func (n *Node) Labels() map[string]string { return n.Node.Labels }

@@ -35,15 +35,15 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 // option the pods fit exactly, down to none).
 func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, *Option]) []*Option {
 	c := p.Class
-	req := &c.Base
+	req, pods := &c.Base, 1
 	if p.Spec.NodeName == "" {
-		req = c.RequestsOn(n)
+		req, pods = c.RequestsOn(n), c.PodsOn(n)
 	}
 	checkLabels := s.ReferencesOptionKeys(c)
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	out := make([]*Option, 0, len(n.Flex.Options))
 	for _, o := range n.Flex.Options {
-		if !n.FitsOption(o, req) || !h.Allows(&o.Allocatable) {
+		if !n.FitsOption(o, req, pods) || !h.Allows(&o.Allocatable) {
 			continue
 		}
 		if devs != nil && !devs.Fits(o) {
@@ -59,12 +59,27 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 	return out
 }
 
-// FitsAnyOption reports whether a flexible node's pods plus req fit at
-// least one of its options that the node may become within the limits.
-func (s *Snapshot) FitsAnyOption(n *Node, req *Resources) bool {
+// FitsAnyOption reports whether a flexible node's pods plus a pending pod
+// of class c fit at least one of its options that the node may
+// become within the limits and that matches c's node selection where it
+// names option labels: the option the pod narrows the node to. The
+// current option is tried first (it is within the limits by definition).
+func (s *Snapshot) FitsAnyOption(n *Node, c *Class) bool {
+	req, pods := c.RequestsOn(n), c.PodsOn(n)
+	checkLabels := s.ReferencesOptionKeys(c)
+	matches := func(o *Option) bool {
+		if !checkLabels {
+			return true
+		}
+		ok, _ := c.NodeAffinity.Match(o.Node)
+		return ok
+	}
+	if o := n.Current; o != nil && n.FitsOption(o, req, pods) && matches(o) {
+		return true
+	}
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	for _, o := range n.Flex.Options {
-		if n.FitsOption(o, req) && h.Allows(&o.Allocatable) {
+		if n.FitsOption(o, req, pods) && h.Allows(&o.Allocatable) && matches(o) {
 			return true
 		}
 	}
@@ -90,9 +105,23 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 
 // RemovePod takes a placed pod off its node.
 func (s *Snapshot) RemovePod(p *Pod) {
-	n := p.Node
+	n, slot := p.Node, p.slot
 	s.unplace(p)
-	s.record(undo{kind: undoRemovePod, node: n, pod: p})
+	s.record(undo{kind: undoRemovePod, node: n, pod: p, slot: slot})
+}
+
+// replace reverses RemovePod: it puts p back in its slot of n.Pods and the
+// pod that took the slot back at the end, so that a Revert restores the
+// order of a node's pods exactly (the planner walks them in that order).
+func (s *Snapshot) replace(p *Pod, n *Node, slot int) {
+	s.place(p, n)
+	last := len(n.Pods) - 1
+	if slot == last {
+		return
+	}
+	moved := n.Pods[slot]
+	n.Pods[slot], n.Pods[last] = p, moved
+	p.slot, moved.slot = slot, last
 }
 
 func (s *Snapshot) unplace(p *Pod) {

@@ -60,6 +60,7 @@ type Snapshot struct {
 	vols       volumeLookup
 	dra        *draModel
 	optionKeys sets.Set[string]
+	addOnPods  map[string]int
 
 	counters           []*Counter
 	counterBySignature map[string]*Counter
@@ -179,7 +180,7 @@ func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
 	if c, ok := s.classes[key]; ok {
 		return c, nil
 	}
-	c, err := newClass(len(s.classList), p, s.vols, s.dra)
+	c, err := newClass(len(s.classList), p, s.vols, s.dra, s.addOnPods)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +196,13 @@ func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
 	}
 	return c, nil
 }
+
+// SetAddOnPods says, by companion share key, how many pods the add-on of
+// a pending pod with that key stands for besides the pod itself: the
+// planner folds pods that must run next to a pending pod into its add-on
+// (scaleup's followers), and a node's pod capacity must hold them too.
+// Set it before the pods are classified.
+func (s *Snapshot) SetAddOnPods(m map[string]int) { s.addOnPods = m }
 
 // Group returns the usage of a node group.
 func (s *Snapshot) Group(name string) GroupUsage {

@@ -75,8 +75,13 @@ func observe(t *testing.T, s *snapshot.Snapshot, classes []*snapshot.Class) stri
 	t.Helper()
 	var sb strings.Builder
 	for _, n := range s.Nodes {
-		fmt.Fprintf(&sb, "%s pods=%d cpu=%d ports=%d flex=%v cap=%d\n", n.Name, len(n.Pods), n.Requested.MilliCPU, len(n.HostPorts),
+		fmt.Fprintf(&sb, "%s pods=%d count=%d cpu=%d ports=%d flex=%v cap=%d\n", n.Name, len(n.Pods), n.PodCount(), n.Requested.MilliCPU, len(n.HostPorts),
 			n.Flex != nil && len(n.Flex.Options) > 0, n.Capacity.MilliCPU)
+		// The planner walks a node's pods in order: Revert restores it.
+		for _, p := range n.Pods {
+			fmt.Fprintf(&sb, "  %s", p.Name)
+		}
+		sb.WriteString("\n")
 		for _, c := range classes {
 			st := predicates.Run(predicates.Default(), s, c, n)
 			fmt.Fprintf(&sb, "  %s: %d %s\n", c.Example.Name, st.Code, st.Reason)
@@ -120,7 +125,8 @@ func TestRevertRestoresEverything(t *testing.T) {
 			for i, z := range []string{"zone-a", "zone-a", "zone-b"} {
 				in.Nodes = append(in.Nodes, snapshot.NodeInput{Node: b.Node(fmt.Sprintf("n%d", i), "4", "8Gi", b.NodeLabels(v1alpha1.LabelZone, z)), NodeGroup: "g"})
 			}
-			in.Pods = []*corev1.Pod{b.Pod("existing", b.NodeName("n0"), b.Labels("app", "web"), b.CPU("1"))}
+			in.Pods = []*corev1.Pod{b.Pod("existing", b.NodeName("n0"), b.Labels("app", "web"), b.CPU("1")),
+				b.Pod("existing-2", b.NodeName("n0"), b.CPU("100m")), b.Pod("existing-3", b.NodeName("n0"), b.CPU("100m"))}
 			s, err := snapshot.New(in)
 			if err != nil {
 				t.Fatal(err)
@@ -163,7 +169,11 @@ func TestRevertRestoresEverything(t *testing.T) {
 
 func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
 	t.Helper()
+	// Any pod may be taken off, those placed before the fork too.
 	var placed []*snapshot.Pod
+	for _, n := range s.Nodes {
+		placed = append(placed, n.Pods...)
+	}
 	for i := 0; i < 12; i++ {
 		switch op := r.Intn(10); {
 		case op < 2:

@@ -1,0 +1,44 @@
+package binpack
+
+import (
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// The moves of improve take pods off nodes and put them elsewhere, and
+// check each moved pod at its new place. Taking a pod away can break a
+// pod that stays: one whose required pod affinity it satisfied, or whose
+// spread it balanced. kube-scheduler checks each pod with every other one
+// in place, so a move is kept only when every placed pending pod with
+// such a term would still be accepted where it is.
+
+// holds reports whether every pending pod placed in this plan whose
+// required pod affinity or spread another pod's move can break still
+// passes the filters on its node with the other pods in place. It tries
+// each such pod by taking it off in a fork (reverted), so the snapshot is
+// left as it was. O(pods with such terms x filters).
+func (p *packer) holds() bool {
+	for _, pod := range p.pending {
+		n := pod.Node
+		if n == nil || !dependsOnOthers(pod.Class) {
+			continue
+		}
+		ok := true
+		_ = p.s.WithFork(func() (bool, error) {
+			p.s.RemovePod(pod)
+			ok = !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed()
+			return false, nil
+		})
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// dependsOnOthers reports whether a pod of class c can stop fitting where
+// it is when another pod leaves: it needs a pod nearby (required pod
+// affinity) or a balance across domains (a spread constraint).
+func dependsOnOthers(c *snapshot.Class) bool {
+	return len(c.Affinity) > 0 || len(c.Spread) > 0
+}
