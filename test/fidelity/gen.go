@@ -21,9 +21,15 @@ type Case struct {
 }
 
 const (
-	zoneKey = corev1.LabelTopologyZone
-	hostKey = corev1.LabelHostname
+	zoneKey         = corev1.LabelTopologyZone
+	hostKey         = corev1.LabelHostname
+	capacityTypeKey = "berth.dev/capacity-type"
+	archKey         = corev1.LabelArchStable
+	instanceTypeKey = corev1.LabelInstanceTypeStable
 )
+
+// topologyKeys are the keys of the generated terms and constraints.
+var topologyKeys = []string{zoneKey, hostKey, "size", capacityTypeKey, archKey, instanceTypeKey}
 
 type gen struct{ r *rand.Rand }
 
@@ -69,6 +75,16 @@ func (g gen) node(name string) *corev1.Node {
 	}
 	if g.chance(0.6) {
 		labels["cores"] = g.pick("2", "4", "8", "16")
+	}
+	// The labels a node group's options differ in, as topology keys.
+	if g.chance(0.8) {
+		labels[capacityTypeKey] = g.pick("spot", "on-demand")
+	}
+	if g.chance(0.8) {
+		labels[archKey] = g.pick("amd64", "arm64")
+	}
+	if g.chance(0.8) {
+		labels[instanceTypeKey] = g.pick("m-2", "m-4", "c-4")
 	}
 	alloc := corev1.ResourceList{
 		corev1.ResourceCPU:    g.qty("1", "2", "4", "8"),
@@ -202,6 +218,12 @@ func (g gen) incomingExtras(p *corev1.Pod) {
 	if g.chance(0.3) {
 		spec.NodeSelector = map[string]string{g.pick("size", "disk"): g.pick("small", "large", "ssd")}
 	}
+	if g.chance(0.15) {
+		if spec.NodeSelector == nil {
+			spec.NodeSelector = map[string]string{}
+		}
+		spec.NodeSelector[g.pick(capacityTypeKey, archKey)] = g.pick("spot", "arm64")
+	}
 	if g.chance(0.35) {
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: g.nodeSelector()}}
 	}
@@ -294,7 +316,7 @@ func (g gen) selector() *metav1.LabelSelector {
 }
 
 func (g gen) term() corev1.PodAffinityTerm {
-	t := corev1.PodAffinityTerm{LabelSelector: g.selector(), TopologyKey: g.pick(zoneKey, hostKey, "size")}
+	t := corev1.PodAffinityTerm{LabelSelector: g.selector(), TopologyKey: g.pick(topologyKeys...)}
 	switch g.r.Intn(7) {
 	case 0:
 		t.Namespaces = []string{g.pick("default", "prod", "plain")}
@@ -322,7 +344,7 @@ func (g gen) term() corev1.PodAffinityTerm {
 
 func (g gen) spread() corev1.TopologySpreadConstraint {
 	c := corev1.TopologySpreadConstraint{
-		MaxSkew: int32(1 + g.r.Intn(2)), TopologyKey: g.pick(zoneKey, hostKey, "size"),
+		MaxSkew: int32(1 + g.r.Intn(2)), TopologyKey: g.pick(topologyKeys...),
 		WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: g.selector(),
 	}
 	if g.chance(0.1) {
