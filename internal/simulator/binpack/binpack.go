@@ -371,9 +371,10 @@ func (p *packer) retire(n *snapshot.Node) {
 	p.refreshTemplates(n.NodeGroup)
 }
 
-// finish chooses the cheapest remaining option of every planned node.
+// finish chooses the cheapest remaining option of every planned node (the
+// one its pods prefer among equally cheap ones).
 func (p *packer) finish() {
 	for _, nn := range p.res.NewNodes {
-		nn.Option = snapshot.Cheapest(nn.Node.Flex.Options)
+		nn.Option = p.preferredOption(nn.Node)
 	}
 }

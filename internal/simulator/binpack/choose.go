@@ -11,16 +11,17 @@ import (
 
 // chooseTemplate picks the template to open a new node from for a pod of
 // class c: among templates that fit the pod, the highest weight, then the
-// lowest cost of the share of a node the pod would use. It returns the
-// template's launchable options that fit the pod.
+// lowest cost of the share of a node the pod would use, then the pod's
+// preferences (preferredTemplate). It returns the template's launchable
+// options that fit the pod.
 func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Option) {
 	var (
-		best     *Template
-		bestOpts []*snapshot.Option
+		ties     []*Template
+		tiedOpts [][]*snapshot.Option
 		bestCost = math.Inf(1)
 	)
 	for _, t := range p.in.Templates {
-		if !p.s.TemplateAvailable(t.Node) || (best != nil && t.Weight < best.Weight) {
+		if !p.s.TemplateAvailable(t.Node) || (len(ties) > 0 && t.Weight < ties[0].Weight) {
 			continue
 		}
 		opts, st := p.fit(c, t)
@@ -31,11 +32,18 @@ func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Optio
 		for _, o := range opts {
 			cost = min(cost, p.shareCost(o, c))
 		}
-		if best == nil || t.Weight > best.Weight || cost < bestCost {
-			best, bestOpts, bestCost = t, opts, cost
+		switch {
+		case len(ties) == 0 || t.Weight > ties[0].Weight || cost < bestCost-minSaving:
+			ties, tiedOpts, bestCost = []*Template{t}, [][]*snapshot.Option{opts}, cost
+		case tied(cost, bestCost):
+			ties, tiedOpts = append(ties, t), append(tiedOpts, opts)
 		}
 	}
-	return best, bestOpts
+	if len(ties) == 0 {
+		return nil, nil
+	}
+	i := p.preferredTemplate(c, ties, tiedOpts)
+	return ties[i], tiedOpts[i]
 }
 
 // fit evaluates a pod of class c against template t: the filters on the

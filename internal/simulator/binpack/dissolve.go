@@ -235,8 +235,8 @@ func (p *packer) tryEvict(tr *trial, x *snapshot.Pod, e *snapshot.Node, guests [
 // that fit the pod.
 func (p *packer) cheapestTemplate(c *snapshot.Class, minWeight int32) (*Template, []*snapshot.Option) {
 	var (
-		best     *Template
-		bestOpts []*snapshot.Option
+		ties     []*Template
+		tiedOpts [][]*snapshot.Option
 		price    float64
 	)
 	for _, t := range p.in.Templates {
@@ -247,11 +247,18 @@ func (p *packer) cheapestTemplate(c *snapshot.Class, minWeight int32) (*Template
 		if st.Failed() {
 			continue
 		}
-		if o := snapshot.Cheapest(opts); best == nil || o.Price < price {
-			best, bestOpts, price = t, opts, o.Price
+		switch o := snapshot.Cheapest(opts); {
+		case len(ties) == 0 || o.Price < price-minSaving:
+			ties, tiedOpts, price = []*Template{t}, [][]*snapshot.Option{opts}, o.Price
+		case tied(o.Price, price):
+			ties, tiedOpts = append(ties, t), append(tiedOpts, opts)
 		}
 	}
-	return best, bestOpts
+	if len(ties) == 0 {
+		return nil, nil
+	}
+	i := p.preferredTemplate(c, ties, tiedOpts)
+	return ties[i], tiedOpts[i]
 }
 
 // price is what a node adds to the plan: its current option's price if

@@ -62,6 +62,12 @@ type Class struct {
 	AntiAffinity []AffinityTerm
 	Spread       []SpreadConstraint
 
+	// Preferred is the pod's preferred node affinity (nil when none), and
+	// SoftSpread its ScheduleAnyway spread constraints: what kube-scheduler
+	// scores and the planner follows where price does not decide.
+	Preferred  *nodeaffinity.PreferredSchedulingTerms
+	SoftSpread []SpreadConstraint
+
 	// nodeSelection identifies nodeSelector plus required node affinity;
 	// tolerationsID the tolerations. Spread counters that depend on them
 	// are shared only between classes with equal ids.
@@ -86,6 +92,7 @@ type Class struct {
 	// matching all Affinity terms; antiCounters[i] counts for
 	// AntiAffinity[i]. Registered on first use.
 	spreadCounters  []*Counter
+	softCounters    []*Counter
 	affinityCounter *Counter
 	antiCounters    []*Counter
 	// existingAnti holds, for a class whose pods carry anti-affinity terms,
@@ -183,7 +190,13 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel, addOnPo
 	if c.Affinity, c.AntiAffinity, err = affinityTerms(pod); err != nil {
 		return nil, err
 	}
-	if c.Spread, err = spreadConstraints(pod); err != nil {
+	if c.Spread, err = spreadConstraints(pod, corev1.DoNotSchedule); err != nil {
+		return nil, err
+	}
+	if c.SoftSpread, err = spreadConstraints(pod, corev1.ScheduleAnyway); err != nil {
+		return nil, err
+	}
+	if c.Preferred, err = preferredNodeAffinity(pod); err != nil {
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
@@ -322,10 +335,28 @@ func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, 
 	return at, nil
 }
 
-func spreadConstraints(pod *corev1.Pod) ([]SpreadConstraint, error) {
+// HasPreferences reports whether pods of the class have soft terms the
+// planner follows: preferred node affinity or ScheduleAnyway spread.
+func (c *Class) HasPreferences() bool { return c.Preferred != nil || len(c.SoftSpread) > 0 }
+
+func preferredNodeAffinity(pod *corev1.Pod) (*nodeaffinity.PreferredSchedulingTerms, error) {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		return nil, nil
+	}
+	t, err := nodeaffinity.NewPreferredSchedulingTerms(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+	if err != nil {
+		return nil, fmt.Errorf("preferred node affinity: %w", err)
+	}
+	return t, nil
+}
+
+// spreadConstraints returns the pod's spread constraints of one kind
+// (DoNotSchedule or ScheduleAnyway).
+func spreadConstraints(pod *corev1.Pod, when corev1.UnsatisfiableConstraintAction) ([]SpreadConstraint, error) {
 	var out []SpreadConstraint
 	for _, c := range pod.Spec.TopologySpreadConstraints {
-		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+		if c.WhenUnsatisfiable != when {
 			continue
 		}
 		sel, err := metav1.LabelSelectorAsSelector(c.LabelSelector)

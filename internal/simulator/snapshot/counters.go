@@ -24,6 +24,10 @@ const (
 	// pods of a class, those pods per value of the term's key: incoming
 	// pods the term matches may not join those domains.
 	kindExistingAnti
+	// kindSoftSpread counts, for one ScheduleAnyway spread constraint of a
+	// class, the pods it selects per domain over the nodes with its key:
+	// what kube-scheduler's score prefers few of.
+	kindSoftSpread
 )
 
 // topologyPair is a topology key and one of its values.
@@ -66,10 +70,13 @@ func (k *Counter) matches(s *Snapshot, c *Class) bool {
 	var ok bool
 	o := k.owner
 	switch k.kind {
-	case kindSpread:
-		sel := o.Spread[k.term].Selector
+	case kindSpread, kindSoftSpread:
+		sel := o.Spread
+		if k.kind == kindSoftSpread {
+			sel = o.SoftSpread
+		}
 		// kube-scheduler counts nothing for an empty selector.
-		ok = c.Namespace == o.Namespace && !c.Terminating && !sel.Empty() && sel.Matches(c.Labels)
+		ok = c.Namespace == o.Namespace && !c.Terminating && !sel[k.term].Selector.Empty() && sel[k.term].Selector.Matches(c.Labels)
 	case kindAffinity:
 		ok = len(o.Affinity) > 0
 		nsLabels := s.namespaces[c.Namespace]

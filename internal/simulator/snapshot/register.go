@@ -18,6 +18,14 @@ func (s *Snapshot) Prepare(c *Class) {
 			c.spreadCounters[i] = s.counter(&Counter{kind: kindSpread, owner: c, term: i, key: c.Spread[i].TopologyKey, signature: spreadID(c, i)})
 		}
 	}
+	if len(c.SoftSpread) > 0 && c.softCounters == nil {
+		c.softCounters = make([]*Counter, len(c.SoftSpread))
+		for i := range c.SoftSpread {
+			sc := &c.SoftSpread[i]
+			c.softCounters[i] = s.counter(&Counter{kind: kindSoftSpread, owner: c, term: i, key: sc.TopologyKey,
+				signature: fmt.Sprintf("soft|%s|%s|%s", c.Namespace, sc.Selector.String(), sc.TopologyKey)})
+		}
+	}
 	if len(c.Affinity) > 0 && c.affinityCounter == nil {
 		ids := make([]string, len(c.Affinity))
 		for i := range c.Affinity {
@@ -117,6 +125,10 @@ func (s *Snapshot) register(k *Counter) *Counter {
 // SpreadCounter returns the counter of a class's i-th spread constraint
 // (after Prepare).
 func (c *Class) SpreadCounter(i int) *Counter { return c.spreadCounters[i] }
+
+// SoftCounter returns the counter of a class's i-th ScheduleAnyway spread
+// constraint (after Prepare).
+func (c *Class) SoftCounter(i int) *Counter { return c.softCounters[i] }
 
 // AffinityCounter returns the counter of pods matching all of a class's
 // affinity terms (after Prepare).
