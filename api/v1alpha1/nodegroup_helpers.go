@@ -202,6 +202,9 @@ func SliceName(nodeName, driver string, i int) string {
 // drifted. Instance types and offerings are not in it: a node drifts when
 // its own offering leaves the group, not when another changes.
 func (ng *NodeGroup) LaunchHash() string {
+	if ng.pinnedHash != "" {
+		return ng.pinnedHash
+	}
 	type launched struct {
 		Labels        map[string]LabelValue `json:"labels,omitempty"`
 		Taints        []NodeTaint           `json:"taints,omitempty"`
@@ -215,4 +218,14 @@ func (ng *NodeGroup) LaunchHash() string {
 	data, _ := json.Marshal(l) // map keys are sorted: the hash is stable
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
+}
+
+// PinLaunchHash fixes LaunchHash at the hash of the spec as it is now. A
+// provider that lets its own objects describe a group's template (Cluster
+// API's capacity annotations) changes a copy the planners use; the nodes
+// of the group were hashed from the stored spec (at launch or adoption),
+// and must not look drifted because of the copy.
+func (ng *NodeGroup) PinLaunchHash() {
+	ng.pinnedHash = ""
+	ng.pinnedHash = ng.LaunchHash()
 }

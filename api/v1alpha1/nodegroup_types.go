@@ -53,6 +53,10 @@ type NodeGroup struct {
 	Spec NodeGroupSpec `json:"spec"`
 	// +optional
 	Status NodeGroupStatus `json:"status,omitempty"`
+
+	// pinnedHash, when set, is LaunchHash's answer (PinLaunchHash). It
+	// lives only in memory: it is neither stored nor served.
+	pinnedHash string `json:"-"`
 }
 
 // NodeGroupSpec is the desired shape of a NodeGroup.

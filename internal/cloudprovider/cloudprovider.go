@@ -110,6 +110,7 @@ func Refresh(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup
 	var failed map[string]error
 	for _, ng := range groups {
 		before := ng.DeepCopy()
+		ng.PinLaunchHash() // the nodes were hashed from the stored spec
 		if err := r.RefreshNodeGroup(ctx, ng); err != nil {
 			*ng = *before
 			if failed == nil {

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,10 +196,28 @@ func createNodeGroup(t *testing.T, ng *v1alpha1.NodeGroup) {
 	if err := env.Client.Create(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(ctx, ng)
-		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name})
-	})
+	t.Cleanup(func() { removeNodeGroup(t, ng.Name) })
+}
+
+// removeNodeGroup deletes a test's NodeGroup and its nodes and waits until
+// the group is gone. berth's controller, which would release the group's
+// finalizer once its nodes are gone, has stopped by now (cleanups run in
+// reverse), so the harness releases it: a later test may create a group of
+// the same name.
+func removeNodeGroup(t *testing.T, name string) {
+	ctx := context.Background()
+	_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: name})
+	ng := &v1alpha1.NodeGroup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	_ = env.Client.Delete(ctx, ng)
+	_ = env.Client.Patch(ctx, ng, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &v1alpha1.NodeGroup{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("node group %s still present 30 s after its test", name)
 }
 
 func groupNodes(t *testing.T, group string) []corev1.Node {

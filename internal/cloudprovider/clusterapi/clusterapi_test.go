@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -23,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
 	"github.com/berth-dev/berth/internal/devenv"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
@@ -337,6 +339,32 @@ func TestRefreshAppliesTheAnnotations(t *testing.T) {
 	cpu := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]
 	if ng.Spec.MaxSize != 4 || cpu.String() != "16" {
 		t.Errorf("maxSize %d cpu %s, want 4 and 16", ng.Spec.MaxSize, cpu.String())
+	}
+}
+
+// TestRefreshedGroupKeepsItsNodesUndrifted: the annotations' labels and
+// taints describe the planner's copy of the group, but a node adopted
+// with the stored group's launch hash has not drifted for that (the
+// Cluster API end-to-end test once saw berth replace every adopted node).
+func TestRefreshedGroupKeepsItsNodesUndrifted(t *testing.T) {
+	f := newFixture(t, "pinned", 0, map[string]string{clusterapi.AnnotationLabels: "infra.example/pool=a", clusterapi.AnnotationTaints: "infra.example/ded=x:NoSchedule"})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "pinned-a", Annotations: map[string]string{v1alpha1.AnnotationLaunchHash: f.ng.LaunchHash()},
+		Labels: map[string]string{v1alpha1.LabelInstanceType: f.ng.Spec.InstanceTypes[0].Name, v1alpha1.LabelZone: f.ng.Spec.InstanceTypes[0].Offerings[0].Zone,
+			v1alpha1.LabelCapacityType: string(f.ng.Spec.InstanceTypes[0].Offerings[0].CapacityType)}}}
+	ng := f.ng.DeepCopy()
+	if failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+		t.Fatal(failed)
+	}
+	if ng.Spec.Template.Labels["infra.example/pool"] != "a" || len(ng.Spec.Template.Taints) == 0 {
+		t.Fatalf("refreshed template %+v, want the annotated label and taint", ng.Spec.Template)
+	}
+	if v := lifecycle.Drifted(ng, node); v != nil {
+		t.Errorf("an adopted node of the refreshed group: %s, want not drifted", v.Message)
+	}
+	stored := f.ng.DeepCopy()
+	stored.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"changed": "by-the-user"}
+	if v := lifecycle.Drifted(stored, node); v == nil {
+		t.Error("a node of a group whose template the user changed: not drifted, want drifted")
 	}
 }
 
