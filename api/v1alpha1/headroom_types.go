@@ -25,6 +25,14 @@ const (
 	ReasonAllUnitsReady = "AllUnitsReady"
 	ReasonUnitsMissing  = "UnitsMissing"
 	ReasonInvalidSpec   = "InvalidSpec"
+	// ConditionTargetMet is True when the pods in scope got capacity
+	// within the target's wait, at its percent, over the last hour.
+	ConditionTargetMet = "TargetMet"
+	// ReasonTargetMet, ReasonTargetMissed and ReasonTargetNoPods are its
+	// reasons.
+	ReasonTargetMet    = "TargetMet"
+	ReasonTargetMissed = "TargetMissed"
+	ReasonTargetNoPods = "NoPods"
 	// ConditionSpecProblems is True when berth ignores part of the spec (a
 	// schedule that never fires) or keeps fewer units than it asks for
 	// (more than the per-headroom maximum); the message says what.
@@ -46,6 +54,7 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyUnits`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.target.phase`
 // +kubebuilder:printcolumn:name="Placeholders",type=boolean,JSONPath=`.spec.placeholders`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Headroom struct {
@@ -61,7 +70,8 @@ type Headroom struct {
 
 // HeadroomSpec is the headroom to keep.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.units) || has(self.automatic) || has(self.perNode) || (has(self.schedules) && size(self.schedules) > 0)",message="set at least one of units, automatic, schedules or perNode"
+// +kubebuilder:validation:XValidation:rule="has(self.units) || has(self.automatic) || has(self.perNode) || has(self.target) || (has(self.schedules) && size(self.schedules) > 0)",message="set at least one of units, automatic, schedules, target or perNode"
+// +kubebuilder:validation:XValidation:rule="!has(self.target) || has(self.units) || has(self.automatic)",message="target needs the unit shape and the units to keep while berth learns: set units (or automatic)"
 type HeadroomSpec struct {
 	// Scope limits where the units must fit: in the node groups named or
 	// selected here (a unit of a node group tolerates its taints). Empty
@@ -104,6 +114,121 @@ type HeadroomSpec struct {
 	// pods (PriorityClass berth-burst-critical).
 	// +optional
 	PerNode *PerNodeReserve `json:"perNode,omitempty"`
+
+	// Target is a wait-time goal: berth learns from the bursts it sees in
+	// scope how much capacity arrives within one node-launch time, and
+	// keeps the units that would have held the goal's share of it. While
+	// it has too little history, the units of spec.units and automatic
+	// (and an active schedule) are kept, as without a target; once it
+	// knows, the target's units replace them, an active schedule's count
+	// is a floor, and minUnits, maxUnits and maxCostPerHour bound them.
+	// The unit shape is spec.units' (else automatic.unit's).
+	// +optional
+	Target *HeadroomTarget `json:"target,omitempty"`
+}
+
+// HeadroomTarget is a goal for the wait for capacity of the pods in
+// scope: Percent of them should get capacity within Wait.
+// +kubebuilder:validation:XValidation:rule="!has(self.minUnits) || !has(self.maxUnits) || self.minUnits <= self.maxUnits",message="minUnits must not exceed maxUnits"
+type HeadroomTarget struct {
+	// Wait is the longest a pod should wait for capacity (from its
+	// creation to its binding, when its first scheduling attempt found no
+	// room), e.g. 5s. A wait as long as a node launch needs no headroom.
+	// +required
+	Wait metav1.Duration `json:"wait"`
+	// Percent of the pods in scope that should get capacity within Wait:
+	// 50 to 100.
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=95
+	// +optional
+	Percent int32 `json:"percent,omitempty"`
+	// PodSelector counts only the pods with these labels (a workload) in
+	// the demand and the measured wait. Default: every workload pod in
+	// scope.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	// MinUnits is a floor on the units the target keeps.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MinUnits *int32 `json:"minUnits,omitempty"`
+	// MaxUnits is a ceiling on the units the target keeps.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxUnits *int32 `json:"maxUnits,omitempty"`
+	// MaxCostPerHour caps the hourly price of the room the units hold,
+	// counted at the cheapest price per unit the scope's node groups
+	// offer, e.g. "2.50".
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=20
+	// +optional
+	MaxCostPerHour string `json:"maxCostPerHour,omitempty"`
+	// History is how far back bursts count: a burst's weight halves
+	// every half of it. 1h to 2160h (90 days), default 168h (a week).
+	// +optional
+	History *metav1.Duration `json:"history,omitempty"`
+}
+
+// Target phases in status.
+const (
+	// TargetLearning: the history is too short; the fallback units apply.
+	TargetLearning = "Learning"
+	// TargetSized: the units come from the history.
+	TargetSized = "Sized"
+	// TargetCapped: the history asks for more than maxUnits or
+	// maxCostPerHour allow.
+	TargetCapped = "Capped"
+)
+
+// HeadroomTargetStatus says how berth sizes a Headroom with a target and
+// whether the goal is met.
+type HeadroomTargetStatus struct {
+	// Phase: Learning, Sized or Capped.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Units the target asks for now (before minUnits and maxUnits).
+	// +optional
+	Units int32 `json:"units"`
+	// Message explains the units, e.g. "95 % of the demand in 45 s
+	// windows of Mon 09:00 is within 4 units of 1 cpu: keeping 4".
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Window is the node-launch time the demand is counted in.
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+	// LearningSince is when the history started; Windows how many
+	// windows it has seen, Bursts how many of them had demand.
+	// +optional
+	LearningSince *metav1.Time `json:"learningSince,omitempty"`
+	// +optional
+	Windows int64 `json:"windows,omitempty"`
+	// +optional
+	Bursts int64 `json:"bursts,omitempty"`
+	// LastHour and LastDay are the measured waits of the pods in scope.
+	// +optional
+	LastHour *MeasuredWait `json:"lastHour,omitempty"`
+	// +optional
+	LastDay *MeasuredWait `json:"lastDay,omitempty"`
+	// CostPerHour of the room the desired units hold, at the cheapest
+	// price per unit in scope.
+	// +optional
+	CostPerHour string `json:"costPerHour,omitempty"`
+}
+
+// MeasuredWait is the wait for capacity of the pods in scope over a
+// period, against the target.
+type MeasuredWait struct {
+	// Pods that got capacity in the period.
+	Pods int64 `json:"pods"`
+	// WithinPercent is the share of them (percent) that waited at most
+	// the target's wait.
+	WithinPercent string `json:"withinPercent"`
+	// Quantile is the wait at the target's percent, e.g. "3.2s".
+	Quantile string `json:"quantile"`
+	// Met is true when WithinPercent reaches the target's percent.
+	Met bool `json:"met"`
 }
 
 // HeadroomScope selects node groups.
@@ -237,6 +362,10 @@ type HeadroomStatus struct {
 	// ReservedNodes is how many nodes hold the per-node reserve.
 	// +optional
 	ReservedNodes int32 `json:"reservedNodes,omitempty"`
+	// Target is how berth sizes the headroom for spec.target and whether
+	// the goal is met.
+	// +optional
+	Target *HeadroomTargetStatus `json:"target,omitempty"`
 	// Conditions: Ready, SpecProblems.
 	// +listType=map
 	// +listMapKey=type

@@ -58,7 +58,20 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 		}), wantErr: []string{"spec.schedules[0].cron", "cron must be a 5-field expression"}},
 		{name: "a headroom with nothing to keep is rejected", obj: headroom("hr-empty", func(s *v1alpha1.HeadroomSpec) {
 			s.Units = nil
-		}), wantErr: []string{"spec", "set at least one of units, automatic, schedules or perNode"}},
+		}), wantErr: []string{"spec", "set at least one of units, automatic, schedules, target or perNode"}},
+		{name: "a target with units to keep while learning is accepted", obj: headroom("hr-target", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95, MinUnits: ptr(int32(1)), MaxUnits: ptr(int32(40)), MaxCostPerHour: "12.5"}
+		})},
+		{name: "a target without units or automatic is rejected naming target", obj: headroom("hr-target-alone", func(s *v1alpha1.HeadroomSpec) {
+			s.Units = nil
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}}
+		}), wantErr: []string{"target needs the unit shape"}},
+		{name: "a target percent below 50 is rejected naming target.percent", obj: headroom("hr-target-pct", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 20}
+		}), wantErr: []string{"spec.target.percent"}},
+		{name: "a target whose minUnits exceed maxUnits is rejected", obj: headroom("hr-target-minmax", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, MinUnits: ptr(int32(5)), MaxUnits: ptr(int32(2))}
+		}), wantErr: []string{"minUnits must not exceed maxUnits"}},
 		{name: "a per-node reserve without resources is rejected naming perNode.resources", obj: headroom("hr-pernode", func(s *v1alpha1.HeadroomSpec) {
 			s.PerNode = &v1alpha1.PerNodeReserve{Resources: corev1.ResourceList{}}
 		}), wantErr: []string{"spec.perNode.resources", "must reserve at least one resource"}},

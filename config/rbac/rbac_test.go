@@ -84,7 +84,8 @@ var reviewed = []string{
 	"cluster scheduling.k8s.io podgroups: get list watch",
 	"cluster scheduling.k8s.io workloads: get list watch",
 	// Writes only in berth's own namespace.
-	"berth-system core pods: create delete", // reserve pods handed to burst-critical pods, placeholders on a node being removed; companion placeholders (created, deleted); berth-system enforces Pod Security restricted (config/system/namespace.yaml)
+	"berth-system core configmaps: create get update", // berth-demand-<headroom>: the demand history a Headroom's target learned, kept across restarts
+	"berth-system core pods: create delete",           // reserve pods handed to burst-critical pods, placeholders on a node being removed; companion placeholders (created, deleted); berth-system enforces Pod Security restricted (config/system/namespace.yaml)
 	"berth-system core secrets: create",
 	"berth-system core secrets[berth-webhook-cert]: get update", // the webhook's serving certificate, issued and rotated by berth
 	"berth-system apps daemonsets: create delete patch update",  // per-node reserve

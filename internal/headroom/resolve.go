@@ -29,6 +29,9 @@ type Inputs struct {
 	Nodes      []*corev1.Node
 	// Pods bound to nodes (running workload, for automatic headroom).
 	Pods []*corev1.Pod
+	// Targets are the demand estimates of the Headrooms with a target, by
+	// name (none: the target is learning).
+	Targets map[string]TargetInput
 }
 
 // Resolved is a headroom in units.
@@ -48,6 +51,10 @@ type Resolved struct {
 	// Problems are parts of the spec that are ignored, e.g. a schedule
 	// that never fires; the headroom works without them.
 	Problems []string
+	// Target is how spec.target sized the count (nil without a target).
+	Target   *TargetResult
+	cappedBy string
+	all      []*v1alpha1.NodeGroup
 }
 
 // GroupNames returns the names of the groups in scope.
@@ -96,23 +103,33 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 	}
 	res.Count, res.Capped = clampUnits(float64(manual))
 	res.Wanted = float64(manual)
-	if sp.Automatic == nil {
-		return res, nil
-	}
-	total, shapes := workload(in, groups)
-	if len(res.Shape.Resources) == 0 {
-		if sp.Automatic.Unit != nil && len(sp.Automatic.Unit.Resources) > 0 {
-			res.Shape = *sp.Automatic.Unit
-		} else if common := mostCommon(shapes); common != nil {
-			res.Shape = v1alpha1.UnitShape{Resources: common}
+	if sp.Automatic != nil {
+		total, shapes := workload(in, groups)
+		if len(res.Shape.Resources) == 0 {
+			if sp.Automatic.Unit != nil && len(sp.Automatic.Unit.Resources) > 0 {
+				res.Shape = *sp.Automatic.Unit
+			} else if common := mostCommon(shapes); common != nil {
+				res.Shape = v1alpha1.UnitShape{Resources: common}
+			}
 		}
+		auto := unitsFor(total, sp.Automatic.Percentage, res.Shape.Resources)
+		res.Wanted = float64(manual) + auto
+		if sp.Combine == v1alpha1.CombineMax {
+			res.Wanted = max(float64(manual), auto)
+		}
+		res.Count, res.Capped = clampUnits(res.Wanted)
 	}
-	auto := unitsFor(total, sp.Automatic.Percentage, res.Shape.Resources)
-	res.Wanted = float64(manual) + auto
-	if sp.Combine == v1alpha1.CombineMax {
-		res.Wanted = max(float64(manual), auto)
+	if sp.Target != nil {
+		if len(res.Shape.Resources) == 0 {
+			return Resolved{}, errors.New("spec.target: no unit shape (set spec.units.resources or spec.automatic.unit)")
+		}
+		res.all = in.NodeGroups
+		floor := int32(0)
+		if res.ActiveSchedule != "" {
+			floor = manual
+		}
+		resolveTarget(h, in, &res, floor)
 	}
-	res.Count, res.Capped = clampUnits(res.Wanted)
 	return res, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/trace"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	Sample time.Duration
 	// Seed seeds launch delays drawn from distributions.
 	Seed uint64
+	// Histories are demand histories of Headrooms with a target, by
+	// name, learned before (Result.Histories of a run on another trace):
+	// the run starts knowing them instead of learning from nothing.
+	Histories map[string]*demand.History
 	// OnBound, when set, is told each pod (not placeholders) as it binds:
 	// its key, when it was created and when it bound, since the start.
 	OnBound func(pod string, created, bound time.Duration)
@@ -145,6 +150,7 @@ type Engine struct {
 	sched    *scheduler
 	metrics  *metrics
 	headroom *headroomState
+	learner  *learner
 	// provisioning and scale-down bookkeeping
 	batchStart      time.Time
 	provisionAt     time.Time
@@ -188,6 +194,7 @@ func run(cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	e.metrics = newMetrics(cfg.Name, e.start)
 	e.sched = newScheduler(e)
 	e.headroom = newHeadroomState(e)
+	e.learner = newLearner(e)
 	e.provisionSoon(e.start)
 	e.schedule(e.start.Add(cfg.ScaleDownInterval), evScaleDown, "")
 	e.schedule(e.start, evSample, "")
@@ -286,6 +293,9 @@ func (e *Engine) addPod(p *pod) {
 func (e *Engine) deletePod(p *pod) {
 	delete(e.pods, p.key())
 	if p.isBound() {
+		if n := e.nodes[p.obj.Spec.NodeName]; n != nil {
+			e.learner.left(p, n.group)
+		}
 		e.sched.unbind(p)
 		e.sched.kickAll()
 		if len(e.cfg.Headrooms) > 0 {

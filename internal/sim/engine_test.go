@@ -2,7 +2,10 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"math"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -224,5 +227,65 @@ func TestUnplaceablePodLaunchesNothing(t *testing.T) {
 func TestRemovalsPerRoundAsTheController(t *testing.T) {
 	if maxRemovalsPerRound != disruption.DefaultMaxRemovalsPerRound {
 		t.Errorf("simulator %d, controller %d", maxRemovalsPerRound, disruption.DefaultMaxRemovalsPerRound)
+	}
+}
+
+// A Headroom with a target (95 % of pods within 5 s) and no units to
+// start with: four pods of 1 cpu arrive every 10 minutes and run 5. For
+// the first hour berth learns (the fallback: 0 units) and each burst
+// waits for a node (61 s); then the history holds six bursts of 4 units
+// in 60 s windows, the target keeps 4 units, and every later burst starts
+// at once.
+func TestTargetLearnsTheBurst(t *testing.T) {
+	var ev []*trace.Event
+	for b := range 18 {
+		at := float64(b*600 + 30)
+		for i := range 4 {
+			name := "p" + strconv.Itoa(b) + "-" + strconv.Itoa(i)
+			ev = append(ev, create(at, name, "1"), del(at+300, name))
+		}
+	}
+	slices.SortStableFunc(ev, func(a, b *trace.Event) int { return cmp.Compare(a.At, b.At) })
+	ev = append(ev, end(3*3600))
+	h := units(0, "1", false)
+	h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}
+	waits := map[int]time.Duration{} // by burst, the longest
+	c := cfg("target", h)
+	c.OnBound = func(key string, created, bound time.Duration) {
+		b := int(created / (600 * time.Second))
+		waits[b] = max(waits[b], bound-created)
+	}
+	r, err := Run(c, traceOf(t, ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range 18 {
+		switch {
+		case b < 6 && waits[b] != 61*time.Second:
+			t.Errorf("burst %d (learning) waited %s, want a launch (61 s)", b, waits[b])
+		case b >= 7 && waits[b] != 0:
+			t.Errorf("burst %d waited %s, want none: the target keeps 4 units", b, waits[b])
+		}
+	}
+	hist := r.Histories["spare"]
+	if hist == nil || hist.Bursts < 12 || hist.Window != time.Minute {
+		t.Fatalf("history %+v", hist)
+	}
+	if share := r.Within(5); share < 0.6 {
+		t.Errorf("%.2f of pods within 5 s", share)
+	}
+	// Learned elsewhere: a run that starts with this history keeps the 4
+	// units from the start (their node, launched at 0, is Ready at 60 s:
+	// the first burst, at 30 s, waits 30 s) and no burst waits for a
+	// launch.
+	c.Histories = r.Histories
+	clear(waits)
+	if _, err := Run(c, traceOf(t, ev...)); err != nil {
+		t.Fatal(err)
+	}
+	for b := range 18 {
+		if want := map[bool]time.Duration{true: 30 * time.Second}[b == 0]; waits[b] != want {
+			t.Errorf("with a learned history, burst %d waited %s, want %s", b, waits[b], want)
+		}
 	}
 }

@@ -23,6 +23,8 @@ type headroomState struct {
 	// onNode counts the virtual units the last plan put on each node.
 	onNode   map[string]int
 	resolved map[string]hr.Resolved
+	// phase of each target (Learning, Sized, Capped) after the last round.
+	phase map[string]string
 	// last are the virtual units of the last round (scale-down keeps
 	// them a home).
 	last []*corev1.Pod
@@ -30,7 +32,7 @@ type headroomState struct {
 }
 
 func newHeadroomState(e *Engine) *headroomState {
-	return &headroomState{e: e, desired: map[string]int32{}, ready: map[string]int32{}, onNode: map[string]int{}, resolved: map[string]hr.Resolved{}}
+	return &headroomState{e: e, desired: map[string]int32{}, ready: map[string]int32{}, onNode: map[string]int{}, resolved: map[string]hr.Resolved{}, phase: map[string]string{}}
 }
 
 // resolve computes each Headroom's units now.
@@ -41,6 +43,7 @@ func (h *headroomState) resolve() map[*v1alpha1.Headroom]hr.Resolved {
 			in.Nodes = append(in.Nodes, n.obj)
 		}
 	}
+	in.Targets = h.e.learner.targets(in.Nodes)
 	for _, p := range h.e.pods {
 		if p.isBound() && p.placeholder == "" {
 			in.Pods = append(in.Pods, p.obj)
@@ -55,6 +58,9 @@ func (h *headroomState) resolve() map[*v1alpha1.Headroom]hr.Resolved {
 		out[x] = r
 		h.desired[x.Name] = r.Count
 		h.resolved[x.Name] = r
+		if r.Target != nil {
+			h.phase[x.Name] = r.Target.Phase
+		}
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	hr "github.com/berth-dev/berth/internal/headroom"
 )
 
 // metrics collects what a simulation reports, in memory bounded by the
@@ -164,6 +166,7 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 		if p.placeholder == "" {
 			r.Unbound++
 			m.waitNeeded.add(end.Sub(p.created).Seconds())
+			m.waitAll.add(end.Sub(p.created).Seconds())
 		}
 	}
 	if h := r.Seconds / 3600; h > 0 {
@@ -174,6 +177,17 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 	}
 	r.Wait, r.WaitAll = m.waitNeeded.stats(), m.waitAll.stats()
 	r.WaitCDF = m.waitNeeded.cdf()
+	r.WaitAllCDF = m.waitAll.cdf()
+	r.Histories = e.learner.histories()
+	for _, h := range e.cfg.Headrooms {
+		if t := h.Spec.Target; t != nil {
+			share := hr.Share(t)
+			r.Target = &TargetResult{Headroom: h.Name, Wait: t.Wait.Seconds(), Percent: int32(math.Round(share * 100)),
+				Within: r.Within(t.Wait.Seconds()), Phase: e.headroom.phase[h.Name], Units: e.headroom.desired[h.Name]}
+			r.Target.Met = r.Target.Within >= share
+			break
+		}
+	}
 	for k, t := range m.byKey {
 		r.NodeHours = append(r.NodeHours, TypeHours{InstanceType: k[0], CapacityType: k[1], Hours: t.hours})
 	}

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,6 +49,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("pods waited", func(x *Result) string { return fmt.Sprint(x.PodsWaited) })
 	row("  for a launch", func(x *Result) string { return fmt.Sprint(x.PodsWaitedForLaunch) })
 	row("  unbound at end", func(x *Result) string { return fmt.Sprint(x.Unbound) })
+	if slices.ContainsFunc(r.Results, func(x *Result) bool { return x.Target != nil }) {
+		row("target", func(x *Result) string {
+			if x.Target == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%d%% <= %s", x.Target.Percent, seconds(x.Target.Wait))
+		})
+		row("  within target", func(x *Result) string {
+			if x.Target == nil {
+				return "-"
+			}
+			met := "missed"
+			if x.Target.Met {
+				met = "met"
+			}
+			return fmt.Sprintf("%.1f%% %s", 100*x.Target.Within, met)
+		})
+		row("  units at end", func(x *Result) string {
+			if x.Target == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%d (%s)", x.Target.Units, x.Target.Phase)
+		})
+	}
 	row("wait p50", func(x *Result) string { return seconds(x.Wait.P50) })
 	row("wait p95", func(x *Result) string { return seconds(x.Wait.P95) })
 	row("wait p99", func(x *Result) string { return seconds(x.Wait.P99) })

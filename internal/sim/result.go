@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/berth-dev/berth/internal/headroom/demand"
+
 // Result is what one policy's simulation came to.
 type Result struct {
 	Policy  string  `json:"policy"`
@@ -40,6 +42,28 @@ type Result struct {
 	Replacements        int      `json:"replacements"`
 	Preemptions         int      `json:"preemptions"`
 	Series              []Sample `json:"series"`
+	// Target is the goal of the policy's first Headroom with a target,
+	// and how the run fared against it (nil without a target).
+	Target *TargetResult `json:"target,omitempty"`
+	// WaitAllCDF is the distribution of every pod's wait (see Within).
+	WaitAllCDF []Point `json:"waitAllCDF,omitempty"`
+	// Histories are the demand histories the Headrooms with a target
+	// learned (for Config.Histories of another run).
+	Histories map[string]*demand.History `json:"-"`
+}
+
+// Within is the share (0-1) of the pods whose wait was at most s seconds
+// (the sketch's buckets are 2 % wide: a wait up to 2 % above s may
+// count).
+func (r *Result) Within(s float64) float64 {
+	share := 0.0
+	for _, p := range r.WaitAllCDF {
+		if p.Seconds > s*1.02 {
+			break
+		}
+		share = p.Fraction
+	}
+	return share
 }
 
 // TypeHours are node-hours of one instance and capacity type.
@@ -73,4 +97,18 @@ type Sample struct {
 	CostPerHour     float64 `json:"costPerHour"`
 	HeadroomDesired int     `json:"headroomDesired"`
 	HeadroomReady   int     `json:"headroomReady"`
+}
+
+// TargetResult is a run against a wait-time goal.
+type TargetResult struct {
+	Headroom string  `json:"headroom"`
+	Wait     float64 `json:"waitSeconds"`
+	Percent  int32   `json:"percent"`
+	// Within is the share (0-1) of the pods that got capacity within
+	// Wait; Met whether it reached Percent.
+	Within float64 `json:"within"`
+	Met    bool    `json:"met"`
+	// Phase and Units of the target at the end.
+	Phase string `json:"phase"`
+	Units int32  `json:"units"`
 }

@@ -185,6 +185,9 @@ func (s *scheduler) bind(p *pod, c *snapshot.Class, n *snapshot.Node) {
 	s.e.logf("bind %s to %s after %s", p.key(), n.Name, s.e.now.Sub(p.created))
 	s.e.dropPending(p)
 	s.e.metrics.bound(p, s.e.now)
+	if node := s.e.nodes[n.Name]; node != nil {
+		s.e.learner.bound(p, node.group)
+	}
 	if f := s.e.cfg.OnBound; f != nil && p.placeholder == "" {
 		f(p.key(), p.created.Sub(s.e.start), s.e.now.Sub(s.e.start))
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/internal/controller/companion"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/controller/headroom"
+	"github.com/berth-dev/berth/internal/controller/headroomtarget"
 	"github.com/berth-dev/berth/internal/controller/launchtimeout"
 	"github.com/berth-dev/berth/internal/controller/nodeadoption"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
@@ -45,6 +46,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	readiness := state.NewReadiness()
 	holds := state.NewHolds()
 	activity := state.NewActivity(nil)
+	targets := state.NewTargets()
 	capi, err := o.clusterAPIProvider(mgr, clk)
 	if err != nil {
 		return err
@@ -58,11 +60,13 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	nodegroup.RegisterMetrics()
 	launchtimeout.RegisterMetrics()
 	headroom.RegisterMetrics()
+	headroomtarget.RegisterMetrics()
 	tenant.RegisterMetrics()
 
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
-	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder, Clock: clk}
+	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Recorder: recorder, Clock: clk}
+	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
 	// Registered in a fixed order, so that a failure names the same
@@ -72,7 +76,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 		register func(ctrl.Manager) error
 	}
 	registers := []registration{{nodegroup.Name, ngc.Register}, {launchtimeout.Name, lt.Register}, {headroom.Name, hrc.Register},
-		{nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}}
+		{headroomtarget.Name, learner.Register}, {nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}}
 	if capi != nil {
 		registers = append(registers, registration{nodeadoption.Name, (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder, Clock: clk}).Register})
 	}
@@ -84,6 +88,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	offerings.OnChange = ngc.Notify
 	holds.OnChange = ngc.Notify
 	activity.SetOnChange(ngc.Notify)
+	targets.OnChange = hrc.Notify
 
 	var cbc *capacitybuffer.Reconciler
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {

@@ -35,6 +35,7 @@ const (
 
 type options struct {
 	trace, cluster, output, out string
+	learnFrom                   string
 	policies                    []string
 	launchDelays                []string
 	batchIdle, batchMax, resync time.Duration
@@ -67,6 +68,10 @@ instance and capacity type, headroom's share of the cost, the wait for
 capacity of the pods that waited (p50/p95/p99/max), launches, removals,
 drains, replacements. -o html writes a self-contained page with charts.
 
+A Headroom with a target (spec.target) learns the demand as the
+controller does; --learn-from runs each policy on another trace first so
+that it starts with that history, as a controller that has been running.
+
 Launch delays: the trace's recorded launch-to-Ready times of a group
 (drawn at random, --seed), else the group's kwok launchDelay, else 60s;
 --launch-delay 90s sets every group's, --launch-delay GROUP=90s one's.`,
@@ -80,6 +85,7 @@ Launch delays: the trace's recorded launch-to-Ready times of a group
 	f := cmd.Flags()
 	f.StringVar(&o.trace, "trace", "", "trace to replay (JSON lines, see docs/simulate.md)")
 	f.StringVar(&o.cluster, "cluster", "", "YAML of the cluster's NodeGroups, Headrooms and DaemonSets")
+	f.StringVar(&o.learnFrom, "learn-from", "", "another trace (an earlier day, say) each policy is first run on: Headrooms with a target start the simulation with the demand history learned there instead of learning from nothing")
 	f.StringArrayVar(&o.policies, "policy", nil, "a policy: YAML of NodeGroups and Headrooms replacing the cluster's, or current or no-headroom (repeat to compare; default current)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or html")
 	f.StringVar(&o.out, "out", "", "write the report to this file instead of standard output")
@@ -164,6 +170,16 @@ func (o *options) run(stdout, stderr io.Writer) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if o.learnFrom != "" {
+				learned := cfg
+				learned.Log, learned.OnBound = nil, nil
+				res, err := runOne(o.learnFrom, learned)
+				if err != nil {
+					errs[i] = fmt.Errorf("learning: %w", err)
+					return
+				}
+				cfg.Histories = res.Histories
+			}
 			results[i], errs[i] = runOne(o.trace, cfg)
 		}()
 	}

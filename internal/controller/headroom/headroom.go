@@ -49,10 +49,17 @@ type ReadySource interface {
 	Get(key state.Key) (int32, bool)
 }
 
+// TargetSource tells what the demand learner knows of a Headroom with a
+// target.
+type TargetSource interface {
+	Get(name string) (state.Target, bool)
+}
+
 // Reconciler reconciles Headrooms.
 type Reconciler struct {
 	Client   client.Client
 	Ready    ReadySource
+	Targets  TargetSource
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	changes  *notify.Channel
@@ -109,6 +116,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	learned, haveLearned := state.Target{}, false
+	if h.Spec.Target != nil && r.Targets != nil {
+		if learned, haveLearned = r.Targets.Get(h.Name); haveLearned {
+			in.Targets = map[string]hr.TargetInput{h.Name: {Estimate: learned.Estimate, Window: learned.Window}}
+		}
+	}
 	res, resolveErr := hr.Resolve(h, in)
 	status := h.Status.DeepCopy()
 	status.ObservedGeneration = h.Generation
@@ -136,6 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		status.Unit = res.Shape.DeepCopy()
 	}
 	r.reportProblems(h, status, res)
+	r.reportTarget(h, status, res, learned, haveLearned)
 	requeue := r.requeue(h)
 	if planned {
 		status.ReadyUnits = min(ready, res.Count)
@@ -245,7 +259,7 @@ func (r *Reconciler) transition(h *v1alpha1.Headroom, status *v1alpha1.HeadroomS
 }
 
 func (r *Reconciler) requeue(h *v1alpha1.Headroom) time.Duration {
-	if h.Spec.Automatic != nil || len(h.Spec.Schedules) > 0 {
+	if h.Spec.Automatic != nil || len(h.Spec.Schedules) > 0 || h.Spec.Target != nil {
 		return resyncPeriod
 	}
 	return 0

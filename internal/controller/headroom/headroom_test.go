@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/headroom"
+	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -201,3 +202,57 @@ func TestScheduleThatNeverFiresIsReported(t *testing.T) {
 		t.Errorf("events %+v, want one %s (not one per reconcile)", evs, v1alpha1.ReasonSpecIgnored)
 	}
 }
+
+// TestTargetSizesTheUnitsAndReportsTheWaits: a Headroom with a 5 s, 95 %
+// target keeps spec.units' count while the learner knows nothing
+// (phase Learning), then the learned estimate (phase Sized, 9 units,
+// costing 9 x 0.10 an hour: the 4-cpu offering at 0.40 holds four
+// 1-cpu units), capped by maxUnits 6 (phase Capped). The last hour's
+// measured waits make TargetMet: 90 of 100 within 5 s misses 95 %.
+func TestTargetSizesTheUnitsAndReportsTheWaits(t *testing.T) {
+	create(t, b.NodeGroup("tgt", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.40"))),
+		&v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "tgt"}, Spec: v1alpha1.HeadroomSpec{
+			Units: units(2), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"tgt"}},
+			Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}}})
+	r, _, ev := reconciler()
+	targets := state.NewTargets()
+	r.Targets = targets
+	reconcileOnce(t, r, "tgt")
+	h := get(t, "tgt")
+	if h.Status.DesiredUnits != 2 || h.Status.Target == nil || h.Status.Target.Phase != v1alpha1.TargetLearning {
+		t.Fatalf("before any history: desired %d, target %+v; want 2 units, Learning", h.Status.DesiredUnits, h.Status.Target)
+	}
+
+	targets.Set("tgt", state.Target{Window: time.Minute, Estimate: demand.Estimate{Units: 9, Known: true},
+		LastHour: demand.Measured{Pods: 100, Within: 90, Quantile: 60}})
+	reconcileOnce(t, r, "tgt")
+	h = get(t, "tgt")
+	ts := h.Status.Target
+	if h.Status.DesiredUnits != 9 || ts == nil || ts.Phase != v1alpha1.TargetSized || ts.Units != 9 || ts.CostPerHour != "0.9000" {
+		t.Errorf("sized: desired %d, target %+v; want 9 units, Sized, 0.9000 an hour", h.Status.DesiredUnits, ts)
+	}
+	c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionTargetMet)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTargetMissed || !strings.Contains(c.Message, "90.0 % of 100 pods") {
+		t.Errorf("TargetMet after 90 of 100 within: %+v, want False/TargetMissed", c)
+	}
+	if evs := ev.For("tgt"); len(evs) == 0 || evs[len(evs)-1].Reason != headroom.ReasonTargetUnits {
+		t.Errorf("events %+v, want a TargetUnits event for the change", evs)
+	}
+
+	h.Spec.Target.MaxUnits = ptr(int32(6))
+	if err := env.Client.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	targets.Set("tgt", state.Target{Window: time.Minute, Estimate: demand.Estimate{Units: 9, Known: true},
+		LastHour: demand.Measured{Pods: 100, Within: 99, Quantile: 2}})
+	reconcileOnce(t, r, "tgt")
+	h = get(t, "tgt")
+	if ts := h.Status.Target; h.Status.DesiredUnits != 6 || ts == nil || ts.Phase != v1alpha1.TargetCapped || !strings.Contains(ts.Message, "maxUnits 6") {
+		t.Errorf("capped: desired %d, target %+v; want 6, Capped by maxUnits", h.Status.DesiredUnits, ts)
+	}
+	if c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionTargetMet); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("TargetMet after 99 of 100 within: %+v, want True", c)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,467 @@
+// Package headroomtarget learns, for every Headroom with a target, how
+// much capacity the pods in its scope ask for within one node-launch time
+// (internal/headroom/demand), measures their wait for capacity (a
+// histogram metric per Headroom and node group, and the last hour and day
+// for status), keeps the history in a ConfigMap so that a restart does
+// not forget it, and publishes the estimates (internal/state.Targets) for
+// the headroom controller, which sizes the Headroom from them.
+package headroomtarget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/component-helpers/resource"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/headroom/demand"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// Name is the controller's name.
+const Name = "headroom-target"
+
+// Periods of the learner.
+const (
+	// tick closes windows, estimates and publishes.
+	tick = 10 * time.Second
+	// saveEvery writes a changed history to its ConfigMap.
+	saveEvery = 5 * time.Minute
+	// maxTracked bounds the pending pods remembered (failed scheduling,
+	// gates removed): a cluster with more pending pods loses the oldest
+	// waits' precision, not memory.
+	maxTracked = 200_000
+)
+
+// ConfigMapPrefix names a Headroom's history: berth-demand-<name> in
+// berth-system, owned by the Headroom (deleted with it).
+const ConfigMapPrefix = "berth-demand-"
+
+// historyKey is the ConfigMap key of the history.
+const historyKey = "history.json"
+
+// Learner is the controller.
+type Learner struct {
+	Client    client.Client
+	APIReader client.Reader
+	Targets   *state.Targets
+	Clock     clock.PassiveClock
+
+	mu      sync.Mutex
+	tracked map[string]*tracked
+	// pending pods: when each became schedulable (created, or its gates
+	// removed) and whether a scheduling attempt failed for lack of room.
+	pending map[types.NamespacedName]pendingPod
+}
+
+type pendingPod struct {
+	since  time.Time
+	failed bool
+}
+
+// tracked is one Headroom with a target.
+type tracked struct {
+	h        *v1alpha1.Headroom
+	groups   map[string]bool // nil: all
+	selector labels.Selector
+	shape    demand.Shape
+	rec      *demand.Recorder
+	waits    demand.Waits
+	changed  bool
+	saved    time.Time
+}
+
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=berth.dev,resources=headrooms;nodegroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=berth-system,resources=configmaps,verbs=get;create;update
+
+// Register adds the learner to the manager: pod events feed it, a ticker
+// closes windows and publishes.
+func (l *Learner) Register(mgr manager.Manager) error {
+	l.tracked = map[string]*tracked{}
+	l.pending = map[types.NamespacedName]pendingPod{}
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("getting the pod informer: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(o any, initial bool) {
+			if p, ok := o.(*corev1.Pod); ok && !initial {
+				l.podSeen(nil, p)
+			}
+		},
+		UpdateFunc: func(old, o any) {
+			op, ok1 := old.(*corev1.Pod)
+			np, ok2 := o.(*corev1.Pod)
+			if ok1 && ok2 {
+				l.podSeen(op, np)
+			}
+		},
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				l.podGone(p)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	return mgr.Add(l)
+}
+
+// NeedLeaderElection returns true: the leader learns and persists.
+func (l *Learner) NeedLeaderElection() bool { return true }
+
+// Start runs the ticker until ctx ends, then saves what changed.
+func (l *Learner) Start(ctx context.Context) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := l.round(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "headroom target round")
+		}
+		select {
+		case <-ctx.Done():
+			save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			l.saveAll(save, true)
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// podSeen follows a pod from pending to bound: when it became schedulable,
+// whether scheduling failed for lack of room, and at binding its wait and
+// its arrival in the demand of the Headrooms whose scope it landed in.
+func (l *Learner) podSeen(old, p *corev1.Pod) {
+	key := client.ObjectKeyFromObject(p)
+	now := l.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.tracked) == 0 {
+		return
+	}
+	if podutil.IsUnbound(p) {
+		pp, ok := l.pending[key]
+		if !ok {
+			if len(l.pending) >= maxTracked {
+				return
+			}
+			pp = pendingPod{since: p.CreationTimestamp.Time}
+		}
+		if old != nil && len(old.Spec.SchedulingGates) > 0 && len(p.Spec.SchedulingGates) == 0 {
+			pp.since = now // schedulable from now on
+		}
+		if podutil.FailedToSchedule(p) {
+			pp.failed = true
+		}
+		l.pending[key] = pp
+		return
+	}
+	if old == nil || old.Spec.NodeName != "" || p.Spec.NodeName == "" || podutil.IsTerminal(p) {
+		return
+	}
+	pp, known := l.pending[key]
+	delete(l.pending, key)
+	if !known {
+		pp = pendingPod{since: p.CreationTimestamp.Time}
+	}
+	wait := time.Duration(0)
+	if pp.failed {
+		wait = max(0, now.Sub(pp.since))
+	}
+	group := l.groupOf(p.Spec.NodeName)
+	req := demand.RequestsOf(resource.PodRequests(p, resource.PodResourcesOptions{}))
+	for _, t := range l.tracked {
+		if !t.counts(p, group) {
+			continue
+		}
+		within := wait <= t.h.Spec.Target.Wait.Duration
+		t.waits.Observe(now, wait, within)
+		podWait.WithLabelValues(t.h.Name, group).Observe(wait.Seconds())
+		if t.rec != nil {
+			t.rec.Arrived(pp.since, now, req)
+			t.changed = true
+		}
+	}
+}
+
+// podGone records a bound pod's departure from the demand.
+func (l *Learner) podGone(p *corev1.Pod) {
+	key := client.ObjectKeyFromObject(p)
+	now := l.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, key)
+	if p.Spec.NodeName == "" || len(l.tracked) == 0 || podutil.IsTerminal(p) {
+		return
+	}
+	group := l.groupOf(p.Spec.NodeName)
+	req := demand.RequestsOf(resource.PodRequests(p, resource.PodResourcesOptions{}))
+	for _, t := range l.tracked {
+		if t.rec != nil && t.counts(p, group) {
+			t.rec.Left(now, now, req)
+			t.changed = true
+		}
+	}
+}
+
+// groupOf reads the node group of a node from the cache ("" if unknown).
+func (l *Learner) groupOf(node string) string {
+	full := &corev1.Node{}
+	if err := l.Client.Get(context.Background(), client.ObjectKey{Name: node}, full); err != nil {
+		return ""
+	}
+	return full.Labels[v1alpha1.LabelNodeGroup]
+}
+
+// counts reports whether a pod bound in the group counts for the
+// Headroom: a workload pod (not a DaemonSet's, not berth's own) in its
+// scope, selected by its podSelector.
+func (t *tracked) counts(p *corev1.Pod, group string) bool {
+	if p.Labels[v1alpha1.LabelHeadroomRole] != "" || podutil.IsOwnedByDaemonSet(p) {
+		return false
+	}
+	if t.groups != nil && !t.groups[group] {
+		return false
+	}
+	return t.selector == nil || t.selector.Matches(labels.Set(p.Labels))
+}
+
+// round syncs the tracked Headrooms with the cluster, closes windows,
+// estimates, publishes, and saves histories that changed.
+func (l *Learner) round(ctx context.Context) error {
+	hrs := &v1alpha1.HeadroomList{}
+	if err := l.Client.List(ctx, hrs); err != nil {
+		return err
+	}
+	groups := &v1alpha1.NodeGroupList{}
+	if err := l.Client.List(ctx, groups); err != nil {
+		return err
+	}
+	nodes := &corev1.NodeList{}
+	if err := l.Client.List(ctx, nodes); err != nil {
+		return err
+	}
+	all := make([]*v1alpha1.NodeGroup, 0, len(groups.Items))
+	for i := range groups.Items {
+		all = append(all, &groups.Items[i])
+	}
+	nodePtrs := make([]*corev1.Node, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		nodePtrs = append(nodePtrs, &nodes.Items[i])
+	}
+	now := l.Clock.Now()
+	seen := map[string]bool{}
+	for i := range hrs.Items {
+		h := &hrs.Items[i]
+		if h.Spec.Target == nil || h.DeletionTimestamp != nil {
+			continue
+		}
+		seen[h.Name] = true
+		if err := l.sync(ctx, h, all, nodePtrs, now); err != nil {
+			log.FromContext(ctx).Error(err, "learning the demand", "headroom", h.Name)
+		}
+	}
+	l.mu.Lock()
+	for name := range l.tracked {
+		if !seen[name] {
+			delete(l.tracked, name)
+			l.Targets.Delete(name)
+			podWait.DeletePartialMatch(map[string]string{"headroom": name})
+		}
+	}
+	if len(l.tracked) == 0 {
+		clear(l.pending)
+	}
+	l.mu.Unlock()
+	l.saveAll(ctx, false)
+	return nil
+}
+
+// sync brings one Headroom's learner up to date and publishes.
+func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha1.NodeGroup, nodes []*corev1.Node, now time.Time) error {
+	scope, err := hr.ScopeGroups(h, all)
+	if err != nil {
+		return err // reported on the Headroom by its controller
+	}
+	var sel labels.Selector
+	if ps := h.Spec.Target.PodSelector; ps != nil {
+		if sel, err = metav1.LabelSelectorAsSelector(ps); err != nil {
+			return fmt.Errorf("spec.target.podSelector: %w", err)
+		}
+	}
+	shapeList := shapeOf(h)
+	shape := demand.ShapeOf(shapeList)
+	window, measured := hr.LaunchWindow(hr.GroupsOrAll(scope, all), nodes)
+	l.mu.Lock()
+	t := l.tracked[h.Name]
+	if !measured && t != nil && t.rec != nil {
+		window = t.rec.H.Window // no node to time: keep the window learned in
+	}
+	if t == nil {
+		t = &tracked{}
+		l.tracked[h.Name] = t
+	}
+	t.h, t.selector = h, sel
+	t.groups = nil
+	if scope != nil {
+		t.groups = map[string]bool{}
+		for _, g := range scope {
+			t.groups[g.Name] = true
+		}
+	}
+	needLoad := t.rec == nil
+	l.mu.Unlock()
+
+	var loaded *demand.History
+	if needLoad && len(shape) > 0 {
+		loaded = l.load(ctx, h)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	history := h.Spec.Target.History
+	span := demand.DefaultHistory
+	if history != nil && history.Duration > 0 {
+		span = history.Duration
+	}
+	switch {
+	case len(shape) == 0:
+		t.rec = nil // no shape: Resolve reports it
+	case t.rec == nil:
+		if loaded == nil || !loaded.Matches(window, shape) {
+			loaded = demand.NewHistory(window, shape, span, now)
+		}
+		t.rec = demand.NewRecorder(loaded, now)
+		t.shape = shape
+	case !t.rec.H.Matches(window, shape):
+		// The launch time or the unit changed: what was counted does not
+		// translate; start again.
+		log.FromContext(ctx).Info("starting the demand history again", "headroom", h.Name, "window", window, "unit", shapeList)
+		t.rec = demand.NewRecorder(demand.NewHistory(window, shape, span, now), now)
+		t.shape, t.changed = shape, true
+	}
+	st := state.Target{Window: window}
+	share := hr.Share(h.Spec.Target)
+	st.LastHour = t.waits.Over(now, time.Hour, share)
+	st.LastDay = t.waits.Over(now, 24*time.Hour, share)
+	if t.rec != nil {
+		if t.rec.H.HalfLife != span/2 {
+			t.rec.H.HalfLife = span / 2
+		}
+		if t.rec.Close(now) > 0 {
+			t.changed = true
+		}
+		// The history is asked for what the last day's waits fell short by.
+		st.Estimate = t.rec.H.Estimate(now, demand.Corrected(share, st.LastDay))
+		st.Since, st.Windows, st.Bursts = t.rec.H.Since, t.rec.H.Seen, t.rec.H.Bursts
+	}
+	l.Targets.Set(h.Name, st)
+	return nil
+}
+
+// shapeOf is the unit shape the target counts in: spec.units', else
+// automatic.unit's.
+func shapeOf(h *v1alpha1.Headroom) corev1.ResourceList {
+	if u := h.Spec.Units; u != nil && len(u.Resources) > 0 {
+		return u.Resources
+	}
+	if a := h.Spec.Automatic; a != nil && a.Unit != nil {
+		return a.Unit.Resources
+	}
+	return nil
+}
+
+// load reads a Headroom's history from its ConfigMap; nil when there is
+// none or it cannot be used (it is then started again, and said so).
+func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom) *demand.History {
+	cm := &corev1.ConfigMap{}
+	err := l.APIReader.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + h.Name}, cm)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			log.FromContext(ctx).Error(err, "reading the demand history", "headroom", h.Name)
+		}
+		return nil
+	}
+	hist := &demand.History{}
+	if err := json.Unmarshal([]byte(cm.Data[historyKey]), hist); err != nil {
+		log.FromContext(ctx).Info("demand history unreadable, starting again", "headroom", h.Name, "error", err.Error())
+		return nil
+	}
+	if err := hist.Check(); err != nil {
+		log.FromContext(ctx).Info("demand history invalid, starting again", "headroom", h.Name, "error", err.Error())
+		return nil
+	}
+	// Owned by another incarnation of the Headroom: not this one's.
+	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != h.UID {
+		return nil
+	}
+	return hist
+}
+
+// saveAll writes the histories that changed and were not saved for
+// saveEvery (all that changed when final).
+func (l *Learner) saveAll(ctx context.Context, final bool) {
+	now := l.Clock.Now()
+	type job struct {
+		h    *v1alpha1.Headroom
+		data []byte
+	}
+	var jobs []job
+	l.mu.Lock()
+	for _, t := range l.tracked {
+		if t.rec == nil || !t.changed || (!final && now.Sub(t.saved) < saveEvery) {
+			continue
+		}
+		b, err := json.Marshal(t.rec.H)
+		if err != nil {
+			continue
+		}
+		jobs = append(jobs, job{h: t.h, data: b})
+		t.changed, t.saved = false, now
+	}
+	l.mu.Unlock()
+	for _, j := range jobs {
+		if err := l.save(ctx, j.h, j.data); err != nil {
+			log.FromContext(ctx).Error(err, "saving the demand history", "headroom", j.h.Name)
+		}
+	}
+}
+
+func (l *Learner) save(ctx context.Context, h *v1alpha1.Headroom, data []byte) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + h.Name,
+		Labels: map[string]string{v1alpha1.LabelHeadroom: h.Name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Headroom", Name: h.Name, UID: h.UID,
+			Controller: ptr.To(true)}}},
+		Data: map[string]string{historyKey: string(data)}}
+	err := l.Client.Create(ctx, cm)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cur := &corev1.ConfigMap{}
+	if err := l.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), cur); err != nil {
+		return err
+	}
+	cur.Data, cur.OwnerReferences, cur.Labels = cm.Data, cm.OwnerReferences, cm.Labels
+	return l.Client.Update(ctx, cur)
+}

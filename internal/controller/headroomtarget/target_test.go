@@ -1,0 +1,183 @@
+package headroomtarget
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// learner is a Learner on the real API server with a fake clock; its pod
+// events are fed by the test (the informer's handlers call the same
+// methods).
+func learner(clk *clocktesting.FakeClock) *Learner {
+	return &Learner{Client: env.Client, APIReader: env.Client, Targets: state.NewTargets(), Clock: clk,
+		tracked: map[string]*tracked{}, pending: map[types.NamespacedName]pendingPod{}}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+}
+
+// burstPod is a 1-cpu pod of app=burst created at created: pending, and
+// its bound self on node.
+func burstPod(name string, created time.Time, node string) (pending, bound *corev1.Pod) {
+	pending = b.Pod(name, b.Namespace("default"), b.CPU("1"), b.Labels("app", "burst"))
+	pending.CreationTimestamp = metav1.NewTime(created)
+	bound = pending.DeepCopy()
+	bound.Spec.NodeName = node
+	return pending, bound
+}
+
+// TestLearnerLearnsBurstsAndKeepsThemAcrossARestart: bursts of 6 one-cpu
+// pods every 10 minutes for two hours, their pods leaving before the
+// next; a 5 s, 95 % target in 1-cpu units with a 60 s launch (the KWOK
+// group's delay, no node timed). Worked out by hand: every window that
+// holds a burst holds exactly 6 units (a burst lasts 5 s, so it never
+// straddles two 30 s steps' windows in a way that adds another), so 95 %
+// of the demand needs 6 units (the 6 pods that waited, 8 % of 72, raise
+// the share asked of the history to 98.3 %: still 6). Pods that waited
+// (a failed scheduling attempt, bound 70 s later) are measured: the last
+// hour's and day's shares within 5 s are what the test made them. The history is saved to its ConfigMap,
+// owned by the Headroom, and a new learner (a restart) estimates the same
+// from it before it sees another pod.
+func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("learn", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
+	node := b.Node("learn-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "learn"))
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "learn"}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"learn"}},
+		Units: &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
+	create(t, ng, node, h)
+
+	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	clk := clocktesting.NewFakeClock(start)
+	l := learner(clk)
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Targets.Get("learn"); got.Estimate.Known {
+		t.Fatalf("estimate before any pod: %+v, want learning", got.Estimate)
+	}
+	waited := 0
+	for burst := range 12 {
+		at := start.Add(time.Duration(burst)*10*time.Minute + 5*time.Minute)
+		clk.SetTime(at)
+		var bound []*corev1.Pod
+		for i := range 6 {
+			p, on := burstPod(fmt.Sprintf("b%d-%d", burst, i), at, "learn-a")
+			l.podSeen(nil, p)
+			if i == 5 && burst%2 == 0 { // one pod in two bursts waits for a node
+				failed := p.DeepCopy()
+				failed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+				l.podSeen(p, failed)
+				p = failed
+				clk.SetTime(at.Add(70 * time.Second))
+				waited++
+			}
+			l.podSeen(p, on)
+			bound = append(bound, on)
+		}
+		other, otherOn := burstPod(fmt.Sprintf("other-%d", burst), at, "learn-a")
+		other.Labels, otherOn.Labels = map[string]string{"app": "other"}, map[string]string{"app": "other"}
+		l.podSeen(other, otherOn) // not selected: counts nowhere
+		clk.SetTime(at.Add(4 * time.Minute))
+		for _, p := range bound {
+			l.podGone(p)
+		}
+		if err := l.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(start.Add(2*time.Hour + 5*time.Minute)) // past the last window's grace
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := l.Targets.Get("learn")
+	if !ok || !got.Estimate.Known || got.Estimate.Units != 6 {
+		t.Fatalf("estimate after two hours of bursts of 6: %+v (published %v), want 6 units known", got.Estimate, ok)
+	}
+	if got.Window != time.Minute {
+		t.Errorf("window %s, want the KWOK group's launch delay 1m", got.Window)
+	}
+	// The last hour, in ten-minute slots: those from 1:10 to 2:10, the
+	// bursts at 1:15 to 1:55 (7 to 11), 30 pods, 2 of which waited 70 s
+	// (bursts 8 and 10).
+	if m := got.LastHour; m.Pods != 30 || m.Within != 28 {
+		t.Errorf("last hour measured %d pods, %d within 5 s; want 30 and 28", m.Pods, m.Within)
+	}
+	if m := got.LastDay; m.Pods != 72 || m.Within != int64(72-waited) {
+		t.Errorf("last day measured %d pods, %d within 5 s; want 72 and %d", m.Pods, m.Within, 72-waited)
+	}
+
+	// Saved at shutdown, owned by the Headroom.
+	l.saveAll(ctx, true)
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + "learn"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cm) })
+	if owner := metav1.GetControllerOf(cm); owner == nil || owner.Name != "learn" || owner.Kind != "Headroom" {
+		t.Errorf("history ConfigMap owner %+v, want the Headroom", owner)
+	}
+	if n := len(cm.Data[historyKey]); n == 0 || n > 64<<10 {
+		t.Errorf("history of %d bytes", n)
+	}
+
+	// A restart: a new learner loads it and knows at once.
+	again := learner(clk)
+	if err := again.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := again.Targets.Get("learn"); !got.Estimate.Known || got.Estimate.Units != 6 {
+		t.Errorf("estimate after a restart: %+v, want the 6 units learned before", got.Estimate)
+	}
+
+	// The Headroom deleted and made again: the old history is not its own.
+	var fresh v1alpha1.Headroom
+	if err := env.Client.Delete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	h2 := h.DeepCopy()
+	h2.ResourceVersion, h2.UID = "", ""
+	create(t, h2)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h2), &fresh); err != nil {
+		t.Fatal(err)
+	}
+	third := learner(clk)
+	if err := third.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := third.Targets.Get("learn"); got.Estimate.Known {
+		t.Errorf("estimate of a new Headroom of the same name: %+v, want learning (the old history belongs to another)", got.Estimate)
+	}
+}

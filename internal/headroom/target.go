@@ -1,0 +1,246 @@
+package headroom
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom/demand"
+	"github.com/berth-dev/berth/internal/nodeutil"
+)
+
+// TargetInput is what the demand history says of a Headroom with a
+// target, for Resolve.
+type TargetInput struct {
+	demand.Estimate
+	// Window is the launch time the demand is counted in.
+	Window time.Duration
+}
+
+// TargetResult is how Resolve sized a Headroom for its target.
+type TargetResult struct {
+	Phase string
+	// Units the history asks for (before the bounds); Message why.
+	Units   int32
+	Message string
+	// CostPerHour of the desired units at the cheapest price per unit in
+	// scope (0 when no offering holds a unit).
+	CostPerHour float64
+}
+
+// DefaultLaunchWindow is the launch time assumed for a scope where no
+// node's boot was seen.
+const DefaultLaunchWindow = 60 * time.Second
+
+// LaunchWindow is the launch time of the scope's groups: the median, over
+// their nodes that berth launched and are Ready, of creation to the Ready
+// condition's last change (a node whose Ready flapped later counts long;
+// the median keeps one such from moving it), the longest of the groups;
+// measured is true then. Without such a node: a KWOK group's launch
+// delay, else DefaultLaunchWindow (a learner keeps the window it learned
+// in rather than this guess: a group scaled to zero has no node to time).
+func LaunchWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node) (d time.Duration, measured bool) {
+	in := map[string]bool{}
+	for _, g := range groups {
+		in[g.Name] = true
+	}
+	per := map[string][]time.Duration{}
+	for _, n := range nodes {
+		g := n.Labels[v1alpha1.LabelNodeGroup]
+		if !in[g] || n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || !nodeutil.Ready(n) {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+				if d := c.LastTransitionTime.Sub(n.CreationTimestamp.Time); d > 0 && d < 24*time.Hour {
+					per[g] = append(per[g], d)
+				}
+			}
+		}
+	}
+	longest := time.Duration(0)
+	for _, ds := range per {
+		longest = max(longest, median(ds))
+	}
+	if longest > 0 {
+		return longest, true
+	}
+	for _, g := range groups {
+		if k := g.Spec.Provider.KWOK; k != nil && k.LaunchDelay != nil && k.LaunchDelay.Duration > 0 {
+			longest = max(longest, k.LaunchDelay.Duration)
+		}
+	}
+	if longest > 0 {
+		return longest, false
+	}
+	return DefaultLaunchWindow, false
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	for i := 1; i < len(s); i++ { // insertion sort: a few dozen nodes a group
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[len(s)/2]
+}
+
+// UnitPrice is the cheapest price per hour of one unit of the shape in
+// the groups (an offering's price over the units its instance type
+// holds); 0 when no instance type holds one.
+func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 {
+	best := 0.0
+	for _, g := range groups {
+		for _, it := range g.Spec.InstanceTypes {
+			per := math.Inf(1)
+			for name, q := range shape {
+				need := q.AsApproximateFloat64()
+				if need <= 0 {
+					continue
+				}
+				have := it.Capacity[name]
+				per = math.Min(per, math.Floor(have.AsApproximateFloat64()/need))
+			}
+			if per < 1 || math.IsInf(per, 1) {
+				continue
+			}
+			for _, o := range it.Offerings {
+				price, err := strconv.ParseFloat(o.PricePerHour, 64)
+				if err != nil || price < 0 {
+					continue
+				}
+				if p := price / per; best == 0 || p < best {
+					best = p
+				}
+			}
+		}
+	}
+	return best
+}
+
+// resolveTarget replaces the fallback count (manual, automatic, schedule)
+// with the target's once the history knows; floor is an active
+// schedule's count (0 without one).
+func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) {
+	t := h.Spec.Target
+	est, ok := in.Targets[h.Name]
+	window := est.Window
+	if !ok || window <= 0 {
+		window, _ = LaunchWindow(GroupsOrAll(res.Groups, in.NodeGroups), in.Nodes)
+	}
+	price := UnitPrice(GroupsOrAll(res.Groups, in.NodeGroups), res.Shape.Resources)
+	out := &TargetResult{}
+	res.Target = out
+	defer func() { out.CostPerHour = price * float64(res.Count) }()
+	shape := describeShape(res.Shape.Resources)
+	if t.Wait.Duration >= window {
+		// Nothing waits longer than a launch for a node berth launches at
+		// once: the goal needs no units.
+		out.Phase = v1alpha1.TargetSized
+		out.Message = fmt.Sprintf("a wait of %s is as long as a node launch (%s): no units needed for the target", t.Wait.Duration, window.Round(time.Second))
+		res.Count = bound(t, max(0, floor), res)
+		return
+	}
+	if !ok || !est.Known {
+		why := "no history yet"
+		if ok {
+			why = est.Why
+		}
+		out.Phase = v1alpha1.TargetLearning
+		out.Message = fmt.Sprintf("%s; keeping the %d units of spec.units and automatic until then", why, res.Count)
+		return
+	}
+	want := int32(min(est.Units, int64(MaxUnits)))
+	out.Units = want
+	out.Phase = v1alpha1.TargetSized
+	where := "the hour " + hourName(est.Hour)
+	if est.Weekly {
+		where = "the whole history (the hour " + hourName(est.Hour) + " has too few windows of its own)"
+	}
+	n := max(want, floor)
+	res.Count = bound(t, n, res)
+	out.Message = fmt.Sprintf("%d %% of the demand in %s windows of %s fits in %d units of %s: keeping %d",
+		percent(t), window.Round(time.Second), where, want, shape, res.Count)
+	if floor > want {
+		out.Message += fmt.Sprintf(" (schedule %s asks for %d)", res.ActiveSchedule, floor)
+	}
+	if res.Count < n {
+		out.Phase = v1alpha1.TargetCapped
+		out.Message += " (capped by " + res.cappedBy + ")"
+	}
+}
+
+// bound applies minUnits, maxUnits and maxCostPerHour.
+func bound(t *v1alpha1.HeadroomTarget, n int32, res *Resolved) int32 {
+	if t.MinUnits != nil {
+		n = max(n, *t.MinUnits)
+	}
+	if t.MaxUnits != nil && n > *t.MaxUnits {
+		n, res.cappedBy = *t.MaxUnits, fmt.Sprintf("maxUnits %d", *t.MaxUnits)
+	}
+	if t.MaxCostPerHour != "" {
+		limit, err := strconv.ParseFloat(t.MaxCostPerHour, 64)
+		price := UnitPrice(GroupsOrAll(res.Groups, res.all), res.Shape.Resources)
+		if err == nil && price > 0 {
+			if most := int32(math.Floor(limit/price + 1e-9)); n > most {
+				n, res.cappedBy = max(most, 0), fmt.Sprintf("maxCostPerHour %s at %.4f a unit", t.MaxCostPerHour, price)
+			}
+		}
+	}
+	return min(n, MaxUnits)
+}
+
+func percent(t *v1alpha1.HeadroomTarget) int32 {
+	if t.Percent == 0 {
+		return 95
+	}
+	return t.Percent
+}
+
+// Share is the target's share of pods, 0-1.
+func Share(t *v1alpha1.HeadroomTarget) float64 { return float64(percent(t)) / 100 }
+
+// GroupsOrAll is a scope's groups: all of them for the whole cluster
+// (nil scope).
+func GroupsOrAll(scope, all []*v1alpha1.NodeGroup) []*v1alpha1.NodeGroup {
+	if scope == nil {
+		return all
+	}
+	return scope
+}
+
+var days = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+
+func hourName(h int) string { return fmt.Sprintf("%s %02d:00", days[(h/24)%7], h%24) }
+
+func describeShape(rl corev1.ResourceList) string {
+	var parts []string
+	if q, ok := rl[corev1.ResourceCPU]; ok {
+		parts = append(parts, q.String()+" cpu")
+	}
+	if q, ok := rl[corev1.ResourceMemory]; ok {
+		parts = append(parts, q.String())
+	}
+	for name, q := range rl {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			parts = append(parts, q.String()+" "+string(name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Status renders a target result for the Headroom's status.
+func (t *TargetResult) Status(window time.Duration) *v1alpha1.HeadroomTargetStatus {
+	if t == nil {
+		return nil
+	}
+	return &v1alpha1.HeadroomTargetStatus{Phase: t.Phase, Units: t.Units, Message: t.Message,
+		Window: &metav1.Duration{Duration: window}, CostPerHour: strconv.FormatFloat(t.CostPerHour, 'f', 4, 64)}
+}

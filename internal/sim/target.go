@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/headroom/demand"
+)
+
+// learner is the headroom-target controller's learning in the simulation
+// (internal/controller/headroomtarget): the same demand history and
+// recorder, fed by the simulated bindings and deletions, estimated at
+// every provisioning round.
+type learner struct {
+	e      *Engine
+	byName map[string]*learned
+}
+
+type learned struct {
+	h        *v1alpha1.Headroom
+	groups   map[string]bool
+	selector labels.Selector
+	rec      *demand.Recorder
+	// waits are the waits of the pods it counts, for demand.Corrected.
+	waits demand.Waits
+}
+
+func newLearner(e *Engine) *learner {
+	l := &learner{e: e, byName: map[string]*learned{}}
+	for _, h := range e.cfg.Headrooms {
+		if h.Spec.Target == nil {
+			continue
+		}
+		x := &learned{h: h}
+		if ps := h.Spec.Target.PodSelector; ps != nil {
+			if sel, err := metav1.LabelSelectorAsSelector(ps); err == nil {
+				x.selector = sel
+			}
+		}
+		if scope, err := hr.ScopeGroups(h, e.cfg.NodeGroups); err == nil && scope != nil {
+			x.groups = map[string]bool{}
+			for _, g := range scope {
+				x.groups[g.Name] = true
+			}
+		}
+		l.byName[h.Name] = x
+	}
+	return l
+}
+
+func (x *learned) counts(p *pod, group string) bool {
+	if p.placeholder != "" || isDaemon(p.obj) || (x.groups != nil && !x.groups[group]) {
+		return false
+	}
+	return x.selector == nil || x.selector.Matches(labels.Set(p.obj.Labels))
+}
+
+// bound feeds a pod's arrival to the Headrooms whose scope it landed in.
+func (l *learner) bound(p *pod, group string) {
+	for _, x := range l.byName {
+		if x.rec != nil && x.counts(p, group) {
+			x.rec.Arrived(p.created, l.e.now, demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{})))
+			wait := l.e.now.Sub(p.created)
+			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
+		}
+	}
+}
+
+// left feeds a bound pod's departure.
+func (l *learner) left(p *pod, group string) {
+	for _, x := range l.byName {
+		if x.rec != nil && x.counts(p, group) {
+			x.rec.Left(l.e.now, l.e.now, demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{})))
+		}
+	}
+}
+
+// targets closes windows and returns the estimates for Resolve. A
+// history given in Config.Histories (learned from another trace) is
+// rebased to start now; a history of another window or shape starts
+// again, as in the controller.
+func (l *learner) targets(nodes []*corev1.Node) map[string]hr.TargetInput {
+	if len(l.byName) == 0 {
+		return nil
+	}
+	out := map[string]hr.TargetInput{}
+	for name, x := range l.byName {
+		scope, err := hr.ScopeGroups(x.h, l.e.cfg.NodeGroups)
+		if err != nil {
+			continue
+		}
+		window, measured := hr.LaunchWindow(hr.GroupsOrAll(scope, l.e.cfg.NodeGroups), nodes)
+		if !measured && x.rec != nil {
+			window = x.rec.H.Window // no node to time: keep the window learned in
+		}
+		shape := demand.ShapeOf(targetShape(x.h))
+		if len(shape) == 0 {
+			continue
+		}
+		span := demand.DefaultHistory
+		if d := x.h.Spec.Target.History; d != nil && d.Duration > 0 {
+			span = d.Duration
+		}
+		if x.rec == nil || !x.rec.H.Matches(window, shape) {
+			h := l.e.cfg.Histories[name]
+			if h != nil && x.rec == nil && h.Matches(window, shape) {
+				h = copyHistory(h)
+				h.Rebase(l.e.now)
+			} else {
+				h = demand.NewHistory(window, shape, span, l.e.now)
+			}
+			x.rec = demand.NewRecorder(h, l.e.now)
+		}
+		x.rec.Close(l.e.now)
+		share := hr.Share(x.h.Spec.Target)
+		share = demand.Corrected(share, x.waits.Over(l.e.now, 24*time.Hour, share))
+		out[name] = hr.TargetInput{Estimate: x.rec.H.Estimate(l.e.now, share), Window: window}
+	}
+	return out
+}
+
+// histories are the learned histories at the end (Result.Histories).
+func (l *learner) histories() map[string]*demand.History {
+	out := map[string]*demand.History{}
+	for name, x := range l.byName {
+		if x.rec != nil {
+			x.rec.Close(l.e.now)
+			out[name] = x.rec.H
+		}
+	}
+	return out
+}
+
+func copyHistory(h *demand.History) *demand.History {
+	c := *h
+	for i := range c.Hours {
+		c.Hours[i].Bins = append([]demand.Bin(nil), h.Hours[i].Bins...)
+	}
+	return &c
+}
+
+// targetShape is the unit the target counts in (as the controller).
+func targetShape(h *v1alpha1.Headroom) corev1.ResourceList {
+	if u := h.Spec.Units; u != nil && len(u.Resources) > 0 {
+		return u.Resources
+	}
+	if a := h.Spec.Automatic; a != nil && a.Unit != nil {
+		return a.Unit.Resources
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package state
+
+import (
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/internal/headroom/demand"
+)
+
+// Target is what the demand learner knows of one Headroom with a target:
+// the estimate, the window it counted in, its history's size, and the
+// measured waits of the pods in scope.
+type Target struct {
+	Estimate demand.Estimate
+	Window   time.Duration
+	Since    time.Time
+	Windows  int64
+	Bursts   int64
+	LastHour demand.Measured
+	LastDay  demand.Measured
+}
+
+// Targets are the learner's results by Headroom name, read by the
+// headroom controller. Safe for concurrent use.
+type Targets struct {
+	mu     sync.Mutex
+	byName map[string]Target
+	// OnChange, if set, is called (outside the lock) with a Headroom whose
+	// estimate changed (units, known or window).
+	OnChange func(name string)
+}
+
+// NewTargets returns an empty store.
+func NewTargets() *Targets { return &Targets{byName: map[string]Target{}} }
+
+// Set stores a Headroom's result.
+func (t *Targets) Set(name string, v Target) {
+	t.mu.Lock()
+	old, had := t.byName[name]
+	t.byName[name] = v
+	t.mu.Unlock()
+	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window
+	if changed && t.OnChange != nil {
+		t.OnChange(name)
+	}
+}
+
+// Get returns a Headroom's result.
+func (t *Targets) Get(name string) (Target, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.byName[name]
+	return v, ok
+}
+
+// Delete forgets a Headroom.
+func (t *Targets) Delete(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byName, name)
+}
