@@ -25,7 +25,7 @@ func IsBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" && !IsTerminal(p
 // IsOwnedByDaemonSet reports whether a DaemonSet controls the pod: it
 // belongs to one node and never makes berth launch one.
 func IsOwnedByDaemonSet(p *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(p)
+	ref := metav1.GetControllerOfNoCopy(p)
 	return ref != nil && ref.Kind == "DaemonSet"
 }
 

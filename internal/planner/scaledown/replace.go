@@ -128,8 +128,7 @@ func (p *planner) planElsewhere(in Input, gone []*snapshot.Node, avoid []scaleup
 	for _, n := range gone {
 		movers, _, _ := p.classify(n, p.groups[n.NodeGroup])
 		for _, sp := range movers {
-			u, _ := p.unboundClass(sp.Pod)
-			sin.Pending = append(sin.Pending, u)
+			sin.Pending = append(sin.Pending, unboundCopy(sp.Pod))
 		}
 	}
 	return scaleup.Run(sin)

@@ -260,6 +260,11 @@ type planner struct {
 	// unbound caches, per pod, its copy without a node and that copy's
 	// prepared class: a pod is simulated once per node tried.
 	unbound map[*corev1.Pod]unboundPod
+	// unboundOf caches, per class of bound pods, the class of their
+	// copies without a node (pods without resource claims: their class
+	// is then a function of the bound one's fingerprint, node aside), so
+	// that the pods of a node are not fingerprinted again one by one.
+	unboundOf map[*snapshot.Class]*snapshot.Class
 	// settled are the pods placed by settle (waiting pods, pods of nodes
 	// being drained): they need a home if their node goes, but are not
 	// evicted from it.
@@ -271,28 +276,51 @@ type unboundPod struct {
 	class *snapshot.Class
 }
 
-// unboundClass returns the pod as its controller recreates it (without a
-// node; a shallow copy, nothing changes the shared slices) and its
-// prepared class, or a nil class if it cannot be classified.
-func (p *planner) unboundClass(pod *corev1.Pod) (*corev1.Pod, *snapshot.Class) {
+// unboundClass returns the pod as its controller recreates it, to place
+// in the snapshot, and its prepared class (nil if it cannot be
+// classified). A pod without resource claims is placed as itself, marked
+// Unbound (its class is its bound class's, node aside: found once per
+// class, not fingerprinted pod by pod, and no copy is made); one with
+// claims as a copy without its node and claim statuses (its controller's
+// new pod gets new claims from the templates).
+func (p *planner) unboundClass(sp *snapshot.Pod) (*snapshot.Pod, *snapshot.Class) {
+	pod := sp.Pod
 	if u, ok := p.unbound[pod]; ok {
-		return u.pod, u.class
+		return &snapshot.Pod{Pod: u.pod, Class: u.class, Unbound: true}, u.class
 	}
-	cp := *pod
-	cp.Spec.NodeName = ""
-	// Its controller's new pod gets new claims from the templates (the
-	// old ones go with the old pod): plan it with claims not made yet.
-	cp.Status.ResourceClaimStatuses = nil
-	c, err := p.s.Classify(&cp)
-	if err != nil {
-		return &cp, nil
+	byClass := sp.Class != nil && len(pod.Spec.ResourceClaims) == 0
+	c, placed := p.unboundOf[sp.Class], pod
+	if c == nil || !byClass {
+		cp := unboundCopy(pod)
+		var err error
+		if c, err = p.s.Classify(cp); err != nil {
+			return &snapshot.Pod{Pod: cp, Unbound: true}, nil
+		}
+		p.s.Prepare(c)
+		if byClass {
+			if p.unboundOf == nil {
+				p.unboundOf = map[*snapshot.Class]*snapshot.Class{}
+			}
+			p.unboundOf[sp.Class] = c
+		} else {
+			placed = cp
+		}
 	}
-	p.s.Prepare(c)
 	if p.unbound == nil {
 		p.unbound = map[*corev1.Pod]unboundPod{}
 	}
-	p.unbound[pod] = unboundPod{pod: &cp, class: c}
-	return &cp, c
+	p.unbound[pod] = unboundPod{pod: placed, class: c}
+	return &snapshot.Pod{Pod: placed, Class: c, Unbound: true}, c
+}
+
+// unboundCopy is the pod as its controller makes it again: a shallow copy
+// (nothing changes the shared slices) without a node and without claim
+// statuses.
+func unboundCopy(pod *corev1.Pod) *corev1.Pod {
+	cp := *pod
+	cp.Spec.NodeName = ""
+	cp.Status.ResourceClaimStatuses = nil
+	return &cp
 }
 
 // candidates are the nodes berth launched, that were Ready once and are

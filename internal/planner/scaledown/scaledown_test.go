@@ -88,6 +88,16 @@ func TestPlan(t *testing.T) {
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/busy"}},
 		},
 		{
+			name: "a workload with a companion is charged its companion where it moves (it is made again pending, and its companion with it)",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g),
+				node("b", g, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true"))},
+				Pods: []*corev1.Pod{app("w", "a", "1", b.Labels(v1alpha1.LabelCompanionShareKey, "vol"),
+					b.Annotation(v1alpha1.AnnotationCompanionRequests, `{"cpu":"1"}`)), app("p", "a", "1600m"), app("busy", "b", "500m")}},
+			// b has 3.5 cpu free: the workload and its companion take 2,
+			// and p (1.6) no longer fits.
+			want: outcome{blocked: map[string]string{"a": "NoHome default/p", "b": "NodeDoNotDisrupt"}},
+		},
+		{
 			name: "of two half-used nodes the less used goes and its pods move to the other",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
 				Pods: []*corev1.Pod{app("small", "a", "1"), app("large", "b", "2")}},

@@ -32,13 +32,13 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {
 				continue
 			}
-			unbound, c := p.unboundClass(sp.Pod)
+			unbound, c := p.unboundClass(sp)
 			if c == nil {
 				continue
 			}
 			if to := firstFit(p.s, c, p.homes, &p.hint); to != nil {
 				p.s.RemovePod(sp)
-				p.place(unbound, c, to)
+				p.place(unbound, to)
 			}
 		}
 	}
@@ -55,13 +55,13 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 			unplaced = append(unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
 			continue
 		}
-		p.place(pod, c, to)
+		p.place(&snapshot.Pod{Pod: pod, Class: c}, to)
 	}
 	return unplaced
 }
 
 // place adds a settled pod to a node of the snapshot.
-func (p *planner) place(pod *corev1.Pod, c *snapshot.Class, to *snapshot.Node) {
-	p.settled[pod] = true
-	p.s.AddPod(&snapshot.Pod{Pod: pod, Class: c}, to)
+func (p *planner) place(sp *snapshot.Pod, to *snapshot.Node) {
+	p.settled[sp.Pod] = true
+	p.s.AddPod(sp, to)
 }

@@ -53,7 +53,7 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 	}
 	var moves []Move
 	for _, sp := range pods {
-		unbound, c := p.unboundClass(sp.Pod)
+		unbound, c := p.unboundClass(sp)
 		if c == nil {
 			return nil, sp
 		}
@@ -61,7 +61,7 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 		if to == nil {
 			return nil, sp
 		}
-		p.s.AddPod(&snapshot.Pod{Pod: unbound, Class: c}, to)
+		p.s.AddPod(unbound, to)
 		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
 	}
 	return moves, nil

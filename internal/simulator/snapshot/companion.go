@@ -59,7 +59,7 @@ func (n *Node) HasShareKey(key string) bool { return n.shareKeys[key] > 0 }
 func (n *Node) charge(p *Pod) {
 	c := p.Class
 	req := &c.Base
-	if p.Spec.NodeName == "" {
+	if p.pending() {
 		req = c.RequestsOn(n)
 	}
 	p.addOn = req != &c.Base

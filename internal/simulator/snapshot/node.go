@@ -106,6 +106,11 @@ type Pod struct {
 	Class *Class
 	// Node is where the pod is placed, nil for pending pods.
 	Node *Node
+	// Unbound says the pod is charged as one the scheduler has yet to
+	// place (its companion's add-on included) although its Pod names a
+	// node: the pod of a node being removed, rehomed as its controller
+	// will make it again, without copying it to clear spec.nodeName.
+	Unbound bool
 	// slot is the pod's index in Node.Pods.
 	slot int
 	// addOn is true while the pod's node is charged its companion's
@@ -114,6 +119,9 @@ type Pod struct {
 	// devices are what the pod's placement allocated (DRA).
 	devices *dynamicresources.Placement[*Option]
 }
+
+// pending reports whether the pod is charged as a pod not bound yet.
+func (p *Pod) pending() bool { return p.Unbound || p.Spec.NodeName == "" }
 
 // envelope sets Allocatable and AllowedPods of a flexible node to the
 // component-wise maximum of what its options leave free, so that a pod that

@@ -36,7 +36,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, *Option]) []*Option {
 	c := p.Class
 	req, pods := &c.Base, 1
-	if p.Spec.NodeName == "" {
+	if p.pending() {
 		req, pods = c.RequestsOn(n), c.PodsOn(n)
 	}
 	checkLabels := s.ReferencesOptionKeys(c)

@@ -268,3 +268,40 @@ func TestWithForkKeepsOnlyWhatTheTrialKeeps(t *testing.T) {
 		s.Revert()
 	}()
 }
+
+// TestClassesFollowRequestValues: pods share a class when their requests
+// are equal in value, whatever their spelling, and never when a value
+// differs, however little.
+func TestClassesFollowRequestValues(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := func(cpu, mem string) *snapshot.Class {
+		c, err := s.Classify(b.Pod("p", b.CPU(cpu), b.Memory(mem)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	same := [][2][2]string{
+		{{"100m", "1Gi"}, {"0.1", "1073741824"}},
+		{{"1", "1G"}, {"1000m", "1000M"}},
+	}
+	for _, p := range same {
+		if a, b := class(p[0][0], p[0][1]), class(p[1][0], p[1][1]); a != b {
+			t.Errorf("%v and %v: different classes, want one", p[0], p[1])
+		}
+	}
+	differ := [][2][2]string{
+		{{"100m", "1Gi"}, {"101m", "1Gi"}},
+		{{"100m", "1Gi"}, {"100m", "1G"}},
+		{{"100m", "1Gi"}, {"100m", "1073741825"}},
+		{{"1", "1Gi"}, {"10", "1Gi"}},
+	}
+	for _, p := range differ {
+		if a, b := class(p[0][0], p[0][1]), class(p[1][0], p[1][1]); a == b {
+			t.Errorf("%v and %v: one class, want two", p[0], p[1])
+		}
+	}
+}

@@ -32,7 +32,7 @@ func (ControllerExists) Name() Reason { return ReasonControllerNotFound }
 
 // Check implements Rule.
 func (ControllerExists) Check(p *corev1.Pod, c *Context) Outcome {
-	ref := metav1.GetControllerOf(p)
+	ref := metav1.GetControllerOfNoCopy(p)
 	if c.Controllers == nil || ref == nil {
 		return Outcome{}
 	}

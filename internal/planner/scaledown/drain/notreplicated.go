@@ -23,7 +23,7 @@ func (NotReplicated) Name() Reason { return ReasonNotReplicated }
 
 // Check implements Rule.
 func (NotReplicated) Check(p *corev1.Pod, _ *Context) Outcome {
-	if metav1.GetControllerOf(p) == nil {
+	if metav1.GetControllerOfNoCopy(p) == nil {
 		return Outcome{Verdict: Blocks, Reason: ReasonNotReplicated,
 			Message: "pod " + podName(p) + " is not backed by a controller (annotate it " + annotationSafeToEvict + ": \"true\" to allow evicting it)"}
 	}
