@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -52,6 +53,7 @@ type options struct {
 	zap               zap.Options
 	clusterAPI        bool
 	clusterAPIConfig  string
+	targetMinHistory  time.Duration
 }
 
 // NewCommand returns `berth controller`.
@@ -86,6 +88,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.BoolVar(&o.scaleDown, "scale-down", true, "remove nodes of berth's node groups that are no longer needed (each group tunes it in spec.disruption)")
 	f.DurationVar(&o.scaleDownInterval, "scale-down-interval", 10*time.Second, "how often scale-down plans")
 	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
+	f.DurationVar(&o.targetMinHistory, "headroom-target-min-history", demand.MinHistory, "how long berth watches a Headroom's bursts before its target sizes the units (until then spec.units and automatic apply)")
 	o.clusterLimits.Bind(f)
 	f.BoolVar(&o.clusterAPI, "clusterapi", false, "serve NodeGroups with spec.provider.clusterAPI: scale Cluster API MachineDeployments, MachineSets and MachinePools")
 	f.StringVar(&o.clusterAPIConfig, "clusterapi-kubeconfig", "", "kubeconfig of the Cluster API management cluster (default: the cluster berth runs against); implies --clusterapi")
@@ -118,7 +121,8 @@ func (o *options) restConfig() (*rest.Config, error) {
 func (o *options) validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{"--batch-idle-duration": o.batchIdle, "--batch-max-duration": o.batchMax,
-		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--scale-down-interval": o.scaleDownInterval, "--unavailable-offering-ttl": o.unavailableTTL} {
+		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--scale-down-interval": o.scaleDownInterval, "--unavailable-offering-ttl": o.unavailableTTL,
+		"--headroom-target-min-history": o.targetMinHistory} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}

@@ -66,7 +66,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Recorder: recorder, Clock: clk}
-	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk}
+	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk, MinHistory: o.targetMinHistory}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
 	// Registered in a fixed order, so that a failure names the same

@@ -62,6 +62,9 @@ type Learner struct {
 	APIReader client.Reader
 	Targets   *state.Targets
 	Clock     clock.PassiveClock
+	// MinHistory is how long a history must have been watched before its
+	// estimate replaces the fallback units (default demand.MinHistory).
+	MinHistory time.Duration
 
 	mu      sync.Mutex
 	tracked map[string]*tracked
@@ -373,7 +376,11 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 			t.changed = true
 		}
 		// The history is asked for what the last day's waits fell short by.
-		st.Estimate = t.rec.H.Estimate(now, demand.Corrected(share, st.LastDay))
+		minHistory := l.MinHistory
+		if minHistory <= 0 {
+			minHistory = demand.MinHistory
+		}
+		st.Estimate = t.rec.H.EstimateAfter(now, demand.Corrected(share, st.LastDay), minHistory)
 		st.Since, st.Windows, st.Bursts = t.rec.H.Since, t.rec.H.Seen, t.rec.H.Bursts
 	}
 	l.Targets.Set(h.Name, st)

@@ -325,13 +325,19 @@ type Estimate struct {
 }
 
 // Estimate works out the units that cover share (0-1) of the demand for
-// now and the hour ahead.
+// now and the hour ahead, once the history was watched for MinHistory.
 func (h *History) Estimate(now time.Time, share float64) Estimate {
+	return h.EstimateAfter(now, share, MinHistory)
+}
+
+// EstimateAfter is Estimate with another least watching time (the
+// controller's --headroom-target-min-history).
+func (h *History) EstimateAfter(now time.Time, share float64, minHistory time.Duration) Estimate {
 	switch {
 	case h == nil:
 		return Estimate{Why: "no history yet"}
-	case now.Sub(h.Since) < MinHistory:
-		return Estimate{Why: fmt.Sprintf("learning: watched %s of at least %s", now.Sub(h.Since).Round(time.Second), MinHistory)}
+	case now.Sub(h.Since) < minHistory:
+		return Estimate{Why: fmt.Sprintf("learning: watched %s of at least %s", now.Sub(h.Since).Round(time.Second), minHistory)}
 	case h.Bursts < MinBursts:
 		return Estimate{Why: fmt.Sprintf("learning: %d bursts seen in %s, need %d", h.Bursts, now.Sub(h.Since).Round(time.Minute), MinBursts)}
 	}
