@@ -173,8 +173,12 @@ func (s *searcher) dfs(i int) {
 	}
 	pod := s.pods[i]
 	from := 0
-	if i > 0 && s.pods[i-1].Class == pod.Class {
-		from = s.rank[s.pods[i-1].Node] // identical pods: no order twice
+	if i > 0 && s.pods[i-1].Class == pod.Class && !dependsOnOthers(pod.Class) {
+		// Identical pods: each set of nodes once, in node order. Not for
+		// pods with spread or pod affinity, where the order they are
+		// placed in decides what fits (a spread domain that leaves when
+		// its group fills up).
+		from = s.rank[s.pods[i-1].Node]
 	}
 	for _, h := range s.hosts {
 		if s.rank[h] >= from && s.fits(pod, h) {
