@@ -14,12 +14,14 @@ import (
 // bound to a zone fits there, and the new node goes where it is cheap),
 // which no single move finds. A small round is therefore also searched
 // exactly: every placement of its pending pods on the nodes that may hold
-// them, on the nodes the search opens and on new nodes of every template,
-// branch and bound against the best plan found so far (the improved
-// greedy plan first), within a budget of placements tried. A plan the
-// search finds replaces the greedy one only when it places more pods or
-// costs less; every placement goes through the filters, in the order the
-// search made it, and the whole plan through holds.
+// them, on the nodes the search opens and on new nodes of the
+// highest-weight templates that fit each pod (weight comes before price,
+// as in the greedy pass), branch and bound against the best plan found so
+// far (the improved greedy plan first), within a budget of placements
+// tried. A plan the search finds replaces the greedy one only when it
+// places every pod the greedy plan left out or costs less; every
+// placement goes through the filters, in the order the search made it,
+// and the whole plan through holds.
 
 // searchMaxPods and searchMaxHosts: a round is searched when it has at
 // most this many pending pods and nodes that may hold them (existing,
@@ -30,9 +32,12 @@ const (
 	searchMaxHosts = 16
 )
 
-// searchBudget bounds the placements one search tries (each is a filter
-// run and an AddPod on a fork, about a microsecond or two): a search that
-// does not finish within it keeps the best plan it found.
+// searchBudget bounds the placements one search tries: a search that does
+// not finish within it keeps the best plan it found. A placement, with
+// the filter runs of its branch, costs 5-30 microseconds, so a search
+// that runs out takes up to about 0.3 s; on the cost-quality test's
+// clusters this budget leaves none above 1.25x the optimum (5,000 left
+// two).
 const searchBudget = 10_000
 
 // choice is where the search puts one pod: on a host, on the bin-th node
