@@ -31,16 +31,19 @@ const (
 // (capacity minus the DaemonSet pods that would run on it).
 type qConfig struct {
 	group, instanceType, zone, capacityType string
-	price                                   float64
-	labels                                  map[string]string
-	tainted                                 bool
-	cpu, mem                                int64 // free for pending pods
-	pods                                    int   // pod slots free for pending pods
+	// groupIdx and zoneIdx index qCase.room and qZones.
+	groupIdx, zoneIdx int
+	price             float64
+	labels            map[string]string
+	tainted           bool
+	cpu, mem          int64 // free for pending pods
+	pods              int   // pod slots free for pending pods
 }
 
 // qNode is an existing node: what is free on it now.
 type qNode struct {
 	name     string
+	zoneIdx  int
 	labels   map[string]string
 	tainted  bool
 	cpu, mem int64
@@ -57,6 +60,10 @@ type qPod struct {
 	// nodes (required pod anti-affinity on the hostname), or -1.
 	anti int
 	app  int
+	// spread: the app's pods spread over zones (maxSkew 1,
+	// DoNotSchedule); such apps have no node selector and tolerate every
+	// taint.
+	spread bool
 }
 
 // qCase is one random cluster: the planner's input and the model.
@@ -65,6 +72,9 @@ type qCase struct {
 	configs  []qConfig
 	existing []qNode
 	pods     []qPod
+	// room is how many nodes each group may still launch (maxSize minus
+	// its existing nodes).
+	room []int
 }
 
 func (p qPod) fits(labels map[string]string, tainted bool) bool {
@@ -93,9 +103,11 @@ var qZones = []string{"zone-a", "zone-b"}
 
 // genCase makes one cluster: 1-3 node groups with 1-5 instance types in
 // one or two zones, on-demand and sometimes spot offerings, 0-2 DaemonSets,
-// 0-3 existing nodes with some room, and 1-10 pending pods of 1-4 apps,
-// some with node selectors, tolerations of a group's taint and
-// anti-affinity among the app's pods.
+// 0-6 existing nodes with some room (several per zone), a maxSize that
+// leaves room for one to three more nodes on one group in three,
+// and 1-10 pending pods of 1-4 apps, some with node selectors,
+// tolerations of a group's taint, anti-affinity among the app's pods or a
+// zone spread.
 func genCase(r *rand.Rand) qCase {
 	for {
 		if c, ok := tryCase(r); ok {
@@ -126,6 +138,7 @@ func tryCase(r *rand.Rand) (c qCase, ok bool) {
 				labels := ng.NodeLabels(&it, &off)
 				cfg := qConfig{
 					group: ng.Name, instanceType: it.Name, zone: off.Zone, capacityType: string(off.CapacityType),
+					groupIdx: g, zoneIdx: slices.Index(qZones, off.Zone),
 					labels: labels, tainted: len(ng.Spec.Template.Taints) > 0,
 					cpu: it.Capacity.Cpu().MilliValue(), mem: it.Capacity.Memory().Value(), pods: v1alpha1.DefaultPodsPerNode,
 				}
@@ -141,13 +154,14 @@ func tryCase(r *rand.Rand) (c qCase, ok bool) {
 			}
 		}
 	}
-	for i := range r.IntN(4) {
+	for i := range r.IntN(7) {
 		c.addExisting(r, i, dss)
 	}
 	c.addPending(r, nGroups)
+	c.limitGroups(r)
 	for _, p := range c.pods {
 		if !slices.ContainsFunc(c.configs, func(cfg qConfig) bool {
-			return p.fits(cfg.labels, cfg.tainted) && p.cpu <= cfg.cpu && p.mem <= cfg.mem
+			return p.fits(cfg.labels, cfg.tainted) && p.cpu <= cfg.cpu && p.mem <= cfg.mem && c.room[cfg.groupIdx] > 0
 		}) {
 			return c, false
 		}
@@ -201,7 +215,7 @@ func (c *qCase) addExisting(r *rand.Rand, i int, dss []qDaemonSet) {
 	node.Status.Allocatable = node.Status.Capacity.DeepCopy()
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	c.in.Nodes = append(c.in.Nodes, node)
-	qn := qNode{name: name, labels: labels, tainted: len(node.Spec.Taints) > 0,
+	qn := qNode{name: name, zoneIdx: slices.Index(qZones, off.Zone), labels: labels, tainted: len(node.Spec.Taints) > 0,
 		cpu: it.Capacity.Cpu().MilliValue(), mem: it.Capacity.Memory().Value(), pods: v1alpha1.DefaultPodsPerNode}
 	for j, d := range dss {
 		if d.runsOn(labels, qn.tainted) {
@@ -215,6 +229,28 @@ func (c *qCase) addExisting(r *rand.Rand, i int, dss []qDaemonSet) {
 		qn.cpu, qn.mem, qn.pods = qn.cpu-usedCPU, qn.mem-usedMem, qn.pods-1
 	}
 	c.existing = append(c.existing, qn)
+}
+
+// limitGroups gives one group in three a maxSize that leaves room for
+// one to three more nodes (its existing nodes count); the others may grow
+// to 100. Not in a case with a zone spread: while a group may launch, the
+// zones it offers count as domains, and they stop counting when it is
+// full, so which pods fit depends on the order they are placed in, which
+// the exact model (final counts) does not follow.
+func (c *qCase) limitGroups(r *rand.Rand) {
+	spread := slices.ContainsFunc(c.pods, func(p qPod) bool { return p.spread })
+	for _, ng := range c.in.NodeGroups {
+		have := 0
+		for _, n := range c.in.Nodes {
+			if n.Labels[v1alpha1.LabelNodeGroup] == ng.Name {
+				have++
+			}
+		}
+		if r.IntN(3) == 0 && !spread {
+			ng.Spec.MaxSize = int32(have + 1 + r.IntN(3))
+		}
+		c.room = append(c.room, int(ng.Spec.MaxSize)-have)
+	}
 }
 
 // addPending adds 1-10 pods of 1-4 apps; an app whose pods fit nowhere
@@ -247,6 +283,16 @@ func (c *qCase) genApp(r *rand.Rand, a, nGroups int) qPod {
 	}
 	if r.IntN(4) == 0 {
 		p.anti = a
+	}
+	if r.IntN(4) == 0 {
+		// Spread pods fit every offering, so that every zone a group can
+		// launch into can take one (a zone that could not would hold the
+		// others back for good, a case about feasibility, not cost).
+		p.spread, p.selector, p.tolerates = true, nil, true
+		for _, cfg := range c.configs {
+			p.cpu, p.mem = min(p.cpu, cfg.cpu), min(p.mem, cfg.mem)
+		}
+		return p
 	}
 	for range 8 {
 		for _, cfg := range c.configs {
@@ -284,6 +330,12 @@ func pendingPod(q qPod) *corev1.Pod {
 	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "c", Resources: requests(q.cpu, q.mem)}}
 	if q.tolerates {
 		p.Spec.Tolerations = []corev1.Toleration{{Key: qTaintKey, Operator: corev1.TolerationOpExists}}
+	}
+	if q.spread {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{qAppKey: app}},
+		}}
 	}
 	if q.anti >= 0 {
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{

@@ -124,6 +124,9 @@ type packer struct {
 	rates map[int]float64
 	// pending are the pods being placed.
 	pending []*snapshot.Pod
+	// trial is set on the packers bestOrder compares orders with: they
+	// skip the exact search, which the chosen order's packing then runs.
+	trial bool
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and

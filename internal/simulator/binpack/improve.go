@@ -47,6 +47,9 @@ func (p *packer) improve() {
 	}
 	p.repackAll()
 	p.mergeRuns() // nodes opened by dissolve and split may merge
+	if !p.trial {
+		p.search()
+	}
 	p.settle()
 }
 

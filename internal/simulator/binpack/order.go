@@ -61,6 +61,7 @@ func bestOrder(in Input, pods []*snapshot.Pod) podOrder {
 		var price float64
 		_ = in.Snapshot.WithFork(func() (bool, error) {
 			p := newPacker(in)
+			p.trial = true
 			p.run(pods, order)
 			unplaced = len(p.res.Unplaced)
 			for _, nn := range p.res.NewNodes {
