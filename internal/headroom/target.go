@@ -204,6 +204,18 @@ func percent(t *v1alpha1.HeadroomTarget) int32 {
 	return t.Percent
 }
 
+// TargetShape is the unit a target counts demand in: spec.units' shape,
+// else automatic.unit's; nil without one (the CEL rules require one).
+func TargetShape(h *v1alpha1.Headroom) corev1.ResourceList {
+	if u := h.Spec.Units; u != nil && len(u.Resources) > 0 {
+		return u.Resources
+	}
+	if a := h.Spec.Automatic; a != nil && a.Unit != nil {
+		return a.Unit.Resources
+	}
+	return nil
+}
+
 // Share is the target's share of pods, 0-1.
 func Share(t *v1alpha1.HeadroomTarget) float64 { return float64(percent(t)) / 100 }
 

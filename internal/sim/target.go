@@ -99,7 +99,7 @@ func (l *learner) targets(nodes []*corev1.Node) map[string]hr.TargetInput {
 		if !measured && x.rec != nil {
 			window = x.rec.H.Window // no node to time: keep the window learned in
 		}
-		shape := demand.ShapeOf(targetShape(x.h))
+		shape := demand.ShapeOf(hr.TargetShape(x.h))
 		if len(shape) == 0 {
 			continue
 		}
@@ -143,15 +143,4 @@ func copyHistory(h *demand.History) *demand.History {
 		c.Hours[i].Bins = append([]demand.Bin(nil), h.Hours[i].Bins...)
 	}
 	return &c
-}
-
-// targetShape is the unit the target counts in (as the controller).
-func targetShape(h *v1alpha1.Headroom) corev1.ResourceList {
-	if u := h.Spec.Units; u != nil && len(u.Resources) > 0 {
-		return u.Resources
-	}
-	if a := h.Spec.Automatic; a != nil && a.Unit != nil {
-		return a.Unit.Resources
-	}
-	return nil
 }

@@ -313,7 +313,7 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 			return fmt.Errorf("spec.target.podSelector: %w", err)
 		}
 	}
-	shapeList := shapeOf(h)
+	shapeList := hr.TargetShape(h)
 	shape := demand.ShapeOf(shapeList)
 	window, measured := hr.LaunchWindow(hr.GroupsOrAll(scope, all), nodes)
 	l.mu.Lock()
@@ -384,18 +384,6 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		st.Since, st.Windows, st.Bursts = t.rec.H.Since, t.rec.H.Seen, t.rec.H.Bursts
 	}
 	l.Targets.Set(h.Name, st)
-	return nil
-}
-
-// shapeOf is the unit shape the target counts in: spec.units', else
-// automatic.unit's.
-func shapeOf(h *v1alpha1.Headroom) corev1.ResourceList {
-	if u := h.Spec.Units; u != nil && len(u.Resources) > 0 {
-		return u.Resources
-	}
-	if a := h.Spec.Automatic; a != nil && a.Unit != nil {
-		return a.Unit.Resources
-	}
 	return nil
 }
 
