@@ -3,7 +3,6 @@ package dashboard
 import (
 	"cmp"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -82,7 +81,7 @@ func latestScaleUpEvents(evs []eventsv1.Event) map[types.UID]*eventsv1.Event {
 		if !fromBerth(e) || (e.Reason != v1alpha1.EventReasonTriggeredScaleUp && e.Reason != v1alpha1.EventReasonNotTriggerScaleUp) {
 			continue
 		}
-		if have := out[e.Regarding.UID]; have == nil || eventTime(e).After(eventTime(have)) {
+		if have := out[e.Regarding.UID]; have == nil || podutil.EventTime(e).After(podutil.EventTime(have)) {
 			out[e.Regarding.UID] = e
 		}
 	}
@@ -98,7 +97,7 @@ func decisions(evs []eventsv1.Event, limit int) []Decision {
 		}
 	}
 	slices.SortFunc(mine, func(a, b *eventsv1.Event) int {
-		return cmp.Or(eventTime(b).Compare(eventTime(a)), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(podutil.EventTime(b).Compare(podutil.EventTime(a)), cmp.Compare(a.Name, b.Name))
 	})
 	out := make([]Decision, 0, min(len(mine), limit))
 	for _, e := range mine[:min(len(mine), limit)] {
@@ -106,23 +105,11 @@ func decisions(evs []eventsv1.Event, limit int) []Decision {
 		if e.Regarding.Namespace != "" {
 			obj = e.Regarding.Kind + " " + e.Regarding.Namespace + "/" + e.Regarding.Name
 		}
-		out = append(out, Decision{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Object: obj, Message: e.Note})
+		out = append(out, Decision{Time: podutil.EventTime(e), Type: e.Type, Reason: e.Reason, Object: obj, Message: e.Note})
 	}
 	return out
 }
 
 func fromBerth(e *eventsv1.Event) bool {
 	return e.ReportingController == reportingController || e.DeprecatedSource.Component == reportingController
-}
-
-// eventTime is when an event (or the last of its series) was observed.
-func eventTime(e *eventsv1.Event) time.Time {
-	at := e.EventTime.Time
-	if e.Series != nil && e.Series.LastObservedTime.After(at) {
-		at = e.Series.LastObservedTime.Time
-	}
-	if e.DeprecatedLastTimestamp.After(at) {
-		at = e.DeprecatedLastTimestamp.Time
-	}
-	return at
 }

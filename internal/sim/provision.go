@@ -48,13 +48,7 @@ func (e *Engine) provision() {
 	defer e.provisionSoon(e.now.Add(e.cfg.Resync))
 	in := scaleup.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
 		Now: e.now, LaunchGrace: launchGrace, Nominated: map[types.NamespacedName]string{}}
-	for _, n := range e.nodes {
-		if n.ready {
-			in.Nodes = append(in.Nodes, n.obj)
-		} else {
-			in.Nodes = append(in.Nodes, launchingNode(n.obj, n.launchedAt))
-		}
-	}
+	in.Nodes = e.nodeObjects()
 	for _, p := range e.pods {
 		switch {
 		case p.isBound():

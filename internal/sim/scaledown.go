@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,16 +82,26 @@ func (e *Engine) scaleDown() {
 	}
 }
 
+// nodeObjects are the nodes as the planners see them, by name (the map's
+// order would differ from run to run): a node still booting looks as the
+// controller sees a launching one.
+func (e *Engine) nodeObjects() []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		if n.ready {
+			out = append(out, n.obj)
+		} else {
+			out = append(out, launchingNode(n.obj, n.launchedAt))
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 func (e *Engine) scaleDownInput() scaledown.Input {
 	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
 		Virtual: e.headroom.last, Now: e.now, Held: map[string]string{}}
-	for _, n := range e.nodes {
-		if n.ready {
-			in.Nodes = append(in.Nodes, n.obj)
-		} else {
-			in.Nodes = append(in.Nodes, launchingNode(n.obj, n.launchedAt))
-		}
-	}
+	in.Nodes = e.nodeObjects()
 	for _, p := range e.pods {
 		switch {
 		case p.isBound():

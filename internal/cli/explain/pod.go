@@ -202,7 +202,7 @@ func pendingNotes(p *corev1.Pod) []string {
 func podLive(f podFacts) []string {
 	var out []string
 	if e := f.event; e != nil {
-		out = append(out, fmt.Sprintf("berth's latest event on the pod (%s, %s ago): %s", e.Reason, ago(f.now, eventTime(e)), e.Note))
+		out = append(out, fmt.Sprintf("berth's latest event on the pod (%s, %s ago): %s", e.Reason, ago(f.now, podutil.EventTime(e)), e.Note))
 	}
 	if n := f.pod.Status.NominatedNodeName; n != "" {
 		out = append(out, "status.nominatedNodeName: "+n)
@@ -223,23 +223,11 @@ func latestScaleUp(evs []eventsv1.Event) *eventsv1.Event {
 		if e.Reason != v1alpha1.EventReasonTriggeredScaleUp && e.Reason != v1alpha1.EventReasonNotTriggerScaleUp {
 			continue
 		}
-		if best == nil || eventTime(e).After(eventTime(best)) {
+		if best == nil || podutil.EventTime(e).After(podutil.EventTime(best)) {
 			best = e
 		}
 	}
 	return best
-}
-
-// eventTime is when an event (or the last of its series) was observed.
-func eventTime(e *eventsv1.Event) time.Time {
-	at := e.EventTime.Time
-	if e.Series != nil && e.Series.LastObservedTime.After(at) {
-		at = e.Series.LastObservedTime.Time
-	}
-	if e.DeprecatedLastTimestamp.After(at) {
-		at = e.DeprecatedLastTimestamp.Time
-	}
-	return at
 }
 
 func ago(now, t time.Time) time.Duration { return max(now.Sub(t), 0).Round(time.Second) }

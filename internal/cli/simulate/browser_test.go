@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,24 +14,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-)
 
-// chromium finds Debian's Chromium. Without it the test skips, except in
-// CI (CI set), which installs it: there a missing browser is a failure.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	msg := "no chromium on PATH: install it with `make chromium` (apt-get install -y chromium) to check the HTML report in a browser"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+	"github.com/berth-dev/berth/internal/testing/browser"
+)
 
 // TestTheHTMLReportRendersInABrowser opens berth simulate's HTML report of
 // three policies in a real headless Chromium: the page loads with no
@@ -40,7 +24,7 @@ func chromium(t *testing.T) string {
 // line per policy that has points on the page (not only in the source).
 // The screenshot is kept in $BERTH_TEST_ARTIFACTS.
 func TestTheHTMLReportRendersInABrowser(t *testing.T) {
-	exe := chromium(t)
+	exe := browser.Chromium(t)
 	dir := t.TempDir()
 	tr := filepath.Join(dir, "mix.jsonl")
 	if _, _, err := run(t, "trace", "generate", "--family", "mix", "--duration", "4h", "--scale", "0.5", "--out", tr); err != nil {

@@ -173,6 +173,16 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h2), &fresh); err != nil {
 		t.Fatal(err)
 	}
+	// The garbage collector may have taken the old ConfigMap with the old
+	// Headroom: put it back as it was, still owned by the old one, so that
+	// only the owner check can keep the new Headroom from using it.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); apierrors.IsNotFound(err) {
+		old := cm.DeepCopy()
+		old.ResourceVersion, old.UID = "", ""
+		if err := env.Client.Create(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+	}
 	third := learner(clk)
 	if err := third.round(ctx); err != nil {
 		t.Fatal(err)

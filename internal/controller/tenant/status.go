@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // observed is what the reconciler found of a tenant's pod.
@@ -94,23 +95,11 @@ func latestScaleUp(pod *corev1.Pod, evs []eventsv1.Event) *eventsv1.Event {
 		if e.Regarding.UID != pod.UID || (e.Reason != v1alpha1.EventReasonTriggeredScaleUp && e.Reason != v1alpha1.EventReasonNotTriggerScaleUp) {
 			continue
 		}
-		if at := eventTime(e); best == nil || at.After(bestAt) {
+		if at := podutil.EventTime(e); best == nil || at.After(bestAt) {
 			best, bestAt = e, at
 		}
 	}
 	return best
-}
-
-// eventTime is when an event (or the last of its series) was observed.
-func eventTime(e *eventsv1.Event) time.Time {
-	at := e.EventTime.Time
-	if e.Series != nil && e.Series.LastObservedTime.After(at) {
-		at = e.Series.LastObservedTime.Time
-	}
-	if e.DeprecatedLastTimestamp.After(at) {
-		at = e.DeprecatedLastTimestamp.Time
-	}
-	return at
 }
 
 func podReady(p *corev1.Pod) bool {

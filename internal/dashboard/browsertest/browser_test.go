@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,26 +25,10 @@ import (
 
 	"github.com/berth-dev/berth/internal/dashboard"
 	"github.com/berth-dev/berth/internal/scheme"
+	browsers "github.com/berth-dev/berth/internal/testing/browser"
 	"github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
-
-// chromium finds Debian's Chromium. Without it the test skips, except in
-// CI (CI=true), which installs it: there a missing browser is a failure.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	msg := "no chromium on PATH: install it with `make chromium` (apt-get install -y chromium) to run the browser test"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // browser starts a headless Chromium with a fresh profile and records
 // console errors, uncaught exceptions, log errors (CSP violations among
@@ -60,7 +43,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.ExecPath(browsers.Chromium(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1300, 1800),

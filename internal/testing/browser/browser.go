@@ -1,0 +1,26 @@
+// Package browser finds the headless browser the browser tests drive.
+package browser
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Chromium finds Debian's Chromium (or another Chrome). Without it the
+// test skips, except in CI (CI set), which installs it (`make chromium`):
+// there a missing browser is a failure.
+func Chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	msg := "no chromium on PATH: install it with `make chromium` (apt-get install -y chromium) to run the browser test"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
