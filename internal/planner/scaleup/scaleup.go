@@ -123,6 +123,11 @@ func ref(p *corev1.Pod) PodRef { return PodRef{Namespace: p.Namespace, Name: p.N
 func Run(in Input) (*Plan, error) {
 	groups := slices.Clone(in.NodeGroups)
 	slices.SortFunc(groups, func(a, b *v1alpha1.NodeGroup) int { return cmp.Compare(a.Name, b.Name) })
+	if len(in.Pending) == 0 && !belowMinSize(in.Nodes, groups) {
+		// Nothing to place and no group to fill: the plan is empty
+		// whatever the cluster holds, so the round does not model it.
+		return &Plan{ExistingNodePlacements: []Placement{}, Unschedulable: []Unschedulable{}, NewNodes: []NewNode{}}, nil
+	}
 	unavailable := map[Offering]bool{}
 	for _, o := range in.Unavailable {
 		unavailable[o] = true
@@ -218,6 +223,28 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev
 
 // minSizeNodes lists one template per node a group lacks to reach its
 // minSize, spread round-robin over the group's zones.
+// belowMinSize reports whether a group has fewer nodes than its minSize,
+// counted as the snapshot counts them (by the node group label), or the
+// node list names a node twice (the snapshot refuses it: the full path
+// reports the error).
+func belowMinSize(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) bool {
+	count := map[string]int{}
+	seen := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if seen[n.Name] {
+			return true
+		}
+		seen[n.Name] = true
+		count[n.Labels[v1alpha1.LabelNodeGroup]]++
+	}
+	for _, g := range groups {
+		if count[g.Name] < int(g.Spec.MinSize) {
+			return true
+		}
+	}
+	return false
+}
+
 func minSizeNodes(s *snapshot.Snapshot, groups []*v1alpha1.NodeGroup, templates []*binpack.Template) []*binpack.Template {
 	var out []*binpack.Template
 	for _, g := range groups {

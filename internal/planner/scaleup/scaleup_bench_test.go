@@ -47,22 +47,18 @@ func BenchmarkPlan(b *testing.B) {
 // BenchmarkPlanOnCluster plans 500 pending pods of the mixed workload on a
 // cluster of N existing 16-cpu nodes with 30 bound pods each (issue #29's
 // measure: a round should cost what the pending pods cost, not the
-// cluster's size; nodes=0 is the baseline of the same run).
+// cluster's size; nodes=0 is the baseline of the same run), and a round
+// with nothing pending on the largest cluster.
 func BenchmarkPlanOnCluster(b *testing.B) {
 	ng := workload.NodeGroup(400)
-	pending := workload.Pods(500, 42)
-	for _, n := range []int{0, 1000, 5000} {
-		in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending, ClusterLimits: corev1.ResourceList{
+	for _, c := range []struct{ pending, nodes int }{{500, 0}, {500, 1000}, {500, 5000}, {0, 5000}} {
+		in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, ClusterLimits: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}
-		for i := range n {
-			name := fmt.Sprintf("node-%05d", i)
-			in.Nodes = append(in.Nodes, bld.Node(name, "16", "64Gi", bld.LaunchedBy(ng), bld.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name)))
-			for j := range 30 {
-				in.Pods = append(in.Pods, bld.Pod(fmt.Sprintf("p-%d-%d", i, j), bld.NodeName(name), bld.CPU("450m"), bld.Memory("1Gi"),
-					bld.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), bld.Phase(corev1.PodRunning)))
-			}
+		if c.pending > 0 {
+			in.Pending = workload.Pods(c.pending, 42)
 		}
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+		in.Nodes, in.Pods = boundCluster(ng, c.nodes)
+		b.Run(fmt.Sprintf("pending=%d/nodes=%d", c.pending, c.nodes), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := scaleup.Run(in); err != nil {
 					b.Fatal(err)
@@ -70,4 +66,19 @@ func BenchmarkPlanOnCluster(b *testing.B) {
 			}
 		})
 	}
+}
+
+// boundCluster is n 16-cpu nodes of group ng with 30 running pods each.
+func boundCluster(ng *v1alpha1.NodeGroup, n int) ([]*corev1.Node, []*corev1.Pod) {
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range n {
+		name := fmt.Sprintf("node-%05d", i)
+		nodes = append(nodes, bld.Node(name, "16", "64Gi", bld.LaunchedBy(ng), bld.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name)))
+		for j := range 30 {
+			pods = append(pods, bld.Pod(fmt.Sprintf("p-%d-%d", i, j), bld.NodeName(name), bld.CPU("450m"), bld.Memory("1Gi"),
+				bld.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), bld.Phase(corev1.PodRunning)))
+		}
+	}
+	return nodes, pods
 }

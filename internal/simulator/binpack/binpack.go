@@ -118,8 +118,13 @@ type packer struct {
 	// the first index not known unusable.
 	unusable map[int]nodeSet
 	cursor   map[int]int
-	byNode   map[*snapshot.Node]*NewNode
-	seq      int
+	// static are, per class, the node shapes (snapshot.Node.Shape) where
+	// the class failed a static filter: no node of such a shape is
+	// evaluated again. They hold while pods come and go, and are shared
+	// with the trial packers of bestOrder.
+	static shapeFailures
+	byNode map[*snapshot.Node]*NewNode
+	seq    int
 	// rates caches newNodeRate per class.
 	rates map[int]float64
 	// pending are the pods being placed.
@@ -145,14 +150,17 @@ func Pack(in Input) (*Result, error) {
 		in.Snapshot.Prepare(c)
 		pods = append(pods, &snapshot.Pod{Pod: pod, Class: c})
 	}
-	p := newPacker(in)
+	static := shapeFailures{}
+	order := bestOrder(in, pods, static)
+	p := newPacker(in, static)
 	p.res.Invalid = invalid
-	p.run(pods, bestOrder(in, pods))
+	p.run(pods, order)
 	return &p.res, nil
 }
 
-func newPacker(in Input) *packer {
-	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
+func newPacker(in Input, static shapeFailures) *packer {
+	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, static: static,
+		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
 }
 
 // run packs the pods, taken in the given order, then improves the plan.
@@ -247,6 +255,8 @@ func (p *packer) addToNewNode(pod *snapshot.Pod, grow *snapshot.Node) bool {
 func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
 	unusable := p.unusable[c.ID]
 	defer func() { p.unusable[c.ID] = unusable }()
+	static := p.static[c.ID]
+	defer func() { p.static[c.ID] = static }()
 	advancing := true
 	var full []predicates.Domain
 	lookahead := 0
@@ -268,6 +278,13 @@ nodes:
 		if n.Planned && n.Unschedulable {
 			continue // dropped from the plan by improve
 		}
+		if n.Shape != 0 && static.has(int(n.Shape)) {
+			unusable = unusable.mark(i)
+			if advancing {
+				p.cursor[c.ID] = i + 1
+			}
+			continue
+		}
 		if grow != nil && n.Flex != nil && !p.fitsCurrent(n, c) {
 			continue // looking for free room only
 		}
@@ -287,6 +304,9 @@ nodes:
 			}
 			return n, nil
 		}
+		if st.Static && n.Shape != 0 && !c.NamesNodes {
+			static = static.mark(int(n.Shape))
+		}
 		switch {
 		case st.Code == predicates.Unresolvable:
 			unusable = unusable.mark(i)
@@ -304,8 +324,13 @@ nodes:
 }
 
 // nodeSet is a set of node indexes, one bit each: a class's nodes that no
-// pod of it can ever use (a filter said Unresolvable).
+// pod of it can ever use (a filter said Unresolvable). The same bits serve
+// as a set of shape IDs (shapeFailures).
 type nodeSet []uint64
+
+// shapeFailures are, per class ID, the node shapes the class failed a
+// static filter on.
+type shapeFailures map[int]nodeSet
 
 func (s nodeSet) has(i int) bool { return i/64 < len(s) && s[i/64]&(1<<(i%64)) != 0 }
 

@@ -136,6 +136,15 @@ func pods(n int, prefix string, opts ...b.PodOption) []*corev1.Pod {
 	return out
 }
 
+// sameShape returns n nodes n-01, n-02, ... alike but for their names.
+func sameShape(n int) []*corev1.Node {
+	out := make([]*corev1.Node, n)
+	for i := range out {
+		out[i] = b.Node(fmt.Sprintf("n-%02d", i+1), "2", "8Gi")
+	}
+	return out
+}
+
 func TestPacking(t *testing.T) {
 	general := func(opts ...*snapshot.Option) []*binpack.Template {
 		return []*binpack.Template{template("general", "a", 0, nil, opts...)}
@@ -191,6 +200,26 @@ func TestPacking(t *testing.T) {
 		problem: problem{nodes: []*corev1.Node{b.Node("first", "2", "8Gi"), b.Node("second", "2", "8Gi")}, nominated: map[types.NamespacedName]string{{Name: "p"}: "second"}},
 		pending: []*corev1.Pod{b.Pod("p", b.Namespace(""), b.CPU("1"))},
 		want:    outcome{On: map[string]string{"p": "second"}},
+	}, {
+		// Nodes of one shape (labels but the hostname, taints) are skipped
+		// together once a class fails a static filter on one of them; a
+		// pod that selects its node by hostname fails the first and must
+		// still reach the last. (More than 16 nodes: past the exact
+		// search, which tries every node.)
+		name:    "a pod that selects its node by hostname reaches it past nodes of the same shape",
+		problem: problem{nodes: sameShape(20)},
+		pending: []*corev1.Pod{b.Pod("p", b.CPU("1"), b.NodeSelector(v1alpha1.LabelHostname, "n-20"))},
+		want:    outcome{On: map[string]string{"p": "n-20"}},
+	}, {
+		name: "a pod that fails a static filter on nodes of one shape still lands on a node of another",
+		problem: problem{nodes: append(sameShape(20),
+			b.Node("tainted", "2", "8Gi", b.NodeTaint("dedicated", "x", corev1.TaintEffectNoSchedule), b.NodeLabels(v1alpha1.LabelZone, "a")),
+			b.Node("zoned", "2", "8Gi", b.NodeLabels(v1alpha1.LabelZone, "a")))},
+		pending: []*corev1.Pod{
+			b.Pod("spread", b.CPU("1"), b.Labels("app", "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web")),
+			b.Pod("affine", b.CPU("1"), b.Labels("app", "db"), b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "db"))),
+		},
+		want: outcome{On: map[string]string{"spread": "zoned", "affine": "zoned"}},
 	}, {
 		name:    "a higher priority pod takes the last room even if it sorts later by name",
 		problem: problem{nodes: []*corev1.Node{b.Node("old", "2", "8Gi")}},

@@ -51,7 +51,7 @@ func (o podOrder) compare(a, b *snapshot.Class) int {
 const portfolioMaxPods = 32
 
 // bestOrder returns the order to pack pods in.
-func bestOrder(in Input, pods []*snapshot.Pod) podOrder {
+func bestOrder(in Input, pods []*snapshot.Pod, static shapeFailures) podOrder {
 	if len(pods) > portfolioMaxPods || len(pods) < 2 {
 		return orderDefault
 	}
@@ -60,7 +60,7 @@ func bestOrder(in Input, pods []*snapshot.Pod) podOrder {
 		var unplaced int
 		var price float64
 		_ = in.Snapshot.WithFork(func() (bool, error) {
-			p := newPacker(in)
+			p := newPacker(in, static)
 			p.trial = true
 			p.run(pods, order)
 			unplaced = len(p.res.Unplaced)

@@ -34,5 +34,7 @@ func (NodeAffinity) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.
 	if ok, _ := c.NodeAffinity.Match(n.Node); ok {
 		return OK
 	}
-	return fail(Unresolvable, ReasonNodeAffinity, "")
+	st := fail(Unresolvable, ReasonNodeAffinity, "")
+	st.Static = !c.NamesNodes
+	return st
 }

@@ -25,8 +25,15 @@ func (InterPodAffinity) Name() string { return "InterPodAffinity" }
 // Filter applies the three rules in kube-scheduler's order.
 func (InterPodAffinity) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
 	labels := n.Labels()
-	if len(c.Affinity) > 0 && !satisfiesAffinity(c, labels, s.NamespaceLabels(c.Namespace)) {
-		return fail(Unschedulable, ReasonAffinity, "")
+	if len(c.Affinity) > 0 {
+		if !hasAffinityKeys(c, labels) && n.Flex == nil {
+			// A node's labels do not change while pods are added: it
+			// never gets the topology key.
+			return failStatic(Unresolvable, ReasonAffinity, "")
+		}
+		if !satisfiesAffinity(c, labels, s.NamespaceLabels(c.Namespace)) {
+			return fail(Unschedulable, ReasonAffinity, "")
+		}
 	}
 	for i := range c.AntiAffinity {
 		k := c.AntiCounter(i)
@@ -43,6 +50,17 @@ func (InterPodAffinity) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 		}
 	}
 	return OK
+}
+
+// hasAffinityKeys reports whether the node has every affinity term's
+// topology key.
+func hasAffinityKeys(c *snapshot.Class, labels map[string]string) bool {
+	for i := range c.Affinity {
+		if _, ok := labels[c.Affinity[i].TopologyKey]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // satisfiesAffinity: the node must have every term's topology key, and

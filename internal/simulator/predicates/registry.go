@@ -34,6 +34,12 @@ type Status struct {
 	// domain (a spread constraint whose domain is too full), so that the
 	// caller can skip the domain's other nodes.
 	Domain Domain
+	// Static is set on a failure that depends only on the class and what
+	// a node's shape says (snapshot.Node.Shape: labels, the hostname's
+	// value aside, and taints): every existing node of the same shape
+	// fails the same way, so a caller may skip them all. Filters leave it
+	// unset for classes that name nodes (snapshot.Class.NamesNodes).
+	Static bool
 }
 
 // Domain is a topology key and value.
@@ -55,6 +61,12 @@ func (s Status) Message() string {
 
 func fail(code Code, reason, detail string) Status {
 	return Status{Code: code, Reason: reason, Detail: detail}
+}
+
+// failStatic is fail for a failure that holds for every node of the
+// node's shape (Status.Static).
+func failStatic(code Code, reason, detail string) Status {
+	return Status{Code: code, Reason: reason, Detail: detail, Static: true}
 }
 
 // Filter is one scheduling filter.

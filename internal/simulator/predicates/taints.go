@@ -24,5 +24,5 @@ func (TaintToleration) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapsh
 	if !untolerated {
 		return OK
 	}
-	return fail(Unresolvable, ReasonTaint, fmt.Sprintf("untolerated taint %s=%s:%s", t.Key, t.Value, t.Effect))
+	return failStatic(Unresolvable, ReasonTaint, fmt.Sprintf("untolerated taint %s=%s:%s", t.Key, t.Value, t.Effect))
 }

@@ -36,7 +36,7 @@ func (PodTopologySpread) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snap
 		sc := &c.Spread[i]
 		v, ok := labels[sc.TopologyKey]
 		if !ok {
-			return fail(Unresolvable, ReasonSpreadMissingLabel, fmt.Sprintf("node has no %s label", sc.TopologyKey))
+			return failStatic(Unresolvable, ReasonSpreadMissingLabel, fmt.Sprintf("node has no %s label", sc.TopologyKey))
 		}
 		k := c.SpreadCounter(i)
 		minMatch := k.MinMatch(sc.MinDomains)

@@ -20,7 +20,7 @@ func (VolumeNodeAffinity) Name() string { return "VolumeNodeAffinity" }
 // Filter fails nodes outside a bound volume's node affinity.
 func (VolumeNodeAffinity) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
 	if c.VolumeError != "" {
-		return fail(Unresolvable, c.VolumeError, "")
+		return failStatic(Unresolvable, c.VolumeError, "")
 	}
 	for _, sel := range c.VolumeAffinity {
 		if !sel.Match(n.Node) {

@@ -51,6 +51,11 @@ type Class struct {
 	NodeAffinity nodeaffinity.RequiredNodeAffinity
 	// HasNodeAffinity is false when the pod selects any node.
 	HasNodeAffinity bool
+	// NamesNodes is set when the pod's node selection reads what differs
+	// between nodes of one shape (Node.Shape): spec.nodeName, the hostname
+	// label, matchFields, or the node affinity of a bound volume (often a
+	// hostname). Filters then make no failure Static for the class.
+	NamesNodes bool
 	// AffinityKeys are the node label keys nodeSelector and node affinity
 	// mention; the planner uses them to know which labels of a node that
 	// is not launched yet matter.
@@ -106,6 +111,8 @@ type Class struct {
 	// matchCache memoises counter.matches(class) by counter ID: 0 unknown,
 	// 1 true, 2 false.
 	matchCache []tristate
+	// placed is how many pods of the class are on nodes.
+	placed int
 }
 
 // HostPort is a host port a container asks for.
@@ -200,6 +207,7 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel, addOnPo
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
+	c.NamesNodes = c.NodeName != "" || c.AffinityKeys.Has(corev1.LabelHostname) || hasMatchFields(pod) || len(c.VolumeAffinity) > 0
 	c.Claims, c.ClaimWait = dra.Resolve(pod)
 	return c, nil
 }
@@ -223,6 +231,17 @@ func requiredNodeSelector(pod *corev1.Pod) *corev1.NodeSelector {
 		return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 	}
 	return nil
+}
+
+func hasMatchFields(pod *corev1.Pod) bool {
+	if ns := requiredNodeSelector(pod); ns != nil {
+		for _, t := range ns.NodeSelectorTerms {
+			if len(t.MatchFields) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func nodeAffinityKeys(pod *corev1.Pod) sets.Set[string] {

@@ -100,6 +100,7 @@ func (s *Snapshot) reverse(u undo) {
 			}
 		}
 		s.account(n, -1)
+		s.removeFromShape(n)
 		s.Nodes = s.Nodes[:len(s.Nodes)-1]
 		delete(s.byName, n.Name)
 	case undoCordon:

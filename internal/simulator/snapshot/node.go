@@ -46,6 +46,11 @@ type Node struct {
 	// once its DRA drivers run (from its instance type); used while it
 	// has published none.
 	ExpectedSlices []*resourcev1.ResourceSlice
+	// Shape is the ID of the node's shape among existing nodes: nodes with
+	// the same labels (the hostname's value aside) and Taints share it, and
+	// a static filter failure (predicates.Status.Static) holds for all of
+	// them. Zero for planned nodes and templates.
+	Shape int32
 
 	// elig caches, by counter ID, whether the node is counted by the
 	// counter.

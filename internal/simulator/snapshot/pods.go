@@ -91,6 +91,7 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 	p.Node = n
 	p.slot = len(n.Pods)
 	n.Pods = append(n.Pods, p)
+	p.Class.placed++
 	n.charge(p)
 	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
 	if len(p.Class.Claims) > 0 {
@@ -139,6 +140,7 @@ func (s *Snapshot) unplace(p *Pod) {
 	n.Pods[p.slot] = n.Pods[last]
 	n.Pods[p.slot].slot = p.slot
 	n.Pods = n.Pods[:last]
+	p.Class.placed--
 	n.discharge(p)
 	n.HostPorts = removePorts(n.HostPorts, p.Class.HostPorts)
 	p.Node = nil

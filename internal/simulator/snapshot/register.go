@@ -95,9 +95,11 @@ func (s *Snapshot) register(k *Counter) *Counter {
 	k.ID = len(s.counters)
 	k.pairs = map[topologyPair]int{}
 	s.counters = append(s.counters, k)
+	matched := false
 	for _, c := range s.classList {
 		if k.matches(s, c) {
 			c.counters = append(c.counters, k)
+			matched = matched || c.placed > 0
 		}
 	}
 	if k.kind == kindSpread {
@@ -108,6 +110,9 @@ func (s *Snapshot) register(k *Counter) *Counter {
 			}
 		}
 		k.resetPotential(s)
+	}
+	if !matched {
+		return k // no pod of a class it counts is placed
 	}
 	for _, n := range s.Nodes {
 		if !k.eligible(n) {

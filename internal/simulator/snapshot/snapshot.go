@@ -61,6 +61,7 @@ type Snapshot struct {
 	dra        *draModel
 	optionKeys sets.Set[string]
 	addOnPods  map[string]int
+	shapes     shapes
 
 	counters           []*Counter
 	counterBySignature map[string]*Counter
@@ -226,6 +227,7 @@ func (s *Snapshot) AddNode(n *Node) {
 	}
 	s.Nodes = append(s.Nodes, n)
 	s.byName[n.Name] = n
+	s.addToShape(n)
 	s.dra.Changed()
 	s.account(n, 1)
 	for _, k := range s.counters {
