@@ -43,6 +43,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -133,6 +134,9 @@ type Controller struct {
 	// the last warning about a drain per node, and lastWindow per node
 	// group with an unreadable window.
 	lastBlocked, lastWarned, lastWindow map[string]string
+	// memo carries the bound pods' fingerprints from round to round
+	// (rounds run one at a time, from Start).
+	memo *snapshot.Memo
 }
 
 // New returns a controller.

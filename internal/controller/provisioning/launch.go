@@ -131,6 +131,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 // fatal: the pod is then scheduled as usual.
 func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string) {
 	p.nominated.set(client.ObjectKeyFromObject(pod), node)
+	pod = pod.DeepCopy() // the cache's object (clusterread.Cluster): never changed
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Status.NominatedNodeName = node
 	if err := p.Client.Status().Patch(ctx, pod, patch); err != nil {

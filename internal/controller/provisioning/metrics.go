@@ -41,6 +41,11 @@ var (
 		Help:    "Time to compute a scale-up plan.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
+	readDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "read_duration_seconds",
+		Help:    "Time to read a provisioning round's view of the cluster from the informer cache: objects, pods sorted, headroom units (before the plan).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
 	roundErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "round_errors_total",
 		Help: "Provisioning rounds that failed (they are retried).",
@@ -50,7 +55,7 @@ var (
 // RegisterMetrics adds the provisioning metrics to controller-runtime's
 // registry. Call once per process.
 func RegisterMetrics() {
-	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, roundErrors)
+	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, readDuration, roundErrors)
 }
 
 // observePending publishes how many pods wait for capacity and how long

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -108,6 +109,9 @@ type Provisioner struct {
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
 	virtualOwner map[types.NamespacedName]state.Key
+	// memo carries the bound pods' fingerprints from round to round
+	// (rounds run one at a time).
+	memo *snapshot.Memo
 	// recheckAt is when the earliest nomination berth holds for a pod on a
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.

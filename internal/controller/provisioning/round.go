@@ -33,10 +33,12 @@ type round struct {
 // forgotten, nodes' first schedulable times recorded, pods sorted into
 // placed and pending, stale nominations dropped, headroom units added.
 func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
+	start := p.Clock.Now()
 	r, pods, err := p.read(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { readDuration.Observe(p.Clock.Since(start).Seconds()) }()
 	p.inflight.observe(r.in.Nodes)
 	r.known = p.trackSchedulable(r.in.Nodes, r.now)
 	p.recheckAt = time.Time{}

@@ -97,6 +97,9 @@ type Input struct {
 	// node is planned by the scale-up planner.
 	DaemonSets  []*appsv1.DaemonSet
 	Unavailable []scaleup.Offering
+	// Memo, as in scale-up: pod fingerprints carried over from the
+	// previous plan's snapshot.
+	Memo *snapshot.Memo
 }
 
 // RemovalReason says why a node is removed.
@@ -210,7 +213,7 @@ func Run(in Input) (*Plan, error) {
 // with every node being drained cordoned: it is no home for anyone.
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits})
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Memo: in.Memo})
 	if err != nil {
 		return nil, err
 	}

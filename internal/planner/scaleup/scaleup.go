@@ -53,6 +53,10 @@ type Input struct {
 	// of a node group as booting (offline planning).
 	Now         time.Time
 	LaunchGrace time.Duration
+	// Memo, when set, carries pod fingerprints over from the previous
+	// round's snapshot; its caller keeps snapshot.Memo's rule (pods are
+	// the informer cache's objects, never changed).
+	Memo *snapshot.Memo
 }
 
 // Plan is a scale-up decision.
@@ -190,11 +194,12 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	for _, g := range groups {
 		byName[g.Name] = g
 	}
-	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys}
+	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys, Memo: in.Memo}
+	devices := newDeviceTypes(groups)
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting),
-			ExpectedSlices: expectedSlices(n, byName[group])})
+			ExpectedSlices: devices.expectedSlices(n, group)})
 	}
 	return snapshot.New(sin)
 }

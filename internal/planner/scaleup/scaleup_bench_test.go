@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	bld "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/workload"
 )
@@ -58,6 +59,9 @@ func BenchmarkPlanOnCluster(b *testing.B) {
 			in.Pending = workload.Pods(c.pending, 42)
 		}
 		in.Nodes, in.Pods = boundCluster(ng, c.nodes)
+		// As the controller plans: the same pod objects round after
+		// round (its informer cache's), with a memo of their fingerprints.
+		in.Memo = snapshot.NewMemo()
 		b.Run(fmt.Sprintf("pending=%d/nodes=%d", c.pending, c.nodes), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := scaleup.Run(in); err != nil {

@@ -30,6 +30,9 @@ type Input struct {
 	// OptionKeys are the node label keys that differ between the options of
 	// a planned node (instance type, capacity type, architecture).
 	OptionKeys []string
+	// Memo, when set, carries pod fingerprints over from the previous
+	// build with the same memo.
+	Memo *Memo
 }
 
 // NodeInput is an existing node and how to read it.
@@ -57,6 +60,7 @@ type Snapshot struct {
 	classes    map[uint64]*Class
 	classList  []*Class
 	fp         *fingerprinter
+	memo       *Memo
 	vols       volumeLookup
 	dra        *draModel
 	optionKeys sets.Set[string]
@@ -95,6 +99,11 @@ func New(in Input) (*Snapshot, error) {
 		groups:             map[string]*GroupUsage{},
 		counterBySignature: map[string]*Counter{},
 		limits:             map[string]Limit{},
+	}
+	if in.Memo != nil {
+		s.memo = in.Memo
+		s.fp.seed = in.Memo.seed
+		in.Memo.startBuild()
 	}
 	s.dra = dynamicresources.New[*Node, *Option](in.DRA, (*draNodes)(s))
 	s.fp.claimID = s.dra.ClaimID
@@ -177,7 +186,12 @@ func (s *Snapshot) ReferencesOptionKeys(c *Class) bool {
 
 // Classify returns the class of a pod, creating it on first sight.
 func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
-	key := s.fp.sum(p)
+	var key uint64
+	if s.memo != nil {
+		key = s.memo.sum(s.fp, p)
+	} else {
+		key = s.fp.sum(p)
+	}
 	if c, ok := s.classes[key]; ok {
 		return c, nil
 	}
