@@ -20,9 +20,9 @@ import (
 // DaemonSets, Namespaces, Claims, Volumes and PDBs are the informer
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
-// first (DeepCopy). NodeGroups and Nodes are copies the round may change
-// (providers refresh groups in place; the disruption controller marks
-// nodes before patching them).
+// first (DeepCopy). NodeGroups are copies the round may change (providers
+// refresh groups in place), Nodes too unless Parts.SharedNodes (the
+// disruption controller marks nodes before patching them).
 type Cluster struct {
 	// NodeGroups are every group, those being deleted included (scale-down
 	// drains them); Active leaves those out.
@@ -41,6 +41,9 @@ type Cluster struct {
 
 // Parts are the parts of the cluster only some rounds need.
 type Parts struct {
+	// SharedNodes: Nodes are the cache's own objects too, for a round
+	// that never changes one (provisioning).
+	SharedNodes bool
 	// Budgets: PodDisruptionBudgets.
 	Budgets bool
 	// Controllers: the UIDs of the workload controllers that exist.
@@ -63,7 +66,7 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 		list   client.ObjectList
 		shared bool // the cache's own objects, not copies
 	}
-	lists := []list{{"node groups", ngs, false}, {"nodes", nodes, false}, {"pods", pods, true}, {"daemonsets", dss, true},
+	lists := []list{{"node groups", ngs, false}, {"nodes", nodes, parts.SharedNodes}, {"pods", pods, true}, {"daemonsets", dss, true},
 		{"namespaces", nss, true}, {"persistentvolumeclaims", pvcs, true}, {"persistentvolumes", pvs, true}}
 	if parts.Budgets {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
