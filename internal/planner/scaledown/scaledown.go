@@ -408,8 +408,12 @@ func (p *planner) consider(c candidate) {
 			r.Evict = append(r.Evict, Move{Pod: scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}})
 		}
 	}
+	byRef := make(map[scaleup.PodRef]*snapshot.Pod, len(movers))
+	for _, sp := range movers {
+		byRef[scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}] = sp
+	}
 	for _, m := range moves {
-		if m.Pod.Name != "" && p.evicted(m, movers) {
+		if sp := byRef[m.Pod]; m.Pod.Name != "" && sp != nil && p.evicted(sp) {
 			r.Evict = append(r.Evict, m)
 		}
 	}
@@ -467,15 +471,10 @@ func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Re
 	p.plan.Blocked = append(p.plan.Blocked, Blocked{Node: n.Name, NodeGroup: g.Name, Reason: reason, Pod: pod, Message: msg})
 }
 
-// evicted reports whether a move is an eviction: a real pod bound to the
-// node, not a headroom unit or a pod settle placed there.
-func (p *planner) evicted(m Move, movers []*snapshot.Pod) bool {
-	for _, sp := range movers {
-		if sp.Namespace == m.Pod.Namespace && sp.Name == m.Pod.Name {
-			return sp.Annotations[v1alpha1.AnnotationVirtual] == "" && !p.settled[sp.Pod]
-		}
-	}
-	return false
+// evicted reports whether moving a pod is an eviction: a real pod bound to
+// the node, not a headroom unit or a pod settle placed there.
+func (p *planner) evicted(sp *snapshot.Pod) bool {
+	return sp.Annotations[v1alpha1.AnnotationVirtual] == "" && !p.settled[sp.Pod]
 }
 
 // holdingRoom are the pods that hold room on their nodes: all but those

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -33,10 +34,15 @@ func BenchmarkScaleDown(b_ *testing.B) {
 					cpu = "450m"
 				}
 				for j := range 30 {
-					in.Pods = append(in.Pods, b.Pod(fmt.Sprintf("p-%d-%d", i, j), b.NodeName(name), b.CPU(cpu), b.Memory("256Mi"),
-						b.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), b.Phase(corev1.PodRunning)))
+					p := b.Pod(fmt.Sprintf("p-%d-%d", i, j), b.NodeName(name), b.CPU(cpu), b.Memory("256Mi"),
+						b.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), b.Phase(corev1.PodRunning))
+					p.ResourceVersion = "1" // as read from the API server
+					in.Pods = append(in.Pods, p)
 				}
 			}
+			// As the controller plans: the same pods round after round,
+			// with a memo of their fingerprints.
+			in.Memo = snapshot.NewMemo()
 			var plan *scaledown.Plan
 			for bb.Loop() {
 				var err error

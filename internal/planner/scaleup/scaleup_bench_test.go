@@ -80,8 +80,10 @@ func boundCluster(ng *v1alpha1.NodeGroup, n int) ([]*corev1.Node, []*corev1.Pod)
 		name := fmt.Sprintf("node-%05d", i)
 		nodes = append(nodes, bld.Node(name, "16", "64Gi", bld.LaunchedBy(ng), bld.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name)))
 		for j := range 30 {
-			pods = append(pods, bld.Pod(fmt.Sprintf("p-%d-%d", i, j), bld.NodeName(name), bld.CPU("450m"), bld.Memory("1Gi"),
-				bld.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), bld.Phase(corev1.PodRunning)))
+			p := bld.Pod(fmt.Sprintf("p-%d-%d", i, j), bld.NodeName(name), bld.CPU("450m"), bld.Memory("1Gi"),
+				bld.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), bld.Phase(corev1.PodRunning))
+			p.ResourceVersion = "1" // as read from the API server
+			pods = append(pods, p)
 		}
 	}
 	return nodes, pods

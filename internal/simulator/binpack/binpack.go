@@ -256,7 +256,6 @@ func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
 	unusable := p.unusable[c.ID]
 	defer func() { p.unusable[c.ID] = unusable }()
 	static := p.static[c.ID]
-	defer func() { p.static[c.ID] = static }()
 	advancing := true
 	var full []predicates.Domain
 	lookahead := 0
@@ -306,6 +305,7 @@ nodes:
 		}
 		if st.Static && n.Shape != 0 && !c.NamesNodes {
 			static = static.mark(int(n.Shape))
+			p.static[c.ID] = static
 		}
 		switch {
 		case st.Code == predicates.Unresolvable:
