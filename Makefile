@@ -17,7 +17,7 @@ BENCH ?= .
 BENCH_COUNT ?= 6
 FIDELITY_CASES ?= 3000
 
-.PHONY: all build run test unit generate verify lint chromium controlplane bench bench-karpenter e2e-scale e2e-clusterapi chaos clusterapi fidelity clean help fuzz race image chart-lint
+.PHONY: all build run test unit generate verify lint chromium controlplane bench bench-karpenter e2e-scale e2e-large e2e-clusterapi chaos clusterapi fidelity clean help fuzz race image chart-lint
 
 all: build
 
@@ -60,6 +60,9 @@ race: ## Run the unit tests (no control plane) with the race detector.
 
 e2e-scale: build controlplane ## Measure 1000 pending pods -> Running (and a no-autoscaler baseline), and a burst of 200 gated companion workloads, on the real control plane.
 	BERTH_E2E_SCALE=1 $(GO) test -count=1 -v -timeout 30m -run 'TestThroughput1000Pods|TestCompanionBurst200' ./test/e2e/
+
+e2e-large: build controlplane ## Measure a large cluster (~15 min): 1,000 KWOK nodes x 30 running pods (BERTH_E2E_LARGE_NODES), idle round read/plan time and RSS, a 500-pod burst to all Running against the scheduler alone.
+	BERTH_E2E_LARGE=1 $(GO) test -count=1 -v -timeout 60m -run 'TestLargeCluster' ./test/e2e/
 
 chaos: build controlplane ## Chaos soak (~10 min): berth behind a fault-injecting proxy and killed at random while workloads scale 0 -> up -> down -> 0 three times; prints the invariants' figures (BERTH_CHAOS_SEED, BERTH_CHAOS_CYCLES).
 	BERTH_E2E_CHAOS=1 $(GO) test -count=1 -v -timeout 40m -run 'TestChaos' ./test/e2e/

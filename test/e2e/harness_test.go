@@ -173,13 +173,20 @@ func (p *controllerProc) kill() {
 }
 
 // peakRSS is the controller's peak resident memory in bytes.
-func (p *controllerProc) peakRSS() int64 {
+func (p *controllerProc) peakRSS() int64 { return p.status("VmHWM:") }
+
+// rss is the controller's resident memory now, in bytes.
+func (p *controllerProc) rss() int64 { return p.status("VmRSS:") }
+
+// status reads a size in kB from the process's /proc status, in bytes;
+// -1 when it cannot.
+func (p *controllerProc) status(field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			f := strings.Fields(line)
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb * 1024

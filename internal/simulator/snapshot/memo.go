@@ -38,7 +38,11 @@ func NewMemo() *Memo {
 // startBuild begins a snapshot build: what the previous build used stays
 // reachable, anything older is dropped.
 func (m *Memo) startBuild() {
-	m.prev, m.next = m.next, make(map[uint64]uint64, len(m.next))
+	if m.prev == nil {
+		m.prev = make(map[uint64]uint64, len(m.next))
+	}
+	m.prev, m.next = m.next, m.prev
+	clear(m.next) // the two maps are reused: a round allocates none
 }
 
 // sum returns the pod's fingerprint, from the memo when it saw this

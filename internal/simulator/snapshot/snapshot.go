@@ -127,6 +127,9 @@ func New(in Input) (*Snapshot, error) {
 		}
 		s.AddNode(n)
 	}
+	// One allocation for the bound pods, not one each: on a large cluster
+	// they are most of what a snapshot allocates.
+	placed := make([]Pod, 0, len(in.Pods))
 	for _, p := range in.Pods {
 		if !podutil.IsBound(p) {
 			continue
@@ -139,7 +142,8 @@ func New(in Input) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		s.AddPod(&Pod{Pod: p, Class: c}, n)
+		placed = append(placed, Pod{Pod: p, Class: c})
+		s.AddPod(&placed[len(placed)-1], n)
 	}
 	return s, nil
 }
