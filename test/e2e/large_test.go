@@ -48,7 +48,8 @@ func TestLargeCluster(t *testing.T) {
 	createNodeGroup(t, b.NodeGroup("large", b.Size(0, 500),
 		b.InstanceType("m-4", "4", "16Gi", b.Spot("zone-a", "0.05"), b.Spot("zone-b", "0.05"), b.Spot("zone-c", "0.05")),
 		b.InstanceType("m-16", "16", "64Gi", b.Spot("zone-a", "0.19"), b.Spot("zone-b", "0.19"), b.Spot("zone-c", "0.19"))))
-	ctrl := startController(t, "--resync-period=2s")
+	// The filler alone is 16,000 cpu, above the default cluster limit.
+	ctrl := startController(t, "--resync-period=2s", "--cluster-max-cpu=100000", "--cluster-max-memory=1000Ti")
 	// Idle rounds: nothing pending, a round every 2 s.
 	time.Sleep(10 * time.Second) // the first rounds fill the informer caches
 	before := ctrl.metricFamilies(t)

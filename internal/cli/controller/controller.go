@@ -169,11 +169,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer: hook.server(),
-		Scheme:        scheme.New(),
-		// berth never reads managedFields; dropping them from the cache
-		// saves a large share of the memory of every cached object.
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		WebhookServer:           hook.server(),
+		Scheme:                  scheme.New(),
+		Cache:                   cache.Options{DefaultTransform: trimCached}, // what berth never reads is not kept
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
