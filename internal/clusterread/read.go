@@ -3,6 +3,7 @@ package clusterread
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -48,6 +50,10 @@ type Parts struct {
 	Budgets bool
 	// Controllers: the UIDs of the workload controllers that exist.
 	Controllers bool
+	// Informers, when set, is the cache the reader reads from: pods (and
+	// nodes, with SharedNodes) are then taken from the informers' stores
+	// without even the struct copy a List makes.
+	Informers crcache.Informers
 }
 
 // Read reads the cluster from c (the manager's cache).
@@ -71,6 +77,15 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	if parts.Budgets {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
 	}
+	if parts.Informers != nil {
+		stored, err := readStores(ctx, parts.Informers, parts.SharedNodes, out)
+		if err != nil {
+			return nil, err
+		}
+		lists = slices.DeleteFunc(lists, func(l list) bool {
+			return (l.list == pods && stored.pods) || (l.list == nodes && stored.nodes)
+		})
+	}
 	for _, l := range lists {
 		var opts []client.ListOption
 		if l.shared {
@@ -81,8 +96,12 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 		}
 	}
 	out.NodeGroups = pointers(ngs.Items)
-	out.Nodes = pointers(nodes.Items)
-	out.Pods = pointers(pods.Items)
+	if out.Nodes == nil {
+		out.Nodes = pointers(nodes.Items)
+	}
+	if out.Pods == nil {
+		out.Pods = pointers(pods.Items)
+	}
 	out.DaemonSets = pointers(dss.Items)
 	out.Namespaces = pointers(nss.Items)
 	out.Claims = pointers(pvcs.Items)

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -137,6 +138,9 @@ type Controller struct {
 	// memo carries the bound pods' fingerprints from round to round
 	// (rounds run one at a time, from Start).
 	memo *snapshot.Memo
+	// informers is the manager's cache, when registered with one: rounds
+	// read pods from its stores (clusterread.Parts.Informers).
+	informers crcache.Informers
 }
 
 // New returns a controller.
@@ -157,7 +161,10 @@ func New(d Deps, o Options) *Controller {
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=delete
 
 // Register adds the controller to the manager; it runs on the leader.
-func (c *Controller) Register(mgr ctrl.Manager) error { return mgr.Add(c) }
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	c.informers = mgr.GetCache() // rounds read pods from its stores
+	return mgr.Add(c)
+}
 
 // NeedLeaderElection returns true: only the leader removes nodes.
 func (c *Controller) NeedLeaderElection() bool { return true }

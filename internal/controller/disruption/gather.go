@@ -46,7 +46,7 @@ func (w *world) withPodsOn(node string, pods []*corev1.Pod) scaledown.Input {
 
 // gather reads the cluster from the informer cache.
 func (c *Controller) gather(ctx context.Context) (*world, error) {
-	cl, err := clusterread.Read(ctx, c.Client, clusterread.Parts{Budgets: true, Controllers: true})
+	cl, err := clusterread.Read(ctx, c.Client, clusterread.Parts{Budgets: true, Controllers: true, Informers: c.informers})
 	if err != nil {
 		return nil, err
 	}

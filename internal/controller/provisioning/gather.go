@@ -16,7 +16,7 @@ import (
 // (not those being deleted: no node is launched for them), nodes, pods and
 // what the planner needs besides. It changes nothing.
 func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
-	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true})
+	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers})
 	if err != nil {
 		return nil, nil, err
 	}

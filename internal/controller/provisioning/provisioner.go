@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -112,6 +113,9 @@ type Provisioner struct {
 	// memo carries the bound pods' fingerprints from round to round
 	// (rounds run one at a time).
 	memo *snapshot.Memo
+	// informers is the manager's cache, when registered with one: rounds
+	// read pods and nodes from its stores (clusterread.Parts.Informers).
+	informers crcache.Informers
 	// recheckAt is when the earliest nomination berth holds for a pod on a
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.

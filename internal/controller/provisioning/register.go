@@ -31,6 +31,7 @@ import (
 // leader only; new pending pods, added or deleted nodes and node group
 // changes trigger rounds.
 func (p *Provisioner) Register(mgr manager.Manager) error {
+	p.informers = mgr.GetCache() // rounds read pods and nodes from its stores
 	handlers := []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandlerFuncs

@@ -1,0 +1,69 @@
+package clusterread
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// storeOf is what client-go's shared informers offer beyond
+// controller-runtime's Informer interface: their store.
+type storeOf interface{ GetStore() toolscache.Store }
+
+// fromStore returns the objects of type T in the informer cache's store:
+// pointers to the cached objects themselves. A List, even without a deep
+// copy, copies every object's struct into the list's items (on 5,000
+// nodes x 30 pods, 150,000 pod structs each round); this copies nothing.
+// ok is false when the informer offers no store (then List).
+func fromStore[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, informers crcache.Informers) (out []*T, ok bool, err error) {
+	inf, err := informers.GetInformer(ctx, PT(new(T)))
+	if err != nil {
+		return nil, false, fmt.Errorf("getting the informer of %T: %w", new(T), err)
+	}
+	s, ok := inf.(storeOf)
+	if !ok {
+		return nil, false, nil
+	}
+	items := s.GetStore().List()
+	out = make([]*T, 0, len(items))
+	for _, it := range items {
+		if o, ok := it.(*T); ok {
+			out = append(out, o)
+		}
+	}
+	return out, true, nil
+}
+
+// stored says which lists readStores filled.
+type stored struct{ pods, nodes bool }
+
+// readStores fills out's pods (and nodes, when nodes is set) from the
+// informers' stores where they offer one.
+func readStores(ctx context.Context, informers crcache.Informers, nodes bool, out *Cluster) (stored, error) {
+	var got stored
+	pods, ok, err := fromStore[corev1.Pod](ctx, informers)
+	if err != nil {
+		return got, err
+	}
+	if ok {
+		out.Pods, got.pods = pods, true
+	}
+	if !nodes {
+		return got, nil
+	}
+	ns, ok, err := fromStore[corev1.Node](ctx, informers)
+	if err != nil {
+		return got, err
+	}
+	if ok {
+		out.Nodes, got.nodes = ns, true
+	}
+	return got, nil
+}
