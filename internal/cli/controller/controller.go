@@ -36,6 +36,7 @@ type options struct {
 	renewDeadline     time.Duration
 	retryPeriod       time.Duration
 	probeAddr         string
+	pprofAddr         string
 	leaderElect       bool
 	leaderNamespace   string
 	batchIdle         time.Duration
@@ -80,6 +81,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
 	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof profiles (0: off); serves heap and CPU profiles without authentication, so bind a loopback address and port-forward")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	f.StringVar(&o.leaderNamespace, "leader-election-namespace", "berth-system", "namespace of the leader election lease")
 	f.DurationVar(&o.batchIdle, "batch-idle-duration", time.Second, "a batch of pending pods ends when none arrived for this long")
@@ -138,6 +140,9 @@ func (o *options) validate() error {
 	if !o.metricsSecure && !loopback(o.metricsAddr) {
 		errs = append(errs, fmt.Errorf("--metrics-secure=false serves metrics to anyone who can reach %q; bind them to a loopback address (127.0.0.1:8080) or keep them secure", o.metricsAddr))
 	}
+	if !loopback(o.pprofAddr) {
+		errs = append(errs, fmt.Errorf("--pprof-bind-address %q serves profiles without authentication to anyone who can reach it; bind a loopback address (127.0.0.1:6060) and port-forward", o.pprofAddr))
+	}
 	if o.webhookURL != "" && !strings.HasPrefix(o.webhookURL, "https://") {
 		errs = append(errs, fmt.Errorf("--webhook-url %q must start with https://", o.webhookURL))
 	}
@@ -174,6 +179,7 @@ func (o *options) run(cmd *cobra.Command) error {
 		Cache:                   cache.Options{DefaultTransform: trimCached}, // what berth never reads is not kept
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "berth-controller",
 		LeaderElectionNamespace: o.leaderNamespace,

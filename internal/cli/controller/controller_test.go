@@ -20,6 +20,8 @@ func TestFlagsThatWouldExposeOrBreakAreRejected(t *testing.T) {
 		{name: "metrics off are accepted", args: []string{"--metrics-secure=false", "--metrics-bind-address=0"}},
 		{name: "plain metrics on every interface are rejected", args: []string{"--metrics-secure=false", "--metrics-bind-address=:8080"}, wantErr: "loopback"},
 		{name: "plain metrics on a public address are rejected", args: []string{"--metrics-secure=false", "--metrics-bind-address=10.0.0.5:8080"}, wantErr: "loopback"},
+		{name: "profiles on loopback are accepted", args: []string{"--pprof-bind-address=127.0.0.1:6060"}},
+		{name: "profiles on every interface are rejected", args: []string{"--pprof-bind-address=:6060"}, wantErr: "pprof-bind-address"},
 		{name: "a renew deadline longer than the lease is rejected", args: []string{"--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, wantErr: "lease duration"},
 	}
 	for _, tt := range tests {
