@@ -3,9 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +53,8 @@ func TestLargeCluster(t *testing.T) {
 		b.InstanceType("m-4", "4", "16Gi", b.Spot("zone-a", "0.05"), b.Spot("zone-b", "0.05"), b.Spot("zone-c", "0.05")),
 		b.InstanceType("m-16", "16", "64Gi", b.Spot("zone-a", "0.19"), b.Spot("zone-b", "0.19"), b.Spot("zone-c", "0.19"))))
 	// The filler alone is 16,000 cpu, above the default cluster limit.
-	ctrl := startController(t, "--resync-period=2s", "--cluster-max-cpu=100000", "--cluster-max-memory=1000Ti")
+	pprof := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctrl := startController(t, "--resync-period=2s", "--cluster-max-cpu=100000", "--cluster-max-memory=1000Ti", "--pprof-bind-address="+pprof)
 	// Idle rounds: nothing pending, a round every 2 s.
 	time.Sleep(10 * time.Second) // the first rounds fill the informer caches
 	before := ctrl.metricFamilies(t)
@@ -58,6 +63,7 @@ func TestLargeCluster(t *testing.T) {
 	readIdle := meanDelta(before, after, "berth_provisioning_read_duration_seconds")
 	planIdle := meanDelta(before, after, "berth_provisioning_plan_duration_seconds")
 	rssIdle := ctrl.rss()
+	heapIdle := heapStats(t, pprof)
 
 	var ns string
 	var wall time.Duration
@@ -86,9 +92,9 @@ func TestLargeCluster(t *testing.T) {
 	t.Run("baseline", func(t *testing.T) { base = createBurst(t, newNamespace(t), "baseline", 500) })
 
 	msg := fmt.Sprintf("large cluster: %d nodes x 30 pods; idle round (nothing pending): read %s, plan %s (%d rounds); "+
-		"RSS idle %d MiB; 500-pod burst: all Running %s after the first was created, %d nodes launched, rounds read %s and plan %s on average; "+
+		"RSS idle %d MiB (Go heap in use %s); 500-pod burst: all Running %s after the first was created, %d nodes launched, rounds read %s and plan %s on average; "+
 		"peak RSS %d MiB; baseline (scheduler alone, %d ready nodes) %s: %.2fx",
-		size, ms(readIdle.mean), ms(planIdle.mean), readIdle.count, rssIdle>>20,
+		size, ms(readIdle.mean), ms(planIdle.mean), readIdle.count, rssIdle>>20, heapIdle,
 		wall.Round(100*time.Millisecond), len(nodes), ms(readBurst.mean), ms(planBurst.mean), peak>>20,
 		len(nodes)+extra, base.Round(100*time.Millisecond), wall.Seconds()/base.Seconds())
 	t.Log(msg)
@@ -185,3 +191,44 @@ func meanDelta(before, after map[string]*dto.MetricFamily, name string) histogra
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// heapStats reads the controller's heap figures from its pprof endpoint
+// (the runtime.MemStats lines of /debug/pprof/heap?debug=1) and keeps the
+// heap profile in BERTH_E2E_LOG_DIR when set, for go tool pprof.
+func heapStats(t *testing.T, addr string) string {
+	t.Helper()
+	get := func(path string) []byte {
+		resp, err := http.Get("http://" + addr + path) //nolint:noctx // a test's one-off read
+		if err != nil {
+			t.Fatalf("reading the controller's heap profile: %v", err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	if dir := os.Getenv("BERTH_E2E_LOG_DIR"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "large-heap.pprof"), get("/debug/pprof/heap"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inuse, alloc string
+	for _, line := range strings.Split(string(get("/debug/pprof/heap?debug=1")), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapInuse = "); ok {
+			inuse = v
+		}
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			alloc = v
+		}
+	}
+	mib := func(v string) string {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return "?"
+		}
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return mib(inuse) + ", live " + mib(alloc)
+}
