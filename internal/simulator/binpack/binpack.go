@@ -118,13 +118,8 @@ type packer struct {
 	// the first index not known unusable.
 	unusable map[int]nodeSet
 	cursor   map[int]int
-	// static are, per class, the node shapes (snapshot.Node.Shape) where
-	// the class failed a static filter: no node of such a shape is
-	// evaluated again. They hold while pods come and go, and are shared
-	// with the trial packers of bestOrder.
-	static shapeFailures
-	byNode map[*snapshot.Node]*NewNode
-	seq    int
+	byNode   map[*snapshot.Node]*NewNode
+	seq      int
 	// rates caches newNodeRate per class.
 	rates map[int]float64
 	// pending are the pods being placed.
@@ -132,6 +127,11 @@ type packer struct {
 	// trial is set on the packers bestOrder compares orders with: they
 	// skip the exact search, which the chosen order's packing then runs.
 	trial bool
+	// static are, per class, the node shapes (snapshot.Node.Shape) where
+	// the class failed a static filter: no node of such a shape is
+	// evaluated again. They hold while pods come and go, and are shared
+	// with the trial packers of bestOrder.
+	static shapeFailures
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
