@@ -41,8 +41,10 @@ type Class struct {
 	// itself (the followers folded into it; Snapshot.SetAddOnPods), so
 	// that a node's pod capacity holds them too.
 	AddOnPods int
-	NodeName  string
-	Priority  int32
+	// NodeName is spec.nodeName of a pod to place; empty in the classes of
+	// the pods a snapshot is built with (their node is Pod.Node).
+	NodeName string
+	Priority int32
 	// Terminating pods (deletionTimestamp set) are not counted by topology
 	// spread.
 	Terminating bool
@@ -167,7 +169,7 @@ type SpreadConstraint struct {
 
 // newClass derives a Class from a pod. Claims and volumes resolve PVC to
 // PV node affinity.
-func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel, addOnPods map[string]int) (*Class, error) {
+func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draModel, addOnPods map[string]int) (*Class, error) {
 	c := &Class{
 		ID:          id,
 		Example:     pod,
@@ -176,6 +178,9 @@ func newClass(id int, pod *corev1.Pod, vols volumeLookup, dra *draModel, addOnPo
 		NodeName:    pod.Spec.NodeName,
 		Terminating: pod.DeletionTimestamp != nil,
 		Tolerations: pod.Spec.Tolerations,
+	}
+	if placed {
+		c.NodeName = "" // shared by the workload's pods on every node
 	}
 	if pod.Spec.Priority != nil {
 		c.Priority = *pod.Spec.Priority

@@ -122,13 +122,21 @@ func (f *fingerprinter) resourceList(l corev1.ResourceList) {
 	}
 }
 
-// sum returns the fingerprint of a pod.
-func (f *fingerprinter) sum(pod *corev1.Pod) uint64 {
+// sum returns the fingerprint of a pod. A placed pod's (one of the
+// snapshot's bound pods) leaves its node name out: pods placed on
+// different nodes share a class, and their classes never meet a pod to
+// place (their kinds are told apart).
+func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
 	f.buf = f.buf[:0]
+	if placed {
+		f.buf = append(f.buf, 'P')
+	} else {
+		f.buf = append(f.buf, 'U')
+		f.str(pod.Spec.NodeName)
+	}
 	f.str(pod.Namespace)
 	f.sortedMap(pod.Labels)
 	f.str(pod.Annotations[v1alpha1.AnnotationCompanionRequests])
-	f.str(pod.Spec.NodeName)
 	if pod.DeletionTimestamp != nil {
 		f.str("terminating")
 	}

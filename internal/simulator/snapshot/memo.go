@@ -7,7 +7,8 @@ import (
 )
 
 // Memo carries, from one snapshot build to the next, the fingerprint of
-// every bound pod version it saw: a controller that builds a snapshot each
+// every bound pod version it saw (as the snapshot classifies the pods it
+// places: without their node): a controller that builds a snapshot each
 // round from its informer cache fingerprints only the pods that changed
 // since the last one. A version is the pod's UID, resourceVersion and node
 // name (the API server gives every change a new resourceVersion; the node
@@ -49,7 +50,7 @@ func (m *Memo) startBuild() {
 // version.
 func (m *Memo) sum(f *fingerprinter, p *corev1.Pod) uint64 {
 	if p.Spec.NodeName == "" || p.UID == "" || p.ResourceVersion == "" || len(p.Spec.ResourceClaims) > 0 {
-		return f.sum(p)
+		return f.sum(p, true)
 	}
 	var h maphash.Hash
 	h.SetSeed(m.seed)
@@ -68,7 +69,7 @@ func (m *Memo) sum(f *fingerprinter, p *corev1.Pod) uint64 {
 		m.Hits++
 	} else {
 		m.Misses++
-		sum = f.sum(p)
+		sum = f.sum(p, true)
 	}
 	m.next[v] = sum
 	return sum

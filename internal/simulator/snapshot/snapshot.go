@@ -138,7 +138,7 @@ func New(in Input) (*Snapshot, error) {
 		if n == nil {
 			continue
 		}
-		c, err := s.Classify(p)
+		c, err := s.classify(p, true)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -188,18 +188,26 @@ func (s *Snapshot) ReferencesOptionKeys(c *Class) bool {
 	return false
 }
 
-// Classify returns the class of a pod, creating it on first sight.
-func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) {
+// Classify returns the class of a pod to place (pending, or taken off its
+// node), creating it on first sight.
+func (s *Snapshot) Classify(p *corev1.Pod) (*Class, error) { return s.classify(p, false) }
+
+// classify returns a pod's class. The classes of the pods the snapshot
+// is built with (placed) leave the node out (Class.NodeName is empty):
+// on a large cluster the pods of one workload on a thousand nodes are one
+// class, not a thousand. Those classes are never given to the filters
+// (a pod moved is classified anew, unbound).
+func (s *Snapshot) classify(p *corev1.Pod, placed bool) (*Class, error) {
 	var key uint64
-	if s.memo != nil {
+	if placed && s.memo != nil {
 		key = s.memo.sum(s.fp, p)
 	} else {
-		key = s.fp.sum(p)
+		key = s.fp.sum(p, placed)
 	}
 	if c, ok := s.classes[key]; ok {
 		return c, nil
 	}
-	c, err := newClass(len(s.classList), p, s.vols, s.dra, s.addOnPods)
+	c, err := newClass(len(s.classList), p, placed, s.vols, s.dra, s.addOnPods)
 	if err != nil {
 		return nil, err
 	}
