@@ -60,10 +60,8 @@ func (m *Memo) sum(f *fingerprinter, p *corev1.Pod) uint64 {
 	_ = h.WriteByte(0)
 	_, _ = h.WriteString(p.Spec.NodeName)
 	v := h.Sum64()
-	if sum, ok := m.next[v]; ok {
-		m.Hits++
-		return sum
-	}
+	// Only prev is looked in: a build sees each pod once, so next holds
+	// what this build already passed (a pod seen twice is summed twice).
 	sum, ok := m.prev[v]
 	if ok {
 		m.Hits++
