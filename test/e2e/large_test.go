@@ -230,5 +230,5 @@ func heapStats(t *testing.T, addr string) string {
 		}
 		return strconv.FormatInt(n>>20, 10) + " MiB"
 	}
-	return mib(inuse) + ", live " + mib(alloc)
+	return mib(inuse) + ", objects allocated " + mib(alloc)
 }
