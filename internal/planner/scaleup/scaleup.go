@@ -129,7 +129,9 @@ func Run(in Input) (*Plan, error) {
 	slices.SortFunc(groups, func(a, b *v1alpha1.NodeGroup) int { return cmp.Compare(a.Name, b.Name) })
 	if len(in.Pending) == 0 && !belowMinSize(in.Nodes, groups) {
 		// Nothing to place and no group to fill: the plan is empty
-		// whatever the cluster holds, so the round does not model it.
+		// whatever the cluster holds, so the round does not model it
+		// (a group or pod the model would refuse is reported by the
+		// first round that has a pod to place).
 		return &Plan{ExistingNodePlacements: []Placement{}, Unschedulable: []Unschedulable{}, NewNodes: []NewNode{}}, nil
 	}
 	unavailable := map[Offering]bool{}
@@ -226,8 +228,6 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev
 	return out
 }
 
-// minSizeNodes lists one template per node a group lacks to reach its
-// minSize, spread round-robin over the group's zones.
 // belowMinSize reports whether a group has fewer nodes than its minSize,
 // counted as the snapshot counts them (by the node group label), or the
 // node list names a node twice (the snapshot refuses it: the full path
@@ -250,6 +250,8 @@ func belowMinSize(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) bool {
 	return false
 }
 
+// minSizeNodes lists one template per node a group lacks to reach its
+// minSize, spread round-robin over the group's zones.
 func minSizeNodes(s *snapshot.Snapshot, groups []*v1alpha1.NodeGroup, templates []*binpack.Template) []*binpack.Template {
 	var out []*binpack.Template
 	for _, g := range groups {

@@ -37,8 +37,9 @@ type Status struct {
 	// Static is set on a failure that depends only on the class and what
 	// a node's shape says (snapshot.Node.Shape: labels, the hostname's
 	// value aside, and taints): every existing node of the same shape
-	// fails the same way, so a caller may skip them all. Filters leave it
-	// unset for classes that name nodes (snapshot.Class.NamesNodes).
+	// fails the same way, so a caller may skip them all, unless the class
+	// names nodes (snapshot.Class.NamesNodes: then a failure may hold for
+	// one node of the shape only, and callers must not skip).
 	Static bool
 }
 
