@@ -78,12 +78,12 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
 	}
 	if parts.Informers != nil {
-		stored, err := readStores(ctx, parts.Informers, parts.SharedNodes, out)
-		if err != nil {
+		if err := readStores(ctx, parts.Informers, parts.SharedNodes, out); err != nil {
 			return nil, err
 		}
+		// What a store gave is not listed again.
 		lists = slices.DeleteFunc(lists, func(l list) bool {
-			return (l.list == pods && stored.pods) || (l.list == nodes && stored.nodes)
+			return (l.list == pods && out.Pods != nil) || (l.list == nodes && out.Nodes != nil)
 		})
 	}
 	for _, l := range lists {

@@ -41,29 +41,25 @@ func fromStore[T any, PT interface {
 	return out, true, nil
 }
 
-// stored says which lists readStores filled.
-type stored struct{ pods, nodes bool }
-
 // readStores fills out's pods (and nodes, when nodes is set) from the
-// informers' stores where they offer one.
-func readStores(ctx context.Context, informers crcache.Informers, nodes bool, out *Cluster) (stored, error) {
-	var got stored
+// informers' stores where they offer one; a list it fills is not nil.
+func readStores(ctx context.Context, informers crcache.Informers, nodes bool, out *Cluster) error {
 	pods, ok, err := fromStore[corev1.Pod](ctx, informers)
 	if err != nil {
-		return got, err
+		return err
 	}
 	if ok {
-		out.Pods, got.pods = pods, true
+		out.Pods = pods
 	}
 	if !nodes {
-		return got, nil
+		return nil
 	}
 	ns, ok, err := fromStore[corev1.Node](ctx, informers)
 	if err != nil {
-		return got, err
+		return err
 	}
 	if ok {
-		out.Nodes, got.nodes = ns, true
+		out.Nodes = ns
 	}
-	return got, nil
+	return nil
 }

@@ -152,7 +152,8 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{}}
+		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		memo: snapshot.NewMemo()}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create

@@ -13,7 +13,6 @@ import (
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/podutil"
-	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // world is the cluster as one round sees it.
@@ -53,9 +52,6 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
-	if c.memo == nil {
-		c.memo = snapshot.NewMemo()
-	}
 	w.input.Memo = c.memo
 	for _, g := range cl.NodeGroups {
 		w.groups[g.Name] = g

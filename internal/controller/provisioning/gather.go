@@ -9,7 +9,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
-	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // read reads the cluster from the cache into a new round: node groups
@@ -35,9 +34,6 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
-	if p.memo == nil {
-		p.memo = snapshot.NewMemo()
-	}
 	in.Memo = p.memo
 	return r, cl.Pods, nil
 }

@@ -133,7 +133,7 @@ const nominationGrace = 5 * time.Second
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
-		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince()}
+		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), memo: snapshot.NewMemo()}
 }
 
 // Trigger asks for a round soon (after the batch window).

@@ -267,22 +267,18 @@ nodes:
 			}
 			lookahead--
 		}
+		n := p.s.Nodes[i]
+		if n.Shape != 0 && static.has(int(n.Shape)) {
+			unusable = unusable.mark(i) // the class failed a node of this shape for good
+		}
 		if unusable.has(i) {
 			if advancing {
 				p.cursor[c.ID] = i + 1
 			}
 			continue
 		}
-		n := p.s.Nodes[i]
 		if n.Planned && n.Unschedulable {
 			continue // dropped from the plan by improve
-		}
-		if n.Shape != 0 && static.has(int(n.Shape)) {
-			unusable = unusable.mark(i)
-			if advancing {
-				p.cursor[c.ID] = i + 1
-			}
-			continue
 		}
 		if grow != nil && n.Flex != nil && !p.fitsCurrent(n, c) {
 			continue // looking for free room only
