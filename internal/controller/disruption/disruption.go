@@ -135,9 +135,9 @@ type Controller struct {
 	// the last warning about a drain per node, and lastWindow per node
 	// group with an unreadable window.
 	lastBlocked, lastWarned, lastWindow map[string]string
-	// memo carries the bound pods' fingerprints from round to round
-	// (rounds run one at a time, from Start).
-	memo *snapshot.Memo
+	// base is the model of the cluster kept from round to round (rounds
+	// run one at a time, from Start).
+	base *snapshot.Base
 	// informers is the manager's cache, when registered with one: rounds
 	// read pods from its stores (clusterread.Parts.Informers).
 	informers crcache.Informers
@@ -153,7 +153,7 @@ func New(d Deps, o Options) *Controller {
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
 		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
-		memo: snapshot.NewMemo()}
+		base: snapshot.NewBase()}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create

@@ -52,7 +52,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
-	w.input.Memo = c.memo
+	w.input.Base = c.base
 	for _, g := range cl.NodeGroups {
 		w.groups[g.Name] = g
 	}

@@ -46,6 +46,10 @@ var (
 		Help:    "Time to read a provisioning round's view of the cluster from the informer cache: objects, pods sorted, headroom units (before the plan).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
+	snapshotBuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "snapshot_builds_total",
+		Help: "Models of the cluster a plan was made on, by how: \"incremental\" (the last round's, brought up to date with what changed) or \"scratch\" (built from every node and pod: the first round, and rounds after what the model does not follow incrementally changed, or with DRA objects).",
+	}, []string{"how"})
 	roundErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "round_errors_total",
 		Help: "Provisioning rounds that failed (they are retried).",
@@ -55,7 +59,7 @@ var (
 // RegisterMetrics adds the provisioning metrics to controller-runtime's
 // registry. Call once per process.
 func RegisterMetrics() {
-	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, readDuration, roundErrors)
+	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, readDuration, snapshotBuilds, roundErrors)
 }
 
 // observePending publishes how many pods wait for capacity and how long

@@ -110,9 +110,9 @@ type Provisioner struct {
 	// virtualOwner maps the virtual pods of the current round to the
 	// readiness key of their headroom or buffer.
 	virtualOwner map[types.NamespacedName]state.Key
-	// memo carries the bound pods' fingerprints from round to round
-	// (rounds run one at a time).
-	memo *snapshot.Memo
+	// base is the model of the cluster kept from round to round (rounds
+	// run one at a time).
+	base *snapshot.Base
 	// informers is the manager's cache, when registered with one: rounds
 	// read pods and nodes from its stores (clusterread.Parts.Informers).
 	informers crcache.Informers
@@ -133,7 +133,7 @@ const nominationGrace = 5 * time.Second
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
-		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), memo: snapshot.NewMemo()}
+		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase()}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -260,9 +260,11 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
-		start := p.Clock.Now()
+		start, builds, syncs := p.Clock.Now(), p.base.Builds, p.base.Syncs
 		plan, err := scaleup.Run(in)
 		planDuration.Observe(p.Clock.Since(start).Seconds())
+		snapshotBuilds.WithLabelValues("scratch").Add(float64(p.base.Builds - builds))
+		snapshotBuilds.WithLabelValues("incremental").Add(float64(p.base.Syncs - syncs))
 		if err != nil {
 			return res, fmt.Errorf("planning: %w", err)
 		}

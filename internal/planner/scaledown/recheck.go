@@ -28,6 +28,7 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer in.Base.Release(p.s)
 	n := p.s.Node(name)
 	if n == nil {
 		return nil, nil // gone already

@@ -97,9 +97,9 @@ type Input struct {
 	// node is planned by the scale-up planner.
 	DaemonSets  []*appsv1.DaemonSet
 	Unavailable []scaleup.Offering
-	// Memo, as in scale-up: pod fingerprints carried over from the
-	// previous plan's snapshot.
-	Memo *snapshot.Memo
+	// Base, as in scale-up: the model of the cluster kept from the
+	// previous plan.
+	Base *snapshot.Base
 }
 
 // RemovalReason says why a node is removed.
@@ -175,6 +175,7 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer in.Base.Release(p.s)
 	for _, n := range p.s.Nodes {
 		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
 			continue
@@ -213,7 +214,7 @@ func Run(in Input) (*Plan, error) {
 // with every node being drained cordoned: it is no home for anyone.
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Memo: in.Memo})
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base})
 	if err != nil {
 		return nil, err
 	}

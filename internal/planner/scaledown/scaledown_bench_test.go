@@ -41,8 +41,8 @@ func BenchmarkScaleDown(b_ *testing.B) {
 				}
 			}
 			// As the controller plans: the same pods round after round,
-			// with a memo of their fingerprints.
-			in.Memo = snapshot.NewMemo()
+			// on the model of the cluster kept from the last round.
+			in.Base = snapshot.NewBase()
 			var plan *scaledown.Plan
 			for bb.Loop() {
 				var err error

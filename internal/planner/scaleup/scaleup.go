@@ -53,10 +53,12 @@ type Input struct {
 	// of a node group as booting (offline planning).
 	Now         time.Time
 	LaunchGrace time.Duration
-	// Memo, when set, carries pod fingerprints over from the previous
-	// round's snapshot; its caller keeps snapshot.Memo's rule (pods are
-	// the informer cache's objects, never changed).
-	Memo *snapshot.Memo
+	// Base, when set, is the model of the cluster kept from the previous
+	// round (snapshot.Base): the round brings it up to date with Nodes
+	// and Pods instead of building it anew. Its caller keeps
+	// snapshot.Base's rule (objects are the informer cache's, never
+	// changed in place) and plans one round at a time.
+	Base *snapshot.Base
 }
 
 // Plan is a scale-up decision.
@@ -146,6 +148,7 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer in.Base.Release(s)
 	fold := foldFollowers(in.Pending, in.Pods)
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
@@ -167,7 +170,8 @@ func Run(in Input) (*Plan, error) {
 // (launching ones included, their transient taints ignored as scale-up
 // does) and bound pods, with the cluster and group limits, and no node
 // group templates. Scale-down simulates removals on it, so that "does this
-// pod fit there" is answered by the same model as scale-up.
+// pod fit there" is answered by the same model as scale-up. With in.Base
+// set the snapshot is the base's, handed back with in.Base.Release.
 func ClusterSnapshot(in Input) (*snapshot.Snapshot, error) {
 	groups := slices.Clone(in.NodeGroups)
 	slices.SortFunc(groups, func(a, b *v1alpha1.NodeGroup) int { return cmp.Compare(a.Name, b.Name) })
@@ -196,12 +200,15 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	for _, g := range groups {
 		byName[g.Name] = g
 	}
-	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys, Memo: in.Memo}
+	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys}
 	devices := newDeviceTypes(groups)
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting),
 			ExpectedSlices: devices.expectedSlices(n, group)})
+	}
+	if in.Base != nil {
+		return in.Base.Snapshot(sin)
 	}
 	return snapshot.New(sin)
 }

@@ -60,8 +60,9 @@ func BenchmarkPlanOnCluster(b *testing.B) {
 		}
 		in.Nodes, in.Pods = boundCluster(ng, c.nodes)
 		// As the controller plans: the same pod objects round after
-		// round (its informer cache's), with a memo of their fingerprints.
-		in.Memo = snapshot.NewMemo()
+		// round (its informer cache's), on the model of the cluster kept
+		// from the last round.
+		in.Base = snapshot.NewBase()
 		b.Run(fmt.Sprintf("pending=%d/nodes=%d", c.pending, c.nodes), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := scaleup.Run(in); err != nil {

@@ -115,7 +115,12 @@ type Class struct {
 	matchCache []tristate
 	// placed is how many pods of the class are on nodes.
 	placed int
+	// key is the class's fingerprint, its key in Snapshot.classes.
+	key uint64
 }
+
+// Placed returns how many pods of the class are on nodes.
+func (c *Class) Placed() int { return c.placed }
 
 // HostPort is a host port a container asks for.
 type HostPort struct {

@@ -12,20 +12,27 @@ const (
 	undoRetire
 )
 
-// undo is one recorded change and what is needed to reverse it.
+// undo is one recorded change and what is needed to reverse it. It is
+// small (a scale-down round journals every pod it moves): what only a
+// flexible node needs is behind a pointer.
 type undo struct {
 	kind undoKind
+	// slot is where a removed pod was in its node's Pods.
+	slot int32
 	node *Node
 	pod  *Pod
-	// flex, alloc and allowed are a flexible node's options and envelope
-	// before a pod was added.
-	flex     []*Option
+	// flex is a flexible node's state before a pod was added.
+	flex *flexUndo
+}
+
+// flexUndo is a flexible node's options and envelope before a pod was
+// added.
+type flexUndo struct {
+	options  []*Option
 	alloc    Resources
 	allowed  int
 	capacity Resources
 	current  *Option
-	// slot is where a removed pod was in its node's Pods.
-	slot int
 }
 
 // record appends a change to the journal while a Fork is open.
@@ -85,13 +92,13 @@ func (s *Snapshot) reverse(u undo) {
 	switch u.kind {
 	case undoAddPod:
 		s.unplace(u.pod)
-		if u.flex != nil {
-			u.node.Flex = &Flex{Options: u.flex}
-			u.node.Allocatable, u.node.AllowedPods, u.node.Current = u.alloc, u.allowed, u.current
-			s.setCapacity(u.node, u.capacity)
+		if f := u.flex; f != nil {
+			u.node.Flex = &Flex{Options: f.options}
+			u.node.Allocatable, u.node.AllowedPods, u.node.Current = f.alloc, f.allowed, f.current
+			s.setCapacity(u.node, f.capacity)
 		}
 	case undoRemovePod:
-		s.replace(u.pod, u.node, u.slot)
+		s.replace(u.pod, u.node, int(u.slot))
 	case undoAddNode:
 		n := u.node
 		for _, k := range s.counters {

@@ -12,8 +12,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 		p.devices = devs.Placement()
 	}
 	if n.Flex != nil {
-		u.flex = n.Flex.Options
-		u.alloc, u.allowed, u.capacity, u.current = n.Allocatable, n.AllowedPods, n.Capacity, n.Current
+		u.flex = &flexUndo{options: n.Flex.Options, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}
 		// Options only ever narrow: when none was dropped, the envelope and
 		// the cheapest option stay as they are.
 		if opts := s.narrow(n, p, devs); len(opts) != len(n.Flex.Options) {
@@ -108,7 +107,7 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 func (s *Snapshot) RemovePod(p *Pod) {
 	n, slot := p.Node, p.slot
 	s.unplace(p)
-	s.record(undo{kind: undoRemovePod, node: n, pod: p, slot: slot})
+	s.record(undo{kind: undoRemovePod, node: n, pod: p, slot: int32(slot)})
 }
 
 // replace reverses RemovePod: it puts p back in its slot of n.Pods and the

@@ -80,6 +80,20 @@ func (s *Snapshot) removeFromShape(n *Node) {
 	n.Shape = 0
 }
 
+// reindexShapes rebuilds the index of existing nodes by shape after nodes
+// were taken out of the middle of Nodes (Base): the indexes after them
+// moved. O(nodes).
+func (s *Snapshot) reindexShapes() {
+	for i := range s.shapes.nodes {
+		s.shapes.nodes[i] = s.shapes.nodes[i][:0]
+	}
+	for i, n := range s.Nodes {
+		if n.Shape > 0 {
+			s.shapes.nodes[n.Shape-1] = append(s.shapes.nodes[n.Shape-1], i)
+		}
+	}
+}
+
 // NodesOfShape returns the indexes in Nodes of the existing nodes of one
 // shape (Node.Shape), ascending. The slice must not be modified.
 func (s *Snapshot) NodesOfShape(id int32) []int {

@@ -114,18 +114,7 @@ func New(in Input) (*Snapshot, error) {
 		if _, dup := s.byName[ni.Node.Name]; dup {
 			return nil, fmt.Errorf("node %q appears twice", ni.Node.Name)
 		}
-		n := &Node{
-			Node:          ni.Node,
-			Taints:        effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints),
-			Unschedulable: ni.Node.Spec.Unschedulable,
-			Allocatable:   FromList(ni.Node.Status.Allocatable),
-			AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
-			NodeGroup:     ni.NodeGroup,
-			Capacity:      FromList(ni.Node.Status.Capacity),
-
-			ExpectedSlices: ni.ExpectedSlices,
-		}
-		s.AddNode(n)
+		s.AddNode(newNode(ni))
 	}
 	// One allocation for the bound pods, not one each: on a large cluster
 	// they are most of what a snapshot allocates.
@@ -146,6 +135,21 @@ func New(in Input) (*Snapshot, error) {
 		s.AddPod(&placed[len(placed)-1], n)
 	}
 	return s, nil
+}
+
+// newNode is an existing node as the snapshot holds it.
+func newNode(ni NodeInput) *Node {
+	return &Node{
+		Node:          ni.Node,
+		Taints:        effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints),
+		Unschedulable: ni.Node.Spec.Unschedulable,
+		Allocatable:   FromList(ni.Node.Status.Allocatable),
+		AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
+		NodeGroup:     ni.NodeGroup,
+		Capacity:      FromList(ni.Node.Status.Capacity),
+
+		ExpectedSlices: ni.ExpectedSlices,
+	}
 }
 
 func effectiveTaints(taints, ignore []corev1.Taint) []corev1.Taint {
@@ -211,6 +215,7 @@ func (s *Snapshot) classify(p *corev1.Pod, placed bool) (*Class, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.key = key
 	s.classes[key] = c
 	s.classList = append(s.classList, c)
 	for _, k := range s.counters {

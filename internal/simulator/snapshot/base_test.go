@@ -1,0 +1,327 @@
+package snapshot_test
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestBaseFollowsTheCluster applies random event sequences to a cluster
+// (nodes and pods added, deleted, relabelled, tainted, rebound, finished,
+// read again as fresh copies; the taints to ignore changing as a node
+// boots; namespaces relabelled) and checks, on every step, that the base
+// brought up to date incrementally is the snapshot built from scratch:
+// every node's pods, requests, ports, shape and group, and every probe
+// pod's filter verdict on every node. Between steps it plans on the base
+// as a round does (pods and planned nodes added, base pods removed,
+// nodes cordoned, templates and limits set, counters registered) and
+// releases it: nothing of a round may leak into the next.
+func TestBaseFollowsTheCluster(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			c := newEventCluster(r)
+			base := snapshot.NewBase()
+			for step := range 30 {
+				c.events(r)
+				in := c.input()
+				s, err := base.Snapshot(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fresh := build(t, in)
+				if diff := cmp.Diff(observeAnyOrder(t, fresh), observeAnyOrder(t, s)); diff != "" {
+					t.Fatalf("step %d (%d builds, %d syncs): the base differs from the cluster built from scratch (-scratch +base):\n%s",
+						step, base.Builds, base.Syncs, diff)
+				}
+				for _, ni := range in.Nodes {
+					if n := s.Node(ni.Node.Name); n.Node != ni.Node {
+						t.Fatalf("step %d: node %s is an older object than the cluster's", step, n.Name)
+					}
+				}
+				planOn(t, r, s)
+				base.Release(s)
+			}
+			if base.Syncs < 20 {
+				t.Errorf("the base was brought up to date incrementally in %d of 30 steps (%d builds)", base.Syncs, base.Builds)
+			}
+		})
+	}
+}
+
+// eventCluster is the cluster of TestBaseFollowsTheCluster, as an
+// informer cache holds it: a changed object is a new one.
+type eventCluster struct {
+	nodes      []snapshot.NodeInput
+	pods       []*corev1.Pod
+	namespaces []*corev1.Namespace
+	next, rv   int
+}
+
+func newEventCluster(r *rand.Rand) *eventCluster {
+	c := &eventCluster{}
+	c.namespaces = []*corev1.Namespace{{}}
+	c.namespaces[0].Name, c.namespaces[0].ResourceVersion = "default", "1"
+	for range 4 {
+		c.addNode(r)
+	}
+	for range 12 {
+		c.addPod(r)
+	}
+	return c
+}
+
+func (c *eventCluster) version() string { c.rv++; return fmt.Sprint(c.rv) }
+
+func (c *eventCluster) addNode(r *rand.Rand) {
+	name := fmt.Sprintf("n%d", c.next)
+	c.next++
+	n := b.Node(name, "4", "16Gi", b.NodeLabels(v1alpha1.LabelZone, []string{"zone-a", "zone-b"}[r.Intn(2)]))
+	if r.Intn(2) == 0 {
+		n.Labels["rack"] = fmt.Sprint("r", r.Intn(2))
+	}
+	n.UID, n.ResourceVersion = types.UID(name), c.version()
+	c.nodes = append(c.nodes, snapshot.NodeInput{Node: n, NodeGroup: []string{"g", "h", ""}[r.Intn(3)]})
+}
+
+func (c *eventCluster) addPod(r *rand.Rand) {
+	var p *corev1.Pod
+	name := fmt.Sprintf("p%d", c.next)
+	c.next++
+	switch r.Intn(6) {
+	case 0:
+		p = b.Pod(name, b.Labels("app", "web"), b.CPU("500m"))
+	case 1:
+		p = b.Pod(name, b.Labels("app", "db"), b.CPU("250m"), b.HostPort(int32(8000+r.Intn(3)), corev1.ProtocolTCP))
+	case 2:
+		p = b.Pod(name, b.Labels("app", "api"), b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "web")))
+	case 3:
+		p = b.Pod(name, b.Labels("app", "cache"), b.CPU("100m"), b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "cache")))
+	case 4:
+		p = b.Pod(name, b.Labels("app", "web", v1alpha1.LabelCompanionShareKey, "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web"))
+	default:
+		p = b.Pod(name, b.Labels("app", "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web"))
+	}
+	p.UID, p.ResourceVersion = types.UID(name), c.version()
+	c.bind(r, p)
+	c.pods = append(c.pods, p)
+}
+
+// bind puts a pod on a node of the cluster, or now and then on a node
+// the cluster does not have (yet).
+func (c *eventCluster) bind(r *rand.Rand, p *corev1.Pod) {
+	p.Status.Phase = corev1.PodRunning
+	if r.Intn(10) == 0 {
+		p.Spec.NodeName = fmt.Sprintf("n%d", c.next) // a node that may come
+		return
+	}
+	if len(c.nodes) > 0 {
+		p.Spec.NodeName = c.nodes[r.Intn(len(c.nodes))].Node.Name
+	}
+}
+
+// events changes the cluster as it changes between two rounds.
+func (c *eventCluster) events(r *rand.Rand) {
+	for range 1 + r.Intn(4) {
+		switch r.Intn(17) {
+		case 0:
+			c.addNode(r)
+		case 1:
+			if len(c.nodes) > 1 {
+				i := r.Intn(len(c.nodes))
+				c.nodes = slices.Delete(c.nodes, i, i+1)
+			}
+		case 2, 3:
+			c.changeNode(r)
+		case 4, 5, 6:
+			c.addPod(r)
+		case 7, 8:
+			if len(c.pods) > 0 {
+				i := r.Intn(len(c.pods))
+				c.pods = slices.Delete(c.pods, i, i+1)
+			}
+		case 9, 10, 11:
+			c.changePod(r)
+		case 14: // a pod changed in place, with a new version (not the
+			// informer cache's way, but a caller's)
+			if len(c.pods) > 0 {
+				p := c.pods[r.Intn(len(c.pods))]
+				if r.Intn(2) == 0 {
+					c.bind(r, p)
+				} else {
+					p.Labels = map[string]string{"app": []string{"web", "db", "api", "cache"}[r.Intn(4)]}
+				}
+				p.ResourceVersion = c.version()
+			}
+		case 12: // every object read again as a fresh copy
+			for i := range c.nodes {
+				c.nodes[i].Node = c.nodes[i].Node.DeepCopy()
+			}
+			for i := range c.pods {
+				c.pods[i] = c.pods[i].DeepCopy()
+			}
+		case 13:
+			ns := c.namespaces[0].DeepCopy()
+			ns.Labels = map[string]string{"round": c.version()}
+			ns.ResourceVersion = c.version()
+			c.namespaces[0] = ns
+		default: // nothing happens
+		}
+	}
+}
+
+func (c *eventCluster) changeNode(r *rand.Rand) {
+	if len(c.nodes) == 0 {
+		return
+	}
+	ni := &c.nodes[r.Intn(len(c.nodes))]
+	n := ni.Node.DeepCopy()
+	switch r.Intn(7) {
+	case 5: // a status heartbeat: nothing the planner reads changes
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: c.version()}}
+	case 6:
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(fmt.Sprint(2 + r.Intn(3))),
+			corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	case 0:
+		n.Labels[v1alpha1.LabelZone] = []string{"zone-a", "zone-b", "zone-c"}[r.Intn(3)]
+	case 1:
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule})
+	case 2:
+		n.Spec.Taints = nil
+	case 3:
+		n.Spec.Unschedulable = !n.Spec.Unschedulable
+	default: // booting is over, or the group's startup taint is ignored now
+		if len(ni.IgnoreTaints) == 0 {
+			ni.IgnoreTaints = []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}
+		} else {
+			ni.IgnoreTaints = nil
+		}
+		return // the same object
+	}
+	n.ResourceVersion = c.version()
+	ni.Node = n
+}
+
+func (c *eventCluster) changePod(r *rand.Rand) {
+	if len(c.pods) == 0 {
+		return
+	}
+	i := r.Intn(len(c.pods))
+	p := c.pods[i].DeepCopy()
+	switch r.Intn(4) {
+	case 0:
+		p.Labels = map[string]string{"app": []string{"web", "db", "api", "cache"}[r.Intn(4)]}
+	case 1:
+		c.bind(r, p) // deleted and made again under the same name elsewhere
+	case 2:
+		p.Status.Phase = corev1.PodSucceeded
+	default:
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(fmt.Sprintf("%dm", 100+100*r.Intn(5)))}
+	}
+	p.ResourceVersion = c.version()
+	c.pods[i] = p
+}
+
+func (c *eventCluster) input() snapshot.Input {
+	return snapshot.Input{Nodes: slices.Clone(c.nodes), Pods: slices.Clone(c.pods), Namespaces: c.namespaces}
+}
+
+// observeAnyOrder renders what a caller sees of a snapshot, nodes by
+// name and each node's pods by name (the base keeps them in the order
+// they came, a build in the order of its input).
+func observeAnyOrder(t *testing.T, s *snapshot.Snapshot) string {
+	t.Helper()
+	classes := classify(t, s)
+	var lines []string
+	for i, n := range s.Nodes {
+		var pods []string
+		for _, p := range n.Pods {
+			pods = append(pods, p.Name)
+		}
+		slices.Sort(pods)
+		var ports []string
+		for _, hp := range n.HostPorts {
+			ports = append(ports, fmt.Sprint(hp))
+		}
+		slices.Sort(ports)
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "%s group=%q pods=%v count=%d cpu=%d mem=%d ports=%v taints=%v unschedulable=%v alloc=%d", n.Name, n.NodeGroup, pods,
+			n.PodCount(), n.Requested.MilliCPU, n.Requested.Memory, ports, n.Taints, n.Unschedulable, n.Allocatable.MilliCPU)
+		var same []string
+		for _, j := range s.NodesOfShape(n.Shape) {
+			same = append(same, s.Nodes[j].Name)
+		}
+		if !slices.Contains(s.NodesOfShape(n.Shape), i) {
+			fmt.Fprintf(&sb, " NOT-INDEXED-BY-SHAPE")
+		}
+		slices.Sort(same)
+		fmt.Fprintf(&sb, " shape=%v", same)
+		for _, c := range classes {
+			st := predicates.Run(predicates.Default(), s, c, n)
+			fmt.Fprintf(&sb, "\n  %s: %d %s", c.Example.Name, st.Code, st.Reason)
+		}
+		lines = append(lines, sb.String())
+	}
+	slices.Sort(lines)
+	for _, g := range []string{"g", "h", ""} {
+		u := s.Group(g)
+		lines = append(lines, fmt.Sprintf("group %q nodes=%d cpu=%d", g, u.Nodes, u.Capacity.MilliCPU))
+	}
+	total := s.Total()
+	lines = append(lines, fmt.Sprintf("total cpu=%d", total.MilliCPU), fmt.Sprintf("templates=%d", len(s.Templates())))
+	live := map[string]int{}
+	for _, c := range s.Classes() {
+		if c.Placed() > 0 {
+			live[fmt.Sprintf("%v %v", c.Labels, c.Base)] += c.Placed()
+		}
+	}
+	lines = append(lines, fmt.Sprint("placed by class ", live))
+	return strings.Join(lines, "\n")
+}
+
+// planOn does to s what a round does: probe pods classified and placed,
+// a planned node added, base pods moved off, a node cordoned, templates
+// and limits set.
+func planOn(t *testing.T, r *rand.Rand, s *snapshot.Snapshot) {
+	t.Helper()
+	s.SetTemplates([]*snapshot.Node{template("zone-a"), template("zone-c")})
+	s.SetLimits("g", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")})
+	s.DisableTemplate(s.Templates()[0])
+	planned := &snapshot.Node{Node: b.Node("planned", "8", "32Gi", b.NodeLabels(v1alpha1.LabelZone, "zone-c")), NodeGroup: "g", Planned: true,
+		Allocatable: snapshot.Resources{MilliCPU: 8000, Memory: 32 << 30}, AllowedPods: 110}
+	s.AddNode(planned)
+	pods := append(probes()[:6], b.Pod("rack-spread", b.Labels("app", "web"), b.Spread("rack", 1, "app", "web")))
+	r.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
+	for _, p := range pods {
+		p.Labels = map[string]string{"app": []string{"web", "cache", "new"}[r.Intn(3)]}
+		cl, err := s.Classify(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Prepare(cl)
+		s.BlockingAnti(cl)
+		s.AddPod(&snapshot.Pod{Pod: p, Class: cl}, s.Nodes[r.Intn(len(s.Nodes))])
+	}
+	for _, n := range s.Nodes {
+		if len(n.Pods) > 0 && r.Intn(2) == 0 {
+			s.RemovePod(n.Pods[0])
+		}
+	}
+	s.Cordon(s.Nodes[r.Intn(len(s.Nodes))])
+	_ = s.WithFork(func() (bool, error) {
+		s.Cordon(s.Nodes[0])
+		return true, nil // committed into the round's fork: Release undoes it too
+	})
+}
