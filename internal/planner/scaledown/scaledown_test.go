@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -58,6 +59,21 @@ func run(t *testing.T, in scaledown.Input) outcome {
 	plan, err := scaledown.Run(in)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// As the controller plans: on a model kept from round to round, built
+	// by the first round and brought up to date by the second; nothing a
+	// round does may show in the next.
+	base := snapshot.NewBase()
+	for round := range 2 {
+		onBase := in
+		onBase.Base = base
+		again, err := scaledown.Run(onBase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(plan, again); diff != "" {
+			t.Fatalf("round %d on a snapshot.Base: the plan differs (-from scratch +on the base):\n%s", round, diff)
+		}
 	}
 	out := outcome{blocked: map[string]string{}}
 	for _, r := range plan.Remove {

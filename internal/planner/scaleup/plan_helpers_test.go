@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -35,6 +36,19 @@ func runPlanCases(t *testing.T, cases []planCase) {
 			}
 			if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			// As a controller plans: on a model kept from round to round,
+			// built by the first round and brought up to date by the
+			// second; nothing a round does may show in the next.
+			base := snapshot.NewBase()
+			for round := range 2 {
+				plan, err := scaleup.Run(scaleup.Input{NodeGroups: tc.groups, Nodes: tc.nodes, Pods: tc.bound, Pending: tc.pending, Base: base})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+					t.Errorf("round %d on a snapshot.Base: plan (-want +got):\n%s", round, diff)
+				}
 			}
 		})
 	}
