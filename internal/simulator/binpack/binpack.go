@@ -253,14 +253,14 @@ func (p *packer) addToNewNode(pod *snapshot.Pod, grow *snapshot.Node) bool {
 // in the class's unusable set, and the cursor skips the leading ones;
 // topology domains found too full are skipped for the rest of the scan.
 func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
-	unusable := p.unusable[c.ID]
-	defer func() { p.unusable[c.ID] = unusable }()
+	unusable, cursor := p.unusable[c.ID], p.cursor[c.ID]
+	defer func() { p.unusable[c.ID], p.cursor[c.ID] = unusable, cursor }()
 	static := p.static[c.ID]
 	advancing := true
 	var full []predicates.Domain
 	lookahead := 0
 nodes:
-	for i := p.cursor[c.ID]; i < len(p.s.Nodes); i++ {
+	for i := cursor; i < len(p.s.Nodes); i++ {
 		if grow != nil {
 			if lookahead == 0 {
 				break
@@ -273,7 +273,7 @@ nodes:
 		}
 		if unusable.has(i) {
 			if advancing {
-				p.cursor[c.ID] = i + 1
+				cursor = i + 1
 			}
 			continue
 		}
@@ -307,7 +307,7 @@ nodes:
 		case st.Code == predicates.Unresolvable:
 			unusable = unusable.mark(i)
 			if advancing {
-				p.cursor[c.ID] = i + 1
+				cursor = i + 1
 			}
 		case st.Domain.Key != "" && st.Domain.Key != corev1.LabelHostname:
 			full = append(full, st.Domain)

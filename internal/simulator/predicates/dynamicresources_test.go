@@ -117,8 +117,8 @@ func TestDynamicResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := predicates.DynamicResources{}.Filter(s, c, s.Node(tt.node))
-			if got.Code != tt.want || !strings.Contains(got.Reason+" "+got.Detail, tt.wantMessage) {
-				t.Errorf("got %v %q (%s), want %v containing %q", got.Code, got.Reason, got.Detail, tt.want, tt.wantMessage)
+			if got.Code != tt.want || !strings.Contains(got.Reason+" "+got.Message(), tt.wantMessage) {
+				t.Errorf("got %v %q (%s), want %v containing %q", got.Code, got.Reason, got.Message(), tt.want, tt.wantMessage)
 			}
 		})
 	}

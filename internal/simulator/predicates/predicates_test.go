@@ -50,7 +50,7 @@ func run(t *testing.T, tests []scenario) {
 			}
 			got := predicates.Run(predicates.Default(), s, c, n)
 			if got.Code != tt.want || (tt.wantReason != "" && got.Reason != tt.wantReason) {
-				t.Errorf("got %v %q (%s), want %v %q", got.Code, got.Reason, got.Detail, tt.want, tt.wantReason)
+				t.Errorf("got %v %q (%s), want %v %q", got.Code, got.Reason, got.Message(), tt.want, tt.wantReason)
 			}
 		})
 	}

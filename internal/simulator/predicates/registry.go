@@ -41,6 +41,16 @@ type Status struct {
 	// names nodes (snapshot.Class.NamesNodes: then a failure may hold for
 	// one node of the shape only, and callers must not skip).
 	Static bool
+	// short, when Detail is empty, is the shortfall a resource failure's
+	// detail is written from, only when asked (Message): a scan over
+	// many full nodes does not format one for each.
+	short *shortfall
+}
+
+// shortfall is what an insufficient-resources failure lacks.
+type shortfall struct {
+	resources []snapshot.Shortfall
+	max       bool
 }
 
 // Domain is a topology key and value.
@@ -56,6 +66,9 @@ func (s Status) Failed() bool { return s.Code != Success }
 func (s Status) Message() string {
 	if s.Detail != "" {
 		return s.Detail
+	}
+	if s.short != nil {
+		return s.short.String()
 	}
 	return s.Reason
 }

@@ -47,16 +47,36 @@ func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 
 func insufficient(req *snapshot.Resources, n *snapshot.Node) Status {
 	short := snapshot.Shortfalls(req, &n.Requested, &n.Allocatable)
-	parts := make([]string, 0, len(short))
-	for _, s := range short {
+	return Status{Code: Unresolvable, Reason: insufficientReason(firstResource(short)), short: &shortfall{resources: short, max: n.Flex != nil || n.Template}}
+}
+
+// insufficientReason is kube-scheduler's reason for a resource the node
+// lacks, without an allocation for the common ones.
+func insufficientReason(r corev1.ResourceName) string {
+	switch r {
+	case corev1.ResourceCPU:
+		return "Insufficient cpu"
+	case corev1.ResourceMemory:
+		return "Insufficient memory"
+	case corev1.ResourceEphemeralStorage:
+		return "Insufficient ephemeral-storage"
+	}
+	return "Insufficient " + string(r)
+}
+
+// String is the detail of an insufficient-resources failure, e.g.
+// "insufficient cpu (needs 3, free 2)".
+func (s *shortfall) String() string {
+	parts := make([]string, 0, len(s.resources))
+	for _, r := range s.resources {
 		what := "free"
-		if n.Flex != nil || n.Template {
+		if s.max {
 			what = "max"
 		}
-		parts = append(parts, fmt.Sprintf("insufficient %s (needs %s, %s %s)", s.Resource,
-			snapshot.FormatQuantity(s.Resource, s.Requested), what, snapshot.FormatQuantity(s.Resource, max(s.Free, 0))))
+		parts = append(parts, fmt.Sprintf("insufficient %s (needs %s, %s %s)", r.Resource,
+			snapshot.FormatQuantity(r.Resource, r.Requested), what, snapshot.FormatQuantity(r.Resource, max(r.Free, 0))))
 	}
-	return fail(Unresolvable, "Insufficient "+string(firstResource(short)), strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 func firstResource(s []snapshot.Shortfall) corev1.ResourceName {
