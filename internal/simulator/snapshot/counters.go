@@ -234,8 +234,9 @@ func (k *Counter) histMove(a, b int) {
 
 // addDomain registers an eligible node in a domain.
 func (k *Counter) addDomain(v string) {
-	k.domainNodes[v]++
-	if k.domainNodes[v] > 1 {
+	nodes := k.domainNodes[v] + 1
+	k.domainNodes[v] = nodes
+	if nodes > 1 {
 		return
 	}
 	if len(k.hist) == 0 {

@@ -104,6 +104,9 @@ func (s *Snapshot) register(k *Counter) *Counter {
 	}
 	if k.kind == kindSpread {
 		k.domainNodes = map[string]int{}
+		if k.key == corev1.LabelHostname {
+			k.domainNodes = make(map[string]int, len(s.Nodes)) // a domain per node: no growing
+		}
 		for _, n := range s.Nodes {
 			if k.eligible(n) {
 				k.addDomain(n.Labels()[k.key])
