@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -38,7 +39,10 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) {
+	provisioning.RegisterMetrics() // as the controller does: tests read them
+	testenv.Main(m, &env)
+}
 
 type fixture struct {
 	t         *testing.T
@@ -154,6 +158,7 @@ func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
 		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")),
 		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
 	pods := f.pods(5, b.CPU("1500m"))
+	_, incremental := snapshotBuilds(t)
 	res := f.run()
 	if len(res.Launched) != len(res.Plan.NewNodes) || len(res.Launched) == 0 {
 		t.Fatalf("launched %d nodes for a plan of %d", len(res.Launched), len(res.Plan.NewNodes))
@@ -223,6 +228,11 @@ func TestLaunchesThePlanAndNothingTwice(t *testing.T) {
 	third := f.run()
 	if third.Pending != 5 || len(third.Launched) == 0 {
 		t.Errorf("after the nodes were deleted: %d pending, %d launched; want 5 pending and new nodes", third.Pending, len(third.Launched))
+	}
+	// The later rounds planned on the model of the cluster the first one
+	// built, brought up to date (nodes launched, then deleted).
+	if _, now := snapshotBuilds(t); now-incremental < 1 {
+		t.Errorf("no round after the first planned on the model brought up to date (berth_provisioning_snapshot_builds_total{how=\"incremental\"} %v -> %v)", incremental, now)
 	}
 	for _, e := range f.events.Events {
 		if e.Reason == provisioning.ReasonTriggeredScaleUp && strings.Contains(e.Message, "Launching node prov-plan-") {
@@ -598,4 +608,31 @@ func TestATransientAPIErrorDoesNotBackOffTheOffering(t *testing.T) {
 	if res := f.run(); len(res.Launched) != 1 {
 		t.Errorf("launched %d nodes in the next round, want 1 of the same offering", len(res.Launched))
 	}
+}
+
+// snapshotBuilds reads berth_provisioning_snapshot_builds_total: the
+// rounds whose model of the cluster was built from scratch, and those
+// that brought the last round's up to date.
+func snapshotBuilds(t *testing.T) (scratch, incremental float64) {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != "berth_provisioning_snapshot_builds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch {
+				case l.GetName() == "how" && l.GetValue() == "scratch":
+					scratch = m.GetCounter().GetValue()
+				case l.GetName() == "how" && l.GetValue() == "incremental":
+					incremental = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return scratch, incremental
 }

@@ -26,6 +26,9 @@
 //     RemovePod.
 //   - journal.go: Fork, Revert, Commit, WithFork, and the undo record of
 //     each change.
+//   - base.go: Base, a controller's model of the cluster kept from round
+//     to round: brought up to date with what changed, planned on inside
+//     a fork, released (reverted, the round's registrations dropped).
 //   - templates.go: node group templates, DisableTemplate, Cordon and
 //     Retire.
 //   - limits.go: node group and cluster limits (LimitRoom) and Cheapest.
@@ -45,6 +48,9 @@
 //   - AddPod / RemovePod: O(counters the pod's class is counted in) plus,
 //     on a planned node with undecided options, O(options).
 //   - Fork, Commit: O(1). Revert: O(changes since the Fork).
+//   - Base.Snapshot: O(nodes + pods) pointer and version checks, plus
+//     what New costs for each node and pod that changed; Base.Release:
+//     O(changes the round made + nodes + classes).
 //   - Classify: O(pod spec size) to fingerprint; O(K) when the class is new.
 //   - Registering a counter (first use of a spread/affinity constraint):
 //     O(nodes + placed pods + T).
