@@ -72,6 +72,8 @@ func TestLargeCluster(t *testing.T) {
 	readBurst := meanDelta(after, burst, "berth_provisioning_read_duration_seconds")
 	planBurst := meanDelta(after, burst, "berth_provisioning_plan_duration_seconds")
 	peak := ctrl.peakRSS()
+	scratch := labelledCounter(burst, "berth_provisioning_snapshot_builds_total", "how", "scratch")
+	incremental := labelledCounter(burst, "berth_provisioning_snapshot_builds_total", "how", "incremental")
 	ctrl.stop()
 
 	nodes := groupNodes(t, "large")
@@ -93,9 +95,10 @@ func TestLargeCluster(t *testing.T) {
 
 	msg := fmt.Sprintf("large cluster: %d nodes x 30 pods; idle round (nothing pending): read %s, plan %s (%d rounds); "+
 		"RSS idle %d MiB (Go heap in use %s); 500-pod burst: all Running %s after the first was created, %d nodes launched, rounds read %s and plan %s on average; "+
+		"models of the cluster planned on: %.0f built from scratch, %.0f brought up to date; "+
 		"peak RSS %d MiB; baseline (scheduler alone, %d ready nodes) %s: %.2fx",
 		size, ms(readIdle.mean), ms(planIdle.mean), readIdle.count, rssIdle>>20, heapIdle,
-		wall.Round(100*time.Millisecond), len(nodes), ms(readBurst.mean), ms(planBurst.mean), peak>>20,
+		wall.Round(100*time.Millisecond), len(nodes), ms(readBurst.mean), ms(planBurst.mean), scratch, incremental, peak>>20,
 		len(nodes)+extra, base.Round(100*time.Millisecond), wall.Seconds()/base.Seconds())
 	t.Log(msg)
 	fmt.Println(msg)
@@ -188,6 +191,19 @@ func meanDelta(before, after map[string]*dto.MetricFamily, name string) histogra
 		return histogramDelta{}
 	}
 	return histogramDelta{mean: time.Duration((s1 - s0) / float64(c1-c0) * float64(time.Second)), count: int(c1 - c0)}
+}
+
+// labelledCounter is the value of the counter's series whose label has
+// the value given (0 when there is none).
+func labelledCounter(mf map[string]*dto.MetricFamily, name, label, value string) float64 {
+	for _, m := range mf[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
