@@ -1,11 +1,9 @@
 package snapshot
 
 import (
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/internal/podutil"
 )
@@ -49,19 +47,6 @@ type Base struct {
 	// Builds counts the rounds built from scratch, Syncs those brought up
 	// to date incrementally (for tests and benchmarks).
 	Builds, Syncs int
-}
-
-// baseNode is a node of the base and what the base read of it: its own
-// copies, since a caller's copy of a node may change after the round.
-type baseNode struct {
-	n       *Node
-	rv      string
-	group   string
-	labels  map[string]string
-	ignore  []corev1.Taint
-	taints  []corev1.Taint
-	unsched bool
-	gen     uint64
 }
 
 type basePod struct {
@@ -144,40 +129,6 @@ func (b *Base) build(in Input) error {
 	s.memo = nil // the base classifies only the pods that changed
 	b.s = s
 	return nil
-}
-
-func newBaseNode(ni NodeInput, n *Node, gen uint64) *baseNode {
-	return &baseNode{n: n, rv: ni.Node.ResourceVersion, group: ni.NodeGroup, labels: maps.Clone(ni.Node.Labels),
-		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: ni.Node.Spec.Unschedulable, gen: gen}
-}
-
-// same reports whether ni is the node the base holds, read the same way:
-// the same object at the same version, or an object equal in all the
-// base reads (a kubelet's status heartbeat changes none of it).
-func (e *baseNode) same(ni NodeInput) bool {
-	o := ni.Node
-	if e.group != ni.NodeGroup || !taintsEqual(e.ignore, ni.IgnoreTaints) {
-		return false
-	}
-	if e.n.Node == o && e.rv == o.ResourceVersion {
-		return true
-	}
-	if e.unsched != o.Spec.Unschedulable || !taintsEqual(e.taints, o.Spec.Taints) || !maps.Equal(e.labels, o.Labels) ||
-		e.n.AllowedPods != int(o.Status.Allocatable.Pods().Value()) {
-		return false
-	}
-	alloc, capacity := FromList(o.Status.Allocatable), FromList(o.Status.Capacity)
-	return resourcesEqual(&alloc, &e.n.Allocatable) && resourcesEqual(&capacity, &e.n.Capacity)
-}
-
-func resourcesEqual(a, b *Resources) bool {
-	return a.MilliCPU == b.MilliCPU && a.Memory == b.Memory && a.EphemeralStorage == b.EphemeralStorage && maps.Equal(a.Scalar, b.Scalar)
-}
-
-func taintsEqual(a, b []corev1.Taint) bool {
-	return slices.EqualFunc(a, b, func(x, y corev1.Taint) bool {
-		return x.Key == y.Key && x.Value == y.Value && x.Effect == y.Effect
-	})
 }
 
 // sync brings the base up to date with in. It returns false when in holds
@@ -296,124 +247,4 @@ func (b *Base) deadClasses() bool {
 		}
 	}
 	return dead > 64 && dead > len(b.s.classList)/2
-}
-
-// openRound forks the base and marks its registries.
-func (b *Base) openRound() {
-	s := b.s
-	b.mark = registryMark{classes: len(s.classList), counters: len(s.counters), anti: len(s.existingAnti)}
-	s.Fork()
-	b.open = true
-}
-
-// Release ends the round of s: on the base, it reverts every change the
-// round made and drops the classes, counters, templates and limits it
-// registered. On a snapshot the base did not give out, or a nil base, it
-// does nothing.
-func (b *Base) Release(s *Snapshot) {
-	if b == nil || !b.open || s != b.s {
-		return
-	}
-	b.open = false
-	if len(s.marks) != 1 {
-		b.s = nil // a fork of the round is still open
-		return
-	}
-	s.Revert()
-	m := b.mark
-	for _, c := range s.classList[m.classes:] {
-		delete(s.classes, c.key)
-	}
-	clear(s.classList[m.classes:])
-	s.classList = s.classList[:m.classes]
-	for _, k := range s.counters[m.counters:] {
-		delete(s.counterBySignature, k.signature)
-	}
-	clear(s.counters[m.counters:])
-	s.counters = s.counters[:m.counters]
-	s.existingAnti = s.existingAnti[:m.anti]
-	for _, c := range s.classList {
-		c.dropCounters(m)
-	}
-	for _, n := range s.Nodes {
-		if len(n.elig) > m.counters {
-			n.elig = n.elig[:m.counters]
-		}
-	}
-	s.templates = nil
-	clear(s.templateOff)
-	clear(s.limits)
-	s.clusterLimit = Limit{}
-	s.addOnPods = nil
-}
-
-// dropCounters forgets the counters registered at or after the mark.
-func (c *Class) dropCounters(m registryMark) {
-	newer := func(k *Counter) bool { return k != nil && k.ID >= m.counters }
-	c.counters = slices.DeleteFunc(c.counters, newer)
-	if slices.ContainsFunc(c.spreadCounters, newer) {
-		c.spreadCounters = nil
-	}
-	if slices.ContainsFunc(c.softCounters, newer) {
-		c.softCounters = nil
-	}
-	if slices.ContainsFunc(c.antiCounters, newer) {
-		c.antiCounters = nil
-	}
-	if newer(c.affinityCounter) {
-		c.affinityCounter = nil
-	}
-	c.blocking = slices.DeleteFunc(c.blocking, newer)
-	c.blockingSeen = min(c.blockingSeen, m.anti)
-	if len(c.matchCache) > m.counters {
-		c.matchCache = c.matchCache[:m.counters]
-	}
-}
-
-// baseEnv is what the base's classes and counters were derived from
-// besides the nodes and pods: namespaces (namespace selectors), claims
-// and volumes (a bound volume's node affinity), the option keys.
-type baseEnv struct {
-	namespaces, claims, volumes map[types.NamespacedName]objectVersion
-	optionKeys                  []string
-}
-
-// objectVersion identifies a version of an object: its resourceVersion,
-// or, for an object without one, the object itself.
-type objectVersion struct {
-	rv  string
-	obj any
-}
-
-func (v objectVersion) same(o objectVersion) bool {
-	if v.rv != "" {
-		return v.rv == o.rv
-	}
-	return v.obj == o.obj
-}
-
-func newBaseEnv(in Input) baseEnv {
-	return baseEnv{namespaces: versions(in.Namespaces), claims: versions(in.Claims), volumes: versions(in.Volumes), optionKeys: in.OptionKeys}
-}
-
-type versioned interface {
-	GetNamespace() string
-	GetName() string
-	GetResourceVersion() string
-}
-
-func versions[T versioned](objs []T) map[types.NamespacedName]objectVersion {
-	out := make(map[types.NamespacedName]objectVersion, len(objs))
-	for _, o := range objs {
-		out[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = objectVersion{rv: o.GetResourceVersion(), obj: o}
-	}
-	return out
-}
-
-func (e baseEnv) equal(o baseEnv) bool {
-	same := func(a, b map[types.NamespacedName]objectVersion) bool {
-		return maps.EqualFunc(a, b, objectVersion.same)
-	}
-	return same(e.namespaces, o.namespaces) && same(e.claims, o.claims) && same(e.volumes, o.volumes) &&
-		slices.Equal(e.optionKeys, o.optionKeys)
 }

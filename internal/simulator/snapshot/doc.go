@@ -27,8 +27,10 @@
 //   - journal.go: Fork, Revert, Commit, WithFork, and the undo record of
 //     each change.
 //   - base.go: Base, a controller's model of the cluster kept from round
-//     to round: brought up to date with what changed, planned on inside
-//     a fork, released (reverted, the round's registrations dropped).
+//     to round, brought up to date with what changed (Snapshot);
+//     base_read.go: what it read of each node and of the rest of the
+//     input, to tell what changed; base_release.go: Release, which
+//     reverts a round's changes and drops what it registered.
 //   - templates.go: node group templates, DisableTemplate, Cordon and
 //     Retire.
 //   - limits.go: node group and cluster limits (LimitRoom) and Cheapest.
