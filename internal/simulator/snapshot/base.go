@@ -27,7 +27,7 @@ import (
 // changed in place between rounds (the informer cache's never are).
 //
 // The base is built from scratch (New) on the first round, and again
-// whenever what it does not follow incrementally changes: namespaces,
+// whenever what it does not follow incrementally changes:
 // PersistentVolumeClaims and volumes (they shape classes), the option
 // keys, any dynamic resource allocation object or expected slice (DRA is
 // rebuilt every round), a pod with resource claims, a node or pod listed
@@ -81,12 +81,13 @@ func (b *Base) Snapshot(in Input) (*Snapshot, error) {
 		return New(in)
 	}
 	env := newBaseEnv(in)
-	if b.s == nil || !b.env.equal(env) || b.deadClasses() || !b.sync(in) {
+	if b.s == nil || !b.env.shapesClasses(env) || b.deadClasses() || !b.sync(in) {
 		if err := b.build(in); err != nil {
 			return nil, err
 		}
 		b.Builds++
 	} else {
+		b.followNamespaces(in, env)
 		b.Syncs++
 	}
 	b.env = env

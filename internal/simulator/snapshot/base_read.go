@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -55,9 +56,9 @@ func taintsEqual(a, b []corev1.Taint) bool {
 	})
 }
 
-// baseEnv is what the base's classes and counters were derived from
-// besides the nodes and pods: namespaces (namespace selectors), claims
-// and volumes (a bound volume's node affinity), the option keys.
+// baseEnv is what the base read besides the nodes and pods: namespaces
+// (namespace selectors), claims and volumes (a bound volume's node
+// affinity, in a class), the option keys.
 type baseEnv struct {
 	namespaces, claims, volumes map[types.NamespacedName]objectVersion
 	optionKeys                  []string
@@ -95,10 +96,33 @@ func versions[T versioned](objs []T) map[types.NamespacedName]objectVersion {
 	return out
 }
 
-func (e baseEnv) equal(o baseEnv) bool {
-	same := func(a, b map[types.NamespacedName]objectVersion) bool {
-		return maps.EqualFunc(a, b, objectVersion.same)
+// shapesClasses reports whether what the base's classes were derived
+// from is the same in both: claims, volumes and option keys (a change
+// there means building the base anew). Namespaces are followed instead
+// (followNamespaces).
+func (e baseEnv) shapesClasses(o baseEnv) bool {
+	return sameVersions(e.claims, o.claims) && sameVersions(e.volumes, o.volumes) && slices.Equal(e.optionKeys, o.optionKeys)
+}
+
+func sameVersions(a, b map[types.NamespacedName]objectVersion) bool {
+	return maps.EqualFunc(a, b, objectVersion.same)
+}
+
+// followNamespaces gives the base the namespaces of in when they changed.
+// Only what is worked out per round reads their labels (pod affinity's
+// namespace selectors, in counters a round registers), and the lists of
+// blocking anti-affinity terms classes cache, which are dropped here: a
+// namespace created or relabelled needs no new base.
+func (b *Base) followNamespaces(in Input, env baseEnv) {
+	if sameVersions(b.env.namespaces, env.namespaces) {
+		return
 	}
-	return same(e.namespaces, o.namespaces) && same(e.claims, o.claims) && same(e.volumes, o.volumes) &&
-		slices.Equal(e.optionKeys, o.optionKeys)
+	s := b.s
+	clear(s.namespaces)
+	for _, ns := range in.Namespaces {
+		s.namespaces[ns.Name] = labels.Set(ns.Labels)
+	}
+	for _, c := range s.classList {
+		c.blocking, c.blockingSeen = nil, 0
+	}
 }

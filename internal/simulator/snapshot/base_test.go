@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -100,7 +101,11 @@ func (c *eventCluster) addPod(r *rand.Rand) {
 	var p *corev1.Pod
 	name := fmt.Sprintf("p%d", c.next)
 	c.next++
-	switch r.Intn(6) {
+	switch r.Intn(7) {
+	case 6: // keeps web pods of team a's namespaces out of its zone
+		term := b.AffinityTerm(v1alpha1.LabelZone, "app", "web")
+		term.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+		p = b.Pod(name, b.Labels("app", "guard"), b.PodAntiAffinity(term))
 	case 0:
 		p = b.Pod(name, b.Labels("app", "web"), b.CPU("500m"))
 	case 1:
@@ -174,7 +179,7 @@ func (c *eventCluster) events(r *rand.Rand) {
 			}
 		case 13:
 			ns := c.namespaces[0].DeepCopy()
-			ns.Labels = map[string]string{"round": c.version()}
+			ns.Labels = map[string]string{"team": []string{"a", "b"}[r.Intn(2)]}
 			ns.ResourceVersion = c.version()
 			c.namespaces[0] = ns
 		default: // nothing happens
