@@ -31,8 +31,9 @@ import (
 // PersistentVolumeClaims and volumes (they shape classes), the option
 // keys, any dynamic resource allocation object or expected slice (DRA is
 // rebuilt every round), a pod with resource claims, a node or pod listed
-// twice, a round left open, or when the classes of pods gone since the
-// last build outnumber the live ones.
+// twice, a round left open or one that panicked, or when the classes of
+// pods (or the shapes of nodes) gone since the last build outnumber the
+// live ones.
 //
 // Not safe for concurrent use: one per controller, one round at a time.
 type Base struct {
@@ -81,7 +82,7 @@ func (b *Base) Snapshot(in Input) (*Snapshot, error) {
 		return New(in)
 	}
 	env := newBaseEnv(in)
-	if b.s == nil || !b.env.shapesClasses(env) || b.deadClasses() || !b.sync(in) {
+	if b.s == nil || !b.env.shapesClasses(env) || b.stale() || !b.sync(in) {
 		if err := b.build(in); err != nil {
 			return nil, err
 		}
@@ -234,18 +235,26 @@ func (b *Base) removeNode(e *baseNode) {
 	delete(s.byName, n.Name)
 }
 
-// deadClasses reports whether the classes no pod is placed in outnumber
-// the others (workloads rolled out leave theirs behind): a build from
-// scratch then drops them.
-func (b *Base) deadClasses() bool {
+// stale reports whether what the base keeps for objects that are gone
+// outnumbers the rest: classes no pod is placed in (workloads rolled out
+// leave theirs behind), or node shapes no node has (nodes with labels of
+// their own). A build from scratch then drops them.
+func (b *Base) stale() bool {
 	if b.s == nil {
 		return false
 	}
+	mostly := func(dead, all int) bool { return dead > 64 && dead > all/2 }
 	dead := 0
 	for _, c := range b.s.classList {
 		if c.placed == 0 {
 			dead++
 		}
 	}
-	return dead > 64 && dead > len(b.s.classList)/2
+	empty := 0
+	for _, nodes := range b.s.shapes.nodes {
+		if len(nodes) == 0 {
+			empty++
+		}
+	}
+	return mostly(dead, len(b.s.classList)) || mostly(empty, len(b.s.shapes.nodes))
 }

@@ -13,12 +13,18 @@ func (b *Base) openRound() {
 // Release ends the round of s: on the base, it reverts every change the
 // round made and drops the classes, counters, templates and limits it
 // registered. On a snapshot the base did not give out, or a nil base, it
-// does nothing.
+// does nothing. Defer it directly (defer base.Release(s)): when the round
+// panics, a change it cut short may not be journaled, so Release drops
+// the base (the next round builds anew) and lets the panic go on.
 func (b *Base) Release(s *Snapshot) {
 	if b == nil || !b.open || s != b.s {
 		return
 	}
 	b.open = false
+	if r := recover(); r != nil {
+		b.s = nil
+		panic(r)
+	}
 	if len(s.marks) != 1 {
 		b.s = nil // a fork of the round is still open
 		return
@@ -44,6 +50,10 @@ func (b *Base) Release(s *Snapshot) {
 			n.elig = n.elig[:m.counters]
 		}
 	}
+	// What the round added past the base's lengths is not reachable, but
+	// the backing arrays would keep it alive until overwritten.
+	clear(s.journal[:cap(s.journal)])
+	clear(s.Nodes[len(s.Nodes):cap(s.Nodes)])
 	s.templates = nil
 	clear(s.templateOff)
 	clear(s.limits)

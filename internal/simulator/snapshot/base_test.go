@@ -48,8 +48,8 @@ func TestBaseFollowsTheCluster(t *testing.T) {
 						step, base.Builds, base.Syncs, diff)
 				}
 				for _, ni := range in.Nodes {
-					if n := s.Node(ni.Node.Name); n.Node != ni.Node {
-						t.Fatalf("step %d: node %s is an older object than the cluster's", step, n.Name)
+					if n := s.Node(ni.Node.Name); n == nil || n.Node != ni.Node {
+						t.Fatalf("step %d: node %s is missing or an older object than the cluster's", step, ni.Node.Name)
 					}
 				}
 				planOn(t, r, s)
@@ -307,6 +307,11 @@ func planOn(t *testing.T, r *rand.Rand, s *snapshot.Snapshot) {
 	planned := &snapshot.Node{Node: b.Node("planned", "8", "32Gi", b.NodeLabels(v1alpha1.LabelZone, "zone-c")), NodeGroup: "g", Planned: true,
 		Allocatable: snapshot.Resources{MilliCPU: 8000, Memory: 32 << 30}, AllowedPods: 110}
 	s.AddNode(planned)
+	// A planned node named as an existing one (planned nodes are named
+	// new-1, new-2, ...; a cluster may have a node of that name).
+	twin := &snapshot.Node{Node: b.Node(s.Nodes[0].Name, "8", "32Gi"), NodeGroup: "g", Planned: true,
+		Allocatable: snapshot.Resources{MilliCPU: 8000, Memory: 32 << 30}, AllowedPods: 110}
+	s.AddNode(twin)
 	pods := append(probes()[:6], b.Pod("rack-spread", b.Labels("app", "web"), b.Spread("rack", 1, "app", "web")))
 	r.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
 	for _, p := range pods {
@@ -329,4 +334,42 @@ func planOn(t *testing.T, r *rand.Rand, s *snapshot.Snapshot) {
 		s.Cordon(s.Nodes[0])
 		return true, nil // committed into the round's fork: Release undoes it too
 	})
+}
+
+// TestBaseIsBuiltAnewAfterARoundPanics: a round that panics may have cut
+// a change short before the journal recorded it, so the next round does
+// not trust the base: it builds the model from scratch, and the panic
+// still reaches the caller.
+func TestBaseIsBuiltAnewAfterARoundPanics(t *testing.T) {
+	c := newEventCluster(rand.New(rand.NewSource(1)))
+	base := snapshot.NewBase()
+	s, err := base.Snapshot(c.input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Release(s)
+	recovered := func() (r any) {
+		defer func() { r = recover() }()
+		s, err := base.Snapshot(c.input())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer base.Release(s)
+		s.Cordon(s.Nodes[0])
+		panic("cut short")
+	}()
+	if recovered != "cut short" {
+		t.Fatalf("the round's panic reached the caller as %v", recovered)
+	}
+	s, err = base.Snapshot(c.input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Release(s)
+	if base.Builds != 2 {
+		t.Errorf("after a round panicked the base was built %d times (%d brought up to date), want a second build", base.Builds, base.Syncs)
+	}
+	if diff := cmp.Diff(observeAnyOrder(t, build(t, c.input())), observeAnyOrder(t, s)); diff != "" {
+		t.Errorf("the base after the panic differs (-scratch +base):\n%s", diff)
+	}
 }

@@ -23,6 +23,9 @@ type undo struct {
 	pod  *Pod
 	// flex is a flexible node's state before a pod was added.
 	flex *flexUndo
+	// shadowed is the node an added node's name stood for before it
+	// (a planned node named as an existing one), restored on undo.
+	shadowed *Node
 }
 
 // flexUndo is a flexible node's options and envelope before a pod was
@@ -109,7 +112,11 @@ func (s *Snapshot) reverse(u undo) {
 		s.account(n, -1)
 		s.removeFromShape(n)
 		s.Nodes = s.Nodes[:len(s.Nodes)-1]
-		delete(s.byName, n.Name)
+		if u.shadowed != nil {
+			s.byName[n.Name] = u.shadowed
+		} else {
+			delete(s.byName, n.Name)
+		}
 	case undoCordon:
 		u.node.Unschedulable = false
 	case undoRetire:

@@ -257,6 +257,7 @@ func (s *Snapshot) AddNode(n *Node) {
 		n.Capacity = n.Current.Allocatable
 	}
 	s.Nodes = append(s.Nodes, n)
+	shadowed := s.byName[n.Name]
 	s.byName[n.Name] = n
 	s.addToShape(n)
 	s.dra.Changed()
@@ -266,7 +267,7 @@ func (s *Snapshot) AddNode(n *Node) {
 			k.addDomain(n.Labels()[k.key])
 		}
 	}
-	s.record(undo{kind: undoAddNode, node: n})
+	s.record(undo{kind: undoAddNode, node: n, shadowed: shadowed})
 }
 
 func (s *Snapshot) account(n *Node, sign int) {
