@@ -50,11 +50,12 @@ type Base struct {
 	Builds, Syncs int
 }
 
+// basePod is a bound pod of the base (placed on p.Node) and the version
+// it was added at.
 type basePod struct {
-	p    *Pod
-	rv   string
-	node *Node
-	gen  uint64
+	p   *Pod
+	rv  string
+	gen uint64
 }
 
 // registryMark is how many classes and counters the base had when a
@@ -125,7 +126,7 @@ func (b *Base) build(in Input) error {
 	for i, n := range s.Nodes {
 		b.nodes[n.Name] = newBaseNode(in.Nodes[i], n, b.gen)
 		for _, p := range n.Pods {
-			b.pods[p.Pod] = &basePod{p: p, rv: p.ResourceVersion, node: n, gen: b.gen}
+			b.pods[p.Pod] = &basePod{p: p, rv: p.ResourceVersion, gen: b.gen}
 		}
 	}
 	s.memo = nil // the base classifies only the pods that changed
@@ -170,9 +171,9 @@ func (b *Base) sync(in Input) bool {
 	seen := 0
 	for _, p := range in.Pods {
 		e := b.pods[p]
-		if e != nil && e.gen != gen && e.rv == p.ResourceVersion && e.node.Name == p.Spec.NodeName {
+		if e != nil && e.gen != gen && e.rv == p.ResourceVersion && e.p.Node.Name == p.Spec.NodeName {
 			// The same version on the same node: unchanged (a pod's
-			// phase changes with its version; e.node is still in the
+			// phase changes with its version; its node is still in the
 			// base, removeNode forgets the pods of a node it removes).
 			e.gen = gen
 			seen++
@@ -200,7 +201,7 @@ func (b *Base) sync(in Input) bool {
 		}
 		placed := &Pod{Pod: p, Class: c}
 		s.AddPod(placed, n)
-		b.pods[p] = &basePod{p: placed, rv: p.ResourceVersion, node: n, gen: gen}
+		b.pods[p] = &basePod{p: placed, rv: p.ResourceVersion, gen: gen}
 		seen++
 	}
 	if seen == len(b.pods) {
@@ -222,11 +223,6 @@ func (b *Base) removeNode(e *baseNode) {
 		p := n.Pods[len(n.Pods)-1]
 		s.unplace(p)
 		delete(b.pods, p.Pod)
-	}
-	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(n) {
-			k.removeDomain(n.Labels()[k.key])
-		}
 	}
 	s.account(n, -1)
 	s.dra.Changed()

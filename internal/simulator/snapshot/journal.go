@@ -104,11 +104,6 @@ func (s *Snapshot) reverse(u undo) {
 		s.replace(u.pod, u.node, int(u.slot))
 	case undoAddNode:
 		n := u.node
-		for _, k := range s.counters {
-			if k.kind == kindSpread && k.eligible(n) {
-				k.removeDomain(n.Labels()[k.key])
-			}
-		}
 		s.account(n, -1)
 		s.removeFromShape(n)
 		s.Nodes = s.Nodes[:len(s.Nodes)-1]
@@ -123,11 +118,6 @@ func (s *Snapshot) reverse(u undo) {
 		n := u.node
 		n.Unschedulable = false
 		s.account(n, 1)
-		for _, k := range s.counters {
-			if k.kind == kindSpread && k.eligible(n) {
-				k.addDomain(n.Labels()[k.key])
-			}
-		}
 	case undoDisableTemplate:
 		s.enableTemplate(u.node)
 	case undoEnableTemplate:

@@ -262,15 +262,21 @@ func (s *Snapshot) AddNode(n *Node) {
 	s.addToShape(n)
 	s.dra.Changed()
 	s.account(n, 1)
-	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(n) {
-			k.addDomain(n.Labels()[k.key])
-		}
-	}
 	s.record(undo{kind: undoAddNode, node: n, shadowed: shadowed})
 }
 
+// account counts a node in (sign 1) or out of (-1) its group's size and
+// capacity, the cluster's total, and the domains of spread counters.
 func (s *Snapshot) account(n *Node, sign int) {
+	for _, k := range s.counters {
+		if k.kind == kindSpread && k.eligible(n) {
+			if sign > 0 {
+				k.addDomain(n.Labels()[k.key])
+			} else {
+				k.removeDomain(n.Labels()[k.key])
+			}
+		}
+	}
 	g := s.group(n.NodeGroup)
 	g.Nodes += sign
 	if sign > 0 {

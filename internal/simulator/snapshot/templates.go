@@ -80,11 +80,6 @@ func (s *Snapshot) Retire(n *Node) {
 	if !n.Planned || len(n.Pods) > 0 || n.Unschedulable {
 		panic("snapshot: Retire of a node that is not an empty planned node")
 	}
-	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(n) {
-			k.removeDomain(n.Labels()[k.key])
-		}
-	}
 	s.account(n, -1)
 	n.Unschedulable = true
 	s.record(undo{kind: undoRetire, node: n})
