@@ -2,8 +2,11 @@ package dynamicresources
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -16,51 +19,124 @@ import (
 // stable allocator, which kube-scheduler 1.36 uses with default gates.
 var features = structured.Features{AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
 
-// optionClass keys what the model memoises per option and class.
-type optionClass[O Option] struct {
-	o     O
-	class int
-	// mask says which of the class's claims are allocated (bit i for
-	// Claims[i]); Units uses 0.
-	mask uint64
+// optionClaims keys what the model memoises per option and the claims a
+// pod allocates (an interned claimsKey).
+type optionClaims[O Option] struct {
+	o      O
+	claims int
 }
 
 // templateFits runs the allocator on an option's devices alone (nothing of
-// the plan is allocated on a template), cached per option and class.
-func (m *Model[N, O]) templateFits(o O, class int, mask uint64, claims []*resourcev1.ResourceClaim) (bool, error) {
-	key := optionClass[O]{o, class, mask}
+// the plan is allocated on a template), cached per option and claims.
+func (m *Model[N, O]) templateFits(o O, claims int, list []*resourcev1.ResourceClaim) (bool, error) {
+	key := optionClaims[O]{o, claims}
 	if v, ok := m.optionCache[key]; ok {
 		return v, nil
 	}
 	node, own := o.Devices()
-	res, err := m.allocate(node, m.withShared(own), m.realAllocated(own), claims)
+	res, err := m.allocate(node, m.withShared(own), m.realAllocated(own), list)
 	if err == nil {
 		m.optionCache[key] = res != nil
 	}
 	return res != nil, err
 }
 
+// allocation keys a memoised allocator run on a planned node launched as
+// an option: the option (its node object and slices), the claims
+// (claimsKey) and the devices the plan holds there (heldKey). The cluster's
+// allocations on the option's pools do not change while the model lives.
+type allocation[O Option] struct {
+	optionClaims[O]
+	held int
+}
+
 // allocateOn allocates claims on node n (as option o unless o is the zero
 // O), given what the cluster and the plan hold there. nil means they do
-// not fit.
-func (m *Model[N, O]) allocateOn(h *Host[O], n N, o O, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
-	var (
-		none O
-		node *corev1.Node
-		pool []*resourcev1.ResourceSlice
-	)
+// not fit. On an option, the answer is memoised by what it depends on, so
+// planned nodes of one option holding the same devices share one run.
+func (m *Model[N, O]) allocateOn(h *Host[O], n N, o O, claims int, list []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
+	var none O
+	at := site[N, O]{n, o}
+	planned := m.planned[at]
 	if o == none {
-		node, pool = h.Node, m.slicesOf(h)
-	} else {
-		var own []*resourcev1.ResourceSlice
-		node, own = o.Devices()
-		pool = m.withShared(own)
+		pool := m.slicesOf(h)
+		return m.allocate(h.Node, pool, m.realAllocated(pool).Union(planned), list)
 	}
-	held := m.realAllocated(pool)
-	if planned := m.planned[site[N, O]{n, o}]; planned.Len() > 0 {
-		held = held.Union(planned)
+	key := allocation[O]{optionClaims[O]{o, claims}, m.heldKey(at, planned)}
+	if res, ok := m.allocCache[key]; ok {
+		return res, nil
 	}
-	return m.allocate(node, pool, held, claims)
+	node, own := o.Devices()
+	pool := m.withShared(own)
+	res, err := m.allocate(node, pool, m.realAllocated(pool).Union(planned), list)
+	if err == nil {
+		m.allocCache[key] = res
+	}
+	return res, err
+}
+
+// heldKey interns which devices the plan holds at a site, independent of
+// the set's order: equal sets get equal keys. O(d log d) for d devices
+// the first time after hold changes the set, O(1) after.
+func (m *Model[N, O]) heldKey(at site[N, O], held sets.Set[structured.DeviceID]) int {
+	if id, ok := m.heldKeys[at]; ok {
+		return id
+	}
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id.String())
+	}
+	slices.Sort(ids)
+	s := strings.Join(ids, "\x00")
+	id, ok := m.heldSets[s]
+	if !ok {
+		id = len(m.heldSets)
+		m.heldSets[s] = id
+	}
+	m.heldKeys[at] = id
+	return id
+}
+
+// claimsKey interns what the allocator reads of lists of claims (their
+// namespaces and specs), so that classes whose pods ask for the same
+// devices (pods of one claim template with other cpu requests, pods
+// sharing other claims with equal specs) share memoised allocations. It
+// is computed once per class, mask of claims and use.
+func (m *Model[N, O]) claimsKey(k classClaims, lists ...[]*resourcev1.ResourceClaim) int {
+	if id, ok := m.classClaims[k]; ok {
+		return id
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%t", k.units)
+	for _, list := range lists {
+		sb.WriteString("\x01")
+		for _, c := range list {
+			spec, err := json.Marshal(&c.Spec)
+			if err != nil { // cannot happen for API types; never share then
+				spec = []byte(fmt.Sprintf("%p", c))
+			}
+			sb.WriteString(c.Namespace)
+			sb.WriteByte(0)
+			sb.Write(spec)
+			sb.WriteByte(0)
+		}
+	}
+	id, ok := m.claimSpecs[sb.String()]
+	if !ok {
+		id = len(m.claimSpecs)
+		m.claimSpecs[sb.String()] = id
+	}
+	m.classClaims[k] = id
+	return id
+}
+
+// classClaims says which claims of a class a claimsKey is of: those of
+// mask (bit i for Claims[i]), or for units, the class's shared claims then
+// its own.
+type classClaims struct {
+	class int
+	mask  uint64
+	units bool
 }
 
 // withShared adds the slices of network-attached devices to a node's own.

@@ -50,9 +50,10 @@ type Nodes[N comparable, O Option] interface {
 	Host(n N) Host[O]
 	// Fitting appends to buf, in the node's order, the options of a
 	// planned node whose instance type is not chosen yet that hold the
-	// node's pods plus one pod of the class, within the limits. Asked
-	// once per check of such a node (not of a template).
-	Fitting(n N, class int, buf []O) []O
+	// node's pods plus one pod of the class, within the limits; only
+	// option only when it is not the zero O. Asked once per check of such
+	// a node (not of a template).
+	Fitting(n N, class int, only O, buf []O) []O
 }
 
 // Host is what the model needs to know of a node to allocate on it.
@@ -83,6 +84,9 @@ type Answer[N comparable, O Option] struct {
 	only    O
 	verdict Verdict
 	why     string
+	// short are the claims that did not fit: why is said from them only
+	// when asked (Result), as most answers are never shown.
+	short []*resourcev1.ResourceClaim
 	// ok is nil when the pod allocates nothing (its claims are allocated
 	// already, or pinned to this node by the plan).
 	ok     map[O]bool
@@ -91,7 +95,12 @@ type Answer[N comparable, O Option] struct {
 }
 
 // Result is the verdict and, unless the devices fit, why not.
-func (d *Answer[N, O]) Result() (Verdict, string) { return d.verdict, d.why }
+func (d *Answer[N, O]) Result() (Verdict, string) {
+	if d.why == "" && d.short != nil {
+		d.why = describeClaims(d.short)
+	}
+	return d.verdict, d.why
+}
 
 // Fits reports whether the pod gets its devices on the node launched as
 // option o (the zero O on a node without options).
@@ -218,18 +227,19 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		claims[i] = t.claim
 		mask |= 1 << (t.index % 64)
 	}
+	key := m.claimsKey(classClaims{class: class, mask: mask}, claims)
 	d.ok = map[O]bool{}
 	var firstErr error
 	try := func(o O) bool {
 		if h.Template {
-			ok, err := m.templateFits(o, class, mask, claims)
+			ok, err := m.templateFits(o, key, claims)
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
 			d.ok[o] = ok
 			return ok
 		}
-		res, err := m.allocateOn(&h, d.n, o, claims)
+		res, err := m.allocateOn(&h, d.n, o, key, claims)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -247,7 +257,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		var none O
 		opts := h.Options
 		if !h.Template {
-			m.fitting = m.nodes.Fitting(d.n, class, m.fitting[:0])
+			m.fitting = m.nodes.Fitting(d.n, class, d.only, m.fitting[:0])
 			opts = m.fitting
 		}
 		for _, o := range opts {
@@ -257,7 +267,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 			// An option whose devices cannot take even one such pod
 			// takes none on a node where the plan holds some of them.
 			if !h.Template {
-				if ok, err := m.templateFits(o, class, mask, claims); !ok && err == nil {
+				if ok, err := m.templateFits(o, key, claims); !ok && err == nil {
 					continue
 				}
 			}
@@ -267,12 +277,12 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		}
 	}
 	switch {
-	case len(d.ok) > 0 && slices.ContainsFunc(slices.Collect(maps.Values(d.ok)), func(b bool) bool { return b }):
+	case slices.Contains(slices.Collect(maps.Values(d.ok)), true):
 		d.verdict = DevicesFit
 	case firstErr != nil:
 		d.verdict, d.why = ClaimInvalid, firstErr.Error()
 	default:
-		d.verdict, d.why = DevicesShort, describeClaims(claims)
+		d.verdict, d.short = DevicesShort, claims
 	}
 }
 

@@ -108,6 +108,7 @@ func sharedUse(pc *PodClaim) bool { return !pc.PerPod && !pc.Reserved }
 // n, as option o for a planned node whose instance type is open.
 func (m *Model[N, O]) hold(n N, o O, ids []structured.DeviceID, sign int) {
 	k := site[N, O]{n, o}
+	delete(m.heldKeys, k)
 	set := m.planned[k]
 	if set == nil {
 		set = sets.New[structured.DeviceID]()

@@ -24,7 +24,7 @@ func (ns nodes) Host(n string) dynamicresources.Host[*option] {
 	return dynamicresources.Host[*option]{Node: ns[n]}
 }
 
-func (nodes) Fitting(string, int, []*option) []*option { return nil }
+func (nodes) Fitting(string, int, *option, []*option) []*option { return nil }
 
 // verdicts name the verdicts in failure messages.
 var verdicts = map[dynamicresources.Verdict]string{

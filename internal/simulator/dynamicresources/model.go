@@ -81,6 +81,10 @@ type Model[N comparable, O Option] struct {
 
 	// planned are the devices the plan allocates, per node and option.
 	planned map[site[N, O]]sets.Set[structured.DeviceID]
+	// heldKeys are the interned keys of planned sets (heldKey), until
+	// hold changes one; heldSets intern them.
+	heldKeys map[site[N, O]]int
+	heldSets map[string]int
 	// uses tracks, per shared claim that the plan allocates, the node its
 	// users are placed on and how many there are.
 	uses map[ClaimKey]*claimUse[N, O]
@@ -95,8 +99,16 @@ type Model[N comparable, O Option] struct {
 	// optionCache memoises whether a class's claims fit an option's
 	// devices alone (no other pod's claims involved); unitCache memoises
 	// Units. Neither depends on the plan.
-	optionCache map[optionClass[O]]bool
-	unitCache   map[optionClass[O]]float64
+	optionCache map[optionClaims[O]]bool
+	unitCache   map[optionClaims[O]]float64
+	// allocCache memoises allocator runs on planned nodes by option,
+	// claims and the devices the plan holds there (allocateOn); nil
+	// results (the claims do not fit) included.
+	allocCache map[allocation[O]][]resourcev1.AllocationResult
+	// classClaims and claimSpecs intern what classes' claims ask for
+	// (claimsKey).
+	classClaims map[classClaims]int
+	claimSpecs  map[string]int
 }
 
 type poolKey struct{ driver, pool string }
@@ -114,9 +126,14 @@ func New[N comparable, O Option](in Objects, nodes Nodes[N, O]) *Model[N, O] {
 		celCache:    cel.NewCache(1000, cel.Features{EnableConsumableCapacity: false}),
 		nodes:       nodes,
 		planned:     map[site[N, O]]sets.Set[structured.DeviceID]{},
+		heldKeys:    map[site[N, O]]int{},
+		heldSets:    map[string]int{},
 		uses:        map[ClaimKey]*claimUse[N, O]{},
-		optionCache: map[optionClass[O]]bool{},
-		unitCache:   map[optionClass[O]]float64{},
+		optionCache: map[optionClaims[O]]bool{},
+		unitCache:   map[optionClaims[O]]float64{},
+		allocCache:  map[allocation[O]][]resourcev1.AllocationResult{},
+		classClaims: map[classClaims]int{},
+		claimSpecs:  map[string]int{},
 	}
 	for _, c := range in.DeviceClasses {
 		m.classes[c.Name] = c

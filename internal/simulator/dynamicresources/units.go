@@ -30,7 +30,7 @@ func (m *Model[N, O]) Units(r Request, o O) float64 {
 	if len(perPod) == 0 {
 		return math.Inf(1)
 	}
-	key := optionClass[O]{o, r.Class, 0}
+	key := optionClaims[O]{o, m.claimsKey(classClaims{class: r.Class, units: true}, shared, perPod)}
 	if v, ok := m.unitCache[key]; ok {
 		return v
 	}

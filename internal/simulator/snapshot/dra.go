@@ -38,13 +38,16 @@ func (*draNodes) Host(n *Node) dynamicresources.Host[*Option] {
 	return h
 }
 
-// Fitting appends to buf the options of planned node n that hold its pods
-// plus one pod of the class within the limits.
-func (d *draNodes) Fitting(n *Node, class int, buf []*Option) []*Option {
+// Fitting appends to buf the options of planned node n (only, unless it
+// is nil) that hold its pods plus one pod of the class within the limits.
+func (d *draNodes) Fitting(n *Node, class int, only *Option, buf []*Option) []*Option {
 	s := (*Snapshot)(d)
 	c := s.classList[class]
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
 	for _, o := range n.Flex.Options {
+		if only != nil && o != only {
+			continue
+		}
 		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.Allows(&o.Allocatable) {
 			buf = append(buf, o)
 		}
