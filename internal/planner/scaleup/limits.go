@@ -24,12 +24,16 @@ var DefaultClusterLimits = corev1.ResourceList{
 // template.
 type launcher struct {
 	groups map[string]*v1alpha1.NodeGroup
+	// largest is, per template, the largest allocatable of any of its
+	// options in each resource: when the limits allow it, they allow every
+	// option.
+	largest map[*binpack.Template]snapshot.Resources
 }
 
 var _ binpack.Launcher = (*launcher)(nil)
 
 func newLauncher(groups []*v1alpha1.NodeGroup) *launcher {
-	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}}
+	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, largest: map[*binpack.Template]snapshot.Resources{}}
 	for _, ng := range groups {
 		l.groups[ng.Name] = ng
 	}
@@ -45,6 +49,16 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 	}
 	all := t.Node.Flex.Options
 	h := s.LimitRoom(t.Group, &snapshot.Resources{})
+	largest, ok := l.largest[t]
+	if !ok {
+		for _, o := range all {
+			largest.Max(&o.Allocatable)
+		}
+		l.largest[t] = largest
+	}
+	if len(all) > 0 && h.Allows(&largest) {
+		return all, "" // far from every limit: the template's own list
+	}
 	out := make([]*snapshot.Option, 0, len(all))
 	for _, o := range all {
 		if h.Allows(&o.Allocatable) {

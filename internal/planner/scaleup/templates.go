@@ -100,21 +100,37 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailabl
 	return out, nil
 }
 
-// zoneOptions are the options a node group offers in a zone.
+// zoneOptions are the options a node group offers in a zone. Their nodes,
+// options and references are allocated in one slab each: a round builds
+// every option of every group (thousands for a large catalogue).
 func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) ([]*snapshot.Option, error) {
-	var opts []*snapshot.Option
-	for _, it := range ng.Spec.InstanceTypes {
-		for _, off := range it.Offerings {
-			key := Offering{NodeGroup: ng.Name, InstanceType: it.Name, Zone: off.Zone, CapacityType: string(off.CapacityType)}
-			if off.Zone != zone || unavailable[key] {
+	type offering struct {
+		it  *v1alpha1.InstanceType
+		off *v1alpha1.Offering
+		key Offering
+	}
+	var offs []offering
+	for i := range ng.Spec.InstanceTypes {
+		it := &ng.Spec.InstanceTypes[i]
+		for j := range it.Offerings {
+			off := &it.Offerings[j]
+			if off.Zone != zone {
 				continue
 			}
-			o, err := buildOption(ng, it, off, key, groupTaints(ng), dss)
-			if err != nil {
-				return nil, err
+			key := Offering{NodeGroup: ng.Name, InstanceType: it.Name, Zone: off.Zone, CapacityType: string(off.CapacityType)}
+			if !unavailable[key] {
+				offs = append(offs, offering{it, off, key})
 			}
-			opts = append(opts, o)
 		}
+	}
+	taints := groupTaints(ng)
+	nodes, all, refs := make([]corev1.Node, len(offs)), make([]snapshot.Option, len(offs)), make([]optionRef, len(offs))
+	opts := make([]*snapshot.Option, len(offs))
+	for k, o := range offs {
+		if err := buildOption(ng, o.it, o.off, o.key, taints, dss, &nodes[k], &all[k], &refs[k]); err != nil {
+			return nil, err
+		}
+		opts[k] = &all[k]
 	}
 	return opts, nil
 }
@@ -156,22 +172,23 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 	}
 }
 
-func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.Offering, key Offering,
-	taints []corev1.Taint, dss []daemonSetPod) (*snapshot.Option, error) {
+// buildOption fills node, o and ref with the option of an offering.
+func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha1.Offering, key Offering,
+	taints []corev1.Taint, dss []daemonSetPod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
 	price, err := off.Price()
 	if err != nil {
-		return nil, fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
+		return fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
 	}
-	l := ng.NodeLabels(&it, &off)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: l}, Spec: corev1.NodeSpec{Taints: taints}}
+	*node = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: ng.NodeLabels(it, off)}, Spec: corev1.NodeSpec{Taints: taints}}
 	pods := v1alpha1.DefaultPodsPerNode
 	if q, ok := it.Capacity[corev1.ResourcePods]; ok {
 		pods = int(q.Value())
 	}
-	o := &snapshot.Option{
+	*ref = optionRef{Offering: key, group: ng}
+	*o = snapshot.Option{
 		InstanceType: it.Name, CapacityType: string(off.CapacityType), Price: price,
 		Allocatable: snapshot.FromList(it.Capacity), AllowedPods: pods, Node: node,
-		Ref: &optionRef{Offering: key, group: ng}, Slices: it.ResourceSlices(node.Name),
+		Ref: ref, Slices: it.ResourceSlices(node.Name),
 	}
 	for _, ds := range dss {
 		if ds.runsOn(node) {
@@ -179,5 +196,5 @@ func buildOption(ng *v1alpha1.NodeGroup, it v1alpha1.InstanceType, off v1alpha1.
 			o.OverheadPods++
 		}
 	}
-	return o, nil
+	return nil
 }

@@ -34,6 +34,7 @@ type Template struct {
 // cluster limits).
 type Launcher interface {
 	// Allowed returns the launchable options of t, or a reason why none is.
+	// The slice may be the template's own: callers never modify it.
 	Allowed(s *snapshot.Snapshot, t *Template) ([]*snapshot.Option, string)
 }
 
@@ -120,8 +121,10 @@ type packer struct {
 	cursor   map[int]int
 	byNode   map[*snapshot.Node]*NewNode
 	seq      int
-	// rates caches newNodeRate per class.
+	// rates caches newNodeRate per class; fits what fitCost computes per
+	// template and requests.
 	rates map[int]float64
+	fits  map[fitKey]fitResult
 	// pending are the pods being placed.
 	pending []*snapshot.Pod
 	// trial is set on the packers bestOrder compares orders with: they
@@ -160,7 +163,7 @@ func Pack(in Input) (*Result, error) {
 
 func newPacker(in Input, static shapeFailures) *packer {
 	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, static: static,
-		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}}
+		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}, fits: map[fitKey]fitResult{}}
 }
 
 // run packs the pods, taken in the given order, then improves the plan.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -24,13 +25,9 @@ func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Optio
 		if !p.s.TemplateAvailable(t.Node) || (len(ties) > 0 && t.Weight < ties[0].Weight) {
 			continue
 		}
-		opts, st := p.fit(c, t)
+		opts, cost, st := p.fitCost(c, t)
 		if st.Failed() {
 			continue
-		}
-		cost := math.Inf(1)
-		for _, o := range opts {
-			cost = min(cost, p.shareCost(o, c))
 		}
 		switch {
 		case len(ties) == 0 || t.Weight > ties[0].Weight || cost < bestCost-minSaving:
@@ -48,14 +45,74 @@ func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Optio
 
 // fit evaluates a pod of class c against template t: the filters on the
 // template's node, then the options that are launchable and fit the pod.
+// The slice may be shared: callers never modify it.
 func (p *packer) fit(c *snapshot.Class, t *Template) ([]*snapshot.Option, predicates.Status) {
+	opts, _, st := p.fitCost(c, t)
+	return opts, st
+}
+
+// fitCost is fit and the lowest shareCost among the options. What depends
+// only on the pod's requests and the launchable options (which fit, and
+// their cost) is cached per template and requests while every option of
+// the template may launch (no limit near), for pods that do not select on
+// option labels and claim no devices: many classes differ only in labels.
+func (p *packer) fitCost(c *snapshot.Class, t *Template) ([]*snapshot.Option, float64, predicates.Status) {
 	if st := predicates.Run(p.in.Filters, p.s, c, t.Node); st.Failed() {
-		return nil, st
+		return nil, 0, st
 	}
 	allowed, reason := p.in.Launcher.Allowed(p.s, t)
 	if len(allowed) == 0 {
-		return nil, predicates.Status{Code: predicates.Unresolvable, Reason: reason}
+		return nil, 0, predicates.Status{Code: predicates.Unresolvable, Reason: reason}
 	}
+	key, cacheable := fitKeyOf(c, t, allowed)
+	cacheable = cacheable && !p.s.ReferencesOptionKeys(c)
+	if cacheable {
+		if f, ok := p.fits[key]; ok {
+			return f.opts, f.cost, f.st
+		}
+	}
+	opts, st := p.fitOptions(c, t, allowed)
+	cost := math.Inf(1)
+	for _, o := range opts {
+		cost = min(cost, p.shareCost(o, c))
+	}
+	if cacheable {
+		p.fits[key] = fitResult{opts: opts, cost: cost, st: st}
+	}
+	return opts, cost, st
+}
+
+// fitKey identifies what fitOptions and shareCost read of a class and a
+// template's launchable options; fitResult is their answer.
+type fitKey struct {
+	t                    *Template
+	cpu, memory, storage int64
+	addOnPods            int
+}
+
+type fitResult struct {
+	opts []*snapshot.Option
+	cost float64
+	st   predicates.Status
+	// rate is newNodeRate's answer for the options, once rated.
+	rate  float64
+	rated bool
+}
+
+// fitKeyOf returns the key of class c on template t, and false when the
+// answer depends on more: extended resources, claims, or launchable
+// options that are not all of the template's (a limit is near).
+func fitKeyOf(c *snapshot.Class, t *Template, allowed []*snapshot.Option) (fitKey, bool) {
+	r := &c.Requests
+	all := t.Node.Flex.Options
+	whole := len(allowed) == len(all) && unsafe.SliceData(allowed) == unsafe.SliceData(all)
+	return fitKey{t: t, cpu: r.MilliCPU, memory: r.Memory, storage: r.EphemeralStorage, addOnPods: c.AddOnPods},
+		whole && len(r.Scalar) == 0 && len(c.Claims) == 0
+}
+
+// fitOptions are the options of allowed that a pod of class c fits, on
+// an empty node of template t.
+func (p *packer) fitOptions(c *snapshot.Class, t *Template, allowed []*snapshot.Option) ([]*snapshot.Option, predicates.Status) {
 	checkLabels := p.s.ReferencesOptionKeys(c)
 	out := make([]*snapshot.Option, 0, len(allowed))
 	for _, o := range allowed {

@@ -14,7 +14,7 @@ type TemplateVerdict struct {
 // Explain evaluates a pod against every template, for messages about pods
 // that could not be placed. It does not change the snapshot.
 func Explain(in Input, c *snapshot.Class) []TemplateVerdict {
-	p := &packer{in: in, s: in.Snapshot}
+	p := newPacker(in, nil)
 	in.Snapshot.Prepare(c)
 	out := make([]TemplateVerdict, 0, len(in.Templates))
 	for _, t := range in.Templates {

@@ -2,6 +2,7 @@ package binpack
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -38,10 +39,23 @@ func (p *packer) newNodeRate(c *snapshot.Class) float64 {
 		return r
 	}
 	best := math.Inf(1)
-	if _, opts := p.chooseTemplate(c); opts != nil {
-		for _, o := range opts {
-			if u := p.units(o, c); u > 0 {
-				best = min(best, o.Price/u)
+	if t, opts := p.chooseTemplate(c); opts != nil {
+		// fitCost's cached entry for t, if it is the one chooseTemplate
+		// just used, keeps the rate for other classes of these requests.
+		key, _ := fitKeyOf(c, t, opts)
+		f, cached := p.fits[key]
+		cached = cached && len(f.opts) == len(opts) && unsafe.SliceData(f.opts) == unsafe.SliceData(opts)
+		if cached && f.rated {
+			best = f.rate
+		} else {
+			for _, o := range opts {
+				if u := p.units(o, c); u > 0 {
+					best = min(best, o.Price/u)
+				}
+			}
+			if cached {
+				f.rate, f.rated = best, true
+				p.fits[key] = f
 			}
 		}
 	}
