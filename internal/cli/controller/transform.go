@@ -6,13 +6,26 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
+// lastApplied is the annotation kubectl apply keeps a whole copy of the
+// object in.
+const lastApplied = corev1.LastAppliedConfigAnnotation
+
 // trimCached drops from every object the informer cache holds what berth
-// never reads, before it is stored: managedFields everywhere, the
-// container statuses of pods and the image list of nodes. On a large
-// cluster the cache is most of the controller's memory (a pod's container
-// statuses and a node's images are often larger than the rest of it).
-// Patches are computed between two copies of a trimmed object, so they
-// never send the missing fields; pods and nodes are never updated whole.
+// never reads, before it is stored: managedFields everywhere, and from
+// pods and nodes (the objects of which a cluster has thousands) what no
+// planner, drain rule or controller looks at: a pod's container
+// statuses, its containers' commands, environment, probes, mounts and
+// images, its volumes of secrets, config maps, projected tokens and the
+// downward API, its ephemeral containers and kubectl's last-applied copy;
+// a node's image list. On a large cluster the cache is most of the
+// controller's memory. What stays: names, labels, annotations (but the
+// last-applied copy), owners, every scheduling field (requests, limits,
+// claims, ports, restart policies of sidecars, affinity, tolerations,
+// spread, priority, overhead, scheduling gates), volumes a scheduler or a
+// drain rule reads (claims, ephemeral, CSI, host paths, empty dirs) and
+// the status. Patches are computed between two copies of a trimmed
+// object, so they never send the missing fields; pods and nodes are never
+// updated whole.
 func trimCached(obj any) (any, error) {
 	obj, err := crcache.TransformStripManagedFields()(obj)
 	if err != nil {
@@ -20,13 +33,34 @@ func trimCached(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		o.Status.ContainerStatuses = nil
-		o.Status.InitContainerStatuses = nil
-		o.Status.EphemeralContainerStatuses = nil
+		trimPod(o)
 	case *corev1.Node:
 		o.Status.Images = nil
+		delete(o.Annotations, lastApplied)
 	}
 	return obj, nil
+}
+
+func trimPod(p *corev1.Pod) {
+	delete(p.Annotations, lastApplied)
+	p.Status.ContainerStatuses = nil
+	p.Status.InitContainerStatuses = nil
+	p.Status.EphemeralContainerStatuses = nil
+	p.Spec.EphemeralContainers = nil
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			cs[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, Ports: cs[i].Ports,
+				RestartPolicy: cs[i].RestartPolicy, ResizePolicy: cs[i].ResizePolicy}
+		}
+	}
+	vols := p.Spec.Volumes[:0]
+	for _, v := range p.Spec.Volumes {
+		if v.Secret == nil && v.ConfigMap == nil && v.Projected == nil && v.DownwardAPI == nil {
+			vols = append(vols, v)
+		}
+	}
+	clear(p.Spec.Volumes[len(vols):])
+	p.Spec.Volumes = vols
 }
 
 var _ cache.TransformFunc = trimCached
