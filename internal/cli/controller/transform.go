@@ -25,7 +25,9 @@ const lastApplied = corev1.LastAppliedConfigAnnotation
 // drain rule reads (claims, ephemeral, CSI, host paths, empty dirs) and
 // the status. Patches are computed between two copies of a trimmed
 // object, so they never send the missing fields; pods and nodes are never
-// updated whole.
+// updated whole; a controller that copies a pod's spec into an object it
+// writes (the CapacityBuffer's chunk template) reads the pod past the
+// cache.
 func trimCached(obj any) (any, error) {
 	obj, err := crcache.TransformStripManagedFields()(obj)
 	if err != nil {

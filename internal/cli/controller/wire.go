@@ -94,7 +94,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
 		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
 	} else {
-		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), Ready: readiness, Recorder: recorder}
+		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), PodReader: mgr.GetAPIReader(), Ready: readiness, Recorder: recorder}
 		if err := cbc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
 		}

@@ -59,10 +59,16 @@ type ReadySource interface {
 
 // Reconciler reconciles CapacityBuffers.
 type Reconciler struct {
-	Client   client.Client
-	Ready    ReadySource
-	Recorder events.EventRecorder
-	changes  *notify.Channel
+	Client client.Client
+	// PodReader reads the pods whose shape a chunk copies (a scalable
+	// object other than a Deployment, StatefulSet, ReplicaSet or Job) past
+	// the manager's cache: the cache keeps only what the planners read of a
+	// pod (no images, environment or mounts), and the copy must be a pod
+	// the API server accepts.
+	PodReader client.Reader
+	Ready     ReadySource
+	Recorder  events.EventRecorder
+	changes   *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch

@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
+	"github.com/berth-dev/berth/internal/scheme"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -74,7 +76,7 @@ func TestBufferTranslation(t *testing.T) {
 	}
 	ready := state.NewReadiness()
 	ready.Set(map[state.Key]int32{state.BufferKey("default", "from-template"): 2})
-	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: ready, Recorder: &fakes.Recorder{}}
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: ready, Recorder: &fakes.Recorder{}}
 
 	cb := reconcileBuffer(t, r, "from-template")
 	if cb.Status.Replicas == nil || *cb.Status.Replicas != 3 || cb.Status.PodTemplateRef.Name != "chunk" {
@@ -167,6 +169,37 @@ func readyCondition(cb *cbv1beta1.CapacityBuffer) *metav1.Condition {
 	return meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning)
 }
 
+// withEnv gives a pod's container an environment variable.
+func withEnv(p *corev1.Pod) *corev1.Pod {
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	return p
+}
+
+// trimmingClient is env.Client whose pod lists lose their containers'
+// images and environment, as the manager's cache keeps them.
+func trimmingClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				for i := range pods.Items {
+					for j := range pods.Items[i].Spec.Containers {
+						pods.Items[i].Spec.Containers[j].Image, pods.Items[i].Spec.Containers[j].Env = "", nil
+					}
+				}
+			}
+			return nil
+		},
+	})
+}
+
 // TestBufferFromAnyScalableKind: a buffer may follow a Job (its
 // parallelism) or any kind with a scale subresource, whose newest pod gives
 // the chunk's shape; kinds that cannot be scaled, and missing objects, are
@@ -196,7 +229,9 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	// The manager's cache keeps no container images or environment: a
+	// client that drops them stands for it, and the shape is read past it.
+	r := &capacitybuffer.Reconciler{Client: trimmingClient(t), PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
 
 	cb := reconcileBuffer(t, r, "from-job")
 	if cb.Status.Replicas == nil || *cb.Status.Replicas != 2 || !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) {
@@ -209,7 +244,7 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 	}
 	for _, p := range []*corev1.Pod{
 		b.Pod("widget-a", b.Namespace("default"), b.NoUID(), b.Labels("app", "widget"), b.CPU("1"), b.NodeName("gone")),
-		b.Pod("widget-b", b.Namespace("default"), b.NoUID(), b.Labels("app", "widget"), b.CPU("2"), b.NodeName("gone")),
+		withEnv(b.Pod("widget-b", b.Namespace("default"), b.NoUID(), b.Labels("app", "widget"), b.CPU("2"), b.NodeName("gone"))),
 	} {
 		if err := env.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)
@@ -226,6 +261,9 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 	spec := owned.Template.Spec
 	if cpu := spec.Containers[0].Resources.Requests.Cpu().String(); cpu != "2" || spec.NodeName != "" || owned.Template.Labels["app"] != "widget" {
 		t.Errorf("chunk template: cpu %s, node %q, labels %v; want the newest pod's 2 cpu, no node, app=widget", cpu, spec.NodeName, owned.Template.Labels)
+	}
+	if c := spec.Containers[0]; c.Image == "" || len(c.Env) != 1 {
+		t.Errorf("chunk template container %+v: want the newest pod's image and environment", c)
 	}
 	// With no pod left, the shape copied before is kept.
 	if err := env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.MatchingLabels{"app": "widget"}, client.GracePeriodSeconds(0)); err != nil {
@@ -284,7 +322,7 @@ func TestBuffersShareTheirNamespacesQuota(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "cpu"}, q)
 		return err == nil && q.Status.Hard != nil, "the quota controller has not filled the quota's status", err
 	})
-	r := &capacitybuffer.Reconciler{Client: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
 	total := int32(0)
 	for range 2 { // twice: each sees what the other keeps
 		total = 0

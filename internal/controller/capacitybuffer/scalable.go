@@ -116,7 +116,7 @@ func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 		return corev1.PodTemplateSpec{}, problem(ReasonUnsupportedScalable, "the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, selector)
 	}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := r.PodReader.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
 	}
 	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })

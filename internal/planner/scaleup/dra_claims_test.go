@@ -1,0 +1,47 @@
+package scaleup_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestPodsAskingForOtherDevicesGetTheirOwnAllocation: nodes of one
+// instance type fill the same way, so the planner reuses what the
+// allocator found for one pod on a node holding the same devices; a pod
+// whose claims ask for other devices (four GPUs rather than two) must not
+// take that answer. Four GPUs fill a node of four; pods of two share
+// the others two by two.
+func TestPodsAskingForOtherDevicesGetTheirOwnAllocation(t *testing.T) {
+	ng := b.NodeGroup("gpu", b.InstanceType("a100-4", "16", "64Gi", b.OnDemand("zone-a", "6.00")),
+		b.Devices(benchDriver, "gpu", 4, map[string]string{"model": "a100"}), b.Size(0, 10))
+	a100 := `device.attributes["gpu.example.com"].model == "a100"`
+	dra := snapshot.DRA{
+		DeviceClasses: []*resourcev1.DeviceClass{b.DeviceClass("gpu", benchDriver)},
+		ClaimTemplates: []*resourcev1.ResourceClaimTemplate{
+			b.ClaimTemplate("two", b.DeviceRequest("gpu", "gpu", 2, a100)),
+			b.ClaimTemplate("four", b.DeviceRequest("gpu", "gpu", 4, a100)),
+		},
+	}
+	pending := []*corev1.Pod{
+		b.Pod("a-two", b.CPU("1"), b.PodClaimTemplate("gpu", "two")),
+		b.Pod("b-four", b.CPU("1"), b.PodClaimTemplate("gpu", "four")),
+		b.Pod("c-two", b.CPU("1"), b.PodClaimTemplate("gpu", "two")),
+		b.Pod("d-two", b.CPU("1"), b.PodClaimTemplate("gpu", "two")),
+	}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending, DRA: dra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"new zone-a/on-demand/a100-4: a-two,c-two", "new zone-a/on-demand/a100-4: b-four", "new zone-a/on-demand/a100-4: d-two"}
+	if diff := cmp.Diff(want, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
