@@ -6,10 +6,6 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// lastApplied is the annotation kubectl apply keeps a whole copy of the
-// object in.
-const lastApplied = corev1.LastAppliedConfigAnnotation
-
 // trimCached drops from every object the informer cache holds what berth
 // never reads, before it is stored: managedFields everywhere, and from
 // pods and nodes (the objects of which a cluster has thousands) what no
@@ -38,13 +34,13 @@ func trimCached(obj any) (any, error) {
 		trimPod(o)
 	case *corev1.Node:
 		o.Status.Images = nil
-		delete(o.Annotations, lastApplied)
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 	}
 	return obj, nil
 }
 
 func trimPod(p *corev1.Pod) {
-	delete(p.Annotations, lastApplied)
+	delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
 	p.Status.ContainerStatuses = nil
 	p.Status.InitContainerStatuses = nil
 	p.Status.EphemeralContainerStatuses = nil

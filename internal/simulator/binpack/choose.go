@@ -64,8 +64,7 @@ func (p *packer) fitCost(c *snapshot.Class, t *Template) ([]*snapshot.Option, fl
 	if len(allowed) == 0 {
 		return nil, 0, predicates.Status{Code: predicates.Unresolvable, Reason: reason}
 	}
-	key, cacheable := fitKeyOf(c, t, allowed)
-	cacheable = cacheable && !p.s.ReferencesOptionKeys(c)
+	key, cacheable := fitKeyOf(c, t), p.sharesFit(c, t, allowed)
 	if cacheable {
 		if f, ok := p.fits[key]; ok {
 			return f.opts, f.cost, f.st
@@ -99,15 +98,24 @@ type fitResult struct {
 	rated bool
 }
 
-// fitKeyOf returns the key of class c on template t, and false when the
-// answer depends on more: extended resources, claims, or launchable
-// options that are not all of the template's (a limit is near).
-func fitKeyOf(c *snapshot.Class, t *Template, allowed []*snapshot.Option) (fitKey, bool) {
+// fitKeyOf is the key of class c on template t.
+func fitKeyOf(c *snapshot.Class, t *Template) fitKey {
 	r := &c.Requests
+	return fitKey{t: t, cpu: r.MilliCPU, memory: r.Memory, storage: r.EphemeralStorage, addOnPods: c.AddOnPods}
+}
+
+// sharesFit reports whether the answer for class c on template t depends
+// on its key alone: the class asks for no extended resources or devices
+// and selects no option label, and every option of t may launch (allowed
+// is the template's own list: no limit is near).
+func (p *packer) sharesFit(c *snapshot.Class, t *Template, allowed []*snapshot.Option) bool {
 	all := t.Node.Flex.Options
-	whole := len(allowed) == len(all) && unsafe.SliceData(allowed) == unsafe.SliceData(all)
-	return fitKey{t: t, cpu: r.MilliCPU, memory: r.Memory, storage: r.EphemeralStorage, addOnPods: c.AddOnPods},
-		whole && len(r.Scalar) == 0 && len(c.Claims) == 0
+	return sameSlice(allowed, all) && len(c.Requests.Scalar) == 0 && len(c.Claims) == 0 && !p.s.ReferencesOptionKeys(c)
+}
+
+// sameSlice reports whether a and b are the same slice (not merely equal).
+func sameSlice(a, b []*snapshot.Option) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // fitOptions are the options of allowed that a pod of class c fits, on

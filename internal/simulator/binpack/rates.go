@@ -2,7 +2,6 @@ package binpack
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -42,9 +41,9 @@ func (p *packer) newNodeRate(c *snapshot.Class) float64 {
 	if t, opts := p.chooseTemplate(c); opts != nil {
 		// fitCost's cached entry for t, if it is the one chooseTemplate
 		// just used, keeps the rate for other classes of these requests.
-		key, _ := fitKeyOf(c, t, opts)
+		key := fitKeyOf(c, t)
 		f, cached := p.fits[key]
-		cached = cached && len(f.opts) == len(opts) && unsafe.SliceData(f.opts) == unsafe.SliceData(opts)
+		cached = cached && sameSlice(f.opts, opts)
 		if cached && f.rated {
 			best = f.rate
 		} else {

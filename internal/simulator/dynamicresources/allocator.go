@@ -58,9 +58,16 @@ func (m *Model[N, O]) allocateOn(h *Host[O], n N, o O, claims int, list []*resou
 	var none O
 	at := site[N, O]{n, o}
 	planned := m.planned[at]
+	held := func(pool []*resourcev1.ResourceSlice) sets.Set[structured.DeviceID] {
+		out := m.realAllocated(pool)
+		for id := range planned {
+			out.Insert(id)
+		}
+		return out
+	}
 	if o == none {
 		pool := m.slicesOf(h)
-		return m.allocate(h.Node, pool, m.realAllocated(pool).Union(planned), list)
+		return m.allocate(h.Node, pool, held(pool), list)
 	}
 	key := allocation[O]{optionClaims[O]{o, claims}, m.heldKey(at, planned)}
 	if res, ok := m.allocCache[key]; ok {
@@ -68,7 +75,7 @@ func (m *Model[N, O]) allocateOn(h *Host[O], n N, o O, claims int, list []*resou
 	}
 	node, own := o.Devices()
 	pool := m.withShared(own)
-	res, err := m.allocate(node, pool, m.realAllocated(pool).Union(planned), list)
+	res, err := m.allocate(node, pool, held(pool), list)
 	if err == nil {
 		m.allocCache[key] = res
 	}

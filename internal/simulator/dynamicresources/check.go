@@ -2,8 +2,6 @@ package dynamicresources
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -230,6 +228,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 	key := m.claimsKey(classClaims{class: class, mask: mask}, claims)
 	d.ok = map[O]bool{}
 	var firstErr error
+	fits := false // some option (or the node) takes the claims
 	try := func(o O) bool {
 		if h.Template {
 			ok, err := m.templateFits(o, key, claims)
@@ -237,6 +236,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 				firstErr = err
 			}
 			d.ok[o] = ok
+			fits = fits || ok
 			return ok
 		}
 		res, err := m.allocateOn(&h, d.n, o, key, claims)
@@ -248,6 +248,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		}
 		d.ok[o] = true
 		d.keep(o, todo, res)
+		fits = true
 		return true
 	}
 	if !h.Flex {
@@ -277,7 +278,7 @@ func (m *Model[N, O]) allocateOptions(d *Answer[N, O], class int, todo []toAlloc
 		}
 	}
 	switch {
-	case slices.Contains(slices.Collect(maps.Values(d.ok)), true):
+	case fits:
 		d.verdict = DevicesFit
 	case firstErr != nil:
 		d.verdict, d.why = ClaimInvalid, firstErr.Error()
