@@ -21,7 +21,6 @@ import (
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
-	"github.com/berth-dev/berth/internal/scheme"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -179,11 +178,7 @@ func withEnv(p *corev1.Pod) *corev1.Pod {
 // images and environment, as the manager's cache keeps them.
 func trimmingClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return interceptor.NewClient(c, interceptor.Funcs{
+	return interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.List(ctx, list, opts...); err != nil {
 				return err

@@ -166,7 +166,7 @@ func TestAPodTheCacheHasNotShownKeepsTheNode(t *testing.T) {
 	victim := res.Started[0]
 	f.createPod(b.Pod("late", b.CPU("100m"), b.NodeName(victim), b.Annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
 		func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }))
-	lagging := interceptor.NewClient(withWatch(t), interceptor.Funcs{
+	lagging := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.List(ctx, list, opts...); err != nil {
 				return err
@@ -209,7 +209,7 @@ func TestAFailingDrainDoesNotStopTheOthers(t *testing.T) {
 	}
 	slices.Sort(f.nodes)
 	broken := f.nodes[0] // the first the round visits
-	f.ctrl.Client = interceptor.NewClient(withWatch(t), interceptor.Funcs{
+	f.ctrl.Client = interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if obj.GetName() == broken {
 				return apierrors.NewServiceUnavailable("injected")
@@ -298,16 +298,6 @@ func hasEvent(f *fixture, object, reason string, words ...string) bool {
 		}
 	}
 	return false
-}
-
-// withWatch is a direct client to wrap with an interceptor.
-func withWatch(t *testing.T) client.WithWatch {
-	t.Helper()
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestADeletedGroupsNodesAreDrained: a NodeGroup deleted with the default

@@ -132,11 +132,7 @@ func TestStaleCacheIsNotAnError(t *testing.T) {
 	if err := env.Client.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lagging := interceptor.NewClient(direct, interceptor.Funcs{
+	lagging := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if ng, ok := obj.(*v1alpha1.NodeGroup); ok {
 				stale.DeepCopyInto(ng)

@@ -106,11 +106,7 @@ func reconcileNow(t *testing.T, r *nodereserve.Reconciler, name string) {
 // were, in place of (or in addition to) what the API server holds now.
 func lagging(t *testing.T, stale ...*corev1.Pod) client.Client {
 	t.Helper()
-	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return interceptor.NewClient(direct, interceptor.Funcs{
+	return interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.List(ctx, list, opts...); err != nil {
 				return err

@@ -25,7 +25,6 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/tenant"
-	"github.com/berth-dev/berth/internal/scheme"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -52,12 +51,8 @@ func (l *applyLog) get() []string {
 // recorded.
 func reconciler(t *testing.T) (*tenant.Reconciler, *applyLog, *fakes.Recorder) {
 	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := &applyLog{}
-	c := interceptor.NewClient(wc, interceptor.Funcs{Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	c := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 		data, _ := json.Marshal(obj)
 		var tm metav1.TypeMeta
 		_ = json.Unmarshal(data, &tm)

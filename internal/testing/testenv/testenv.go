@@ -106,3 +106,15 @@ func FromCluster(c *devenv.Cluster) (*Env, error) {
 
 // Stop stops the control plane and removes its folder.
 func (e *Env) Stop() error { return e.Cluster.Destroy() }
+
+// WatchingClient is a new client of the control plane that can also watch,
+// the kind interceptor.NewClient wraps: tests build one to stand for a
+// cache that lags or keeps less, or an API server that fails.
+func (e *Env) WatchingClient(t testing.TB) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
