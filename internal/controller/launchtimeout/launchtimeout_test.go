@@ -187,8 +187,11 @@ func TestLeavesReadyNodesBerthDidNotLaunchUnlabelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	// A patch, not an update: the controller-manager may have written the
+	// node since it was created.
+	before := n.DeepCopy()
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if err := env.Client.Status().Update(ctx, n); err != nil {
+	if err := env.Client.Status().Patch(ctx, n, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	r, _, _, _ := reconciler()
