@@ -89,6 +89,7 @@ unit: ## Run the tests that need no control plane.
 generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of them and its values table, the API and CLI references (docs/reference).
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... \
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(GO) run ./hack/crdbounds config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	$(GO) run ./hack/chartgen
 	$(HELM) helm-docs --log-level warning --chart-search-root charts --template-files README.md.gotmpl

@@ -16,11 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // Lookup reads the objects a profile's rules need. Implementations return
@@ -187,7 +187,7 @@ func setFrom(rl corev1.ResourceList, name corev1.ResourceName, attr string) {
 	if attr == "" {
 		return
 	}
-	if q, err := resource.ParseQuantity(attr); err == nil && q.Sign() > 0 {
+	if q, err := quantity.Parse(attr); err == nil && q.Sign() > 0 {
 		rl[name] = q
 	}
 }

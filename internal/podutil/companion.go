@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // maxCPU and maxMemory bound a companion's requests read from the
@@ -30,6 +31,10 @@ func CompanionRequests(pod *corev1.Pod) (req corev1.ResourceList, found bool, er
 	raw, found := pod.Annotations[v1alpha1.AnnotationCompanionRequests]
 	if !found {
 		return nil, false, nil
+	}
+	if h := quantity.HugeExponent([]byte(raw)); h != "" {
+		// apimachinery does not return from parsing some of these.
+		return nil, true, fmt.Errorf("annotation %s: %s has an exponent of more than %d digits", v1alpha1.AnnotationCompanionRequests, h, quantity.MaxExponentDigits)
 	}
 	var all corev1.ResourceList
 	if err := json.Unmarshal([]byte(raw), &all); err != nil {

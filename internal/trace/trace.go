@@ -29,6 +29,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // Version is the format version this package reads and writes.
@@ -128,6 +130,10 @@ func (r *Reader) Next() (*Event, error) {
 		b := r.sc.Bytes()
 		if len(b) == 0 {
 			continue
+		}
+		if h := quantity.HugeExponent(b); h != "" {
+			// apimachinery's parser does not return on some of these.
+			return nil, fmt.Errorf("trace line %d: the number %s has an exponent of more than %d digits", r.line, h, quantity.MaxExponentDigits)
 		}
 		e := &Event{}
 		if err := json.Unmarshal(b, e); err != nil {

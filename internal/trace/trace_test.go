@@ -23,7 +23,10 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 			"delete needs a namespace and a name"},
 		"event after end": {header + `{"at":1,"op":"end"}` + "\n" + `{"at":2,"op":"delete","namespace":"a","name":"b"}`,
 			"trace line 3: an event after the end event"},
-		"bad json":       {header + `{"at":1,`, "trace line 2"},
+		"bad json": {header + `{"at":1,`, "trace line 2"},
+		// apimachinery's parser does not return on this quantity.
+		"huge exponent": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e2147483648"}}}]}}}`,
+			"trace line 2: the number 1e2147483648 has an exponent of more than 3 digits"},
 		"line too long":  {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long"},
 		"unknown fields": {header + `{"at":1,"op":"delete","namespace":"a","name":"b","extra":{"deep":[1,2]}}` + "\n" + `{"at":0,"op":"end"}`, "trace line 3: at 0.000 is before"},
 	} {

@@ -2,8 +2,11 @@ package controller
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // trimCached drops from every object the informer cache holds what berth
@@ -24,6 +27,12 @@ import (
 // updated whole; a controller that copies a pod's spec into an object it
 // writes (the CapacityBuffer's chunk template) reads the pod past the
 // cache.
+//
+// It also bounds the quantities of pods, nodes and ResourceSlices
+// (quantity.Bound): one the API server stored with an exponent of
+// millions of digits would make every comparison with it take seconds.
+// What the scheduler and the planner read from a bounded quantity does
+// not change.
 func trimCached(obj any) (any, error) {
 	obj, err := crcache.TransformStripManagedFields()(obj)
 	if err != nil {
@@ -32,9 +41,13 @@ func trimCached(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		trimPod(o)
+		quantity.BoundPod(o)
 	case *corev1.Node:
 		o.Status.Images = nil
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		quantity.BoundNode(o)
+	case *resourcev1.ResourceSlice:
+		quantity.BoundSlice(o)
 	}
 	return obj, nil
 }

@@ -6,11 +6,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/quantity"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -81,5 +83,49 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	}
 	if n.Labels[v1alpha1.LabelNodeGroup] != "g" || n.Annotations["cluster.x-k8s.io/machine"] != "m-1" || n.Status.Allocatable.Cpu().String() != "4" || len(n.Status.Conditions) != 1 {
 		t.Errorf("node lost what berth reads: %+v", n)
+	}
+}
+
+// TestTrimCachedBoundsQuantitiesTheAPIServerStores: kube-apiserver stores
+// a pod asking for "1e30000000" cpu; in the cache its quantities are
+// bounded (comparing one with an ordinary quantity no longer writes out
+// thirty million digits) and read by the scheduler as before.
+func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
+	huge := resource.MustParse("1e30000000")
+	pod := b.Pod("p", b.CPU("1"))
+	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = huge
+	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: huge}
+	out, err := trimCached(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Pod)
+	cpu := got.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+	mem := got.Spec.Overhead[corev1.ResourceMemory]
+	if !quantity.InRange(corev1.ResourceCPU, cpu) || !quantity.InRange(corev1.ResourceMemory, mem) {
+		t.Fatalf("cached quantities not bounded: cpu %s, overhead %s", cpu.String(), mem.String())
+	}
+	if cpu.MilliValue() != huge.MilliValue() || mem.Value() != huge.Value() {
+		t.Errorf("the scheduler reads cpu %dm, memory %d from the cached pod; it read %dm, %d", cpu.MilliValue(), mem.Value(), huge.MilliValue(), huge.Value())
+	}
+
+	node := b.Node("n", "4", "16Gi")
+	node.Status.Allocatable[corev1.ResourceMemory] = huge
+	out, err = trimCached(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := out.(*corev1.Node).Status.Allocatable[corev1.ResourceMemory]; !quantity.InRange(corev1.ResourceMemory, m) {
+		t.Errorf("cached node's allocatable memory not bounded: %s", m.String())
+	}
+
+	slice := &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Devices: []resourcev1.Device{{Name: "gpu-0",
+		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: huge}}}}}}
+	out, err = trimCached(slice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.(*resourcev1.ResourceSlice).Spec.Devices[0].Capacity["memory"].Value; !quantity.InRange("", c) {
+		t.Errorf("cached slice's device capacity not bounded: %s", c.String())
 	}
 }

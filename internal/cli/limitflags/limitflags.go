@@ -1,6 +1,7 @@
 // Package limitflags holds the cluster-wide limit flags that `berth
 // controller` and `berth plan` share, parsed by apimachinery's
-// resource.QuantityValue: a malformed quantity fails at flag parsing.
+// resource.QuantityValue behind quantity.Parse: a malformed quantity fails
+// at flag parsing.
 package limitflags
 
 import (
@@ -9,12 +10,31 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // ClusterLimits are --cluster-max-cpu and --cluster-max-memory.
 type ClusterLimits struct {
-	CPU    resource.QuantityValue
-	Memory resource.QuantityValue
+	CPU    Quantity
+	Memory Quantity
+}
+
+// Quantity is a quantity flag: resource.QuantityValue, but a string
+// apimachinery cannot parse in time (an exponent of more than three
+// digits) is refused before it sees it.
+type Quantity struct {
+	resource.QuantityValue
+}
+
+// Set parses s through quantity.Parse.
+func (q *Quantity) Set(s string) error {
+	v, err := quantity.Parse(s)
+	if err != nil {
+		return err
+	}
+	q.Quantity = v
+	return nil
 }
 
 // Bind registers the flags with their defaults (1000 cores, 4000Gi).

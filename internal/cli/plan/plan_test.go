@@ -53,6 +53,12 @@ func TestPlanRejectsBadInputNamingTheDocument(t *testing.T) {
     capacity: {cpu: "4", memory: 8Gi}
     offerings: [{zone: zone-a, capacityType: spot, pricePerHour: "0.1"}]
   provider:`, 1), "Duplicate value"},
+		// apimachinery's parser does not return on the first; comparisons
+		// with the second write out thirty million digits.
+		{"a pod asking for cpu with a ten-digit exponent", group + "---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {requests: {cpu: \"1e2147483648\"}}}]}\n",
+			"document 2: the number 1e2147483648 has an exponent of more than 3 digits"},
+		{"a node group capacity with an eight-digit exponent", strings.Replace(group, `cpu: "2"`, `cpu: 1E30000000`, 1),
+			"document 1: the number 1E30000000 has an exponent of more than 3 digits"},
 		{"a List inside a List", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: List, items: []}\n", "document 1, item 1: a List inside a List"},
 	}
 	for _, tt := range tests {

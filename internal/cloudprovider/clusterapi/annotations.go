@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 // Annotations on a MachineDeployment, MachineSet or MachinePool that berth
@@ -81,7 +82,7 @@ func ParseAnnotations(a map[string]string) (Template, error) {
 		AnnotationCPU: corev1.ResourceCPU, AnnotationMemory: corev1.ResourceMemory, AnnotationEphemeralDisk: corev1.ResourceEphemeralStorage,
 	} {
 		if v, ok := a[key]; ok && v != "" {
-			q, err := resource.ParseQuantity(v)
+			q, err := quantity.Parse(v)
 			if err != nil || q.Sign() < 0 {
 				errs = append(errs, fmt.Errorf("%s=%q is not a non-negative quantity", key, v))
 				continue

@@ -51,6 +51,12 @@ func TestParseAnnotations(t *testing.T) {
 			want: Template{Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
 		},
 		{
+			// apimachinery's parser does not return on the first.
+			name:    "a capacity with a ten-digit exponent is an error naming the annotation and value",
+			in:      map[string]string{AnnotationCPU: "1e2147483648", AnnotationMemory: "1e30000000"},
+			wantErr: AnnotationCPU + `="1e2147483648" is not a non-negative quantity`,
+		},
+		{
 			name:    "a min size above the max size is an error naming both",
 			in:      map[string]string{AnnotationMinSize: "6", AnnotationMaxSize: "5"},
 			wantErr: AnnotationMinSize + " (6) is larger than " + AnnotationMaxSize + " (5)",

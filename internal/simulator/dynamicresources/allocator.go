@@ -190,6 +190,9 @@ func (m *Model[N, O]) allocate(node *corev1.Node, pool []*resourcev1.ResourceSli
 	if len(pool) == 0 || minDevices(claims) > deviceCount(pool)-held.Len() {
 		return nil, nil // fewer devices left than the claims ask for
 	}
+	if err := m.hugeNumber(claims); err != nil {
+		return nil, err
+	}
 	ctx := context.Background()
 	a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: held}, m.classes, pool, m.celCache)
 	if err != nil {
