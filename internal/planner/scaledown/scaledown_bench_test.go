@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -20,37 +22,61 @@ import (
 // nodes the plan removes.
 func BenchmarkScaleDown(b_ *testing.B) {
 	for _, n := range []int{100, 1000, 5000} {
-		b_.Run(fmt.Sprintf("nodes=%d", n), func(bb *testing.B) {
-			all := intstr.FromString("100%")
-			ng := b.NodeGroup("bench", b.Size(0, 10000))
-			ng.UID = "uid-bench"
-			ng.Spec.Disruption.Budget = &all
-			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}}
-			for i := range n {
-				name := fmt.Sprintf("node-%05d", i)
-				in.Nodes = append(in.Nodes, b.Node(name, "16", "64Gi", b.LaunchedBy(ng)))
-				cpu := "100m"
-				if i%2 == 1 {
-					cpu = "450m"
-				}
-				for j := range 30 {
-					p := b.Pod(fmt.Sprintf("p-%d-%d", i, j), b.NodeName(name), b.CPU(cpu), b.Memory("256Mi"),
-						b.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), b.Phase(corev1.PodRunning))
-					p.ResourceVersion = "1" // as read from the API server
-					in.Pods = append(in.Pods, p)
-				}
-			}
-			// As the controller plans: the same pods round after round,
-			// on the model of the cluster kept from the last round.
-			in.Base = snapshot.NewBase()
-			var plan *scaledown.Plan
-			for bb.Loop() {
-				var err error
-				if plan, err = scaledown.Run(in); err != nil {
-					bb.Fatal(err)
-				}
-			}
-			bb.ReportMetric(float64(len(plan.Remove)), "removed")
-		})
+		b_.Run(fmt.Sprintf("nodes=%d", n), func(bb *testing.B) { benchmarkScaleDown(bb, n, 0) })
 	}
+}
+
+// BenchmarkScaleDownWithPDBs is BenchmarkScaleDown at 1,000 nodes with
+// the pods spread over 100 namespaces, each with a PodDisruptionBudget
+// per workload (3,000 in all, each allowing every disruption), as a
+// large multi-team cluster has them.
+func BenchmarkScaleDownWithPDBs(b_ *testing.B) {
+	b_.Run("nodes=1000/pdbs=3000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, 100) })
+}
+
+// benchmarkScaleDown plans n nodes of 30 pods, in the default namespace,
+// or spread over namespaces with a PDB per workload in each.
+func benchmarkScaleDown(bb *testing.B, n, namespaces int) {
+	all := intstr.FromString("100%")
+	ng := b.NodeGroup("bench", b.Size(0, 10000))
+	ng.UID = "uid-bench"
+	ng.Spec.Disruption.Budget = &all
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}}
+	for ns := range namespaces {
+		for j := range 30 {
+			in.PDBs = append(in.PDBs, &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rs-%d", j), Namespace: fmt.Sprintf("ns-%d", ns)},
+				Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("rs-%d", j)}}},
+				Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1 << 30}})
+		}
+	}
+	for i := range n {
+		name := fmt.Sprintf("node-%05d", i)
+		in.Nodes = append(in.Nodes, b.Node(name, "16", "64Gi", b.LaunchedBy(ng)))
+		cpu := "100m"
+		if i%2 == 1 {
+			cpu = "450m"
+		}
+		for j := range 30 {
+			p := b.Pod(fmt.Sprintf("p-%d-%d", i, j), b.NodeName(name), b.CPU(cpu), b.Memory("256Mi"),
+				b.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), b.Phase(corev1.PodRunning))
+			if namespaces > 0 {
+				p.Namespace = fmt.Sprintf("ns-%d", i%namespaces)
+				p.Labels = map[string]string{"app": fmt.Sprintf("rs-%d", j), "tier": "backend"}
+			}
+			p.ResourceVersion = "1" // as read from the API server
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	// As the controller plans: the same pods round after round,
+	// on the model of the cluster kept from the last round.
+	in.Base = snapshot.NewBase()
+	var plan *scaledown.Plan
+	for bb.Loop() {
+		var err error
+		if plan, err = scaledown.Run(in); err != nil {
+			bb.Fatal(err)
+		}
+	}
+	bb.ReportMetric(float64(len(plan.Remove)), "removed")
 }

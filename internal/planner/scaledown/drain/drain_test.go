@@ -1,12 +1,16 @@
 package drain_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -249,5 +253,59 @@ func TestChainPrecedence(t *testing.T) {
 				t.Errorf("got %v %s (%s), want %v %s", got.Verdict, got.Reason, got.Message, tt.want, tt.reason)
 			}
 		})
+	}
+}
+
+// TestBudgetsMatchWhatTheirSelectorsSelect: Budgets files PDBs by one of
+// their labels to check a pod only against its own; on random pods and
+// PDBs (matchLabels of one or two labels, matchExpressions, other
+// namespaces) Matching returns exactly the PDBs whose namespace and
+// selector select the pod, in the order given.
+func TestBudgetsMatchWhatTheirSelectorsSelect(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	pick := func(vals ...string) string { return vals[r.IntN(len(vals))] }
+	for round := range 200 {
+		var pdbs []*policyv1.PodDisruptionBudget
+		for i := range 1 + r.IntN(8) {
+			sel := &metav1.LabelSelector{}
+			switch r.IntN(4) {
+			case 0:
+				sel.MatchLabels = map[string]string{"app": pick("a", "b")}
+			case 1:
+				sel.MatchLabels = map[string]string{"app": pick("a", "b"), "tier": pick("x", "y")}
+			case 2:
+				sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{pick("x", "y")}}}
+			default:
+				sel.MatchLabels = map[string]string{"tier": pick("x", "y")}
+				sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists}}
+			}
+			pdbs = append(pdbs, &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pdb-%d", i), Namespace: pick("ns-1", "ns-2")},
+				Spec:       policyv1.PodDisruptionBudgetSpec{Selector: sel}})
+		}
+		budgets := drain.NewBudgets(pdbs)
+		for range 20 {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: pick("ns-1", "ns-2"), Labels: map[string]string{}}}
+			if r.IntN(3) > 0 {
+				pod.Labels["app"] = pick("a", "b")
+			}
+			if r.IntN(3) > 0 {
+				pod.Labels["tier"] = pick("x", "y")
+			}
+			var want []string
+			for _, pdb := range pdbs {
+				sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+				if pdb.Namespace == pod.Namespace && sel.Matches(labels.Set(pod.Labels)) {
+					want = append(want, pdb.Name)
+				}
+			}
+			var got []string
+			for _, pdb := range budgets.Matching(pod) {
+				got = append(got, pdb.Name)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: pod %s %v: Matching %v, want %v", round, pod.Namespace, pod.Labels, got, want)
+			}
+		}
 	}
 }

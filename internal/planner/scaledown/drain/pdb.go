@@ -2,6 +2,7 @@ package drain
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,34 +23,78 @@ type Budgets struct {
 	pdbs      []*policyv1.PodDisruptionBudget
 	selectors []labels.Selector
 	left      map[types.NamespacedName]int32
+	// byLabel indexes the PDBs whose selector has matchLabels by their
+	// namespace and one of those labels: a pod can only match the ones
+	// filed under a label it carries. scan holds, by namespace, the
+	// others. So a pod is checked against its own few PDBs, not every
+	// PDB of the cluster.
+	byLabel map[nsLabel][]int
+	scan    map[string][]int
 }
+
+type nsLabel struct{ namespace, key, value string }
 
 // NewBudgets reads the PDBs; one with an invalid selector matches nothing
 // (the API server rejects those anyway).
 func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
-	b := &Budgets{left: map[types.NamespacedName]int32{}}
+	b := &Budgets{left: map[types.NamespacedName]int32{}, byLabel: map[nsLabel][]int{}, scan: map[string][]int{}}
 	for _, p := range pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
 		if err != nil || p.Spec.Selector == nil {
 			continue
 		}
+		i := len(b.pdbs)
 		b.pdbs = append(b.pdbs, p)
 		b.selectors = append(b.selectors, sel)
 		b.left[key(p)] = p.Status.DisruptionsAllowed
+		if k, ok := firstKey(p.Spec.Selector.MatchLabels); ok {
+			nl := nsLabel{p.Namespace, k, p.Spec.Selector.MatchLabels[k]}
+			b.byLabel[nl] = append(b.byLabel[nl], i)
+		} else {
+			b.scan[p.Namespace] = append(b.scan[p.Namespace], i)
+		}
 	}
 	return b
 }
 
-// Matching returns the PDBs that cover the pod.
+// firstKey is the smallest key of m, so that the index does not depend on
+// map order.
+func firstKey(m map[string]string) (string, bool) {
+	first, ok := "", false
+	for k := range m {
+		if !ok || k < first {
+			first, ok = k, true
+		}
+	}
+	return first, ok
+}
+
+// Matching returns the PDBs that cover the pod, in the order they were
+// given. O(the pod's labels + the PDBs filed under them).
 func (b *Budgets) Matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
-	if b == nil {
+	if b == nil || len(b.pdbs) == 0 {
 		return nil
 	}
-	var out []*policyv1.PodDisruptionBudget
-	for i, pdb := range b.pdbs {
-		if pdb.Namespace == p.Namespace && b.selectors[i].Matches(labels.Set(p.Labels)) {
-			out = append(out, pdb)
+	var idx []int
+	for _, i := range b.scan[p.Namespace] {
+		if b.selectors[i].Matches(labels.Set(p.Labels)) {
+			idx = append(idx, i)
 		}
+	}
+	for k, v := range p.Labels {
+		for _, i := range b.byLabel[nsLabel{p.Namespace, k, v}] {
+			if b.selectors[i].Matches(labels.Set(p.Labels)) {
+				idx = append(idx, i)
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	slices.Sort(idx)
+	out := make([]*policyv1.PodDisruptionBudget, len(idx))
+	for j, i := range idx {
+		out[j] = b.pdbs[i]
 	}
 	return out
 }
