@@ -33,16 +33,18 @@ const MaxExponentDigits = 3
 const maxLen = 64
 
 // maxDigits is how many integer digits a value in base units (millicores
-// for cpu, one for the rest, as kube-scheduler counts) may have: int64
-// holds every number of 18 digits and some of 19, and arithmetic on 19
-// digits is as cheap as on one.
-const maxDigits = 19
+// for cpu, one for the rest) may have before Bound replaces it: comparing
+// or adding a thousand digits takes microseconds, and below it berth reads
+// every quantity exactly as kube-scheduler does, sums included.
+const maxDigits = 1000
 
 // HugeExponent returns the first number in b whose decimal exponent has
 // more than MaxExponentDigits digits (leading zeros do not count), or ""
-// when there is none. A number counts when it stands alone: neither
-// preceded nor followed by a letter, digit, dot or underscore, so that an
-// image digest or an identifier does not. It scans b once (a regular
+// when there is none. A number counts when it stands alone as a JSON or
+// CEL value: a whole string (between quotes) or a bare number (between
+// the start or end, spaces, and JSON's or CEL's punctuation), so that a
+// UID ("123e4567-e89b-..."), an image tag or digest or an identifier does
+// not. It scans b once (a regular
 // expression took 10 s on a 100 MiB `berth plan` file).
 func HugeExponent(b []byte) string {
 	for i := 0; i < len(b); i++ {
@@ -63,7 +65,7 @@ func HugeExponent(b []byte) string {
 		for end < len(b) && isDigit(b[end]) {
 			end++
 		}
-		if end-j <= MaxExponentDigits || (end < len(b) && isWord(b[end])) {
+		if end-j <= MaxExponentDigits {
 			continue
 		}
 		// The mantissa: digits with at most one dot, standing alone.
@@ -79,11 +81,11 @@ func HugeExponent(b []byte) string {
 			}
 			start--
 		}
-		if digits == 0 || (start > 0 && isWord(b[start-1])) {
-			continue
-		}
 		if start > 0 && (b[start-1] == '+' || b[start-1] == '-') {
 			start--
+		}
+		if digits == 0 || !standsAlone(b, start, end) {
+			continue
 		}
 		return string(b[start:end])
 	}
@@ -92,8 +94,33 @@ func HugeExponent(b []byte) string {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func isWord(c byte) bool {
-	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '.'
+// standsAlone reports whether b[start:end] is a whole quoted string (the
+// same quote on both sides) or a bare value (no quote on either side, and
+// an edge or the text's start or end on each).
+func standsAlone(b []byte, start, end int) bool {
+	before, after := byte(' '), byte(' ')
+	if start > 0 {
+		before = b[start-1]
+	}
+	if end < len(b) {
+		after = b[end]
+	}
+	if isQuote(before) || isQuote(after) {
+		return before == after
+	}
+	return isEdge(before) && isEdge(after)
+}
+
+func isQuote(c byte) bool { return c == '"' || c == '\'' }
+
+// isEdge reports whether c may stand next to a JSON or CEL value: a quote,
+// a space or punctuation that separates values.
+func isEdge(c byte) bool {
+	switch c {
+	case '"', '\'', ' ', '\t', '\n', '\r', ':', ',', '[', ']', '{', '}', '(', ')':
+		return true
+	}
+	return false
 }
 
 // Parse parses s as resource.ParseQuantity does, but first refuses, with
@@ -111,8 +138,8 @@ func Parse(s string) (resource.Quantity, error) {
 }
 
 // InRange reports whether q, counted in name's unit (millicores for cpu,
-// one for the rest), has at most 19 integer digits: comparing or adding it
-// then costs what it costs for any quantity. O(1) in q's exponent: it
+// one for the rest), has at most 1,000 integer digits: comparing or adding
+// it then takes microseconds. O(1) in q's exponent: it
 // reads q's digits and exponent, never writes them out.
 func InRange(name corev1.ResourceName, q resource.Quantity) bool {
 	d := q.AsDec() // q is a copy; AsDec only reads a decimal q already holds
@@ -174,12 +201,16 @@ func BoundList(rl corev1.ResourceList) int {
 // BoundPod bounds, in place, every quantity of a pod the scheduler reads:
 // its containers' and init containers' requests and limits, the pod-level
 // resources and the overhead. It returns how many it replaced.
-func BoundPod(p *corev1.Pod) int {
-	n := BoundList(p.Spec.Overhead)
-	if p.Spec.Resources != nil {
-		n += BoundList(p.Spec.Resources.Requests) + BoundList(p.Spec.Resources.Limits)
+func BoundPod(p *corev1.Pod) int { return BoundPodSpec(&p.Spec) }
+
+// BoundPodSpec is BoundPod for a pod spec (of a pod, or of the template of
+// a workload or a PodTemplate).
+func BoundPodSpec(spec *corev1.PodSpec) int {
+	n := BoundList(spec.Overhead)
+	if spec.Resources != nil {
+		n += BoundList(spec.Resources.Requests) + BoundList(spec.Resources.Limits)
 	}
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range cs {
 			n += BoundList(cs[i].Resources.Requests) + BoundList(cs[i].Resources.Limits)
 		}
@@ -193,17 +224,37 @@ func BoundNode(n *corev1.Node) int {
 	return BoundList(n.Status.Capacity) + BoundList(n.Status.Allocatable)
 }
 
-// BoundSlice bounds the capacities of a ResourceSlice's devices in place
-// (DRA selectors compare them) and returns how many it replaced.
+// BoundSlice bounds the capacities of a ResourceSlice's devices and its
+// counters in place (DRA selectors compare capacities, the allocator adds
+// counters) and returns how many it replaced.
 func BoundSlice(s *resourcev1.ResourceSlice) int {
 	n := 0
 	for i := range s.Spec.Devices {
-		for name, c := range s.Spec.Devices[i].Capacity {
+		d := &s.Spec.Devices[i]
+		for name, c := range d.Capacity {
 			if !InRange("", c.Value) {
 				c.Value = Bound("", c.Value)
-				s.Spec.Devices[i].Capacity[name] = c
+				d.Capacity[name] = c
 				n++
 			}
+		}
+		for j := range d.ConsumesCounters {
+			n += boundCounters(d.ConsumesCounters[j].Counters)
+		}
+	}
+	for i := range s.Spec.SharedCounters {
+		n += boundCounters(s.Spec.SharedCounters[i].Counters)
+	}
+	return n
+}
+
+func boundCounters(cs map[string]resourcev1.Counter) int {
+	n := 0
+	for name, c := range cs {
+		if !InRange("", c.Value) {
+			c.Value = Bound("", c.Value)
+			cs[name] = c
+			n++
 		}
 	}
 	return n

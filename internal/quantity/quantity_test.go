@@ -21,6 +21,10 @@ func TestHugeExponentFindsStandaloneNumbersOnly(t *testing.T) {
 		{"an exa suffix is not an exponent", `"12E"`, ""},
 		{"a digest that looks like a number inside is not one", `"sha256:1e45670abc"`, ""},
 		{"a number inside a word is not one", `"node1e12345"`, ""},
+		{"a UID is not one", `"uid":"123e4567-e89b-12d3-a456-426614174000"`, ""},
+		{"an image tag is not one", `"image":"app:3e45678"`, ""},
+		{"a label value of a number is one", `"labels":{"n":"1e30000000"}`, "1e30000000"},
+		{"a signed number in a YAML flow list is one", `[ -1e30000000 ]`, "-1e30000000"},
 		{"an ordinary pod", `{"requests":{"cpu":"500m","memory":"1Gi"}}`, ""},
 	}
 	for _, tt := range tests {
@@ -57,18 +61,17 @@ func TestBoundKeepsWhatTheSchedulerReads(t *testing.T) {
 		replaced bool
 	}{
 		{corev1.ResourceCPU, "500m", false},
-		{corev1.ResourceCPU, "9e15", false},
-		{corev1.ResourceCPU, "1e16", true},
+		{corev1.ResourceCPU, "1e16", false}, // read as kube-scheduler reads it, sums included
+		{corev1.ResourceCPU, "1e996", false},
+		{corev1.ResourceCPU, "1e998", true}, // 1,002 digits in millicores
 		{corev1.ResourceCPU, "1e3000000", true},
-		{corev1.ResourceMemory, "64Ei", false}, // ParseQuantity clamps it to MaxInt64
-		{corev1.ResourceMemory, "7Ei", false},
-		{corev1.ResourceMemory, "9e18", false},
-		{corev1.ResourceMemory, "1e19", true},
-		{corev1.ResourceMemory, "1e20", true},
-		{corev1.ResourceMemory, "123456789012345678901234567890", true},
-		{corev1.ResourceMemory, "-1e300", true},
-		{corev1.ResourceMemory, "0e999", true},
-		{"example.com/gpu", "1e999", true},
+		{corev1.ResourceMemory, "64Ei", false},
+		{corev1.ResourceMemory, "123456789012345678901234567890", false},
+		{corev1.ResourceMemory, "1e999", false},
+		{corev1.ResourceMemory, "1e1001", true},
+		{corev1.ResourceMemory, "-1e30000", true},
+		{corev1.ResourceMemory, "0e30000", true},
+		{"example.com/gpu", "1e30000000", true},
 		{"example.com/gpu", "8", false},
 	}
 	for _, tt := range tests {
@@ -92,7 +95,7 @@ func TestBoundKeepsWhatTheSchedulerReads(t *testing.T) {
 }
 
 func TestBoundPodReachesEveryQuantityTheSchedulerReads(t *testing.T) {
-	huge := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e3000000"), corev1.ResourceMemory: resource.MustParse("1e40")}
+	huge := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e3000000"), corev1.ResourceMemory: resource.MustParse("1e30000000")}
 	p := &corev1.Pod{Spec: corev1.PodSpec{
 		Overhead:       huge.DeepCopy(),
 		Resources:      &corev1.ResourceRequirements{Requests: huge.DeepCopy(), Limits: huge.DeepCopy()},

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,11 +30,11 @@ import (
 // writes (the CapacityBuffer's chunk template) reads the pod past the
 // cache.
 //
-// It also bounds the quantities of pods, nodes and ResourceSlices
-// (quantity.Bound): one the API server stored with an exponent of
-// millions of digits would make every comparison with it take seconds.
-// What the scheduler and the planner read from a bounded quantity does
-// not change.
+// It also bounds the quantities of pods, nodes, ResourceSlices and the pod
+// templates of workloads and PodTemplates (quantity.Bound): one the API
+// server stored with an exponent of millions of digits would make every
+// comparison with it take seconds. Only quantities of more than 1,000
+// digits change, to the number kube-scheduler reads from them.
 func trimCached(obj any) (any, error) {
 	obj, err := crcache.TransformStripManagedFields()(obj)
 	if err != nil {
@@ -48,6 +50,20 @@ func trimCached(obj any) (any, error) {
 		quantity.BoundNode(o)
 	case *resourcev1.ResourceSlice:
 		quantity.BoundSlice(o)
+	// Workloads and PodTemplates: CapacityBuffers and DaemonSet overhead
+	// read their pod templates' requests.
+	case *corev1.PodTemplate:
+		quantity.BoundPodSpec(&o.Template.Spec)
+	case *appsv1.Deployment:
+		quantity.BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.StatefulSet:
+		quantity.BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.ReplicaSet:
+		quantity.BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.DaemonSet:
+		quantity.BoundPodSpec(&o.Spec.Template.Spec)
+	case *batchv1.Job:
+		quantity.BoundPodSpec(&o.Spec.Template.Spec)
 	}
 	return obj, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -127,5 +128,17 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 	}
 	if c := out.(*resourcev1.ResourceSlice).Spec.Devices[0].Capacity["memory"].Value; !quantity.InRange("", c) {
 		t.Errorf("cached slice's device capacity not bounded: %s", c.String())
+	}
+
+	// A CapacityBuffer reads the requests of a workload's pod template.
+	dep := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: pod.Spec}}}
+	dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: huge}}}}
+	out, err = trimCached(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, c) {
+		t.Errorf("cached Deployment's template not bounded: %s", c.String())
 	}
 }

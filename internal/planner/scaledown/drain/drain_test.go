@@ -268,7 +268,8 @@ func TestBudgetsMatchWhatTheirSelectorsSelect(t *testing.T) {
 		var pdbs []*policyv1.PodDisruptionBudget
 		for i := range 1 + r.IntN(8) {
 			sel := &metav1.LabelSelector{}
-			switch r.IntN(4) {
+			switch r.IntN(5) {
+			case 4: // {} selects every pod of the namespace
 			case 0:
 				sel.MatchLabels = map[string]string{"app": pick("a", "b")}
 			case 1:
