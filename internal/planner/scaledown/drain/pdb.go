@@ -30,6 +30,9 @@ type Budgets struct {
 	// PDB of the cluster.
 	byLabel map[nsLabel][]int
 	scan    map[string][]int
+	// namespaces holds the namespaces with a PDB: a pod of any other
+	// namespace (most pods, in most clusters) is answered at once.
+	namespaces map[string]bool
 }
 
 type nsLabel struct{ namespace, key, value string }
@@ -37,7 +40,7 @@ type nsLabel struct{ namespace, key, value string }
 // NewBudgets reads the PDBs; one with an invalid selector matches nothing
 // (the API server rejects those anyway).
 func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
-	b := &Budgets{left: map[types.NamespacedName]int32{}, byLabel: map[nsLabel][]int{}, scan: map[string][]int{}}
+	b := &Budgets{left: map[types.NamespacedName]int32{}, byLabel: map[nsLabel][]int{}, scan: map[string][]int{}, namespaces: map[string]bool{}}
 	for _, p := range pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
 		if err != nil || p.Spec.Selector == nil {
@@ -47,6 +50,7 @@ func NewBudgets(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
 		b.pdbs = append(b.pdbs, p)
 		b.selectors = append(b.selectors, sel)
 		b.left[key(p)] = p.Status.DisruptionsAllowed
+		b.namespaces[p.Namespace] = true
 		if k, ok := firstKey(p.Spec.Selector.MatchLabels); ok {
 			nl := nsLabel{p.Namespace, k, p.Spec.Selector.MatchLabels[k]}
 			b.byLabel[nl] = append(b.byLabel[nl], i)
@@ -72,7 +76,7 @@ func firstKey(m map[string]string) (string, bool) {
 // Matching returns the PDBs that cover the pod, in the order they were
 // given. O(the pod's labels + the PDBs filed under them).
 func (b *Budgets) Matching(p *corev1.Pod) []*policyv1.PodDisruptionBudget {
-	if b == nil || len(b.pdbs) == 0 {
+	if b == nil || !b.namespaces[p.Namespace] {
 		return nil
 	}
 	var idx []int
