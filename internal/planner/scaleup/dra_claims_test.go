@@ -48,32 +48,49 @@ func TestPodsAskingForOtherDevicesGetTheirOwnAllocation(t *testing.T) {
 }
 
 // TestClaimsWithHugeNumbersInSelectorsAreNotEvaluated: anyone who can
-// create a claim can write a selector with quantity("1e2147483648"), on
-// which CEL's quantity() does not return. The pod is unschedulable with a
-// reason that names the number; the other pods are planned.
+// create a claim can write a selector that hands quantity() or
+// isQuantity() a number like 1e2147483648, on which apimachinery's parser
+// does not return: written plainly, with CEL escapes, or built when the
+// selector runs. Such a pod is unschedulable with a reason that says
+// why; pods whose selectors call quantity() on ordinary numbers, and the
+// other pods, are planned.
 func TestClaimsWithHugeNumbersInSelectorsAreNotEvaluated(t *testing.T) {
-	ng := b.NodeGroup("gpu", b.InstanceType("a100-4", "16", "64Gi", b.OnDemand("zone-a", "6.00")),
-		b.Devices(benchDriver, "gpu", 4, map[string]string{"model": "a100"}), b.Size(0, 10))
-	dra := snapshot.DRA{
-		DeviceClasses: []*resourcev1.DeviceClass{b.DeviceClass("gpu", benchDriver)},
-		ClaimTemplates: []*resourcev1.ResourceClaimTemplate{
-			b.ClaimTemplate("two", b.DeviceRequest("gpu", "gpu", 2, `device.attributes["gpu.example.com"].model == "a100"`)),
-			b.ClaimTemplate("huge", b.DeviceRequest("gpu", "gpu", 1, `quantity("1e2147483648").isGreaterThan(quantity("1"))`)),
-		},
-	}
-	pending := []*corev1.Pod{
-		b.Pod("a-two", b.CPU("1"), b.PodClaimTemplate("gpu", "two")),
-		b.Pod("b-huge", b.CPU("1"), b.PodClaimTemplate("gpu", "huge")),
-	}
-	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending, DRA: dra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"new zone-a/on-demand/a100-4: a-two", "unschedulable: b-huge"}, summary(plan)); diff != "" {
-		t.Errorf("plan (-want +got):\n%s", diff)
-	}
-	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod.Name != "b-huge" ||
-		!strings.Contains(plan.Unschedulable[0].Message, "the number 1e2147483648, with an exponent of more than 3 digits") {
-		t.Errorf("unschedulable %+v, want b-huge with a reason naming the number", plan.Unschedulable)
+	for _, tc := range []struct {
+		name, selector, reason string
+	}{
+		{"written plainly", `quantity("1e2147483648").isGreaterThan(quantity("1"))`, "the number 1e2147483648, with an exponent of more than 3 digits"},
+		{"written with a CEL escape", `quantity("1\u00652147483648").isGreaterThan(quantity("1"))`, "the number 1e2147483648, with an exponent of more than 3 digits"},
+		{"written with an octal escape", `isQuantity("1\1452147483648")`, "the number 1e2147483648, with an exponent of more than 3 digits"},
+		{"joined when the selector runs", `quantity("1e" + "2147483648").isGreaterThan(quantity("1"))`, "calls quantity() on a value computed when it runs"},
+		{"read from a device attribute", `isQuantity(device.attributes["gpu.example.com"].model)`, "calls isQuantity() on a value computed when it runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ng := b.NodeGroup("gpu", b.InstanceType("a100-4", "16", "64Gi", b.OnDemand("zone-a", "6.00")),
+				b.Devices(benchDriver, "gpu", 4, map[string]string{"model": "a100"}), b.Size(0, 10))
+			dra := snapshot.DRA{
+				DeviceClasses: []*resourcev1.DeviceClass{b.DeviceClass("gpu", benchDriver)},
+				ClaimTemplates: []*resourcev1.ResourceClaimTemplate{
+					b.ClaimTemplate("two", b.DeviceRequest("gpu", "gpu", 2, `device.attributes["gpu.example.com"].model == "a100"`)),
+					b.ClaimTemplate("sized", b.DeviceRequest("gpu", "gpu", 1, `quantity("40Gi").isLessThan(quantity("1e12"))`)),
+					b.ClaimTemplate("huge", b.DeviceRequest("gpu", "gpu", 1, tc.selector)),
+				},
+			}
+			pending := []*corev1.Pod{
+				b.Pod("a-two", b.CPU("1"), b.PodClaimTemplate("gpu", "two")),
+				b.Pod("b-huge", b.CPU("1"), b.PodClaimTemplate("gpu", "huge")),
+				b.Pod("c-sized", b.CPU("1"), b.PodClaimTemplate("gpu", "sized")),
+			}
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending, DRA: dra})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"new zone-a/on-demand/a100-4: a-two,c-sized", "unschedulable: b-huge"}, summary(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod.Name != "b-huge" ||
+				!strings.Contains(plan.Unschedulable[0].Message, tc.reason) {
+				t.Errorf("unschedulable %+v, want b-huge with a reason containing %q", plan.Unschedulable, tc.reason)
+			}
+		})
 	}
 }

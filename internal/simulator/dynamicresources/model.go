@@ -74,6 +74,8 @@ type Model[N comparable, O Option] struct {
 	// results excluded, as in kube-scheduler), by pool.
 	allocated map[poolKey]sets.Set[structured.DeviceID]
 	celCache  *cel.Cache
+	// quantityVerdicts keeps what quantityArgs found per CEL expression.
+	quantityVerdicts map[string]error
 	// nodes answers what the model asks about the snapshot's nodes;
 	// fitting is the buffer its Fitting answers go to.
 	nodes   Nodes[N, O]
@@ -117,23 +119,24 @@ type poolKey struct{ driver, pool string }
 // snapshot's nodes when it checks a class on one.
 func New[N comparable, O Option](in Objects, nodes Nodes[N, O]) *Model[N, O] {
 	m := &Model[N, O]{
-		classes:     classLister{},
-		claims:      map[types.NamespacedName]*resourcev1.ResourceClaim{},
-		templates:   map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{},
-		podGroups:   map[types.NamespacedName]*schedulingv1alpha2.PodGroup{},
-		nodeSlices:  map[string][]*resourcev1.ResourceSlice{},
-		allocated:   map[poolKey]sets.Set[structured.DeviceID]{},
-		celCache:    cel.NewCache(1000, cel.Features{EnableConsumableCapacity: false}),
-		nodes:       nodes,
-		planned:     map[site[N, O]]sets.Set[structured.DeviceID]{},
-		heldKeys:    map[site[N, O]]int{},
-		heldSets:    map[string]int{},
-		uses:        map[ClaimKey]*claimUse[N, O]{},
-		optionCache: map[optionClaims[O]]bool{},
-		unitCache:   map[optionClaims[O]]float64{},
-		allocCache:  map[allocation[O]][]resourcev1.AllocationResult{},
-		classClaims: map[classClaims]int{},
-		claimSpecs:  map[string]int{},
+		classes:          classLister{},
+		claims:           map[types.NamespacedName]*resourcev1.ResourceClaim{},
+		templates:        map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{},
+		podGroups:        map[types.NamespacedName]*schedulingv1alpha2.PodGroup{},
+		nodeSlices:       map[string][]*resourcev1.ResourceSlice{},
+		allocated:        map[poolKey]sets.Set[structured.DeviceID]{},
+		celCache:         cel.NewCache(1000, cel.Features{EnableConsumableCapacity: false}),
+		quantityVerdicts: map[string]error{},
+		nodes:            nodes,
+		planned:          map[site[N, O]]sets.Set[structured.DeviceID]{},
+		heldKeys:         map[site[N, O]]int{},
+		heldSets:         map[string]int{},
+		uses:             map[ClaimKey]*claimUse[N, O]{},
+		optionCache:      map[optionClaims[O]]bool{},
+		unitCache:        map[optionClaims[O]]float64{},
+		allocCache:       map[allocation[O]][]resourcev1.AllocationResult{},
+		classClaims:      map[classClaims]int{},
+		claimSpecs:       map[string]int{},
 	}
 	for _, c := range in.DeviceClasses {
 		m.classes[c.Name] = c
