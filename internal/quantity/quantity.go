@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"math/big"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -260,4 +262,34 @@ func boundCounters(cs map[string]resourcev1.Counter) int {
 		}
 	}
 	return n
+}
+
+// BoundObject bounds, in place, the quantities berth reads of an object
+// read from the API server: a pod's, a node's, a ResourceSlice's, and the
+// pod template's of a PodTemplate or a workload (Deployment, StatefulSet,
+// ReplicaSet, DaemonSet, Job), whose requests CapacityBuffers and
+// DaemonSet overhead read. Other objects are left as they are. It returns
+// how many quantities it replaced.
+func BoundObject(obj any) int {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return BoundPod(o)
+	case *corev1.Node:
+		return BoundNode(o)
+	case *resourcev1.ResourceSlice:
+		return BoundSlice(o)
+	case *corev1.PodTemplate:
+		return BoundPodSpec(&o.Template.Spec)
+	case *appsv1.Deployment:
+		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.StatefulSet:
+		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.ReplicaSet:
+		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.DaemonSet:
+		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *batchv1.Job:
+		return BoundPodSpec(&o.Spec.Template.Spec)
+	}
+	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -39,7 +40,8 @@ func (f *Flags) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Client connects without a cache: every read goes to the API server.
+// Client connects without a cache: every read goes to the API server,
+// with quantities bounded (clusterread.Bounded).
 func (f *Flags) Client() (client.Client, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
@@ -49,5 +51,5 @@ func (f *Flags) Client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	return c, nil
+	return clusterread.Bounded(c), nil
 }

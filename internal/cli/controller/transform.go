@@ -1,10 +1,7 @@
 package controller
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -43,28 +40,13 @@ func trimCached(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		trimPod(o)
-		quantity.BoundPod(o)
 	case *corev1.Node:
 		o.Status.Images = nil
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-		quantity.BoundNode(o)
-	case *resourcev1.ResourceSlice:
-		quantity.BoundSlice(o)
-	// Workloads and PodTemplates: CapacityBuffers and DaemonSet overhead
-	// read their pod templates' requests.
-	case *corev1.PodTemplate:
-		quantity.BoundPodSpec(&o.Template.Spec)
-	case *appsv1.Deployment:
-		quantity.BoundPodSpec(&o.Spec.Template.Spec)
-	case *appsv1.StatefulSet:
-		quantity.BoundPodSpec(&o.Spec.Template.Spec)
-	case *appsv1.ReplicaSet:
-		quantity.BoundPodSpec(&o.Spec.Template.Spec)
-	case *appsv1.DaemonSet:
-		quantity.BoundPodSpec(&o.Spec.Template.Spec)
-	case *batchv1.Job:
-		quantity.BoundPodSpec(&o.Spec.Template.Spec)
 	}
+	// Workloads and PodTemplates too: CapacityBuffers and DaemonSet
+	// overhead read their pod templates' requests.
+	quantity.BoundObject(obj)
 	return obj, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/internal/cli/clusterflags"
 	"github.com/berth-dev/berth/internal/dashboard"
+	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -47,7 +48,11 @@ It has no authentication of its own: keep it on a loopback address.`,
 			if err != nil {
 				return err
 			}
-			c, err := cache.New(cfg, cache.Options{Scheme: scheme.New()})
+			// Quantities are bounded as the controller's cache bounds them.
+			c, err := cache.New(cfg, cache.Options{Scheme: scheme.New(), DefaultTransform: func(obj any) (any, error) {
+				quantity.BoundObject(obj)
+				return obj, nil
+			}})
 			if err != nil {
 				return fmt.Errorf("watching the cluster: %w", err)
 			}

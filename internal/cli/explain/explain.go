@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -134,5 +135,5 @@ func (o *options) client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	return c, nil
+	return clusterread.Bounded(c), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/quantity"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
@@ -222,5 +224,42 @@ func TestExplainRefusesWhatDoesNotExist(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestExplainReadsHugeRequestsBounded: the API server stores a pod whose
+// cpu request is 1e3000000 (a million digits), and every sum or
+// comparison of it with an ordinary quantity writes out those digits (a
+// good part of a second each). berth explain reads the API server
+// without the controller's cache; it reads such a pod bounded as the
+// cache does, to what kube-scheduler reads from it (MilliValue keeps the
+// low 64 bits of 10^3000003: zero), and so answers what the controller
+// would: a node of the group, where the scheduler will bind the pod.
+func TestExplainReadsHugeRequestsBounded(t *testing.T) {
+	ns := live(t, "ex-huge")
+	nodeGroup(t, "ex-huge")
+	huge := resource.MustParse("1e3000000")
+	if huge.MilliValue() != 0 {
+		t.Fatalf("kube-scheduler reads %d millicores from 1e3000000, the test expects 0", huge.MilliValue())
+	}
+	p := b.Pod("huge", b.Namespace(ns), b.NoUID(), b.CPU("100m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "ex-huge"))
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "init", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: huge}}}}
+	create(t, p)
+
+	o := &options{kubeconfig: env.Cluster.KubeconfigPath(), context: "berth-dev"}
+	c, err := o.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := &corev1.Pod{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), read); err != nil {
+		t.Fatal(err)
+	}
+	if q := read.Spec.InitContainers[0].Resources.Requests[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, q) {
+		t.Errorf("berth explain reads the init container's cpu as stored (%d characters), not bounded", len(q.String()))
+	}
+	if e := runJSON(t, "pod", ns+"/huge"); e.Decision != DecisionLaunchNode || len(e.Launch) != 1 || e.Launch[0].NodeGroup != "ex-huge" {
+		t.Errorf("explanation %+v, want a node of ex-huge launched, as for a pod kube-scheduler reads as requesting 100m", e)
 	}
 }
