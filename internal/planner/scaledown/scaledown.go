@@ -409,15 +409,7 @@ func (p *planner) consider(c candidate) {
 			r.Evict = append(r.Evict, Move{Pod: scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}})
 		}
 	}
-	byRef := make(map[scaleup.PodRef]*snapshot.Pod, len(movers))
-	for _, sp := range movers {
-		byRef[scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}] = sp
-	}
-	for _, m := range moves {
-		if sp := byRef[m.Pod]; m.Pod.Name != "" && sp != nil && p.evicted(sp) {
-			r.Evict = append(r.Evict, m)
-		}
-	}
+	r.Evict = append(r.Evict, moves...)
 	p.plan.Remove = append(p.plan.Remove, r)
 }
 

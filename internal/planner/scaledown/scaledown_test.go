@@ -280,6 +280,30 @@ func TestHeadroomStays(t *testing.T) {
 	}
 }
 
+// TestEvictionsNameThePodsAndWhereTheyGo: a removal lists the pods the
+// drain evicts and the node each is expected on; the headroom unit that
+// also needs a home on another node is not a pod and is not evicted.
+func TestEvictionsNameThePodsAndWhereTheyGo(t *testing.T) {
+	g := group("ev")
+	nodes := []*corev1.Node{node("a", g), node("b", g)}
+	pods := []*corev1.Pod{app("w", "a", "1"), app("big", "b", "2")}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "spare"}}
+	unit := headroom.VirtualPods(h, headroom.Resolved{Count: 1, Shape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: b.Node("x", "500m", "1").Status.Capacity[corev1.ResourceCPU]}}})
+	plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: nodes, Pods: pods, Virtual: unit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range plan.Remove {
+		for _, m := range r.Evict {
+			got = append(got, r.Node+": "+m.Pod.String()+" -> "+m.To)
+		}
+	}
+	if diff := cmp.Diff([]string{"a: default/w -> b"}, got); diff != "" {
+		t.Errorf("evictions (-want +got):\n%s", diff)
+	}
+}
+
 // TestRecheck: a node being drained (after a restart, say) may go on while
 // its remaining pods have a home, even if their PDB makes them wait now;
 // it must stop when a pod has no home any more.

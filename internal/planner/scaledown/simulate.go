@@ -17,8 +17,8 @@ import (
 // pod that blocks.
 func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot.Pod, []*corev1.Pod, *Blocked) {
 	ctx := &drain.Context{PDBs: p.budgets, Now: p.now, Controllers: p.controllers}
-	var movers []*snapshot.Pod
-	var evict []*corev1.Pod
+	movers := make([]*snapshot.Pod, 0, len(n.Pods))
+	evict := make([]*corev1.Pod, 0, len(n.Pods))
 	for _, sp := range n.Pods {
 		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod] {
 			movers = append(movers, sp) // needs a home, is not evicted
@@ -38,7 +38,8 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 
 // rehome cordons the node, takes the movers off it and places each on the
 // first node (by name) where the filters pass, largest pods first. It
-// returns the moves, or the first pod with no home. Call it in a fork.
+// returns the moves of the pods it evicts (not of headroom units or
+// settled pods), or the first pod with no home. Call it in a fork.
 func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *snapshot.Pod) {
 	p.s.Cordon(n)
 	pods := slices.Clone(movers)
@@ -51,7 +52,7 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 	if p.homes == nil {
 		p.homes = homes(p.s)
 	}
-	var moves []Move
+	moves := make([]Move, 0, len(pods))
 	for _, sp := range pods {
 		unbound, c := p.unboundClass(sp)
 		if c == nil {
@@ -62,7 +63,9 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 			return nil, sp
 		}
 		p.s.AddPod(unbound, to)
-		moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
+		if p.evicted(sp) {
+			moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
+		}
 	}
 	return moves, nil
 }
