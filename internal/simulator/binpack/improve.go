@@ -38,7 +38,9 @@ const improveMaxPods = 64
 // improve replaces runs of planned nodes by cheaper single nodes, then
 // dissolves partly empty nodes whose pods are cheaper elsewhere.
 func (p *packer) improve() {
+	p.fill()
 	if len(p.pending) > improveMaxPods {
+		p.settle()
 		return
 	}
 	p.mergeRuns()

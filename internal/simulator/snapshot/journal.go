@@ -10,6 +10,7 @@ const (
 	undoEnableTemplate
 	undoCordon
 	undoRetire
+	undoWiden
 )
 
 // undo is one recorded change and what is needed to reverse it. It is
@@ -21,7 +22,8 @@ type undo struct {
 	slot int32
 	node *Node
 	pod  *Pod
-	// flex is a flexible node's state before a pod was added.
+	// flex is a flexible node's state before a pod was added or its
+	// options were widened.
 	flex *flexUndo
 	// shadowed is the node an added node's name stood for before it
 	// (a planned node named as an existing one), restored on undo.
@@ -95,11 +97,11 @@ func (s *Snapshot) reverse(u undo) {
 	switch u.kind {
 	case undoAddPod:
 		s.unplace(u.pod)
-		if f := u.flex; f != nil {
-			u.node.Flex = &Flex{Options: f.options}
-			u.node.Allocatable, u.node.AllowedPods, u.node.Current = f.alloc, f.allowed, f.current
-			s.setCapacity(u.node, f.capacity)
+		if u.flex != nil {
+			s.restoreFlex(u.node, u.flex)
 		}
+	case undoWiden:
+		s.restoreFlex(u.node, u.flex)
 	case undoRemovePod:
 		s.replace(u.pod, u.node, int(u.slot))
 	case undoAddNode:
@@ -123,4 +125,11 @@ func (s *Snapshot) reverse(u undo) {
 	case undoEnableTemplate:
 		s.disableTemplate(u.node)
 	}
+}
+
+// restoreFlex puts back a flexible node's options and envelope.
+func (s *Snapshot) restoreFlex(n *Node, f *flexUndo) {
+	n.Flex = &Flex{Options: f.options}
+	n.Allocatable, n.AllowedPods, n.Current = f.alloc, f.allowed, f.current
+	s.setCapacity(n, f.capacity)
 }

@@ -1,6 +1,10 @@
 package snapshot
 
-import "github.com/berth-dev/berth/internal/simulator/dynamicresources"
+import (
+	"slices"
+
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
+)
 
 // AddPod places a pod on a node. On a flexible node the options narrow to
 // those the node's pods still fit.
@@ -56,6 +60,60 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 		out = append(out, o)
 	}
 	return out
+}
+
+// Widen gives planned node n back every option of opts that its pods fit
+// together: their requests and pod count, the limits, and the node
+// selection of pods that name option labels (instance or capacity type).
+// Options only narrow while pods are added, so a node keeps the options
+// of its fullest moment; once pods have been moved off it, it may be
+// launched as a smaller type. A node holding a pod that claims devices
+// keeps its options (which options hold the devices is known only pod by
+// pod). It reports whether the node's cheapest option changed.
+// O(len(opts) + pods on n).
+func (s *Snapshot) Widen(n *Node, opts []*Option) bool {
+	if n.Flex == nil || n.Current == nil || len(n.Pods) == 0 {
+		return false
+	}
+	var named []*Class
+	for _, p := range n.Pods {
+		if len(p.Class.Claims) > 0 {
+			return false
+		}
+		if s.ReferencesOptionKeys(p.Class) && !slices.Contains(named, p.Class) {
+			named = append(named, p.Class)
+		}
+	}
+	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	out := make([]*Option, 0, len(opts))
+options:
+	for _, o := range opts {
+		if !n.HoldsIn(o) || !h.Allows(&o.Allocatable) {
+			continue
+		}
+		for _, c := range named {
+			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
+				continue options
+			}
+		}
+		out = append(out, o)
+	}
+	cheapest := Cheapest(out)
+	if cheapest == nil || cheapest.Price >= n.Current.Price {
+		return false
+	}
+	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{options: n.Flex.Options, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
+	n.Flex = &Flex{Options: out}
+	n.envelope()
+	n.Current = cheapest
+	s.setCapacity(n, cheapest.Allocatable)
+	return true
+}
+
+// HoldsIn reports whether the node's pods, as they are, fit option o
+// (its pod count and requests next to o's DaemonSet overhead).
+func (n *Node) HoldsIn(o *Option) bool {
+	return n.podCount+o.OverheadPods <= o.AllowedPods && fitsWithOverhead(&n.Requested, &Resources{}, &o.Overhead, &o.Allocatable)
 }
 
 // FitsAnyOption reports whether a flexible node's pods plus a pending pod

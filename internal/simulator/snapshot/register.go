@@ -166,3 +166,9 @@ func (k *Counter) Term() *AffinityTerm { return &k.owner.AntiAffinity[k.term] }
 
 // Key returns the counter's topology key.
 func (k *Counter) Key() string { return k.key }
+
+// Counts reports whether counter k counts the pods of class c.
+func (s *Snapshot) Counts(k *Counter, c *Class) bool { return k.matches(s, c) }
+
+// Eligible reports whether counter k counts the pods on node n.
+func (k *Counter) Eligible(n *Node) bool { return k.eligible(n) }

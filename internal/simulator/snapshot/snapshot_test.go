@@ -75,8 +75,15 @@ func observe(t *testing.T, s *snapshot.Snapshot, classes []*snapshot.Class) stri
 	t.Helper()
 	var sb strings.Builder
 	for _, n := range s.Nodes {
-		fmt.Fprintf(&sb, "%s pods=%d count=%d cpu=%d ports=%d flex=%v cap=%d\n", n.Name, len(n.Pods), n.PodCount(), n.Requested.MilliCPU, len(n.HostPorts),
+		fmt.Fprintf(&sb, "%s pods=%d count=%d cpu=%d ports=%d flex=%v cap=%d", n.Name, len(n.Pods), n.PodCount(), n.Requested.MilliCPU, len(n.HostPorts),
 			n.Flex != nil && len(n.Flex.Options) > 0, n.Capacity.MilliCPU)
+		if n.Flex != nil {
+			fmt.Fprintf(&sb, " options=%d", len(n.Flex.Options))
+			if n.Current != nil {
+				fmt.Fprintf(&sb, " current=%s", n.Current.InstanceType)
+			}
+		}
+		sb.WriteString("\n")
 		// The planner walks a node's pods in order: Revert restores it.
 		for _, p := range n.Pods {
 			fmt.Fprintf(&sb, "  %s", p.Name)
@@ -105,13 +112,17 @@ func observe(t *testing.T, s *snapshot.Snapshot, classes []*snapshot.Class) stri
 
 func option(name string, cpu string) *snapshot.Option {
 	n := b.Node("option", cpu, "8Gi", b.NodeLabels(v1alpha1.LabelInstanceType, name))
-	return &snapshot.Option{InstanceType: name, Price: 1, Allocatable: snapshot.FromList(n.Status.Allocatable), AllowedPods: 110, Node: n,
+	price := 1.0
+	if name == "big" {
+		price = 4
+	}
+	return &snapshot.Option{InstanceType: name, Price: price, Allocatable: snapshot.FromList(n.Status.Allocatable), AllowedPods: 110, Node: n,
 		Slices: []*resourcev1.ResourceSlice{b.Slice("option", gpuDriver, "gpu", len(name), nil)}}
 }
 
 func template(zone string) *snapshot.Node {
 	n := b.Node("template-"+zone, "0", "0", b.NodeLabels(v1alpha1.LabelZone, zone))
-	return &snapshot.Node{Node: n, NodeGroup: "g", Flex: &snapshot.Flex{Options: []*snapshot.Option{option("small", "2"), option("big", "8")}}}
+	return &snapshot.Node{Node: n, NodeGroup: "g", Flex: &snapshot.Flex{Options: []*snapshot.Option{option("small", "1"), option("big", "8")}}}
 }
 
 // TestRevertRestoresEverything applies random changes after a Fork and
@@ -193,6 +204,24 @@ func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
 			k := r.Intn(len(placed))
 			s.RemovePod(placed[k])
 			placed = append(placed[:k], placed[k+1:]...)
+		case op < 6:
+			// A pod that needs the big option narrows a planned node to
+			// it; once the pod is gone, Widen gives back the small one.
+			n := s.Nodes[r.Intn(len(s.Nodes))]
+			if !n.Planned {
+				continue
+			}
+			c, err := s.Classify(b.Pod(fmt.Sprintf("large-%d-%d", base, i), b.CPU("1500m")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if predicates.Run(predicates.Default(), s, c, n).Failed() {
+				continue
+			}
+			p := &snapshot.Pod{Pod: c.Example, Class: c}
+			s.AddPod(p, n)
+			s.RemovePod(p)
+			s.Widen(n, []*snapshot.Option{option("small", "1"), option("big", "8")})
 		default:
 			pod := placeable(r, base+i)
 			c, err := s.Classify(pod)
@@ -208,6 +237,46 @@ func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
 			s.AddPod(p, n)
 			placed = append(placed, p)
 		}
+	}
+}
+
+// TestWidenLaunchesANodeThatLostPodsSmallerUntilReverted: a planned node
+// narrowed to its big option by a pod that then left is launched as the
+// small one once widened, its group's capacity follows, and a Revert
+// brings back the big option exactly.
+func TestWidenLaunchesANodeThatLostPodsSmallerUntilReverted(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := template("zone-a")
+	n.Node = b.Node("new-1", "0", "0", b.NodeLabels(v1alpha1.LabelZone, "zone-a"))
+	n.Planned = true
+	s.AddNode(n)
+	var pods []*snapshot.Pod
+	for _, cpu := range []string{"200m", "1500m"} {
+		pod := b.Pod("p-"+cpu, b.CPU(cpu))
+		c, err := s.Classify(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &snapshot.Pod{Pod: pod, Class: c}
+		s.AddPod(p, n)
+		pods = append(pods, p)
+	}
+	s.RemovePod(pods[1])
+	if n.Current.InstanceType != "big" {
+		t.Fatalf("after the large pod left: %s, want the node still big (options only narrow)", n.Current.InstanceType)
+	}
+	before := observe(t, s, nil)
+	s.Fork()
+	if !s.Widen(n, []*snapshot.Option{option("small", "1"), option("big", "8")}) || n.Current.InstanceType != "small" ||
+		s.Group("g").Capacity.MilliCPU != 1000 {
+		t.Errorf("widened: current %s, group cpu %d; want small, 1000", n.Current.InstanceType, s.Group("g").Capacity.MilliCPU)
+	}
+	s.Revert()
+	if diff := cmp.Diff(before, observe(t, s, nil)); diff != "" {
+		t.Errorf("after Revert (-before +after):\n%s", diff)
 	}
 }
 
