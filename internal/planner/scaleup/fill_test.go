@@ -116,3 +116,48 @@ func TestFillKeepsSpreadsAndAffinityAcrossZones(t *testing.T) {
 		t.Errorf("%d solo nodes, %d of them holding other pods; want 24, at least 12 filled from zone-b:\n%v", soloNodes, filled, summary(plan))
 	}
 }
+
+// TestFillKeepsThePodsAPodNeedsOnItsNode: each "a" pod requires an "b"
+// pod on its node (pod affinity by hostname); the greedy pass puts them
+// together on one large node, next to small nodes of solo pods with
+// room. fill may move b pods away, but never the last one an a pod
+// needs: every a pod ends on a node with a b pod.
+func TestFillKeepsThePodsAPodNeedsOnItsNode(t *testing.T) {
+	var types []b.NodeGroupOption
+	for _, cpu := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48} {
+		types = append(types, b.InstanceType(fmt.Sprintf("c%d", cpu), fmt.Sprint(cpu), fmt.Sprintf("%dGi", 4*cpu),
+			b.OnDemand("zone-a", fmt.Sprintf("%d.00", cpu))))
+	}
+	ng := b.NodeGroup("pairs", append(types, b.Size(0, 100))...)
+	solo := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}}
+	withB := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}}
+	var pending []*corev1.Pod
+	for i := range 24 {
+		pending = append(pending, b.Pod(fmt.Sprintf("solo-%02d", i), b.CPU("200m"), b.Memory("64Mi"), b.Labels("app", "solo"), b.PodAntiAffinity(solo)))
+	}
+	for i := range 36 {
+		pending = append(pending, b.Pod(fmt.Sprintf("b-%02d", i), b.CPU("500m"), b.Memory("64Mi"), b.Labels("app", "b")),
+			b.Pod(fmt.Sprintf("a-%02d", i), b.CPU("500m"), b.Memory("64Mi"), b.Labels("app", "a"), b.PodAffinity(withB)))
+	}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Unschedulable) > 0 {
+		t.Fatalf("unschedulable: %+v", plan.Unschedulable)
+	}
+	for _, n := range plan.NewNodes {
+		var a, bs int
+		for _, p := range n.Pods {
+			switch p.Name[:2] {
+			case "a-":
+				a++
+			case "b-":
+				bs++
+			}
+		}
+		if a > 0 && bs == 0 {
+			t.Errorf("node %s holds %d a pods and no b pod:\n%v", n.Name, a, summary(plan))
+		}
+	}
+}

@@ -129,6 +129,7 @@ func (s *Snapshot) reverse(u undo) {
 
 // restoreFlex puts back a flexible node's options and envelope.
 func (s *Snapshot) restoreFlex(n *Node, f *flexUndo) {
+	s.dra.Changed()
 	n.Flex = &Flex{Options: f.options}
 	n.Allocatable, n.AllowedPods, n.Current = f.alloc, f.allowed, f.current
 	s.setCapacity(n, f.capacity)

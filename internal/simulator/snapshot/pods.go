@@ -3,6 +3,8 @@ package snapshot
 import (
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
 
@@ -70,7 +72,7 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 // launched as a smaller type. A node holding a pod that claims devices
 // keeps its options (which options hold the devices is known only pod by
 // pod). It reports whether the node's cheapest option changed.
-// O(len(opts) + pods on n).
+// O(len(opts) x spread counters + pods on n).
 func (s *Snapshot) Widen(n *Node, opts []*Option) bool {
 	if n.Flex == nil || n.Current == nil || len(n.Pods) == 0 {
 		return false
@@ -82,6 +84,15 @@ func (s *Snapshot) Widen(n *Node, opts []*Option) bool {
 		}
 		if s.ReferencesOptionKeys(p.Class) && !slices.Contains(named, p.Class) {
 			named = append(named, p.Class)
+		}
+	}
+	// A spread counter decided once whether n's pods count, from the
+	// options n had then; an option that would make them count now is
+	// left out, so that the counts stay what kube-scheduler will see.
+	var uncounted []*Counter
+	for _, k := range s.counters {
+		if k.kind == kindSpread && n.eligCache(k.ID) == no && k.owner.Spread[k.term].NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+			uncounted = append(uncounted, k)
 		}
 	}
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
@@ -96,6 +107,11 @@ options:
 				continue options
 			}
 		}
+		for _, k := range uncounted {
+			if ok, _ := k.owner.NodeAffinity.Match(o.Node); ok {
+				continue options
+			}
+		}
 		out = append(out, o)
 	}
 	cheapest := Cheapest(out)
@@ -103,6 +119,7 @@ options:
 		return false
 	}
 	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{options: n.Flex.Options, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
+	s.dra.Changed()
 	n.Flex = &Flex{Options: out}
 	n.envelope()
 	n.Current = cheapest
