@@ -12,6 +12,20 @@ import (
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
+// linearGroup is a node group of types of 1 to 48 cpu (4 GiB each),
+// on demand in the zones, priced 1 per cpu.
+func linearGroup(name string, zones ...string) *v1alpha1.NodeGroup {
+	opts := []b.NodeGroupOption{b.Size(0, 100)}
+	for _, cpu := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48} {
+		var offerings []v1alpha1.Offering
+		for _, z := range zones {
+			offerings = append(offerings, b.OnDemand(z, fmt.Sprintf("%d.00", cpu)))
+		}
+		opts = append(opts, b.InstanceType(fmt.Sprintf("c%d", cpu), fmt.Sprint(cpu), fmt.Sprintf("%dGi", 4*cpu), offerings...))
+	}
+	return b.NodeGroup(name, opts...)
+}
+
 // TestPodsThatCanGoAnywhereFillTheNodesOfPodsThatCannotShare: 24 pods
 // of 200m that may not share a node (anti-affinity) and 72 pods of 500m
 // that may go anywhere, on types of 1 to 48 cpu priced by the cpu. Each
@@ -22,12 +36,7 @@ import (
 // on one large node and opens a 1-cpu node per solo pod (72 + 24); the
 // round is larger than the one where the merges and repacks run.
 func TestPodsThatCanGoAnywhereFillTheNodesOfPodsThatCannotShare(t *testing.T) {
-	var types []b.NodeGroupOption
-	for _, cpu := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48} {
-		types = append(types, b.InstanceType(fmt.Sprintf("c%d", cpu), fmt.Sprint(cpu), fmt.Sprintf("%dGi", 4*cpu),
-			b.OnDemand("zone-a", fmt.Sprintf("%d.00", cpu))))
-	}
-	ng := b.NodeGroup("linear", append(types, b.Size(0, 100))...)
+	ng := linearGroup("linear", "zone-a")
 	solo := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}}
 	var pending []*corev1.Pod
 	for i := range 24 {
@@ -55,12 +64,7 @@ func TestPodsThatCanGoAnywhereFillTheNodesOfPodsThatCannotShare(t *testing.T) {
 // the spread within its skew and each affinity group in one zone, and
 // still fills the solo nodes from the pods of zone-b.
 func TestFillKeepsSpreadsAndAffinityAcrossZones(t *testing.T) {
-	var opts []b.NodeGroupOption
-	for _, cpu := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48} {
-		opts = append(opts, b.InstanceType(fmt.Sprintf("c%d", cpu), fmt.Sprint(cpu), fmt.Sprintf("%dGi", 4*cpu),
-			b.OnDemand("zone-a", fmt.Sprintf("%d.00", cpu)), b.OnDemand("zone-b", fmt.Sprintf("%d.00", cpu))))
-	}
-	ng := b.NodeGroup("zones", append(opts, b.Size(0, 100))...)
+	ng := linearGroup("zones", "zone-a", "zone-b")
 	solo := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}}
 	together := corev1.PodAffinityTerm{TopologyKey: corev1.LabelTopologyZone, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "batch"}}}
 	var pending []*corev1.Pod
@@ -123,12 +127,7 @@ func TestFillKeepsSpreadsAndAffinityAcrossZones(t *testing.T) {
 // room. fill may move b pods away, but never the last one an a pod
 // needs: every a pod ends on a node with a b pod.
 func TestFillKeepsThePodsAPodNeedsOnItsNode(t *testing.T) {
-	var types []b.NodeGroupOption
-	for _, cpu := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48} {
-		types = append(types, b.InstanceType(fmt.Sprintf("c%d", cpu), fmt.Sprint(cpu), fmt.Sprintf("%dGi", 4*cpu),
-			b.OnDemand("zone-a", fmt.Sprintf("%d.00", cpu))))
-	}
-	ng := b.NodeGroup("pairs", append(types, b.Size(0, 100))...)
+	ng := linearGroup("pairs", "zone-a")
 	solo := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}}
 	withB := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}}
 	var pending []*corev1.Pod
