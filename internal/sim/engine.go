@@ -141,6 +141,11 @@ type Engine struct {
 	groups map[string]*v1alpha1.NodeGroup
 	nodes  map[string]*node
 	pods   map[string]*pod
+	// order holds the pods in the order they were added, the deleted
+	// ones (gone) until the next podList: rounds read pods in this order,
+	// as a map's order would differ from run to run.
+	order []*pod
+	gone  int
 	// alias maps a trace pod's key to its current incarnation's key.
 	alias    map[string]string
 	pending  []*pod
@@ -284,6 +289,7 @@ func (e *Engine) replay(ev *trace.Event) {
 
 func (e *Engine) addPod(p *pod) {
 	e.pods[p.key()] = p
+	e.order = append(e.order, p)
 	e.alias[p.trace] = p.key()
 	e.pending = append(e.pending, p)
 	e.metrics.created(p)
@@ -292,6 +298,8 @@ func (e *Engine) addPod(p *pod) {
 
 func (e *Engine) deletePod(p *pod) {
 	delete(e.pods, p.key())
+	p.deleted = true
+	e.gone++
 	if p.isBound() {
 		if n := e.nodes[p.obj.Spec.NodeName]; n != nil {
 			e.learner.left(p, n.group)
@@ -326,4 +334,13 @@ func (e *Engine) fail(err error) {
 	if e.err == nil {
 		e.err = fmt.Errorf("at %s: %w", e.now.Sub(e.start), err)
 	}
+}
+
+// podList returns the pods in the order they were added.
+func (e *Engine) podList() []*pod {
+	if e.gone > 0 {
+		e.order = slices.DeleteFunc(e.order, func(p *pod) bool { return p.deleted })
+		e.gone = 0
+	}
+	return e.order
 }

@@ -139,7 +139,7 @@ func (h *headroomState) readiness(plan *scaleup.Plan, e *Engine) {
 			h.onNode[pl.Node]++
 		}
 	}
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		if p.placeholder != "" && p.isBound() {
 			h.ready[p.placeholder]++
 		}

@@ -49,7 +49,7 @@ func (e *Engine) provision() {
 	in := scaleup.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
 		Now: e.now, LaunchGrace: launchGrace, Nominated: map[types.NamespacedName]string{}}
 	in.Nodes = e.nodeObjects()
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		switch {
 		case p.isBound():
 			in.Pods = append(in.Pods, p.obj)

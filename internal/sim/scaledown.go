@@ -102,7 +102,7 @@ func (e *Engine) scaleDownInput() scaledown.Input {
 	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
 		Virtual: e.headroom.last, Now: e.now, Held: map[string]string{}}
 	in.Nodes = e.nodeObjects()
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		switch {
 		case p.isBound():
 			in.Pods = append(in.Pods, p.obj)
@@ -232,7 +232,7 @@ func (e *Engine) replace(r scaledown.Replacement) {
 
 func (e *Engine) podsOn(node string) []*pod {
 	var out []*pod
-	for _, p := range e.pods {
+	for _, p := range e.podList() {
 		if p.obj.Spec.NodeName == node {
 			out = append(out, p)
 		}

@@ -43,6 +43,7 @@ type pod struct {
 	placeholder string // the Headroom whose placeholder this is
 	nominated   string // node berth launched for it
 	nominatedAt time.Time
+	deleted     bool // deleted from the engine (Engine.podList drops it)
 }
 
 func (p *pod) key() string { return p.obj.Namespace + "/" + p.obj.Name }
