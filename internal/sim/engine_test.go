@@ -25,8 +25,14 @@ var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 // traceOf writes events into a trace and opens it for reading.
 func traceOf(t *testing.T, events ...*trace.Event) *trace.Reader {
 	t.Helper()
+	return readerOf(t, trace.Header{Start: t0}, events)
+}
+
+// readerOf writes a trace of the header and events and opens it.
+func readerOf(t *testing.T, hdr trace.Header, events []*trace.Event) *trace.Reader {
+	t.Helper()
 	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.Header{Start: t0})
+	w, err := trace.NewWriter(&buf, hdr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,23 +312,7 @@ func TestRunsOfOneTraceAgree(t *testing.T) {
 		b.InstanceType("m-8", "8", "32Gi", b.Spot("zone-a", "0.24"), b.OnDemand("zone-a", "0.80")),
 		b.LaunchDelay(metav1.Duration{Duration: 90 * time.Second}))
 	run := func() *Result {
-		var buf bytes.Buffer
-		w, err := trace.NewWriter(&buf, hdr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range events {
-			if err := w.Write(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := trace.NewReader(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := readerOf(t, hdr, events)
 		res, err := Run(Config{Name: "none", NodeGroups: []*v1alpha1.NodeGroup{ng}, Resync: 10 * time.Second}, r)
 		if err != nil {
 			t.Fatal(err)

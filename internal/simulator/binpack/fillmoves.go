@@ -198,15 +198,3 @@ func (f *filler) watchersOf(m *snapshot.Class) []watcher {
 	f.watchers[m.ID] = ws
 	return ws
 }
-
-// fitsWithout reports whether placed pod q passes the filters on its node
-// with every other pod in place (the snapshot is left as it was).
-func (p *packer) fitsWithout(q *snapshot.Pod) bool {
-	n, ok := q.Node, false
-	_ = p.s.WithFork(func() (bool, error) {
-		p.s.RemovePod(q)
-		ok = !predicates.Run(p.in.Filters, p.s, q.Class, n).Failed()
-		return false, nil
-	})
-	return ok
-}

@@ -19,17 +19,7 @@ import (
 // left as it was. O(pods with such terms x filters).
 func (p *packer) holds() bool {
 	for _, pod := range p.pending {
-		n := pod.Node
-		if n == nil || !dependsOnOthers(pod.Class) {
-			continue
-		}
-		ok := true
-		_ = p.s.WithFork(func() (bool, error) {
-			p.s.RemovePod(pod)
-			ok = !predicates.Run(p.in.Filters, p.s, pod.Class, n).Failed()
-			return false, nil
-		})
-		if !ok {
+		if pod.Node != nil && dependsOnOthers(pod.Class) && !p.fitsWithout(pod) {
 			return false
 		}
 	}
@@ -41,4 +31,16 @@ func (p *packer) holds() bool {
 // affinity) or a balance across domains (a spread constraint).
 func dependsOnOthers(c *snapshot.Class) bool {
 	return len(c.Affinity) > 0 || len(c.Spread) > 0
+}
+
+// fitsWithout reports whether placed pod q passes the filters on its node
+// with every other pod in place (the snapshot is left as it was).
+func (p *packer) fitsWithout(q *snapshot.Pod) bool {
+	n, ok := q.Node, false
+	_ = p.s.WithFork(func() (bool, error) {
+		p.s.RemovePod(q)
+		ok = !predicates.Run(p.in.Filters, p.s, q.Class, n).Failed()
+		return false, nil
+	})
+	return ok
 }
