@@ -157,9 +157,11 @@ type Engine struct {
 	headroom *headroomState
 	learner  *learner
 	// provisioning and scale-down bookkeeping
-	batchStart      time.Time
-	provisionAt     time.Time
-	removableSince  map[string]time.Time
+	batchStart     time.Time
+	provisionAt    time.Time
+	removableSince map[string]time.Time
+	// warming: the round that makes the cluster the trace began with.
+	warming         bool
 	nodeSeq, podSeq int
 	// dirty: something changed since the last scale-down plan, lastPlan;
 	// a plan made on the same cluster is the same unless it depends on
@@ -200,10 +202,17 @@ func run(cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	e.sched = newScheduler(e)
 	e.headroom = newHeadroomState(e)
 	e.learner = newLearner(e)
+	next, err := r.Next()
+	if err == nil && next.Running {
+		for err == nil && next.Running {
+			e.replay(next)
+			next, err = r.Next()
+		}
+		e.warmStart()
+	}
 	e.provisionSoon(e.start)
 	e.schedule(e.start.Add(cfg.ScaleDownInterval), evScaleDown, "")
 	e.schedule(e.start, evSample, "")
-	next, err := r.Next()
 	for {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
@@ -261,6 +270,30 @@ func (e *Engine) handle(ev *event) {
 	}
 }
 
+// warmStart makes the cluster a trace that begins with running pods
+// began with: those pods, and the headroom a controller that had been
+// running would keep, planned by the scale-up planner as one round and
+// placed on nodes Ready at once, before the clock starts. (A trace
+// without running pods begins with an empty cluster: its headroom is
+// launched at the start and boots.)
+func (e *Engine) warmStart() {
+	e.warming = true
+	e.provisionAt = e.now
+	e.provision()
+	e.warming = false
+	var names []string
+	for name, n := range e.nodes {
+		if n.atStart {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		e.nodeReady(name)
+	}
+	e.sched.pass()
+}
+
 // replay applies one trace event.
 func (e *Engine) replay(ev *trace.Event) {
 	switch ev.Op {
@@ -273,7 +306,7 @@ func (e *Engine) replay(ev *trace.Event) {
 			obj.OwnerReferences = ownerRef(p.Workload)
 		}
 		obj.Status.Phase = corev1.PodPending
-		e.addPod(&pod{obj: obj, created: e.now, trace: ev.Key()})
+		e.addPod(&pod{obj: obj, created: e.now, trace: ev.Key(), running: ev.Running, tried: ev.Running})
 	case trace.OpDelete:
 		key := ev.Key()
 		if cur, ok := e.alias[key]; ok {

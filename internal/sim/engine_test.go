@@ -178,6 +178,42 @@ func TestBurstLargerThanHeadroom(t *testing.T) {
 // The burst leaves at t=500; its node is empty and removable from the
 // next scale-down round (t=500, rounds every 10 s), drained once it was
 // removable for consolidateAfter (30 s): removed at t=530.
+// A trace that begins with running pods begins with their cluster: six
+// pods of 1 cpu on two nodes of 4 Ready at 0, with the two units of
+// headroom on them; they wait for nothing, and the demand a target
+// learns is the later pods'. At 300 s a pod of 1 cpu binds at once into the units' room and
+// one of 3 cpu waits for a launch (61 s).
+func TestPodsRunningAtTheStartAreTheCluster(t *testing.T) {
+	var ev []*trace.Event
+	for i := range 6 {
+		c := create(0, "run-"+strconv.Itoa(i), "1")
+		c.Running = true
+		ev = append(ev, c)
+	}
+	ev = append(ev, create(300, "small", "1"), create(300, "large", "3"), end(900))
+	h := units(2, "1", false)
+	h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}
+	r, err := Run(cfg("warm", h), traceOf(t, ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RunningAtStart != 6 || r.NodesAtStart != 2 || r.Pods != 2 || r.PodsWaited != 1 || r.Launches != 1 || r.Unbound != 0 {
+		t.Fatalf("running at start %d on %d nodes, pods %d, waited %d, launches %d, unbound %d; want 6 on 2, 2, 1, 1, 0",
+			r.RunningAtStart, r.NodesAtStart, r.Pods, r.PodsWaited, r.Launches, r.Unbound)
+	}
+	near(t, "max wait", r.Wait.Max, 61)
+	near(t, "cost", r.Cost, (2*900+599)*price)
+	hist, most := r.Histories["spare"], int64(0)
+	for _, hour := range hist.Hours {
+		for _, bin := range hour.Bins {
+			most = max(most, bin.Units)
+		}
+	}
+	if hist.Seen == 0 || most != 4 {
+		t.Errorf("the target learned windows of up to %d units (%d windows), want 4: the two pods of 300 s, not the running ones", most, hist.Seen)
+	}
+}
+
 func TestEmptyNodeRemovedAfterConsolidateAfter(t *testing.T) {
 	ev := burst()
 	ev = append(ev[:4], del(500, "a"), del(500, "b"), del(500, "c"), del(500, "d"), end(900))

@@ -25,7 +25,8 @@ type metrics struct {
 	headroomRate, headroomCost  float64
 	waitAll, waitNeeded         sketch
 	pods, needed, launchWaits   int
-	recreated                   int
+	recreated, running          int
+	nodesAtStart                int
 	launches, launchesHeadroom  int
 	removals, drains, evictions int
 	replacements, preemptions   int
@@ -68,6 +69,10 @@ func (m *metrics) launched(n *node, _ string, headroomOnly bool) {
 	m.accrue(n.launchedAt)
 	m.rate += n.price
 	m.typeOf(n).live++
+	if n.atStart {
+		m.nodesAtStart++
+		return
+	}
 	m.launches++
 	if headroomOnly {
 		m.launchesHeadroom++
@@ -85,6 +90,8 @@ func (m *metrics) removed(n *node, now time.Time) {
 func (m *metrics) created(p *pod) {
 	switch {
 	case p.placeholder != "":
+	case p.running:
+		m.running++
 	case p.recreated:
 		m.recreated++
 	default:
@@ -93,7 +100,7 @@ func (m *metrics) created(p *pod) {
 }
 
 func (m *metrics) bound(p *pod, now time.Time) {
-	if p.placeholder != "" {
+	if p.placeholder != "" || p.running {
 		return
 	}
 	w := now.Sub(p.created).Seconds()
@@ -159,7 +166,7 @@ func unitCPU(e *Engine) float64 {
 func (m *metrics) result(end time.Time, e *Engine) *Result {
 	m.accrue(end)
 	r := &Result{Policy: m.name, Seconds: end.Sub(m.start).Seconds(), Cost: m.cost, HeadroomCost: m.headroomCost,
-		Pods: m.pods, Recreated: m.recreated, PodsWaited: m.needed, PodsWaitedForLaunch: m.launchWaits,
+		Pods: m.pods, RunningAtStart: m.running, NodesAtStart: m.nodesAtStart, Recreated: m.recreated, PodsWaited: m.needed, PodsWaitedForLaunch: m.launchWaits,
 		Launches: m.launches, LaunchesForHeadroom: m.launchesHeadroom, Removals: m.removals, Drains: m.drains,
 		Evictions: m.evictions, Replacements: m.replacements, Preemptions: m.preemptions, Series: m.series}
 	for _, p := range e.pending {

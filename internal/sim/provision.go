@@ -97,8 +97,11 @@ func (e *Engine) launch(nn scaleup.NewNode) *node {
 	}
 	obj.CreationTimestamp = metav1.NewTime(e.now)
 	delay := e.launchDelay(g)
+	if e.warming {
+		delay = 0 // the cluster the trace began with was there
+	}
 	n := &node{obj: obj, group: g.Name, price: nn.PricePerHour, instance: nn.InstanceType, capacity: nn.CapacityType,
-		launchedAt: e.now, readyAt: e.now.Add(delay)}
+		launchedAt: e.now, readyAt: e.now.Add(delay), atStart: e.warming}
 	e.nodes[name] = n
 	e.schedule(n.readyAt, evNodeReady, name)
 	real := 0

@@ -44,6 +44,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("cost", func(x *Result) string { return fmt.Sprintf("%.2f", x.Cost) })
 	row("cost/hour", func(x *Result) string { return fmt.Sprintf("%.3f", x.CostPerHour) })
 	row("headroom share", func(x *Result) string { return fmt.Sprintf("%.1f%%", 100*x.HeadroomShare) })
+	row("running at start", func(x *Result) string { return fmt.Sprint(x.RunningAtStart) })
+	row("nodes at start", func(x *Result) string { return fmt.Sprint(x.NodesAtStart) })
 	row("pods", func(x *Result) string { return fmt.Sprint(x.Pods) })
 	row("  recreated", func(x *Result) string { return fmt.Sprint(x.Recreated) })
 	row("pods waited", func(x *Result) string { return fmt.Sprint(x.PodsWaited) })

@@ -14,12 +14,17 @@ type Result struct {
 	HeadroomCost  float64     `json:"headroomCost"`
 	HeadroomShare float64     `json:"headroomShare"`
 	NodeHours     []TypeHours `json:"nodeHours"`
-	// Pods are the trace's pods; Recreated the pods their controllers made
+	// RunningAtStart are the trace's pods running when it began (placed
+	// before the clock started, counted in no wait; not in Pods) and
+	// NodesAtStart the nodes launched for them and the headroom.
+	// Pods are the trace's other pods; Recreated the pods their controllers made
 	// again after an eviction (each waits for a node again, and counts in
 	// the waits). PodsWaited are the pods (of both) whose first scheduling
 	// attempt found no node; PodsWaitedForLaunch those of them a node was
 	// launched for while they waited; Unbound those still pending at the
 	// end.
+	RunningAtStart      int `json:"runningAtStart,omitempty"`
+	NodesAtStart        int `json:"nodesAtStart,omitempty"`
 	Pods                int `json:"pods"`
 	Recreated           int `json:"recreated"`
 	PodsWaited          int `json:"podsWaited"`

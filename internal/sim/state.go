@@ -23,6 +23,7 @@ type node struct {
 	// replacedBy: the replacement berth launched for it (scale-down).
 	replacedBy string
 	headroom   bool // launched for headroom units only
+	atStart    bool // part of the cluster the trace began with
 }
 
 // pod is a pod of the simulated cluster: one incarnation of a trace pod
@@ -44,6 +45,9 @@ type pod struct {
 	nominated   string // node berth launched for it
 	nominatedAt time.Time
 	deleted     bool // deleted from the engine (Engine.podList drops it)
+	// running: the trace began with the pod running; it is placed before
+	// the clock starts and counts in no wait.
+	running bool
 }
 
 func (p *pod) key() string { return p.obj.Namespace + "/" + p.obj.Name }

@@ -64,7 +64,7 @@ func (x *learned) counts(p *pod, group string) bool {
 // bound feeds a pod's arrival to the Headrooms whose scope it landed in.
 func (l *learner) bound(p *pod, group string) {
 	for _, x := range l.byName {
-		if x.rec != nil && x.counts(p, group) {
+		if x.rec != nil && !p.running && x.counts(p, group) {
 			x.rec.Arrived(p.created, l.e.now, demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{})))
 			wait := l.e.now.Sub(p.created)
 			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)

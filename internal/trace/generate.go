@@ -45,7 +45,8 @@ type Params struct {
 //   - diurnal: Deployment web/web, 500m cpu and 1Gi per pod; replicas
 //     10 + 50*(1 + sin(2*pi*(hour-12)/24))/2 times Scale (10 at 6:00, 60
 //     at 18:00), re-evaluated every 60 s and changed only in steps of 10 %
-//     of the peak (HPA-like); scale-down deletes the newest pods.
+//     of the peak (HPA-like); scale-down deletes the newest pods. The
+//     replicas of the start are running when the trace begins.
 //   - ci: bursts arrive as a Poisson process, 6 an hour from 8:00 to 18:00
 //     and 1 an hour otherwise; a burst is 5 to 40 jobs (times Scale) of 1
 //     cpu and 2Gi, each running 2 to 20 minutes (pods of workload ci/runner).
@@ -77,12 +78,23 @@ func Generate(p Params) (Header, []*Event, error) {
 	default:
 		return h, nil, fmt.Errorf("unknown family %q, want one of %v", p.Family, Families)
 	}
-	slices.SortStableFunc(out, func(a, b *Event) int { return cmp.Compare(a.At, b.At) })
+	// Running pods come first (they were there before the trace began).
+	slices.SortStableFunc(out, func(a, b *Event) int { return cmp.Or(cmp.Compare(a.At, b.At), compareBool(b.Running, a.Running)) })
 	for _, e := range out {
 		e.At = math.Round(e.At*1000) / 1000 // milliseconds: shorter lines
 	}
 	out = append(out, &Event{At: p.Duration.Seconds(), Op: OpEnd})
 	return h, out, nil
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func podOf(ns, name, workload, cpu, mem string, priority int32) *Pod {
@@ -117,7 +129,8 @@ func diurnal(p Params, ns string) []*Event {
 		for len(live) < w {
 			seq++
 			name := fmt.Sprintf("web-%d", seq)
-			out = append(out, &Event{At: t, Op: OpCreate, Pod: podOf(ns, name, ns+"/web", "500m", "1Gi", 0)})
+			// The replicas of the start were running before it.
+			out = append(out, &Event{At: t, Op: OpCreate, Pod: podOf(ns, name, ns+"/web", "500m", "1Gi", 0), Running: t == 0})
 			live = append(live, name)
 		}
 		for len(live) > w {

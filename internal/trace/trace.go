@@ -12,7 +12,9 @@
 //	{"at":86400,"op":"end"}
 //
 // at is seconds since start (non-decreasing); op is create, delete or
-// end (the end of the recording, optional, last);
+// end (the end of the recording, optional, last); "running":true marks a
+// create of a pod that was already running when the recording began
+// (such events come first, at 0): the simulator starts with it placed;
 // spec is a Kubernetes PodSpec with what scheduling reads (containers'
 // requests, node selector, affinity, tolerations, topology spread,
 // priority, resource claims); workload names the pod's controller
@@ -80,6 +82,10 @@ type Event struct {
 	// Namespace and Name are set for delete.
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
+	// Running marks a create of a pod that was running when the trace
+	// began: the cluster held it, it did not arrive. Such events come
+	// first, at 0.
+	Running bool `json:"running,omitempty"`
 }
 
 // Key names the event's pod.
@@ -100,6 +106,8 @@ type Reader struct {
 	line   int
 	last   float64
 	ended  bool
+	// started: an event that is not a running pod was read.
+	started bool
 }
 
 // NewReader reads and checks the header.
@@ -162,9 +170,12 @@ func (r *Reader) check(e *Event) error {
 		return errors.New("delete needs a namespace and a name")
 	case e.Op != OpCreate && e.Op != OpDelete && e.Op != OpEnd:
 		return fmt.Errorf("op %q, want create, delete or end", e.Op)
+	case e.Running && (e.Op != OpCreate || e.At != 0 || r.started):
+		return errors.New("running marks a create at 0 before every other event: a pod running when the trace began")
 	}
 	r.last = e.At
 	r.ended = e.Op == OpEnd
+	r.started = r.started || !e.Running
 	return nil
 }
 

@@ -28,6 +28,11 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		"huge exponent": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e2147483648"}}}]}}}`,
 			"trace line 2: the number 1e2147483648 has an exponent of more than 3 digits"},
 		"line too long":  {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long"},
+		"running pod after the start": {header + `{"at":1,"op":"create","running":true,"pod":{"namespace":"a","name":"p"}}`,
+			"trace line 2: running marks a create at 0 before every other event"},
+		"running pod after another event": {header + `{"at":0,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
+			`{"at":0,"op":"create","running":true,"pod":{"namespace":"a","name":"q"}}`, "trace line 3: running marks a create at 0"},
+		"running delete": {header + `{"at":0,"op":"delete","running":true,"namespace":"a","name":"b"}`, "trace line 2: running marks a create"},
 		"unknown fields": {header + `{"at":1,"op":"delete","namespace":"a","name":"b","extra":{"deep":[1,2]}}` + "\n" + `{"at":0,"op":"end"}`, "trace line 3: at 0.000 is before"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -143,6 +148,23 @@ func TestGenerateFamilies(t *testing.T) {
 	}
 	if got := liveAt(18 * 3600); got != 60 {
 		t.Errorf("diurnal at 18:00: %d pods, want 60", got)
+	}
+	// The web replicas of the start were running before it, and come
+	// first in the mix, before batch's wave of 0:00.
+	_, mix, _ := Generate(Params{Family: FamilyMix, Seed: 7})
+	running, started := 0, false
+	for i, e := range mix {
+		switch {
+		case e.Running && (started || e.Pod.Namespace != "web"):
+			t.Fatalf("mix event %d: running pod %s after another event or not of web", i, e.Key())
+		case e.Running:
+			running++
+		default:
+			started = true
+		}
+	}
+	if running != 36 {
+		t.Errorf("mix: %d pods running at the start, want diurnal's 36 (35 rounded to a step of 6)", running)
 	}
 	// batch: 40 pods every full hour, 24 waves in a day.
 	if c, _, _ := count(FamilyBatch, 1); c != 24*40 {

@@ -126,6 +126,9 @@ type recorder struct {
 	created map[string]time.Time
 	delays  map[string][]float64
 	ns      map[string]bool
+	// waiting holds the pods pending at the start until the running ones
+	// are written.
+	waiting []*trace.Event
 }
 
 func (r *recorder) now() time.Time {
@@ -139,8 +142,33 @@ func (r *recorder) write(e *trace.Event, initial bool) {
 	if r.stopped != "" {
 		return
 	}
-	if !initial {
+	switch {
+	case initial && !e.Running:
+		// A trace starts with the running pods; the pending ones of the
+		// start follow them.
+		r.waiting = append(r.waiting, e)
+	case initial:
+		r.put(e)
+	default:
+		r.flushWaiting()
 		e.At = max(r.last, r.now().Sub(r.start).Seconds())
+		r.put(e)
+	}
+}
+
+// flushWaiting writes the pods found pending at the start, once the
+// running ones are written.
+func (r *recorder) flushWaiting() {
+	w := r.waiting
+	r.waiting = nil
+	for _, e := range w {
+		r.put(e)
+	}
+}
+
+func (r *recorder) put(e *trace.Event) {
+	if r.stopped != "" {
+		return
 	}
 	r.last = e.At
 	if err := r.spool.Write(e); err != nil {
@@ -167,7 +195,9 @@ func (r *recorder) podAdded(obj any, initial bool) {
 	}
 	r.live[key] = true
 	r.pods++
-	r.write(&trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(p)}, initial)
+	// A pod bound when the recording began was running: the simulator
+	// starts with it placed.
+	r.write(&trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(p), Running: initial && p.Spec.NodeName != ""}, initial)
 }
 
 func (r *recorder) podGone(ns, name string) {
@@ -281,6 +311,9 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
 		return Stats{}, fmt.Errorf("listing pods and nodes: %w", context.Cause(ctx))
 	}
+	r.mu.Lock()
+	r.flushWaiting()
+	r.mu.Unlock()
 	_, _ = fmt.Fprintf(log, "recording %d pods running or pending; stop with Ctrl-C\n", r.pods)
 	var timeout <-chan time.Time
 	if o.Duration > 0 {
