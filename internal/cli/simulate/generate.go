@@ -36,7 +36,8 @@ give the same trace. Families:
 
   diurnal  a Deployment (namespace web, 500m cpu and 1Gi a pod) whose
            replicas follow a day: 10 at 6:00, 60 at 18:00 (times --scale),
-           changed every minute in HPA-like steps of a tenth of the peak
+           changed every minute in HPA-like steps of a tenth of the peak;
+           the replicas of the start are running when the trace begins
   ci       bursts of 5 to 40 jobs (times --scale; 1 cpu and 2Gi, 2 to 20
            minutes each), 6 bursts an hour from 8:00 to 18:00 and 1 an
            hour otherwise, arriving at random
