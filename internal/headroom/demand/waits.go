@@ -101,6 +101,12 @@ func (w *Waits) Over(now time.Time, period time.Duration, share float64) Measure
 // trusts the measured share.
 const correctMinPods = 50
 
+// correctGain is how many points the history is asked per point the
+// pods fell short: a point more of the windows' demand is held only in
+// the windows larger than the units (the tail), so it brings the pods
+// less than a point (on the simulated ci days about half of one).
+const correctGain = 2
+
 // maxShare bounds the corrected share: the last pods of a distribution
 // are its longest tail, which no finite headroom is sure to cover.
 const maxShare = 0.999
@@ -111,9 +117,9 @@ const maxShare = 0.999
 // burst took them, pods recreated by an eviction, bursts straddling two
 // windows) make the measured share fall short of the modelled one. Every
 // point the last day's pods fell short of share (with at least
-// correctMinPods of them) is asked of the history on top; measured at or
-// above share, the share stands (the estimate does not drift down on its
-// own success).
+// correctMinPods of them) is asked of the history correctGain times on
+// top; measured at or above share, the share stands (the estimate does
+// not drift down on its own success).
 func Corrected(share float64, m Measured) float64 {
 	if m.Pods < correctMinPods || share <= 0 {
 		return share
@@ -122,5 +128,5 @@ func Corrected(share float64, m Measured) float64 {
 	if short <= 0 {
 		return share
 	}
-	return math.Min(share+short, maxShare)
+	return math.Min(share+correctGain*short, maxShare)
 }
