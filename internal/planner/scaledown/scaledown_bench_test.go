@@ -26,6 +26,12 @@ func BenchmarkScaleDown(b_ *testing.B) {
 	}
 }
 
+// BenchmarkScaleDownFirstRound is a controller's first round at 1,000
+// nodes: the model of the cluster is built, then planned on.
+func BenchmarkScaleDownFirstRound(b_ *testing.B) {
+	b_.Run("nodes=1000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, -1) })
+}
+
 // BenchmarkScaleDownWithPDBs is BenchmarkScaleDown at 1,000 nodes with
 // the pods spread over 100 namespaces, each with a PodDisruptionBudget
 // per workload (3,000 in all, each allowing every disruption), as a
@@ -35,8 +41,11 @@ func BenchmarkScaleDownWithPDBs(b_ *testing.B) {
 }
 
 // benchmarkScaleDown plans n nodes of 30 pods, in the default namespace,
-// or spread over namespaces with a PDB per workload in each.
+// or spread over namespaces with a PDB per workload in each; namespaces
+// -1: in the default namespace, on a model built anew every round.
 func benchmarkScaleDown(bb *testing.B, n, namespaces int) {
+	first := namespaces < 0
+	namespaces = max(namespaces, 0)
 	all := intstr.FromString("100%")
 	ng := b.NodeGroup("bench", b.Size(0, 10000))
 	ng.UID = "uid-bench"
@@ -74,6 +83,9 @@ func benchmarkScaleDown(bb *testing.B, n, namespaces int) {
 	var plan *scaledown.Plan
 	for bb.Loop() {
 		var err error
+		if first {
+			in.Base = snapshot.NewBase()
+		}
 		if plan, err = scaledown.Run(in); err != nil {
 			bb.Fatal(err)
 		}
