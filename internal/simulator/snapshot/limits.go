@@ -108,6 +108,9 @@ func (h *LimitRoom) Allows(c *Resources) bool {
 	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
 		return false
 	}
+	if len(h.scalar) == 0 {
+		return true
+	}
 	for n, v := range h.scalar {
 		if c.Scalar[n] > v {
 			return false
