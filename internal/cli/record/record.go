@@ -29,8 +29,10 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cli/clusterflags"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/scheme"
 	"github.com/berth-dev/berth/internal/trace"
 )
@@ -295,8 +297,8 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInf := factory.Core().V1().Pods().Informer()
 	nodeInf := factory.Core().V1().Nodes().Informer()
-	_ = podInf.SetTransform(stripManagedFields)
-	_ = nodeInf.SetTransform(stripManagedFields)
+	_ = podInf.SetTransform(prepare)
+	_ = nodeInf.SetTransform(prepare)
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: r.podAdded, UpdateFunc: r.podUpdated, DeleteFunc: r.podDeleted}); err != nil {
 		return Stats{}, err
@@ -385,10 +387,16 @@ func finish(path string, h trace.Header, spool *os.File) error {
 	return err
 }
 
-func stripManagedFields(obj any) (any, error) {
+// prepare is the informers' transform: it drops the managed fields and
+// bounds the quantities of a pod or node as the controller's cache does,
+// so that the trace holds what berth plans with (a request of 1e3000000
+// cpu is written as the bound, not as a number apimachinery's parser may
+// not return on).
+func prepare(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}
+	quantity.BoundObject(obj)
 	return obj, nil
 }
 
@@ -422,10 +430,11 @@ func clean[T interface {
 // writeCluster writes the NodeGroups, Headrooms and DaemonSets as YAML
 // documents.
 func writeCluster(ctx context.Context, cfg *rest.Config, path string) error {
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	raw, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}
+	c := clusterread.Bounded(raw) // the DaemonSets' pod templates
 	groups := &v1alpha1.NodeGroupList{}
 	headrooms := &v1alpha1.HeadroomList{}
 	daemonSets := &appsv1.DaemonSetList{}

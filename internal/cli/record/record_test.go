@@ -9,6 +9,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/internal/trace"
@@ -65,5 +66,42 @@ func TestRecordingBeginsWithTheRunningPods(t *testing.T) {
 	want := []line{{0, "running-1", true}, {0, "running-2", true}, {0, "pending-1", false}, {0, "pending-2", false}, {5, "new", false}}
 	if d := gocmp.Diff(want, got); d != "" {
 		t.Errorf("recorded (-want +got):\n%s", d)
+	}
+}
+
+// A pod recorded with a request whose exponent apimachinery's parser may
+// not return on is written bounded, as the controller's cache reads it:
+// berth simulate reads the trace (it refuses such a number), and the
+// request is what kube-scheduler reads from it.
+func TestRecordingBoundsHugeRequests(t *testing.T) {
+	huge := resource.MustParse("1e3000000")
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "huge"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: huge}}}}}}
+	obj, err := prepare(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(obj.(*corev1.Pod))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := rd.Next()
+	if err != nil {
+		t.Fatalf("the recorded pod does not read back: %v", err)
+	}
+	got := e.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+	if got.MilliValue() != huge.MilliValue() {
+		t.Errorf("recorded %d millicores, kube-scheduler reads %d", got.MilliValue(), huge.MilliValue())
 	}
 }
