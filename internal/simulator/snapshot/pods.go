@@ -35,7 +35,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 }
 
 // narrow returns the options of flexible node n that still hold its pods
-// and p, charged as place will charge it: a pending pod's companion only
+// and p (n's own list when all do), charged as place will charge it: a pending pod's companion only
 // where n lacks its share key (charging it where the key is, would drop an
 // option the pods fit exactly, down to none).
 func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, *Option]) []*Option {
@@ -46,20 +46,25 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 	}
 	checkLabels := s.ReferencesOptionKeys(c)
 	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
-	out := make([]*Option, 0, len(n.Flex.Options))
-	for _, o := range n.Flex.Options {
-		if !n.FitsOption(o, req, pods) || !h.Allows(&o.Allocatable) {
-			continue
+	opts := n.Flex.Options
+	// out stays nil while every option holds: the node's own list is
+	// returned then, and nothing is allocated (most pods drop nothing).
+	var out []*Option
+	for i, o := range opts {
+		keep := n.FitsOption(o, req, pods) && h.Allows(&o.Allocatable) && (devs == nil || devs.Fits(o))
+		if keep && checkLabels {
+			keep, _ = c.NodeAffinity.Match(o.Node)
 		}
-		if devs != nil && !devs.Fits(o) {
-			continue
+		switch {
+		case keep && out != nil:
+			out = append(out, o)
+		case !keep && out == nil:
+			out = make([]*Option, i, len(opts)-1)
+			copy(out, opts[:i])
 		}
-		if checkLabels {
-			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
-				continue
-			}
-		}
-		out = append(out, o)
+	}
+	if out == nil {
+		return opts
 	}
 	return out
 }
