@@ -109,7 +109,15 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavai
 		off *v1alpha1.Offering
 		key Offering
 	}
-	var offs []offering
+	n := 0
+	for i := range ng.Spec.InstanceTypes {
+		for j := range ng.Spec.InstanceTypes[i].Offerings {
+			if ng.Spec.InstanceTypes[i].Offerings[j].Zone == zone {
+				n++
+			}
+		}
+	}
+	offs := make([]offering, 0, n)
 	for i := range ng.Spec.InstanceTypes {
 		it := &ng.Spec.InstanceTypes[i]
 		for j := range it.Offerings {
