@@ -57,7 +57,8 @@ type Config struct {
 	// name, learned before (Result.Histories of a run on another trace):
 	// the run starts knowing them instead of learning from nothing.
 	Histories map[string]*demand.History
-	// OnBound, when set, is told each pod (not placeholders) as it binds:
+	// OnBound, when set, is told each pod (not placeholders, not the pods
+	// running when the trace began) as it binds:
 	// its key, when it was created and when it bound, since the start.
 	OnBound func(pod string, created, bound time.Duration)
 	// Log, when set, is told every launch, readiness, binding,
@@ -203,11 +204,12 @@ func run(cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	e.headroom = newHeadroomState(e)
 	e.learner = newLearner(e)
 	next, err := r.Next()
-	if err == nil && next.Running {
-		for err == nil && next.Running {
-			e.replay(next)
-			next, err = r.Next()
-		}
+	warm := false
+	for ; err == nil && next.Running; next, err = r.Next() {
+		e.replay(next)
+		warm = true
+	}
+	if warm {
 		e.warmStart()
 	}
 	e.provisionSoon(e.start)
@@ -277,6 +279,14 @@ func (e *Engine) handle(ev *event) {
 // without running pods begins with an empty cluster: its headroom is
 // launched at the start and boots.)
 func (e *Engine) warmStart() {
+	// Placeholders are made by the round's headroom resolution, after it
+	// lists the pods to plan: made first, they are planned with the rest.
+	e.headroom.virtual()
+	for _, p := range e.pending {
+		if p.placeholder != "" {
+			p.tried = true
+		}
+	}
 	e.warming = true
 	e.provisionAt = e.now
 	e.provision()
@@ -292,6 +302,15 @@ func (e *Engine) warmStart() {
 		e.nodeReady(name)
 	}
 	e.sched.pass()
+	// A running pod the cluster could not hold (no group of the policy
+	// fits it) waits as any pod, from the start.
+	for _, p := range e.pending {
+		if p.running {
+			p.running, p.needed = false, true
+			e.metrics.running--
+			e.metrics.pods++
+		}
+	}
 }
 
 // replay applies one trace event.

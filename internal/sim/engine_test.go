@@ -175,14 +175,11 @@ func TestBurstLargerThanHeadroom(t *testing.T) {
 	near(t, "cost", r.Cost, (900+2*599)*0.20/3600)
 }
 
-// The burst leaves at t=500; its node is empty and removable from the
-// next scale-down round (t=500, rounds every 10 s), drained once it was
-// removable for consolidateAfter (30 s): removed at t=530.
 // A trace that begins with running pods begins with their cluster: six
 // pods of 1 cpu on two nodes of 4 Ready at 0, with the two units of
 // headroom on them; they wait for nothing, and the demand a target
-// learns is the later pods'. At 300 s a pod of 1 cpu binds at once into the units' room and
-// one of 3 cpu waits for a launch (61 s).
+// learns is the later pods'. At 300 s a pod of 1 cpu binds at once into
+// the units' room and one of 3 cpu waits for a launch (61 s).
 func TestPodsRunningAtTheStartAreTheCluster(t *testing.T) {
 	var ev []*trace.Event
 	for i := range 6 {
@@ -214,6 +211,34 @@ func TestPodsRunningAtTheStartAreTheCluster(t *testing.T) {
 	}
 }
 
+// Placeholders of the headroom are part of the cluster a trace begins
+// with, as virtual units are; a running pod no node group can hold waits
+// as any pod, from the start.
+func TestWarmStartPlacesPlaceholdersAndCountsWhatItCannotHold(t *testing.T) {
+	var ev []*trace.Event
+	for i, cpu := range []string{"1", "1", "1", "1", "1", "1", "1", "1", "64"} {
+		c := create(0, "run-"+strconv.Itoa(i), cpu)
+		c.Running = true
+		ev = append(ev, c)
+	}
+	ev = append(ev, end(120))
+	r, err := Run(cfg("warm", units(2, "1", true)), traceOf(t, ev...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NodesAtStart != 3 || r.Launches != 0 || len(r.Series) == 0 || r.Series[0].HeadroomReady != 2 {
+		t.Errorf("nodes at start %d, launches %d, series %+v; want 3 nodes holding the pods and both placeholders from 0, no launch",
+			r.NodesAtStart, r.Launches, r.Series[:min(len(r.Series), 1)])
+	}
+	if r.RunningAtStart != 8 || r.Pods != 1 || r.Unbound != 1 || r.PodsWaited != 0 || r.Wait.Max != 120 {
+		t.Errorf("running at start %d, pods %d, unbound %d (waited %d, max %v s); want 8, and the 64-cpu pod waiting 120 s unbound",
+			r.RunningAtStart, r.Pods, r.Unbound, r.PodsWaited, r.Wait.Max)
+	}
+}
+
+// The burst leaves at t=500; its node is empty and removable from the
+// next scale-down round (t=500, rounds every 10 s), drained once it was
+// removable for consolidateAfter (30 s): removed at t=530.
 func TestEmptyNodeRemovedAfterConsolidateAfter(t *testing.T) {
 	ev := burst()
 	ev = append(ev[:4], del(500, "a"), del(500, "b"), del(500, "c"), del(500, "d"), end(900))

@@ -188,7 +188,7 @@ func (s *scheduler) bind(p *pod, c *snapshot.Class, n *snapshot.Node) {
 	if node := s.e.nodes[n.Name]; node != nil {
 		s.e.learner.bound(p, node.group)
 	}
-	if f := s.e.cfg.OnBound; f != nil && p.placeholder == "" {
+	if f := s.e.cfg.OnBound; f != nil && p.placeholder == "" && !p.running {
 		f(p.key(), p.created.Sub(s.e.start), s.e.now.Sub(s.e.start))
 	}
 	s.e.dirty = true

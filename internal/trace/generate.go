@@ -87,6 +87,7 @@ func Generate(p Params) (Header, []*Event, error) {
 	return h, out, nil
 }
 
+// compareBool orders false before true.
 func compareBool(a, b bool) int {
 	switch {
 	case a == b:

@@ -299,18 +299,22 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	nodeInf := factory.Core().V1().Nodes().Informer()
 	_ = podInf.SetTransform(prepare)
 	_ = nodeInf.SetTransform(prepare)
-	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: r.podAdded, UpdateFunc: r.podUpdated, DeleteFunc: r.podDeleted}); err != nil {
+	pods, err := podInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: r.podAdded, UpdateFunc: r.podUpdated, DeleteFunc: r.podDeleted})
+	if err != nil {
 		return Stats{}, err
 	}
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	nodes, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    r.nodeSeen,
 		UpdateFunc: func(_, obj any) { r.nodeSeen(obj, false) },
-	}); err != nil {
+	})
+	if err != nil {
 		return Stats{}, err
 	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
+	// The handlers' own sync: every pod of the first list was handed to
+	// podAdded (the informer's alone may be ahead of its handlers).
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, nodes.HasSynced) {
 		return Stats{}, fmt.Errorf("listing pods and nodes: %w", context.Cause(ctx))
 	}
 	r.mu.Lock()
@@ -357,6 +361,7 @@ func (r *recorder) stop(why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped == "" {
+		r.flushWaiting() // pods pending at the start are not lost
 		r.stopped = why
 	}
 }

@@ -22,14 +22,14 @@ import (
 // nodes the plan removes.
 func BenchmarkScaleDown(b_ *testing.B) {
 	for _, n := range []int{100, 1000, 5000} {
-		b_.Run(fmt.Sprintf("nodes=%d", n), func(bb *testing.B) { benchmarkScaleDown(bb, n, 0) })
+		b_.Run(fmt.Sprintf("nodes=%d", n), func(bb *testing.B) { benchmarkScaleDown(bb, n, 0, false) })
 	}
 }
 
 // BenchmarkScaleDownFirstRound is a controller's first round at 1,000
 // nodes: the model of the cluster is built, then planned on.
 func BenchmarkScaleDownFirstRound(b_ *testing.B) {
-	b_.Run("nodes=1000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, -1) })
+	b_.Run("nodes=1000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, 0, true) })
 }
 
 // BenchmarkScaleDownWithPDBs is BenchmarkScaleDown at 1,000 nodes with
@@ -37,15 +37,13 @@ func BenchmarkScaleDownFirstRound(b_ *testing.B) {
 // per workload (3,000 in all, each allowing every disruption), as a
 // large multi-team cluster has them.
 func BenchmarkScaleDownWithPDBs(b_ *testing.B) {
-	b_.Run("nodes=1000/pdbs=3000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, 100) })
+	b_.Run("nodes=1000/pdbs=3000", func(bb *testing.B) { benchmarkScaleDown(bb, 1000, 100, false) })
 }
 
 // benchmarkScaleDown plans n nodes of 30 pods, in the default namespace,
-// or spread over namespaces with a PDB per workload in each; namespaces
-// -1: in the default namespace, on a model built anew every round.
-func benchmarkScaleDown(bb *testing.B, n, namespaces int) {
-	first := namespaces < 0
-	namespaces = max(namespaces, 0)
+// or spread over namespaces with a PDB per workload in each; with
+// firstRound, on a model of the cluster built anew every round.
+func benchmarkScaleDown(bb *testing.B, n, namespaces int, firstRound bool) {
 	all := intstr.FromString("100%")
 	ng := b.NodeGroup("bench", b.Size(0, 10000))
 	ng.UID = "uid-bench"
@@ -83,7 +81,7 @@ func benchmarkScaleDown(bb *testing.B, n, namespaces int) {
 	var plan *scaledown.Plan
 	for bb.Loop() {
 		var err error
-		if first {
+		if firstRound {
 			in.Base = snapshot.NewBase()
 		}
 		if plan, err = scaledown.Run(in); err != nil {
