@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/tracetest"
 	"github.com/berth-dev/berth/internal/trace"
 )
 
@@ -20,20 +21,7 @@ func generated(tb testing.TB, p trace.Params) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, h)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, e := range events {
-		if err := w.Write(e); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
+	return tracetest.Bytes(tb, h, events...)
 }
 
 // benchGroups are a general-purpose group with three sizes, spot and

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"cmp"
 	"math"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/tracetest"
 	"github.com/berth-dev/berth/internal/trace"
 )
 
@@ -25,30 +25,7 @@ var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 // traceOf writes events into a trace and opens it for reading.
 func traceOf(t *testing.T, events ...*trace.Event) *trace.Reader {
 	t.Helper()
-	return readerOf(t, trace.Header{Start: t0}, events)
-}
-
-// readerOf writes a trace of the header and events and opens it.
-func readerOf(t *testing.T, hdr trace.Header, events []*trace.Event) *trace.Reader {
-	t.Helper()
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, hdr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events {
-		if err := w.Write(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := trace.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return tracetest.Reader(t, trace.Header{Start: t0}, events...)
 }
 
 func create(at float64, name, cpu string) *trace.Event {
@@ -373,7 +350,7 @@ func TestRunsOfOneTraceAgree(t *testing.T) {
 		b.InstanceType("m-8", "8", "32Gi", b.Spot("zone-a", "0.24"), b.OnDemand("zone-a", "0.80")),
 		b.LaunchDelay(metav1.Duration{Duration: 90 * time.Second}))
 	run := func() *Result {
-		r := readerOf(t, hdr, events)
+		r := tracetest.Reader(t, hdr, events...)
 		res, err := Run(Config{Name: "none", NodeGroups: []*v1alpha1.NodeGroup{ng}, Resync: 10 * time.Second}, r)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-dev/berth/internal/testing/tracetest"
 	"github.com/berth-dev/berth/internal/trace"
 )
 
@@ -81,21 +82,7 @@ func TestRecordingBoundsHugeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.Header{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(&trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(obj.(*corev1.Pod))}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	rd, err := trace.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rd := tracetest.Reader(t, trace.Header{}, &trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(obj.(*corev1.Pod))})
 	e, err := rd.Next()
 	if err != nil {
 		t.Fatalf("the recorded pod does not read back: %v", err)
