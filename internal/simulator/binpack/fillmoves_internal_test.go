@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
+	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
 // A move of fill keeps every count by a key wider than a node: it goes
@@ -45,5 +46,34 @@ func TestSameDomainsKeepsAPodInTheDomainsItIsCountedIn(t *testing.T) {
 		if got := sameDomains(c.ws, c.from, c.to); got != c.want {
 			t.Errorf("%s: sameDomains = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A spread counts only the nodes its pods' node selection admits
+// (nodeAffinityPolicy Honor): a move between a counted node and one it
+// does not count would change the spread's counts, in the same zone too.
+func TestSameDomainsKeepsAPodOnNodesItsSpreadCountsAlike(t *testing.T) {
+	pool := "example.com/pool"
+	s, err := snapshot.New(snapshot.Input{Nodes: []snapshot.NodeInput{
+		{Node: b.Node("a1", "4", "16Gi", b.NodeLabels(corev1.LabelTopologyZone, "a", pool, "web"))},
+		{Node: b.Node("a2", "4", "16Gi", b.NodeLabels(corev1.LabelTopologyZone, "a", pool, "web"))},
+		{Node: b.Node("a3", "4", "16Gi", b.NodeLabels(corev1.LabelTopologyZone, "a", pool, "batch"))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Classify(b.Pod("web", b.CPU("1"), b.Labels("app", "web"), b.NodeSelector(pool, "web"),
+		b.Spread(corev1.LabelTopologyZone, 1, "app", "web")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Prepare(c)
+	ws := []watcher{{k: c.SpreadCounter(0), keys: []string{corev1.LabelTopologyZone}, spread: true}}
+	a1, a2, a3 := s.Node("a1"), s.Node("a2"), s.Node("a3")
+	if !sameDomains(ws, a1, a2) {
+		t.Error("a move between two nodes the spread counts was refused")
+	}
+	if sameDomains(ws, a1, a3) || sameDomains(ws, a3, a1) {
+		t.Error("a move between a node the spread counts and one it does not was allowed")
 	}
 }
