@@ -41,8 +41,10 @@ type filler struct {
 	keys []string
 	// frac is each donor's frac as the kept moves left it.
 	frac map[*snapshot.Node]float64
-	// sorted caches byPrice.
-	sorted map[**snapshot.Option][]*snapshot.Option
+	// sorted caches byPrice; domains domainsOf (a node's labels do not
+	// change while fill runs).
+	sorted  map[**snapshot.Option][]*snapshot.Option
+	domains map[*snapshot.Node]string
 }
 
 // fillBucket holds the movable pods of one size (requests), from the
@@ -79,7 +81,8 @@ func (p *packer) fill() {
 		return
 	}
 	median := nodes[len(nodes)/2].Current.Price
-	f := &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{}}
+	f := &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
+		domains: map[*snapshot.Node]string{}}
 	var recipients []*snapshot.Node
 	for _, n := range nodes {
 		if n.Current.Price > donorFactor*median+minSaving {

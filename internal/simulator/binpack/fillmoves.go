@@ -80,6 +80,9 @@ func (f *filler) wide(c *snapshot.Class) bool {
 // domainsOf names the domains of node n for the keys wider than a node
 // that watchers count by: nodes with equal names are in the same domains.
 func (f *filler) domainsOf(n *snapshot.Node) string {
+	if d, ok := f.domains[n]; ok {
+		return d
+	}
 	var b strings.Builder
 	for _, k := range f.keys {
 		v, ok := n.Labels()[k]
@@ -88,7 +91,8 @@ func (f *filler) domainsOf(n *snapshot.Node) string {
 		}
 		b.WriteByte(0)
 	}
-	return b.String()
+	f.domains[n] = b.String()
+	return f.domains[n]
 }
 
 // move moves pod from its node to planned node to if it passes the
