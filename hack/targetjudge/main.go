@@ -57,10 +57,16 @@ type run struct {
 	Target *sim.TargetResult `json:",omitempty"`
 }
 
+// The days judged and learned from (-seed, -learn-seed).
+var evalSeed, learnSeed uint64
+
 func main() {
 	families := flag.String("families", strings.Join(trace.Families, ","), "families to judge")
 	cluster := flag.String("cluster", "config/simulate/cluster.yaml", "the cluster's node groups")
 	out := flag.String("out", "", "write every run as JSON here")
+	flag.Uint64Var(&evalSeed, "seed", 1, "the seed of the day judged")
+	flag.Uint64Var(&learnSeed, "learn-seed", 2, "the seed of the day the targets learn from")
+	sweep := flag.Bool("sweep", true, "run the fixed settings too (without, only the targets: a quick look at the estimator)")
 	flag.Parse()
 	f, err := os.Open(*cluster)
 	check(err)
@@ -69,7 +75,7 @@ func main() {
 	_ = f.Close()
 	var all []run
 	for _, family := range strings.Split(*families, ",") {
-		runs := judge(family, sc.NodeGroups)
+		runs := judge(family, sc.NodeGroups, *sweep)
 		all = append(all, runs...)
 		report(family, runs)
 	}
@@ -116,19 +122,23 @@ func simulate(data []byte, cfg sim.Config) *sim.Result {
 }
 
 // judge runs every policy of one family, two at a time.
-func judge(family string, groups []*v1alpha1.NodeGroup) []run {
-	eval, learn := generate(family, 1), generate(family, 2)
+func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
+	eval, learn := generate(family, evalSeed), generate(family, learnSeed)
 	type job struct {
 		name string
 		h    *v1alpha1.Headroom
 	}
 	var jobs []job
-	for _, n := range fixedUnits {
+	fixed, auto := fixedUnits, autoPct
+	if !sweep {
+		fixed, auto = nil, nil
+	}
+	for _, n := range fixed {
 		h := headroom(family)
 		h.Spec.Units.Count = n
 		jobs = append(jobs, job{fmt.Sprintf("units %d", n), h})
 	}
-	for _, p := range autoPct {
+	for _, p := range auto {
 		h := headroom(family)
 		h.Spec.Automatic = &v1alpha1.AutomaticHeadroom{Percentage: p, Unit: &h.Spec.Units.UnitShape}
 		h.Spec.Units = nil

@@ -135,6 +135,9 @@ type packer struct {
 	// evaluated again. They hold while pods come and go, and are shared
 	// with the trial packers of bestOrder.
 	static shapeFailures
+	// rooms: the filters check resources (NodeResourcesFit), so a scan
+	// may pass over blocks of nodes without room (Snapshot.RoomFrom).
+	rooms bool
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
@@ -163,7 +166,8 @@ func Pack(in Input) (*Result, error) {
 
 func newPacker(in Input, static shapeFailures) *packer {
 	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, static: static,
-		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}, fits: map[fitKey]fitResult{}}
+		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}, fits: map[fitKey]fitResult{},
+		rooms: slices.ContainsFunc(in.Filters, func(f predicates.Filter) bool { _, ok := f.(predicates.NodeResourcesFit); return ok })}
 }
 
 // run packs the pods, taken in the given order, then improves the plan.
@@ -254,7 +258,10 @@ func (p *packer) addToNewNode(pod *snapshot.Pod, grow *snapshot.Node) bool {
 // growLookahead nodes, for one whose current type has room (which costs
 // the plan nothing). Nodes a pod of the class can never use are recorded
 // in the class's unusable set, and the cursor skips the leading ones;
-// topology domains found too full are skipped for the rest of the scan.
+// topology domains found too full are skipped for the rest of the scan;
+// blocks of nodes none of which has the room a pod of the class needs are
+// passed over (they would fail NodeResourcesFit), which leaves the nodes
+// found as they are.
 func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
 	unusable, cursor := p.unusable[c.ID], p.cursor[c.ID]
 	defer func() { p.unusable[c.ID], p.cursor[c.ID] = unusable, cursor }()
@@ -269,6 +276,20 @@ nodes:
 				break
 			}
 			lookahead--
+		} else if i%snapshot.RoomBlock == 0 {
+			if shapes := p.s.BlockShapes(i); shapes != nil && static.hasAll(shapes) {
+				// The class failed every shape of the block for good.
+				if advancing {
+					cursor = i + snapshot.RoomBlock
+				}
+				i += snapshot.RoomBlock - 1
+				continue
+			}
+			if next := p.s.RoomFrom(i, &c.Base); p.rooms && next > i {
+				advancing = false // the cursor passes only nodes known unusable
+				i = next - 1
+				continue
+			}
 		}
 		n := p.s.Nodes[i]
 		if n.Shape != 0 && static.has(int(n.Shape)) {
@@ -332,6 +353,16 @@ type nodeSet []uint64
 type shapeFailures map[int]nodeSet
 
 func (s nodeSet) has(i int) bool { return i/64 < len(s) && s[i/64]&(1<<(i%64)) != 0 }
+
+// hasAll reports whether the set holds every one of the shape IDs.
+func (s nodeSet) hasAll(ids []int32) bool {
+	for _, id := range ids {
+		if !s.has(int(id)) {
+			return false
+		}
+	}
+	return true
+}
 
 func (s nodeSet) mark(i int) nodeSet {
 	for len(s) <= i/64 {

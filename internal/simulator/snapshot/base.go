@@ -226,8 +226,12 @@ func (b *Base) removeNode(e *baseNode) {
 	}
 	s.account(n, -1)
 	s.dra.Changed()
-	i := slices.Index(s.Nodes, n)
+	i := int(n.pos)
 	s.Nodes = slices.Delete(s.Nodes, i, i+1)
+	for j := i; j < len(s.Nodes); j++ {
+		s.Nodes[j].pos = int32(j)
+	}
+	s.roomsFrom(i)
 	delete(s.byName, n.Name)
 }
 

@@ -109,6 +109,7 @@ func (s *Snapshot) reverse(u undo) {
 		s.account(n, -1)
 		s.removeFromShape(n)
 		s.Nodes = s.Nodes[:len(s.Nodes)-1]
+		s.roomsFrom(len(s.Nodes))
 		if u.shadowed != nil {
 			s.byName[n.Name] = u.shadowed
 		} else {

@@ -51,6 +51,8 @@ type Node struct {
 	// a static filter failure (predicates.Status.Static) holds for all of
 	// them. Zero for planned nodes and templates.
 	Shape int32
+	// pos is the node's index in Snapshot.Nodes (for the room bounds).
+	pos int32
 
 	// elig caches, by counter ID, whether the node is counted by the
 	// counter.

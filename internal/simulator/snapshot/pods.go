@@ -172,6 +172,7 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 	n.Pods = append(n.Pods, p)
 	p.Class.placed++
 	n.charge(p)
+	s.roomTaken(n)
 	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
 	if len(p.Class.Claims) > 0 {
 		s.dra.Place(n, p.devices, p.Class.Claims)
@@ -221,6 +222,7 @@ func (s *Snapshot) unplace(p *Pod) {
 	n.Pods = n.Pods[:last]
 	p.Class.placed--
 	n.discharge(p)
+	s.roomFreed(n)
 	n.HostPorts = removePorts(n.HostPorts, p.Class.HostPorts)
 	p.Node = nil
 }

@@ -50,8 +50,10 @@ type NodeInput struct {
 
 // Snapshot is the cluster as the simulator sees it.
 type Snapshot struct {
-	Nodes     []*Node
-	byName    map[string]*Node
+	Nodes  []*Node
+	byName map[string]*Node
+	// rooms bound the free room of blocks of Nodes (RoomFrom).
+	rooms     rooms
 	templates []*Node
 	// templateOff marks templates that cannot launch more nodes.
 	templateOff map[*Node]bool
@@ -256,6 +258,7 @@ func (s *Snapshot) AddNode(n *Node) {
 		n.Current = Cheapest(n.Flex.Options)
 		n.Capacity = n.Current.Allocatable
 	}
+	n.pos = int32(len(s.Nodes))
 	s.Nodes = append(s.Nodes, n)
 	shadowed := s.byName[n.Name]
 	s.byName[n.Name] = n
