@@ -118,7 +118,7 @@ func TestRoomFromNeverPassesANodeWithRoom(t *testing.T) {
 func roomNode(r *rand.Rand, i int) *corev1.Node {
 	sizes := [][2]string{{"2", "8Gi"}, {"4", "16Gi"}, {"16", "64Gi"}}
 	sz := sizes[r.Intn(len(sizes))]
-	n := b.Node(fmt.Sprintf("n%03d", i), sz[0], sz[1])
+	n := b.Node(fmt.Sprintf("n%03d", i), sz[0], sz[1], b.NodeLabels("zone", []string{"a", "b", "c"}[r.Intn(3)]))
 	n.UID, n.ResourceVersion = types.UID(n.Name), "1"
 	return n
 }
@@ -132,6 +132,20 @@ func fits(n *snapshot.Node, req *snapshot.Resources) bool {
 // the room.
 func checkRooms(t *testing.T, s *snapshot.Snapshot, when string) {
 	t.Helper()
+	for i := 0; i+snapshot.RoomBlock <= len(s.Nodes); i += snapshot.RoomBlock {
+		var want []int32
+		for _, n := range s.Nodes[i : i+snapshot.RoomBlock] {
+			if !slices.Contains(want, n.Shape) {
+				want = append(want, n.Shape)
+			}
+		}
+		got := slices.Clone(s.BlockShapes(i))
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: BlockShapes(%d) = %v, the nodes' shapes are %v", when, i, got, want)
+		}
+	}
 	// Requests of every size, and exactly each node's free room.
 	var reqs []snapshot.Resources
 	for _, cpu := range []int64{0, 100, 500, 1000, 2000, 4000, 8000, 16000, 32000} {
