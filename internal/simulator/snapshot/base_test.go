@@ -35,9 +35,12 @@ func TestBaseFollowsTheCluster(t *testing.T) {
 			r := rand.New(rand.NewSource(seed))
 			c := newEventCluster(r)
 			base := snapshot.NewBase()
+			var w changeWatch
 			for step := range 30 {
 				c.events(r)
 				in := c.input()
+				in.Changes = w.changes(r, c)
+				in.Held = c.held(r)
 				s, err := base.Snapshot(in)
 				if err != nil {
 					t.Fatal(err)
@@ -55,8 +58,8 @@ func TestBaseFollowsTheCluster(t *testing.T) {
 				planOn(t, r, s)
 				base.Release(s)
 			}
-			if base.Syncs < 20 {
-				t.Errorf("the base was brought up to date incrementally in %d of 30 steps (%d builds)", base.Syncs, base.Builds)
+			if base.Syncs < 20 || base.FromChanges < 10 {
+				t.Errorf("the base was brought up to date incrementally in %d of 30 steps, %d of them from the changes (%d builds)", base.Syncs, base.FromChanges, base.Builds)
 			}
 		})
 	}
@@ -69,6 +72,8 @@ type eventCluster struct {
 	pods       []*corev1.Pod
 	namespaces []*corev1.Namespace
 	next, rv   int
+	// inPlace: a pod was changed in place since the last round.
+	inPlace bool
 }
 
 func newEventCluster(r *rand.Rand) *eventCluster {
@@ -81,6 +86,9 @@ func newEventCluster(r *rand.Rand) *eventCluster {
 	for range 12 {
 		c.addPod(r)
 	}
+	// A pod bound to a node that registers later (events: case 15).
+	c.addPod(r)
+	c.pods[len(c.pods)-1].Spec.NodeName = "late"
 	return c
 }
 
@@ -160,7 +168,8 @@ func (c *eventCluster) events(r *rand.Rand) {
 		case 9, 10, 11:
 			c.changePod(r)
 		case 14: // a pod changed in place, with a new version (not the
-			// informer cache's way, but a caller's)
+			// informer cache's way, but a caller's: it gives no changes)
+			c.inPlace = true
 			if len(c.pods) > 0 {
 				p := c.pods[r.Intn(len(c.pods))]
 				if r.Intn(2) == 0 {
@@ -176,6 +185,12 @@ func (c *eventCluster) events(r *rand.Rand) {
 			}
 			for i := range c.pods {
 				c.pods[i] = c.pods[i].DeepCopy()
+			}
+		case 15: // the late node registers
+			if !slices.ContainsFunc(c.nodes, func(ni snapshot.NodeInput) bool { return ni.Node.Name == "late" }) {
+				n := b.Node("late", "4", "16Gi")
+				n.UID, n.ResourceVersion = "late", c.version()
+				c.nodes = append(c.nodes, snapshot.NodeInput{Node: n})
 			}
 		case 13:
 			ns := c.namespaces[0].DeepCopy()
@@ -372,4 +387,69 @@ func TestBaseIsBuiltAnewAfterARoundPanics(t *testing.T) {
 	if diff := cmp.Diff(observeAnyOrder(t, build(t, c.input())), observeAnyOrder(t, s)); diff != "" {
 		t.Errorf("the base after the panic differs (-scratch +base):\n%s", diff)
 	}
+}
+
+// changeWatch gives each round the pods that changed since the last, as
+// an informer's events would tell them: every object a pod went through
+// (with, now and then, a version no round saw), the pod now or nil, and
+// pods that did not change at all. Some rounds get no changes, or
+// changes that do not take up where the last ones ended: the base then
+// looks at every pod. A round after a pod was changed in place (no
+// informer does that) gets none.
+type changeWatch struct {
+	seq  uint64
+	last map[types.NamespacedName]*corev1.Pod
+}
+
+func (w *changeWatch) changes(r *rand.Rand, c *eventCluster) *snapshot.PodChanges {
+	now := map[types.NamespacedName]*corev1.Pod{}
+	for _, p := range c.pods {
+		now[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
+	}
+	ch := &snapshot.PodChanges{From: w.seq, To: w.seq + 1, Pods: map[types.NamespacedName]snapshot.PodChange{}}
+	w.seq++
+	for key, p := range now {
+		switch old := w.last[key]; {
+		case old != p:
+			var seen []*corev1.Pod
+			if old != nil {
+				seen = append(seen, old)
+			}
+			if r.Intn(4) == 0 {
+				between := p.DeepCopy()
+				between.ResourceVersion = c.version()
+				seen = append(seen, between)
+			}
+			ch.Pods[key] = snapshot.PodChange{Seen: append(seen, p), Latest: p}
+		case r.Intn(8) == 0: // an event that changed nothing the base reads
+			ch.Pods[key] = snapshot.PodChange{Seen: []*corev1.Pod{p}, Latest: p}
+		}
+	}
+	for key, old := range w.last {
+		if now[key] == nil {
+			ch.Pods[key] = snapshot.PodChange{Seen: []*corev1.Pod{old}}
+		}
+	}
+	w.last = now
+	switch inPlace := c.inPlace; {
+	case inPlace:
+		c.inPlace = false
+		return nil
+	case r.Intn(10) == 0:
+		return nil
+	case r.Intn(10) == 0:
+		ch.From += 3 // changes went missing
+	}
+	return ch
+}
+
+// held are pods planned for one round where they are nominated.
+func (c *eventCluster) held(r *rand.Rand) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range r.Intn(3) {
+		p := b.Pod(fmt.Sprintf("held-%d", i), b.Labels("app", "web"), b.CPU("200m"))
+		c.bind(r, p)
+		out = append(out, p)
+	}
+	return out
 }

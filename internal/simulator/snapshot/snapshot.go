@@ -33,6 +33,17 @@ type Input struct {
 	// Memo, when set, carries pod fingerprints over from the previous
 	// build with the same memo.
 	Memo *Memo
+	// Held are pods placed for one round only, as if bound to
+	// Spec.NodeName (a pending pod nominated to a node, planned where it
+	// is nominated): a base places them in the round's fork, so that the
+	// next round does not have them.
+	Held []*corev1.Pod
+	// Changes, for a base (Base.Snapshot), are the pods that changed
+	// since the round that was given the changes before them: the base
+	// then reads them instead of looking at every pod of Pods. Pods must
+	// still be every pod, as of To or later (a base built anew reads
+	// them). New ignores Changes.
+	Changes *PodChanges
 }
 
 // NodeInput is an existing node and how to read it.
@@ -120,21 +131,23 @@ func New(in Input) (*Snapshot, error) {
 	}
 	// One allocation for the bound pods, not one each: on a large cluster
 	// they are most of what a snapshot allocates.
-	placed := make([]Pod, 0, len(in.Pods))
-	for _, p := range in.Pods {
-		if !podutil.IsBound(p) {
-			continue
+	placed := make([]Pod, 0, len(in.Pods)+len(in.Held))
+	for _, pods := range [][]*corev1.Pod{in.Pods, in.Held} {
+		for _, p := range pods {
+			if !podutil.IsBound(p) {
+				continue
+			}
+			n := s.byName[p.Spec.NodeName]
+			if n == nil {
+				continue
+			}
+			c, err := s.classify(p, true)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			placed = append(placed, Pod{Pod: p, Class: c})
+			s.AddPod(&placed[len(placed)-1], n)
 		}
-		n := s.byName[p.Spec.NodeName]
-		if n == nil {
-			continue
-		}
-		c, err := s.classify(p, true)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		placed = append(placed, Pod{Pod: p, Class: c})
-		s.AddPod(&placed[len(placed)-1], n)
 	}
 	return s, nil
 }
