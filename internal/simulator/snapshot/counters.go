@@ -60,6 +60,12 @@ type Counter struct {
 	min           int
 	potential     map[string]int
 	potentialOnly int
+
+	// byShape caches eligibility per existing node shape (Node.Shape):
+	// nodes of a shape have the same labels but the hostname's value and
+	// the same taints, all eligibility reads unless the owner's node
+	// selection names nodes.
+	byShape []tristate
 }
 
 // matches reports whether pods of class c are counted.
@@ -103,9 +109,29 @@ func (k *Counter) eligible(n *Node) bool {
 	if v := n.eligCache(k.ID); v != unknown {
 		return v == yes
 	}
-	ok := k.computeEligible(n)
+	var ok bool
+	switch v := k.shapeEligible(n); v {
+	case unknown:
+		ok = k.computeEligible(n)
+		if n.Shape > 0 && (k.kind != kindSpread || !k.owner.NamesNodes) {
+			for len(k.byShape) <= int(n.Shape) {
+				k.byShape = append(k.byShape, unknown)
+			}
+			k.byShape[n.Shape] = of(ok)
+		}
+	default:
+		ok = v == yes
+	}
 	n.setEligCache(k.ID, of(ok))
 	return ok
+}
+
+// shapeEligible is the eligibility known for n's shape.
+func (k *Counter) shapeEligible(n *Node) tristate {
+	if int(n.Shape) < len(k.byShape) && n.Shape > 0 {
+		return k.byShape[n.Shape]
+	}
+	return unknown
 }
 
 func (k *Counter) computeEligible(n *Node) bool {
@@ -233,10 +259,13 @@ func (k *Counter) histMove(a, b int) {
 }
 
 // addDomain registers an eligible node in a domain.
-func (k *Counter) addDomain(v string) {
-	nodes := k.domainNodes[v] + 1
-	k.domainNodes[v] = nodes
-	if nodes > 1 {
+func (k *Counter) addDomain(v string) { k.addDomains(v, 1) }
+
+// addDomains registers nodes eligible nodes in a domain.
+func (k *Counter) addDomains(v string, nodes int) {
+	was := k.domainNodes[v]
+	k.domainNodes[v] = was + nodes
+	if was > 0 {
 		return
 	}
 	if len(k.hist) == 0 {
