@@ -9,12 +9,17 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // read reads the cluster from the cache into a new round: node groups
 // (not those being deleted: no node is launched for them), nodes, pods and
 // what the planner needs besides. It changes nothing.
 func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
+	var changes *snapshot.PodChanges
+	if p.podChanges != nil {
+		changes = p.podChanges.Take() // before the pods are read: they are then as new as the changes
+	}
 	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers})
 	if err != nil {
 		return nil, nil, err
@@ -34,7 +39,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
-	in.Base = p.base
+	in.Base, in.Changes = p.base, changes
 	return r, cl.Pods, nil
 }
 

@@ -48,7 +48,7 @@ var (
 	})
 	snapshotBuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "snapshot_builds_total",
-		Help: "Models of the cluster a plan was made on, by how: \"incremental\" (the last round's, brought up to date with what changed) or \"scratch\" (built from every node and pod: the first round, and rounds after what the model does not follow incrementally changed, or with DRA objects).",
+		Help: "Models of the cluster a plan was made on, by how: \"incremental\" (the last round's, brought up to date with what changed: the pods the informer's events named, or every pod when events were lost) or \"scratch\" (built from every node and pod: the first round, and rounds after what the model does not follow incrementally changed, or with DRA objects).",
 	}, []string{"how"})
 	roundErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "round_errors_total",

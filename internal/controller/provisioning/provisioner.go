@@ -23,6 +23,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
@@ -116,6 +117,10 @@ type Provisioner struct {
 	// informers is the manager's cache, when registered with one: rounds
 	// read pods and nodes from its stores (clusterread.Parts.Informers).
 	informers crcache.Informers
+	// podChanges are the pods changed since the last round, from the pod
+	// informer's events (nil without informers): the base reads only
+	// them.
+	podChanges *clusterread.PodChanges
 	// recheckAt is when the earliest nomination berth holds for a pod on a
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.
@@ -265,6 +270,10 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		planDuration.Observe(p.Clock.Since(start).Seconds())
 		snapshotBuilds.WithLabelValues("scratch").Add(float64(p.base.Builds - builds))
 		snapshotBuilds.WithLabelValues("incremental").Add(float64(p.base.Syncs - syncs))
+		if ch := in.Changes; ch != nil {
+			// The base has read them: the next attempt has nothing new.
+			in.Changes = &snapshot.PodChanges{From: ch.To, To: ch.To}
+		}
 		if err != nil {
 			return res, fmt.Errorf("planning: %w", err)
 		}

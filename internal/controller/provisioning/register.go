@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
 )
@@ -32,6 +33,11 @@ import (
 // changes trigger rounds.
 func (p *Provisioner) Register(mgr manager.Manager) error {
 	p.informers = mgr.GetCache() // rounds read pods and nodes from its stores
+	changes, err := clusterread.WatchPods(context.Background(), p.informers)
+	if err != nil {
+		return err
+	}
+	p.podChanges = changes
 	handlers := []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandlerFuncs

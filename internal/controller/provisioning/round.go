@@ -80,7 +80,7 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			p.noteGraceEnd(pod)
 			held := pod.DeepCopy()
 			held.Spec.NodeName = pod.Status.NominatedNodeName
-			in.Pods = append(in.Pods, held)
+			in.Held = append(in.Held, held)
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.

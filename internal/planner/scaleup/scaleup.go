@@ -59,6 +59,13 @@ type Input struct {
 	// snapshot.Base's rule (objects are the informer cache's, never
 	// changed in place) and plans one round at a time.
 	Base *snapshot.Base
+	// Changes are the pods that changed since the last round, for Base
+	// (snapshot.Input.Changes).
+	Changes *snapshot.PodChanges
+	// Held are pending pods planned as bound for this round only (a pod
+	// nominated to a node, as if bound to it): placed like Pods, never
+	// kept in Base.
+	Held []*corev1.Pod
 }
 
 // Plan is a scale-up decision.
@@ -140,7 +147,11 @@ func Run(in Input) (*Plan, error) {
 	for _, o := range in.Unavailable {
 		unavailable[o] = true
 	}
-	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, in.Pods))
+	bound := in.Pods
+	if len(in.Held) > 0 {
+		bound = slices.Concat(in.Pods, in.Held)
+	}
+	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, bound))
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +160,7 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	defer in.Base.Release(s)
-	fold := foldFollowers(in.Pending, in.Pods)
+	fold := foldFollowers(in.Pending, bound)
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
@@ -200,7 +211,8 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	for _, g := range groups {
 		byName[g.Name] = g
 	}
-	sin := snapshot.Input{Pods: in.Pods, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, OptionKeys: OptionKeys}
+	sin := snapshot.Input{Pods: in.Pods, Held: in.Held, Changes: in.Changes, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes,
+		DRA: in.DRA, OptionKeys: OptionKeys}
 	devices := newDeviceTypes(groups)
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
