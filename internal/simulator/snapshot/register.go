@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -172,11 +173,12 @@ func (k *Counter) Eligible(n *Node) bool { return k.eligible(n) }
 // addEligibleDomains registers the domains of spread counter k's eligible
 // nodes. Existing nodes of one shape have the same value of every label
 // but the hostname, and are eligible alike unless the owner's node
-// selection names nodes: for any other key they are registered a shape
-// at a time. O(shapes + nodes), with a label lookup per shape rather
-// than per node.
+// selection names nodes: they are registered a shape at a time, and for
+// the hostname, when every shape is eligible, as a copy of the snapshot's
+// map of hostnames. O(shapes + nodes) with a label lookup per shape, or
+// a map copy.
 func (s *Snapshot) addEligibleDomains(k *Counter) {
-	if k.key == corev1.LabelHostname || k.owner.NamesNodes {
+	if k.owner.NamesNodes {
 		for _, n := range s.Nodes {
 			if k.eligible(n) {
 				k.addDomain(n.Labels()[k.key])
@@ -184,10 +186,20 @@ func (s *Snapshot) addEligibleDomains(k *Counter) {
 		}
 		return
 	}
-	for _, idx := range s.shapes.nodes {
-		if len(idx) > 0 {
-			if n := s.Nodes[idx[0]]; k.eligible(n) {
-				k.addDomains(n.Labels()[k.key], len(idx))
+	if k.key != corev1.LabelHostname {
+		for _, idx := range s.shapes.nodes {
+			if len(idx) > 0 {
+				if n := s.Nodes[idx[0]]; k.eligible(n) {
+					k.addDomains(n.Labels()[k.key], len(idx))
+				}
+			}
+		}
+	} else if !s.addHostnames(k) {
+		for _, idx := range s.shapes.nodes {
+			if len(idx) > 0 && k.eligible(s.Nodes[idx[0]]) {
+				for _, i := range idx {
+					k.addDomain(s.Nodes[i].Labels()[k.key])
+				}
 			}
 		}
 	}
@@ -196,4 +208,44 @@ func (s *Snapshot) addEligibleDomains(k *Counter) {
 			k.addDomain(n.Labels()[k.key])
 		}
 	}
+}
+
+// addHostnames registers every existing node as a domain of hostname
+// counter k at once, when every shape is eligible and k counts nothing
+// yet (each domain then holds no pod). It reports whether it did.
+func (s *Snapshot) addHostnames(k *Counter) bool {
+	if len(k.domainNodes) > 0 || len(k.pairs) > 0 {
+		return false
+	}
+	for _, idx := range s.shapes.nodes {
+		if len(idx) > 0 && !k.eligible(s.Nodes[idx[0]]) {
+			return false
+		}
+	}
+	h := s.hostnames()
+	if len(h) == 0 {
+		return true
+	}
+	k.domainNodes = maps.Clone(h)
+	k.hist = append(k.hist[:0], len(k.domainNodes))
+	k.min = 0
+	return true
+}
+
+// hostnames counts the existing nodes per hostname label value, kept
+// until an existing node comes or goes. The map must not be changed.
+func (s *Snapshot) hostnames() map[string]int {
+	sh := &s.shapes
+	if sh.hostnames == nil || sh.hostnamesOf != sh.version {
+		sh.hostnames = map[string]int{}
+		for _, idx := range sh.nodes {
+			for _, i := range idx {
+				if v, ok := s.Nodes[i].Labels()[corev1.LabelHostname]; ok {
+					sh.hostnames[v]++
+				}
+			}
+		}
+		sh.hostnamesOf = sh.version
+	}
+	return sh.hostnames
 }

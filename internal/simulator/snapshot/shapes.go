@@ -17,6 +17,10 @@ type shapes struct {
 	ids   map[string]int32
 	nodes [][]int // by ID-1: indexes into Snapshot.Nodes, ascending
 	buf   []byte
+	// version counts the changes of nodes; hostnames (Snapshot.hostnames)
+	// were counted at hostnamesOf.
+	version, hostnamesOf uint64
+	hostnames            map[string]int
 }
 
 // shapeOf returns the ID of a node's shape, interning it on first sight.
@@ -68,6 +72,7 @@ func (s *Snapshot) addToShape(n *Node) {
 	}
 	n.Shape = s.shapeOf(n)
 	s.shapes.nodes[n.Shape-1] = append(s.shapes.nodes[n.Shape-1], len(s.Nodes)-1)
+	s.shapes.version++
 }
 
 // removeFromShape undoes addToShape for the last node of s.Nodes.
@@ -78,12 +83,14 @@ func (s *Snapshot) removeFromShape(n *Node) {
 	idx := s.shapes.nodes[n.Shape-1]
 	s.shapes.nodes[n.Shape-1] = idx[:len(idx)-1]
 	n.Shape = 0
+	s.shapes.version++
 }
 
 // reindexShapes rebuilds the index of existing nodes by shape after nodes
 // were taken out of the middle of Nodes (Base): the indexes after them
 // moved. O(nodes).
 func (s *Snapshot) reindexShapes() {
+	s.shapes.version++
 	for i := range s.shapes.nodes {
 		s.shapes.nodes[i] = s.shapes.nodes[i][:0]
 	}

@@ -17,10 +17,11 @@ import (
 )
 
 // TestSpreadCountsDoNotDependOnNodeShapes: spread counters register the
-// nodes of one shape at a time, and cache eligibility per shape. The
-// same random cluster is built twice, once with a label of its own on
-// every node (so that no two nodes share a shape, and every node is
-// looked at alone): spread pods (zone and hostname keys, node affinity
+// nodes of one shape at a time (the hostname's from a map of every
+// node's), and cache eligibility per shape. The same random cluster is
+// built twice, once with a label of its own on every node (so that no
+// two nodes share a shape) and probes that also select nodes by name
+// (hostname Exists: every node, each looked at alone): spread pods (zone and hostname keys, node affinity
 // and taints honoured or not, one selecting nodes by name) get the same
 // filter verdict on every node of both, and counters see the same number
 // of domains, before and after nodes are cordoned, planned nodes added
@@ -36,7 +37,7 @@ func TestSpreadCountsDoNotDependOnNodeShapes(t *testing.T) {
 			shared, single := build(t, in), build(t, alone)
 			r := rand.New(rand.NewSource(seed))
 			for step := range 3 {
-				if diff := cmp.Diff(spreadVerdicts(t, single, step), spreadVerdicts(t, shared, step)); diff != "" {
+				if diff := cmp.Diff(spreadVerdicts(t, single, step, true), spreadVerdicts(t, shared, step, false)); diff != "" {
 					t.Fatalf("step %d: spread verdicts differ (-every node its own shape +nodes sharing shapes):\n%s", step, diff)
 				}
 				i := r.Intn(len(shared.Nodes))
@@ -89,7 +90,7 @@ func shapedCluster(r *rand.Rand) snapshot.Input {
 // spreadVerdicts are the filter verdicts of spread pods on every node,
 // and the domains their counters see. The probes of each step have
 // counters of their own (registered with the nodes of the step).
-func spreadVerdicts(t *testing.T, s *snapshot.Snapshot, step int) []string {
+func spreadVerdicts(t *testing.T, s *snapshot.Snapshot, step int, reference bool) []string {
 	t.Helper()
 	honor, ignore := corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore
 	inAB := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -108,6 +109,11 @@ func spreadVerdicts(t *testing.T, s *snapshot.Snapshot, step int) []string {
 						// a selector of each step's own: its counters are new
 						MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "step", Operator: metav1.LabelSelectorOpNotIn, Values: []string{fmt.Sprint(100 + step)}}}}}))
 				p.Spec.Affinity = aff
+				if reference {
+					// Selecting nodes by name (every node has one) makes
+					// the counters look at every node alone.
+					p.Spec.Affinity = namingNodes(aff)
+				}
 				probes = append(probes, p)
 			}
 		}
@@ -135,6 +141,21 @@ func spreadVerdicts(t *testing.T, s *snapshot.Snapshot, step int) []string {
 			st := predicates.Run(predicates.Default(), s, c, n)
 			out = append(out, fmt.Sprintf("  %s on %s: %d %s", p.Name, n.Name, st.Code, st.Reason))
 		}
+	}
+	return out
+}
+
+// namingNodes adds "has a hostname" to the node selection of aff.
+func namingNodes(aff *corev1.Affinity) *corev1.Affinity {
+	exists := corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpExists}
+	if aff == nil {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{exists}}}}}}
+	}
+	out := aff.DeepCopy()
+	terms := out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, exists)
 	}
 	return out
 }
