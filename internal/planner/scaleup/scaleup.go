@@ -147,19 +147,21 @@ func Run(in Input) (*Plan, error) {
 	for _, o := range in.Unavailable {
 		unavailable[o] = true
 	}
-	bound := in.Pods
-	if len(in.Held) > 0 {
-		bound = slices.Concat(in.Pods, in.Held)
-	}
-	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, bound))
-	if err != nil {
-		return nil, err
-	}
 	s, err := ClusterSnapshot(in)
 	if err != nil {
 		return nil, err
 	}
 	defer in.Base.Release(s)
+	// The bound pods' terms are read from their classes: far fewer than
+	// the pods on a large cluster.
+	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, placedExamples(s)))
+	if err != nil {
+		return nil, err
+	}
+	bound := in.Pods
+	if len(in.Held) > 0 {
+		bound = slices.Concat(in.Pods, in.Held)
+	}
 	fold := foldFollowers(in.Pending, bound)
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{

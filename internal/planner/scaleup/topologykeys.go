@@ -100,3 +100,15 @@ func splitByKeys(opts []*snapshot.Option, keys []string) [][]*snapshot.Option {
 	}
 	return parts
 }
+
+// placedExamples are a pod of each class placed in s: the bound pods'
+// classes, whose pods share their (anti-)affinity terms.
+func placedExamples(s *snapshot.Snapshot) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, c := range s.Classes() {
+		if c.Placed() > 0 {
+			out = append(out, c.Example)
+		}
+	}
+	return out
+}
