@@ -21,65 +21,74 @@ import (
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
-// TestPodChangesKeepEveryVersionAndTheLatest: between two takes, a pod's
-// versions are kept in order, each once, with the pod now (nil once
-// deleted, also from a tombstone); takes are numbered one after the
-// other; past the bound nothing is kept and the take says so (nil), and
-// the one after it takes up again.
-func TestPodChangesKeepEveryVersionAndTheLatest(t *testing.T) {
-	w := clusterread.NewPodChanges()
-	v1 := b.Pod("web")
-	v2, v3 := v1.DeepCopy(), v1.DeepCopy()
-	gone := b.Pod("gone")
-	w.Note(nil, v1)
-	w.Note(v1, v2)
-	w.Note(v2, v3)
-	w.Note(nil, gone)
-	w.Deleted(toolscache.DeletedFinalStateUnknown{Key: "default/gone", Obj: gone})
+// TestPodChangesNameThePodsAndReadThemWhenTaken: between two takes, the
+// pods the events named are read from the store as it is when they are
+// taken (the pod now, nil once gone, from a tombstone too); takes are
+// numbered one after the other, from a point of their own; past the
+// bound nothing is named and the take says so (nil), and the one after
+// it takes up again.
+func TestPodChangesNameThePodsAndReadThemWhenTaken(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	w := clusterread.NewPodChanges(store)
+	web, gone := b.Pod("web"), b.Pod("gone")
+	newer := web.DeepCopy()
+	for _, p := range []*corev1.Pod{web, gone} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		w.Note(p)
+	}
+	if err := store.Update(newer); err != nil { // its event not in yet
+		t.Fatal(err)
+	}
+	if err := store.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	w.Note(toolscache.DeletedFinalStateUnknown{Key: "default/gone", Obj: gone})
 	ch := w.Take()
 	key := func(p *corev1.Pod) types.NamespacedName {
 		return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	}
-	if ch == nil || ch.From != 0 || ch.To != 1 {
-		t.Fatalf("first take: %+v, want changes 0 -> 1", ch)
+	if ch == nil || ch.To != ch.From+1 || len(ch.Pods) != 2 {
+		t.Fatalf("first take: %+v, want two pods, To = From + 1", ch)
 	}
-	web := ch.Pods[key(v1)]
-	if !slices.Equal(web.Seen, []*corev1.Pod{v1, v2, v3}) || web.Latest != v3 {
-		t.Errorf("web: seen %d versions, latest the third: %v; want v1, v2, v3 and v3", len(web.Seen), web.Latest == v3)
+	if ch.Pods[key(web)] != newer {
+		t.Errorf("web is not the store's object when taken")
 	}
-	if g := ch.Pods[key(gone)]; !slices.Equal(g.Seen, []*corev1.Pod{gone}) || g.Latest != nil {
-		t.Errorf("gone: %+v, want seen once and no latest", g)
+	if p, ok := ch.Pods[key(gone)]; !ok || p != nil {
+		t.Errorf("gone: %v (named %v), want named and nil", p, ok)
 	}
-	if ch := w.Take(); ch == nil || ch.From != 1 || len(ch.Pods) != 0 {
-		t.Fatalf("second take: %+v, want no change from 1", ch)
+	from := ch.To
+	if ch := w.Take(); ch == nil || ch.From != from || len(ch.Pods) != 0 {
+		t.Fatalf("second take: %+v, want nothing from %d", ch, from)
 	}
-	for i := range 70 { // more versions of one pod than are kept
-		next := v1.DeepCopy()
-		next.ResourceVersion = fmt.Sprint(i)
-		w.Note(v3, next)
-		v3 = next
+	if other := clusterread.NewPodChanges(store).Take(); other.From == from+1 {
+		t.Errorf("another watch's changes seem to follow on from this one's")
 	}
+	w.SetMaxChangedPods(1)
+	w.Note(web)
+	w.Note(gone)
 	if ch := w.Take(); ch != nil {
-		t.Fatalf("a take after too many versions gave %d changes, want none (nil)", len(ch.Pods))
+		t.Fatalf("a take past the bound gave %d pods, want none (nil)", len(ch.Pods))
 	}
-	w.Note(nil, v1)
-	if ch := w.Take(); ch == nil || ch.From != 3 || len(ch.Pods) != 1 {
-		t.Fatalf("the take after: %+v, want one change from 3", ch)
+	w.Note(web)
+	if ch := w.Take(); ch == nil || ch.From != from+2 || len(ch.Pods) != 1 {
+		t.Fatalf("the take after: %+v, want one pod from %d", ch, from+2)
 	}
 }
 
 // TestPodChangesKeepABaseEqualToTheCluster drives pods on a real API
-// server (created, relabelled, resized by a new pod of the same name,
-// bound to a node that registers later, finished, deleted) and plans
-// rounds as the provisioner does: the changes taken, then the pods read
-// from the informer's store, then the base brought up to date from the
-// changes. Once the events are in, the base is the cluster built from
-// scratch, and it got there from the changes, not by looking at every
-// pod.
+// server (created, made again bigger on another node, bound to a node
+// that registers later, finished, deleted while a finalizer holds them
+// and gone when it is removed) and plans rounds as the provisioner does:
+// the changes taken, then the pods read from the informer's store, then
+// the base brought up to date from the changes. After each step, once
+// the informer has it, the base is the cluster built from scratch, and
+// got there from the changes, not by looking at every pod.
 func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := "changes"
+	ns := fmt.Sprintf("changes-%d", time.Now().UnixNano()%1_000_000)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +100,8 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := clusterread.WatchPods(ctx, cache)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || w == nil {
+		t.Fatalf("watching pods: %v (%v)", err, w)
 	}
 	go func() { _ = cache.Start(ctx) }()
 	if !cache.WaitForCacheSync(ctx) {
@@ -122,15 +131,29 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 		}
 		return observe(fresh), got
 	}
-	converge := func(step string) {
+	// converge plans rounds until the cluster built from scratch shows
+	// the step (ready), and then until the base, brought up to date from
+	// the changes, is that cluster.
+	converge := func(step string, ready func(scratch string) bool) {
 		t.Helper()
 		var want, got string
 		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if want, got = round(); want == got && strings.Contains(want, "pods=") {
+			before := base.FromChanges
+			if want, got = round(); ready(want) && want == got && base.FromChanges > before {
 				return
 			}
 		}
-		t.Fatalf("%s: the base did not come to the cluster built from scratch (-scratch +base):\n%s", step, cmp.Diff(want, got))
+		t.Fatalf("%s: the base did not come to the cluster built from scratch from the changes (-scratch +base):\n%s\nscratch:\n%s", step, cmp.Diff(want, got), want)
+	}
+	has := func(s ...string) func(string) bool {
+		return func(scratch string) bool {
+			for _, x := range s {
+				if !strings.Contains(scratch, x) {
+					return false
+				}
+			}
+			return true
+		}
 	}
 	node := func(name string) {
 		t.Helper()
@@ -140,27 +163,24 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
 	}
-	pod := func(name, node, cpu string) *corev1.Pod {
+	pod := func(name, node, cpu string, opts ...b.PodOption) *corev1.Pod {
 		t.Helper()
-		p := b.Pod(name, b.NoUID(), b.Namespace(ns), b.NodeName(node), b.CPU(cpu), b.Labels("app", "web"))
+		p := b.Pod(name, append([]b.PodOption{b.NoUID(), b.Namespace(ns), b.NodeName(node), b.CPU(cpu), b.Labels("app", "web")}, opts...)...)
 		if err := env.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+	on := func(node string, pods ...string) string { return fmt.Sprintf("%s pods=%v", node, pods) }
 	node("changes-a")
 	node("changes-b")
 	var pods []*corev1.Pod
 	for i := range 6 {
 		pods = append(pods, pod(fmt.Sprintf("web-%d", i), []string{"changes-a", "changes-b"}[i%2], "500m"))
 	}
-	converge("pods created")
-	syncs := base.FromChanges
+	w0, w1, w2, w3, w4, w5 := ns+"/web-0", ns+"/web-1", ns+"/web-2", ns+"/web-3", ns+"/web-4", ns+"/web-5"
+	converge("pods created", has(on("changes-a", w0, w2, w4), on("changes-b", w1, w3, w5)))
 
-	pods[0].Labels["app"] = "api"
-	if err := env.Client.Update(ctx, pods[0]); err != nil {
-		t.Fatal(err)
-	}
 	if err := env.Client.Delete(ctx, pods[1], client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +190,21 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, pods[2]); err != nil {
 		t.Fatal(err)
 	}
-	converge("pods changed")
-	node("changes-late") // the late pod's node registers
-	converge("the late node registered")
-	if base.FromChanges <= syncs {
-		t.Errorf("the base came up to date from the changes in %d rounds (%d before the changes): it looked at every pod instead", base.FromChanges, syncs)
+	converge("pods changed", has(on("changes-a", w0, w1, w4)+" cpu=3000", on("changes-b", w3, w5)))
+
+	held := pod("held", "changes-b", "1", func(p *corev1.Pod) { p.Finalizers = []string{"berth.dev/test-hold"} })
+	converge("a pod held by a finalizer", has(on("changes-b", ns+"/held", w3, w5)))
+	if err := env.Client.Delete(ctx, held, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
 	}
+	round() // the deletion marked, the pod still there
+	if err := env.Client.Patch(ctx, held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+	converge("the finalizer removed", has(on("changes-b", w3, w5)+" cpu=1000"))
+
+	node("changes-late") // the late pod's node registers
+	converge("the late node registered", has(on("changes-late", ns+"/late-0")))
 }
 
 // observe renders the snapshot as a caller sees it: each node's pods and

@@ -140,7 +140,9 @@ func Run(in Input) (*Plan, error) {
 		// Nothing to place and no group to fill: the plan is empty
 		// whatever the cluster holds, so the round does not model it
 		// (a group or pod the model would refuse is reported by the
-		// first round that has a pod to place).
+		// first round that has a pod to place). Its changes are read
+		// with the next round's.
+		in.Base.Postpone(in.Changes)
 		return &Plan{ExistingNodePlacements: []Placement{}, Unschedulable: []Unschedulable{}, NewNodes: []NewNode{}}, nil
 	}
 	unavailable := map[Offering]bool{}

@@ -51,15 +51,19 @@ type Base struct {
 	env   baseEnv
 	nodes map[string]*baseNode
 	pods  map[*corev1.Pod]*basePod
+	// byKey holds the same pods by name (the changes name pods).
+	byKey map[types.NamespacedName]*basePod
 	// loose are the bound pods whose node the base does not have (yet).
 	loose map[types.NamespacedName]*corev1.Pod
 	gen   uint64
 	open  bool
 	mark  registryMark
 	// changesTo is where the changes the last round was given ended
-	// (changesKnown: it was given some).
+	// (changesKnown: it was given some); postponed are changes of rounds
+	// that did not plan since.
 	changesTo    uint64
 	changesKnown bool
+	postponed    *PodChanges
 	// Builds counts the rounds built from scratch, Syncs those brought up
 	// to date incrementally, FromChanges those of them that read only
 	// the changed pods (for tests and benchmarks).
@@ -100,6 +104,7 @@ func (b *Base) Snapshot(in Input) (*Snapshot, error) {
 	}
 	held := in.Held
 	in.Held = nil // placed in the round's fork
+	in.Changes = b.changesOf(in.Changes)
 	env := newBaseEnv(in)
 	if b.s == nil || !b.env.shapesClasses(env) || b.stale() || !b.sync(in) {
 		if err := b.build(in); err != nil {
@@ -146,10 +151,12 @@ func (b *Base) build(in Input) error {
 	b.gen++
 	b.nodes = make(map[string]*baseNode, len(s.Nodes))
 	b.pods = make(map[*corev1.Pod]*basePod, len(in.Pods))
+	b.byKey = make(map[types.NamespacedName]*basePod, len(in.Pods))
 	for i, n := range s.Nodes {
 		b.nodes[n.Name] = newBaseNode(in.Nodes[i], n, b.gen)
 		for _, p := range n.Pods {
-			b.pods[p.Pod] = &basePod{p: p, rv: p.ResourceVersion, gen: b.gen}
+			e := &basePod{p: p, rv: p.ResourceVersion, gen: b.gen}
+			b.pods[p.Pod], b.byKey[keyOf(p.Pod)] = e, e
 		}
 	}
 	s.memo = nil // the base classifies only the pods that changed
@@ -213,7 +220,6 @@ func (b *Base) syncNodes(in Input, gen uint64) bool {
 // scanPods brings the base's pods up to date with every pod of in.Pods.
 // O(pods): one map lookup each.
 func (b *Base) scanPods(in Input, gen uint64) bool {
-	s := b.s
 	clear(b.loose)
 	seen := 0
 	for _, p := range in.Pods {
@@ -233,8 +239,7 @@ func (b *Base) scanPods(in Input, gen uint64) bool {
 			if e.gen == gen {
 				return false // listed twice
 			}
-			s.unplace(e.p)
-			delete(b.pods, p)
+			b.drop(e)
 		}
 		if !b.add(p, gen) {
 			return false
@@ -246,10 +251,9 @@ func (b *Base) scanPods(in Input, gen uint64) bool {
 	if seen == len(b.pods) {
 		return true // every pod the base holds is in in.Pods
 	}
-	for k, e := range b.pods {
+	for _, e := range b.pods {
 		if e.gen != gen {
-			s.unplace(e.p)
-			delete(b.pods, k)
+			b.drop(e)
 		}
 	}
 	return true
@@ -260,9 +264,12 @@ func (b *Base) removeNode(e *baseNode) {
 	s, n := b.s, e.n
 	for len(n.Pods) > 0 {
 		p := n.Pods[len(n.Pods)-1]
-		s.unplace(p)
-		delete(b.pods, p.Pod)
-		b.loose[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.Pod
+		if e := b.pods[p.Pod]; e != nil {
+			b.drop(e)
+		} else {
+			s.unplace(p) // not the base's (a round left open): taken off all the same
+		}
+		b.loose[keyOf(p.Pod)] = p.Pod
 	}
 	s.account(n, -1)
 	s.dra.Changed()

@@ -11,24 +11,60 @@ import (
 // changes (an informer's events, numbered by the one who keeps them):
 // every change after From, up to To.
 //
-// A controller takes them before it lists the pods for a round (the list
-// is then as new as To, or newer), and gives every round's changes to the
-// base: the base reads them instead of every pod of the cluster when
-// From is the To of the changes it was given the round before, and looks
-// at every pod (Input.Pods) otherwise.
+// A controller names the pods its informer's events name, and when it
+// takes them for a round, reads each one as it is then (Pods: the pod
+// now, nil once gone). It takes them before it lists the pods for the
+// round (the list is then as new as the changes, or newer) and gives
+// every round's changes to the base: the base reads them instead of every
+// pod of the cluster when From is the To of the changes it was given
+// before (Base.Postpone keeps those of a round that did not plan), and
+// looks at every pod (Input.Pods) otherwise.
 type PodChanges struct {
 	From, To uint64
-	Pods     map[types.NamespacedName]PodChange
+	Pods     map[types.NamespacedName]*corev1.Pod
 }
 
-// PodChange is what the events told of one pod.
-type PodChange struct {
-	// Seen are the objects the events carried, old and new, oldest
-	// first: the one the base holds (read at an earlier round) is among
-	// them.
-	Seen []*corev1.Pod
-	// Latest is the pod now; nil when it was deleted.
-	Latest *corev1.Pod
+// keyOf is a pod's key in the base.
+func keyOf(p *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+}
+
+// Postpone keeps the changes of a round that did not take a snapshot
+// (nothing to plan), so that the next round's changes still follow on:
+// they are read with them. Changes that do not follow on are dropped
+// (the next round then looks at every pod). A nil base does nothing.
+func (b *Base) Postpone(ch *PodChanges) {
+	if b == nil || ch == nil {
+		return
+	}
+	if p := b.postponed; p != nil && ch.From == p.To {
+		b.postponed = merge(p, ch)
+		return
+	}
+	b.postponed = ch
+}
+
+// merge returns the changes of a followed by b's (b's pods win).
+func merge(a, b *PodChanges) *PodChanges {
+	out := &PodChanges{From: a.From, To: b.To, Pods: make(map[types.NamespacedName]*corev1.Pod, len(a.Pods)+len(b.Pods))}
+	for k, p := range a.Pods {
+		out.Pods[k] = p
+	}
+	for k, p := range b.Pods {
+		out.Pods[k] = p
+	}
+	return out
+}
+
+// changesOf returns the changes of the round: its own, after those
+// postponed when they follow on.
+func (b *Base) changesOf(ch *PodChanges) *PodChanges {
+	p := b.postponed
+	b.postponed = nil
+	if ch == nil || p == nil || ch.From != p.To {
+		return ch
+	}
+	return merge(p, ch)
 }
 
 // followsChanges reports whether ch take up where the base's last round
@@ -47,26 +83,20 @@ func (b *Base) noteChanges(ch *PodChanges) {
 }
 
 // applyChanges brings the base's pods up to date with the changed pods
-// only. O(changed pods + pods bound to nodes the base does not have).
-// It returns false when a pod cannot be followed incrementally.
+// only: whatever the base holds under a changed pod's name is taken off,
+// unless it is the pod now, and the pod now added. O(changed pods + pods
+// bound to nodes the base does not have). It returns false when a pod
+// cannot be followed incrementally.
 func (b *Base) applyChanges(ch *PodChanges, gen uint64) bool {
-	for key, c := range ch.Pods {
+	for key, p := range ch.Pods {
 		delete(b.loose, key)
-		held := false
-		for _, old := range c.Seen {
-			e := b.pods[old]
-			if e == nil {
-				continue
+		if e := b.byKey[key]; e != nil {
+			if p != nil && e.p.Pod == p && e.rv == p.ResourceVersion && e.p.Node.Name == p.Spec.NodeName {
+				continue // the base has the pod as it is
 			}
-			if old == c.Latest && e.rv == old.ResourceVersion && e.p.Node.Name == old.Spec.NodeName {
-				held = true // the base has the pod as it is
-				break
-			}
-			b.s.unplace(e.p)
-			delete(b.pods, old)
-			break
+			b.drop(e)
 		}
-		if !held && c.Latest != nil && podutil.IsBound(c.Latest) && !b.add(c.Latest, gen) {
+		if p != nil && podutil.IsBound(p) && !b.add(p, gen) {
 			return false
 		}
 	}
@@ -81,16 +111,29 @@ func (b *Base) applyChanges(ch *PodChanges, gen uint64) bool {
 	return true
 }
 
+// drop takes a pod off its node and out of the base.
+func (b *Base) drop(e *basePod) {
+	b.s.unplace(e.p)
+	delete(b.pods, e.p.Pod)
+	delete(b.byKey, keyOf(e.p.Pod))
+}
+
 // add places bound pod p on its node, or keeps it aside until its node
-// comes (loose). It returns false when p cannot be followed
-// incrementally (resource claims; a class New would refuse).
+// comes (loose), in place of anything the base holds under its name. It
+// returns false when p cannot be followed incrementally (resource claims;
+// a class New would refuse).
 func (b *Base) add(p *corev1.Pod, gen uint64) bool {
 	s := b.s
+	key := keyOf(p)
+	if e := b.byKey[key]; e != nil {
+		b.drop(e) // another object of the same name (a pod made again)
+	}
 	n := s.byName[p.Spec.NodeName]
 	if n == nil {
-		b.loose[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
+		b.loose[key] = p
 		return true
 	}
+	delete(b.loose, key)
 	if len(p.Spec.ResourceClaims) > 0 {
 		return false
 	}
@@ -100,7 +143,8 @@ func (b *Base) add(p *corev1.Pod, gen uint64) bool {
 	}
 	placed := &Pod{Pod: p, Class: c}
 	s.AddPod(placed, n)
-	b.pods[p] = &basePod{p: placed, rv: p.ResourceVersion, gen: gen}
+	e := &basePod{p: placed, rv: p.ResourceVersion, gen: gen}
+	b.pods[p], b.byKey[key] = e, e
 	return true
 }
 
@@ -110,7 +154,7 @@ func (b *Base) looseOf(pods []*corev1.Pod) {
 	clear(b.loose)
 	for _, p := range pods {
 		if podutil.IsBound(p) && b.s.byName[p.Spec.NodeName] == nil {
-			b.loose[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
+			b.loose[keyOf(p)] = p
 		}
 	}
 }
