@@ -102,9 +102,9 @@ func spreadVerdicts(t *testing.T, s *snapshot.Snapshot, step int, reference bool
 	var probes []*corev1.Pod
 	for i, key := range []string{v1alpha1.LabelZone, corev1.LabelHostname} {
 		for j, aff := range []*corev1.Affinity{nil, inAB, byName} {
-			for k, taints := range []*corev1.NodeInclusionPolicy{&honor, &ignore} {
+			for k, policy := range [][2]*corev1.NodeInclusionPolicy{{&honor, &honor}, {&ignore, &honor}, {&honor, &ignore}} {
 				p := b.Pod(fmt.Sprintf("probe-%d-%d-%d", i, j, k), b.Labels("app", "web"), b.CPU("100m"), b.SpreadConstraint(corev1.TopologySpreadConstraint{
-					MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule, NodeTaintsPolicy: taints, NodeAffinityPolicy: &honor,
+					MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule, NodeTaintsPolicy: policy[0], NodeAffinityPolicy: policy[1],
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"},
 						// a selector of each step's own: its counters are new
 						MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "step", Operator: metav1.LabelSelectorOpNotIn, Values: []string{fmt.Sprint(100 + step)}}}}}))
