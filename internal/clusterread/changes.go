@@ -33,6 +33,9 @@ type PodChanges struct {
 	names map[types.NamespacedName]struct{}
 	// lost: more pods changed than are named; the next Take gives none.
 	lost bool
+	// taking: a round has taken changes. Before, nothing is named (a
+	// replica that is not the leader runs no round).
+	taking bool
 }
 
 // WatchPods starts naming the pods that change in the cache. It returns
@@ -78,7 +81,7 @@ func (w *PodChanges) Note(obj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.lost {
+	if w.lost || !w.taking {
 		return
 	}
 	w.names[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = struct{}{}
@@ -90,11 +93,12 @@ func (w *PodChanges) Note(obj any) {
 // Take returns the pods named since the last Take, each as the store
 // holds it now (nil once gone), and starts anew. It must be called
 // before the round reads the pods (they are then as new as the changes,
-// or newer). nil when names were lost: a base then looks at every pod.
+// or newer). nil when names were lost, and the first time (nothing was
+// named before): a base then looks at every pod.
 func (w *PodChanges) Take() *snapshot.PodChanges {
 	w.mu.Lock()
-	names, lost := w.names, w.lost
-	w.names, w.lost = map[types.NamespacedName]struct{}{}, false
+	names, lost := w.names, w.lost || !w.taking
+	w.names, w.lost, w.taking = map[types.NamespacedName]struct{}{}, false, true
 	from := w.seq
 	w.seq++
 	w.mu.Unlock()

@@ -21,15 +21,20 @@ import (
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
-// TestPodChangesNameThePodsAndReadThemWhenTaken: between two takes, the
-// pods the events named are read from the store as it is when they are
-// taken (the pod now, nil once gone, from a tombstone too); takes are
+// TestPodChangesNameThePodsAndReadThemWhenTaken: nothing is named
+// before a round first takes changes (that take gives none); between two
+// takes, the pods the events named are read from the store as it is when
+// they are taken (the pod now, nil once gone, from a tombstone too); takes are
 // numbered one after the other, from a point of their own; past the
 // bound nothing is named and the take says so (nil), and the one after
 // it takes up again.
 func TestPodChangesNameThePodsAndReadThemWhenTaken(t *testing.T) {
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	w := clusterread.NewPodChanges(store)
+	w.Note(b.Pod("before"))
+	if ch := w.Take(); ch != nil {
+		t.Fatalf("the first take gave %d pods, want none (nil): nothing is named before a round takes changes", len(ch.Pods))
+	}
 	web, gone := b.Pod("web"), b.Pod("gone")
 	newer := web.DeepCopy()
 	for _, p := range []*corev1.Pod{web, gone} {
@@ -62,7 +67,9 @@ func TestPodChangesNameThePodsAndReadThemWhenTaken(t *testing.T) {
 	if ch := w.Take(); ch == nil || ch.From != from || len(ch.Pods) != 0 {
 		t.Fatalf("second take: %+v, want nothing from %d", ch, from)
 	}
-	if other := clusterread.NewPodChanges(store).Take(); other.From == from+1 {
+	other := clusterread.NewPodChanges(store)
+	other.Take()
+	if ch := other.Take(); ch.From == from+1 {
 		t.Errorf("another watch's changes seem to follow on from this one's")
 	}
 	w.SetMaxChangedPods(1)

@@ -93,9 +93,11 @@ func NewBase() *Base { return &Base{memo: NewMemo(), loose: map[types.Namespaced
 // Release. in.Memo is ignored (the base keeps its own).
 func (b *Base) Snapshot(in Input) (*Snapshot, error) {
 	if b.open {
-		b.s = nil // a round was not released: its changes cannot be told apart
-		b.open = false
+		b.s = nil // a round was not released, or panicked: its changes cannot be told apart
 	}
+	// Open from here: a panic while the base is brought up to date leaves
+	// it half done, and the next round builds it anew.
+	b.open = true
 	in.Memo = b.memo
 	if !incrementalInput(in) {
 		b.s = nil

@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -29,31 +31,41 @@ func keyOf(p *corev1.Pod) types.NamespacedName {
 	return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 }
 
+// maxPostponed bounds the pods named by postponed changes: past it they
+// are dropped, and the next round looks at every pod.
+const maxPostponed = 1_000_000
+
 // Postpone keeps the changes of a round that did not take a snapshot
 // (nothing to plan), so that the next round's changes still follow on:
-// they are read with them. Changes that do not follow on are dropped
-// (the next round then looks at every pod). A nil base does nothing.
+// they are read with them. The base takes ch's pods (the caller must not
+// change them after). Changes that do not follow on from the base's last
+// round are dropped (the next round then looks at every pod, as it would
+// anyway), as are postponed changes past maxPostponed pods. A nil base
+// does nothing.
 func (b *Base) Postpone(ch *PodChanges) {
 	if b == nil || ch == nil {
 		return
 	}
-	if p := b.postponed; p != nil && ch.From == p.To {
+	switch p := b.postponed; {
+	case p != nil && ch.From == p.To && len(p.Pods)+len(ch.Pods) <= maxPostponed:
 		b.postponed = merge(p, ch)
-		return
+	case p == nil && b.s != nil && b.followsChanges(ch) && len(ch.Pods) <= maxPostponed:
+		b.postponed = ch
+	default:
+		b.postponed = nil
 	}
-	b.postponed = ch
 }
 
-// merge returns the changes of a followed by b's (b's pods win).
+// merge adds b's changes to a's (b's pods win) and returns a.
 func merge(a, b *PodChanges) *PodChanges {
-	out := &PodChanges{From: a.From, To: b.To, Pods: make(map[types.NamespacedName]*corev1.Pod, len(a.Pods)+len(b.Pods))}
-	for k, p := range a.Pods {
-		out.Pods[k] = p
+	if a.Pods == nil {
+		a.Pods = map[types.NamespacedName]*corev1.Pod{}
 	}
 	for k, p := range b.Pods {
-		out.Pods[k] = p
+		a.Pods[k] = p
 	}
-	return out
+	a.To = b.To
+	return a
 }
 
 // changesOf returns the changes of the round: its own, after those
@@ -171,7 +183,7 @@ func (b *Base) hold(pods []*corev1.Pod) error {
 		}
 		c, err := s.classify(p, true)
 		if err != nil {
-			return err
+			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		s.AddPod(&Pod{Pod: p, Class: c}, n)
 	}
