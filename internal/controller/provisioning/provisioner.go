@@ -270,10 +270,6 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		planDuration.Observe(p.Clock.Since(start).Seconds())
 		snapshotBuilds.WithLabelValues("scratch").Add(float64(p.base.Builds - builds))
 		snapshotBuilds.WithLabelValues("incremental").Add(float64(p.base.Syncs - syncs))
-		if ch := in.Changes; ch != nil {
-			// The base has read them: the next attempt has nothing new.
-			in.Changes = &snapshot.PodChanges{From: ch.To, To: ch.To}
-		}
 		if err != nil {
 			return res, fmt.Errorf("planning: %w", err)
 		}

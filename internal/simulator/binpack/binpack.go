@@ -285,10 +285,12 @@ nodes:
 				i += snapshot.RoomBlock - 1
 				continue
 			}
-			if next := p.s.RoomFrom(i, &c.Base); p.rooms && next > i {
-				advancing = false // the cursor passes only nodes known unusable
-				i = next - 1
-				continue
+			if p.rooms {
+				if next := p.s.RoomFrom(i, &c.Base); next > i {
+					advancing = false // the cursor passes only nodes known unusable
+					i = next - 1
+					continue
+				}
 			}
 		}
 		n := p.s.Nodes[i]

@@ -1,8 +1,6 @@
 package snapshot
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -43,7 +41,7 @@ const maxPostponed = 1_000_000
 // anyway), as are postponed changes past maxPostponed pods. A nil base
 // does nothing.
 func (b *Base) Postpone(ch *PodChanges) {
-	if b == nil || ch == nil {
+	if b == nil || ch == nil || b.alreadyRead(ch) {
 		return
 	}
 	switch p := b.postponed; {
@@ -68,9 +66,18 @@ func merge(a, b *PodChanges) *PodChanges {
 	return a
 }
 
+// alreadyRead reports whether the base has read ch, or keeps it
+// postponed: a round planned again on the same input (a retry).
+func (b *Base) alreadyRead(ch *PodChanges) bool {
+	return (b.changesKnown && ch.To == b.changesTo && b.postponed == nil) || (b.postponed != nil && ch.To == b.postponed.To)
+}
+
 // changesOf returns the changes of the round: its own, after those
-// postponed when they follow on.
+// postponed when they follow on; none new when it read them already.
 func (b *Base) changesOf(ch *PodChanges) *PodChanges {
+	if ch != nil && b.postponed == nil && b.changesKnown && ch.To == b.changesTo {
+		return &PodChanges{From: ch.To, To: ch.To} // read already: nothing new
+	}
 	p := b.postponed
 	b.postponed = nil
 	if ch == nil || p == nil || ch.From != p.To {
@@ -175,17 +182,14 @@ func (b *Base) looseOf(pods []*corev1.Pod) {
 // off). A pod on a node the base does not have is left out, as New
 // leaves it out.
 func (b *Base) hold(pods []*corev1.Pod) error {
-	s := b.s
 	for _, p := range pods {
-		n := s.byName[p.Spec.NodeName]
-		if n == nil || !podutil.IsBound(p) {
-			continue
-		}
-		c, err := s.classify(p, true)
+		n, c, err := b.s.boundClass(p)
 		if err != nil {
-			return fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+			return err
 		}
-		s.AddPod(&Pod{Pod: p, Class: c}, n)
+		if n != nil {
+			b.s.AddPod(&Pod{Pod: p, Class: c}, n)
+		}
 	}
 	return nil
 }

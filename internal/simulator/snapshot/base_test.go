@@ -41,6 +41,7 @@ func TestBaseFollowsTheCluster(t *testing.T) {
 				in := c.input()
 				in.Changes = w.changes(r, c)
 				in.Held = c.held(r)
+				fromChanges := base.FromChanges
 				if r.Intn(8) == 0 {
 					// A round with nothing to plan: its changes are read
 					// with the next round's.
@@ -63,6 +64,19 @@ func TestBaseFollowsTheCluster(t *testing.T) {
 				}
 				planOn(t, r, s)
 				base.Release(s)
+				if r.Intn(6) == 0 { // planned again on the same input (a retry)
+					followed := base.FromChanges > fromChanges
+					if s, err = base.Snapshot(in); err != nil {
+						t.Fatal(err)
+					}
+					if followed && base.FromChanges != fromChanges+2 {
+						t.Fatalf("step %d, again: the round looked at every pod; it had read the changes already", step)
+					}
+					if diff := cmp.Diff(observeAnyOrder(t, fresh), observeAnyOrder(t, s)); diff != "" {
+						t.Fatalf("step %d, again: the base differs from the cluster built from scratch (-scratch +base):\n%s", step, diff)
+					}
+					base.Release(s)
+				}
 			}
 			if base.Syncs < 16 || base.FromChanges < 3 {
 				t.Errorf("the base was brought up to date incrementally in %d of 30 steps, %d of them from the changes (%d builds)", base.Syncs, base.FromChanges, base.Builds)

@@ -134,16 +134,12 @@ func New(in Input) (*Snapshot, error) {
 	placed := make([]Pod, 0, len(in.Pods)+len(in.Held))
 	for _, pods := range [][]*corev1.Pod{in.Pods, in.Held} {
 		for _, p := range pods {
-			if !podutil.IsBound(p) {
-				continue
+			n, c, err := s.boundClass(p)
+			if err != nil {
+				return nil, err
 			}
-			n := s.byName[p.Spec.NodeName]
 			if n == nil {
 				continue
-			}
-			c, err := s.classify(p, true)
-			if err != nil {
-				return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			placed = append(placed, Pod{Pod: p, Class: c})
 			s.AddPod(&placed[len(placed)-1], n)
@@ -321,4 +317,19 @@ func (s *Snapshot) setCapacity(n *Node, c Resources) {
 	n.Capacity = c
 	g.Capacity.Add(&n.Capacity)
 	s.total.Add(&n.Capacity)
+}
+
+// boundClass returns the node of bound pod p and p's class; no node when
+// p is not bound, or bound to a node the snapshot does not have (such a
+// pod is left out).
+func (s *Snapshot) boundClass(p *corev1.Pod) (*Node, *Class, error) {
+	n := s.byName[p.Spec.NodeName]
+	if n == nil || !podutil.IsBound(p) {
+		return nil, nil, nil
+	}
+	c, err := s.classify(p, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return n, c, nil
 }
