@@ -55,6 +55,7 @@ const (
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyUnits`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.target.phase`
+// +kubebuilder:printcolumn:name="Standby",type=integer,JSONPath=`.status.standby.units`
 // +kubebuilder:printcolumn:name="Placeholders",type=boolean,JSONPath=`.spec.placeholders`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Headroom struct {
@@ -70,7 +71,8 @@ type Headroom struct {
 
 // HeadroomSpec is the headroom to keep.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.units) || has(self.automatic) || has(self.perNode) || has(self.target) || (has(self.schedules) && size(self.schedules) > 0)",message="set at least one of units, automatic, schedules, target or perNode"
+// +kubebuilder:validation:XValidation:rule="has(self.units) || has(self.automatic) || has(self.perNode) || has(self.target) || has(self.standby) || (has(self.schedules) && size(self.schedules) > 0)",message="set at least one of units, automatic, schedules, target, standby or perNode"
+// +kubebuilder:validation:XValidation:rule="!has(self.standby) || has(self.units) || (has(self.automatic) && has(self.automatic.unit))",message="standby needs the unit shape: set units (count 0 keeps no running units) or automatic.unit"
 // +kubebuilder:validation:XValidation:rule="!has(self.target) || has(self.units) || has(self.automatic)",message="target needs the unit shape and the units to keep while berth learns: set units (or automatic)"
 type HeadroomSpec struct {
 	// Scope limits where the units must fit: in the node groups named or
@@ -125,6 +127,46 @@ type HeadroomSpec struct {
 	// The unit shape is spec.units' (else automatic.unit's).
 	// +optional
 	Target *HeadroomTarget `json:"target,omitempty"`
+
+	// Standby keeps units on suspended machines (the standby tier): berth
+	// launches nodes of the scope's node groups for them, suspends each
+	// once it is Ready (it then costs its offering's stoppedPricePerHour),
+	// and resumes one instead of launching a new node when pending pods
+	// or running headroom need a node of its offering; it then launches
+	// another to keep the count. A resume takes the group's resume delay,
+	// shorter than a launch. The unit shape is spec.units' (else
+	// automatic.unit's). Needs a provider that can suspend (kwok).
+	// +optional
+	Standby *StandbyHeadroom `json:"standby,omitempty"`
+}
+
+// StandbyHeadroom is headroom kept on suspended machines.
+type StandbyHeadroom struct {
+	// Count of units kept on suspended standby nodes.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +required
+	Count int32 `json:"count"`
+}
+
+// StandbyStatus is the state of a Headroom's standby tier.
+type StandbyStatus struct {
+	// DesiredUnits is spec.standby.count.
+	DesiredUnits int32 `json:"desiredUnits"`
+	// Units the suspended standby nodes hold.
+	Units int32 `json:"units"`
+	// Nodes that are suspended.
+	Nodes int32 `json:"nodes"`
+	// Booting standby nodes, launched and not suspended yet.
+	// +optional
+	Booting int32 `json:"booting,omitempty"`
+	// CostPerHour of the standby nodes (their stopped price; booting
+	// nodes at their running price), a decimal number.
+	// +optional
+	CostPerHour string `json:"costPerHour,omitempty"`
+	// Message says what berth does about the standby tier and why.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // HeadroomTarget is a goal for the wait for capacity of the pods in
@@ -366,6 +408,9 @@ type HeadroomStatus struct {
 	// the goal is met.
 	// +optional
 	Target *HeadroomTargetStatus `json:"target,omitempty"`
+	// Standby is the state of the standby tier, when spec.standby is set.
+	// +optional
+	Standby *StandbyStatus `json:"standby,omitempty"`
 	// Conditions: Ready, SpecProblems.
 	// +listType=map
 	// +listMapKey=type

@@ -69,6 +69,23 @@ const (
 	// turns it Ready; it simulates the boot time of a real machine.
 	AnnotationReadyAt = "berth.dev/ready-at"
 
+	// TaintStandby (NoSchedule) and the label of the same key (value
+	// "true") mark a standby node: a machine berth launched to keep a
+	// Headroom's standby units, suspended once Ready and resumed when pods
+	// need room. No pod is scheduled on it while it is standby; scale-down,
+	// repair, drift and expiry leave it to the standby controller.
+	TaintStandby = "berth.dev/standby"
+	// AnnotationStandbyFor on a standby node names the Headroom whose
+	// standby units it keeps.
+	AnnotationStandbyFor = "berth.dev/standby-for"
+	// AnnotationSuspendedAt on a standby node is the RFC 3339 time its
+	// machine was suspended; absent while it boots before its suspension.
+	AnnotationSuspendedAt = "berth.dev/suspended-at"
+	// AnnotationResumedAt on a node is the RFC 3339 time its machine was
+	// resumed from standby: it boots again from then, as a launch does
+	// from the node's creation.
+	AnnotationResumedAt = "berth.dev/resumed-at"
+
 	// AnnotationLaunchHash is written by berth on every node it launches: a
 	// hash of what of its NodeGroup's spec the node was launched with
 	// (template labels, taints, startup taints, provider object). A node

@@ -135,6 +135,35 @@ func (o *Offering) Price() (float64, error) {
 	return p, nil
 }
 
+// StoppedPrice returns the price per hour of a suspended standby node of
+// the offering: StoppedPricePerHour, else a tenth of the running price.
+func (o *Offering) StoppedPrice() (float64, error) {
+	if o.StoppedPricePerHour == "" {
+		p, err := o.Price()
+		return p / 10, err
+	}
+	p, err := strconv.ParseFloat(o.StoppedPricePerHour, 64)
+	if err != nil || p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		return 0, fmt.Errorf("invalid stoppedPricePerHour %q", o.StoppedPricePerHour)
+	}
+	return p, nil
+}
+
+// ResumeAfter is how long a suspended KWOK node takes to turn Ready after
+// berth resumes it: spec.provider.kwok.resumeDelay, else a third of the
+// launch delay.
+func (k *KWOKProvider) ResumeAfter() time.Duration {
+	switch {
+	case k == nil:
+		return 0
+	case k.ResumeDelay != nil:
+		return k.ResumeDelay.Duration
+	case k.LaunchDelay != nil:
+		return k.LaunchDelay.Duration / 3
+	}
+	return 0
+}
+
 // OfferingKey names one offering of one node group. The planner, the
 // memory of failed launches and the launch timeout all key offerings by
 // it.

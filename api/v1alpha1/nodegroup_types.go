@@ -293,6 +293,13 @@ type Offering struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",message="pricePerHour must be a non-negative decimal number such as \"0.096\""
 	// +required
 	PricePerHour string `json:"pricePerHour"`
+	// StoppedPricePerHour of one suspended standby node (its disk and
+	// address), in the currency of PricePerHour. Default: a tenth of
+	// PricePerHour.
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",message="stoppedPricePerHour must be a non-negative decimal number such as \"0.01\""
+	// +optional
+	StoppedPricePerHour string `json:"stoppedPricePerHour,omitempty"`
 }
 
 // Provider says how nodes of a group are created. Exactly one member is set.
@@ -367,6 +374,12 @@ type KWOKProvider struct {
 	// it Ready, as a real machine needs time to boot. Default 0.
 	// +optional
 	LaunchDelay *metav1.Duration `json:"launchDelay,omitempty"`
+
+	// ResumeDelay is how long a suspended standby node stays NotReady after
+	// berth resumes it, before KWOK turns it Ready again. Default: a third
+	// of LaunchDelay (a suspended machine keeps its disk and boots faster).
+	// +optional
+	ResumeDelay *metav1.Duration `json:"resumeDelay,omitempty"`
 
 	// FailOfferings injects failures: a launch of a matching offering fails
 	// with InsufficientCapacity, as a cloud out of spot capacity would.

@@ -29,6 +29,11 @@ func (o Offering) String() string {
 type CreateRequest struct {
 	NodeGroup *v1alpha1.NodeGroup
 	Offering  Offering
+	// StandbyFor, when set, launches a standby node for the named
+	// Headroom: it registers with the berth.dev/standby taint and label
+	// (no pod lands on it) and the berth.dev/standby-for annotation, to be
+	// suspended once Ready. Only a Suspender is asked for one.
+	StandbyFor string
 }
 
 // Instance is a machine the provider created, and the node it registers.
@@ -152,6 +157,37 @@ func Pending(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup
 		}
 	}
 	return out, failed
+}
+
+// Suspender is implemented by providers that can suspend a machine and
+// resume it later (the standby tier): a suspended machine keeps its disk
+// and identity, costs its offering's stopped price, and turns Ready again
+// faster than a new launch once resumed.
+type Suspender interface {
+	// Suspend stops the machine of a Ready standby node. Its Node stays,
+	// NotReady, with the berth.dev/suspended-at annotation.
+	Suspend(ctx context.Context, nodeName string) error
+	// Resume starts the machine of a suspended standby node and makes it an
+	// ordinary node of its group: the standby taint, label and annotations
+	// go, berth.dev/resumed-at is set (the planner counts the node as
+	// booting from then), and the node turns Ready after the group's
+	// resume delay.
+	Resume(ctx context.Context, nodeName string) error
+}
+
+// SuspendCapable is implemented by providers that route to others (one
+// per node group) and so can suspend the machines of some groups only.
+type SuspendCapable interface {
+	CanSuspend(ng *v1alpha1.NodeGroup) bool
+}
+
+// CanSuspend reports whether cp can suspend machines of the group.
+func CanSuspend(cp CloudProvider, ng *v1alpha1.NodeGroup) bool {
+	if c, ok := cp.(SuspendCapable); ok {
+		return c.CanSuspend(ng)
+	}
+	_, ok := cp.(Suspender)
+	return ok
 }
 
 // RemovalCanceler is implemented by providers whose removal of a node

@@ -42,3 +42,21 @@ func Disrupted(n *corev1.Node) bool {
 	}
 	return false
 }
+
+// Standby reports whether the node is a standby node (it carries the
+// berth.dev/standby taint): it boots to be suspended, or is suspended.
+// Only the standby controller acts on it; nothing is scheduled on it.
+func Standby(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.TaintStandby {
+			return true
+		}
+	}
+	return false
+}
+
+// Suspended reports whether the node is a standby node whose machine is
+// suspended.
+func Suspended(n *corev1.Node) bool {
+	return Standby(n) && n.Annotations[v1alpha1.AnnotationSuspendedAt] != ""
+}

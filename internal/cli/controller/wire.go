@@ -30,6 +30,7 @@ import (
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
 	"github.com/berth-dev/berth/internal/controller/nodereserve"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/controller/standby"
 	"github.com/berth-dev/berth/internal/controller/tenant"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/webhook"
@@ -47,6 +48,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	holds := state.NewHolds()
 	activity := state.NewActivity(nil)
 	targets := state.NewTargets()
+	standbys := state.NewStandby()
 	capi, err := o.clusterAPIProvider(mgr, clk)
 	if err != nil {
 		return err
@@ -65,7 +67,8 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
-	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Recorder: recorder, Clock: clk}
+	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Standby: standbys, Recorder: recorder, Clock: clk}
+	sbc := &standby.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Offerings: offerings, Standby: standbys, Recorder: recorder, Clock: clk}
 	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk, MinHistory: o.targetMinHistory}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
@@ -76,7 +79,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 		register func(ctrl.Manager) error
 	}
 	registers := []registration{{nodegroup.Name, ngc.Register}, {launchtimeout.Name, lt.Register}, {headroom.Name, hrc.Register},
-		{headroomtarget.Name, learner.Register}, {nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}}
+		{headroomtarget.Name, learner.Register}, {nodereserve.Name, nrc.Register}, {tenant.Name, tc.Register}, {standby.Name, sbc.Register}}
 	if capi != nil {
 		registers = append(registers, registration{nodeadoption.Name, (&nodeadoption.Reconciler{Client: mgr.GetClient(), Adopter: capi, Recorder: recorder, Clock: clk}).Register})
 	}
@@ -89,6 +92,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	holds.OnChange = ngc.Notify
 	activity.SetOnChange(ngc.Notify)
 	targets.OnChange = hrc.Notify
+	standbys.OnChange = hrc.Notify
 
 	var cbc *capacitybuffer.Reconciler
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {

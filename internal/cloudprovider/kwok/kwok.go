@@ -29,7 +29,10 @@ type Provider struct {
 	clock  clock.PassiveClock
 }
 
-var _ cloudprovider.CloudProvider = (*Provider)(nil)
+var (
+	_ cloudprovider.CloudProvider = (*Provider)(nil)
+	_ cloudprovider.Suspender     = (*Provider)(nil)
+)
 
 // New returns a KWOK provider.
 func New(c client.Client, clk clock.PassiveClock) *Provider { return &Provider{client: c, clock: clk} }
@@ -67,6 +70,11 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	node.Annotations[v1alpha1.AnnotationKWOKNode] = v1alpha1.AnnotationKWOKNodeValue
 	node.Annotations[v1alpha1.AnnotationReadyAt] = p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
+	if req.StandbyFor != "" {
+		node.Labels[v1alpha1.TaintStandby] = "true"
+		node.Annotations[v1alpha1.AnnotationStandbyFor] = req.StandbyFor
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintStandby, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
 	// Register NotReady, as a kubelet does while the machine boots. A node
 	// without any condition would lose the not-ready taint the API server
 	// adds at creation (the node lifecycle controller derives taints from

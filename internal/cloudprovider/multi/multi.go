@@ -28,6 +28,7 @@ var (
 	_ cloudprovider.NodeGroupRefresher = (*Provider)(nil)
 	_ cloudprovider.PendingLister      = (*Provider)(nil)
 	_ cloudprovider.RemovalCanceler    = (*Provider)(nil)
+	_ cloudprovider.Suspender          = (*Provider)(nil)
 )
 
 // New returns a router over the KWOK provider and the Cluster API
@@ -163,4 +164,44 @@ func (p *Provider) Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]stri
 		return c.Removing(ctx, ng)
 	}
 	return nil, nil
+}
+
+// Suspend asks the node's group's provider, which must be a Suspender.
+func (p *Provider) Suspend(ctx context.Context, nodeName string) error {
+	s, err := p.suspender(ctx, nodeName)
+	if err != nil {
+		return err
+	}
+	return s.Suspend(ctx, nodeName)
+}
+
+// Resume asks the node's group's provider, which must be a Suspender.
+func (p *Provider) Resume(ctx context.Context, nodeName string) error {
+	s, err := p.suspender(ctx, nodeName)
+	if err != nil {
+		return err
+	}
+	return s.Resume(ctx, nodeName)
+}
+
+// CanSuspend reports whether the group's provider can suspend machines.
+func (p *Provider) CanSuspend(ng *v1alpha1.NodeGroup) bool {
+	cp, err := p.forGroup(ng)
+	if err != nil {
+		return false
+	}
+	_, ok := cp.(cloudprovider.Suspender)
+	return ok
+}
+
+func (p *Provider) suspender(ctx context.Context, nodeName string) (cloudprovider.Suspender, error) {
+	cp, err := p.forNode(ctx, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := cp.(cloudprovider.Suspender)
+	if !ok {
+		return nil, fmt.Errorf("the provider of node %s (%s) cannot suspend machines", nodeName, cp.Name())
+	}
+	return s, nil
 }

@@ -55,11 +55,17 @@ type TargetSource interface {
 	Get(name string) (state.Target, bool)
 }
 
+// StandbySource tells the state of a Headroom's standby tier.
+type StandbySource interface {
+	Get(name string) (v1alpha1.StandbyStatus, bool)
+}
+
 // Reconciler reconciles Headrooms.
 type Reconciler struct {
 	Client   client.Client
 	Ready    ReadySource
 	Targets  TargetSource
+	Standby  StandbySource
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	changes  *notify.Channel
@@ -150,6 +156,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.reportProblems(h, status, res)
 	r.reportTarget(h, status, res, learned, haveLearned)
+	status.Standby = nil
+	if h.Spec.Standby != nil {
+		status.Standby = &v1alpha1.StandbyStatus{DesiredUnits: h.Spec.Standby.Count, Message: "the standby controller has not looked at this Headroom yet"}
+		if r.Standby != nil {
+			if st, ok := r.Standby.Get(h.Name); ok {
+				status.Standby = &st
+			}
+		}
+	}
 	requeue := r.requeue(h)
 	if planned {
 		status.ReadyUnits = min(ready, res.Count)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // inflightTTL is how long a launched node that the cache has not shown yet
@@ -27,6 +28,9 @@ type inflight struct {
 type inflightNode struct {
 	node *corev1.Node
 	at   time.Time
+	// resumed: a standby node resumed, which the cache shows as standby
+	// until its watch event arrives; the node stands in for it till then.
+	resumed bool
 }
 
 func newInflight(c clock.PassiveClock) *inflight {
@@ -42,6 +46,13 @@ func (f *inflight) add(n *corev1.Node) {
 	f.nodes[n.Name] = inflightNode{node: n, at: f.clock.Now()}
 }
 
+// addResumed remembers a standby node resumed this round, as n.
+func (f *inflight) addResumed(n *corev1.Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[n.Name] = inflightNode{node: n, at: f.clock.Now(), resumed: true}
+}
+
 // forget drops a launch the provider gave up on.
 func (f *inflight) forget(name string) {
 	f.mu.Lock()
@@ -54,7 +65,9 @@ func (f *inflight) observe(cached []*corev1.Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, n := range cached {
-		delete(f.nodes, n.Name)
+		if e, ok := f.nodes[n.Name]; ok && (!e.resumed || !nodeutil.Standby(n)) {
+			delete(f.nodes, n.Name)
+		}
 	}
 	for name, n := range f.nodes {
 		if f.clock.Since(n.at) > inflightTTL {
@@ -71,10 +84,14 @@ func (f *inflight) merge(cached []*corev1.Node) []*corev1.Node {
 		return cached
 	}
 	have := make(map[string]bool, len(cached))
+	out := make([]*corev1.Node, 0, len(cached)+len(f.nodes))
 	for _, n := range cached {
 		have[n.Name] = true
+		if e, ok := f.nodes[n.Name]; ok && e.resumed && nodeutil.Standby(n) {
+			n = e.node // the cache has not seen the resume yet
+		}
+		out = append(out, n)
 	}
-	out := append([]*corev1.Node(nil), cached...)
 	for name, n := range f.nodes {
 		if !have[name] {
 			out = append(out, n.node)

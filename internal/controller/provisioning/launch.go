@@ -35,11 +35,12 @@ type launchOutcome struct {
 // nominates each node's pods to it. It returns true when a launch failed,
 // so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from).
-func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
+func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node,
 	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
+	pool := newStandbyPool(nodes, groups)
 	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
-		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pending)
+		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pool, pending)
 	})
 	failed := false
 	var errs []error
@@ -62,9 +63,13 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 
 // launchOne launches one planned node and nominates its pods to it. Safe
 // to run concurrently for different nodes.
-func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
+func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pool *standbyPool, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
 	logger := log.FromContext(ctx)
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+	if inst := p.resume(ctx, pool, nn, ng, off); inst != nil {
+		p.launched(ctx, nn, ng, off, inst, resultResumed, pending)
+		return launchOutcome{instance: inst}
+	}
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
 	if err != nil && ctx.Err() != nil {
 		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault
@@ -99,6 +104,15 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		logger.Info("launch failed, planning again without the offering", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
 		return launchOutcome{unavailable: &failed}
 	}
+	p.inflight.add(syntheticNode(ng, inst))
+	p.launched(ctx, nn, ng, off, inst, resultLaunched, pending)
+	return launchOutcome{instance: inst}
+}
+
+// launched records a node launched (or resumed from standby) for a
+// planned node and nominates the node's pods to it.
+func (p *Provisioner) launched(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, off cloudprovider.Offering, inst *cloudprovider.Instance,
+	result string, pending map[types.NamespacedName]*corev1.Pod) {
 	reason := reasonPendingPods
 	switch {
 	case nn.Reason == scaleup.ReasonMinSize:
@@ -106,21 +120,23 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	case p.onlyVirtual(nn):
 		reason = reasonHeadroom
 	}
-	launches.WithLabelValues(nn.NodeGroup, resultLaunched, reason).Inc()
+	verb, doing := "Launched", "Launching"
+	if result == resultResumed {
+		verb, doing = "Resumed standby", "Resuming standby"
+	}
+	launches.WithLabelValues(nn.NodeGroup, result, reason).Inc()
 	p.Activity.ScaledUp(nn.NodeGroup, state.ScaleEvent{Time: p.Clock.Now(), Node: inst.NodeName, Reason: activityReason[reason],
 		Message: fmt.Sprintf("%s for %s", off, describePods(nn))})
-	p.inflight.add(syntheticNode(ng, inst))
-	logger.Info("launched node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
+	log.FromContext(ctx).Info(strings.ToLower(verb)+" node", "node", inst.NodeName, "nodeGroup", nn.NodeGroup, "offering", off.String(),
 		"pricePerHour", nn.PricePerHour, "pods", len(nn.Pods), "reason", reason)
 	p.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
-		"Launched node %s (%s, %.4f/h) for %s", inst.NodeName, off, nn.PricePerHour, describePods(nn))
+		"%s node %s (%s, %.4f/h) for %s", verb, inst.NodeName, off, nn.PricePerHour, describePods(nn))
 	for _, ref := range nn.Pods {
 		if pod := pending[ref.Key()]; pod != nil {
-			p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("Launching node %s (node group %s, %s) for this pod", inst.NodeName, nn.NodeGroup, off))
+			p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("%s node %s (node group %s, %s) for this pod", doing, inst.NodeName, nn.NodeGroup, off))
 			p.nominate(ctx, pod, inst.NodeName) // each pod is on one planned node: no two workers touch it
 		}
 	}
-	return launchOutcome{instance: inst}
 }
 
 // nominate sets the pod's status.nominatedNodeName to the node launched for

@@ -14,6 +14,7 @@ import (
 const (
 	resultLaunched = "launched"
 	resultFailed   = "failed"
+	resultResumed  = "resumed" // a suspended standby node resumed instead of a launch
 	// Why a node was launched.
 	reasonPendingPods = "pending_pods"
 	reasonMinSize     = "min_size"
@@ -34,7 +35,7 @@ var (
 	})
 	launches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "node_launches_total",
-		Help: "Node launches by node group, result (launched, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error).",
+		Help: "Node launches by node group, result (launched, resumed: a standby node, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error).",
 	}, []string{"nodegroup", "result", "reason"})
 	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "plan_duration_seconds",

@@ -278,7 +278,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
-		failed, err := p.launch(ctx, plan, groups, pending, res)
+		failed, err := p.launch(ctx, plan, groups, in.Nodes, pending, res)
 		if err != nil {
 			return res, err
 		}

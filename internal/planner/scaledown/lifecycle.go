@@ -58,7 +58,7 @@ func (p *planner) disruptions(in Input) error {
 	var all []due
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || g.DeletionTimestamp != nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) ||
+		if g == nil || g.DeletionTimestamp != nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || nodeutil.Standby(n.Node) ||
 			n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}

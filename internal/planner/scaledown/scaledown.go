@@ -334,9 +334,9 @@ func (p *planner) candidates() []candidate {
 	var out []candidate
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" ||
+		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || nodeutil.Standby(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" ||
 			p.replacements[n.Name] || p.taken(n.Name) {
-			continue
+			continue // standby nodes are the standby controller's
 		}
 		switch {
 		case n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID):

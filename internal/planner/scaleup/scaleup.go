@@ -205,9 +205,14 @@ func ClusterSnapshot(in Input) (*snapshot.Snapshot, error) {
 	return s, nil
 }
 
-// booting reports whether a not-Ready node is still expected to come up.
+// booting reports whether a not-Ready node is still expected to come up:
+// it was created, or resumed from standby, less than LaunchGrace ago.
 func (in Input) booting(n *corev1.Node) bool {
-	return in.Now.IsZero() || in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace
+	if in.Now.IsZero() || in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
+	return err == nil && in.Now.Sub(at) < in.LaunchGrace
 }
 
 func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.Node) bool) (*snapshot.Snapshot, error) {

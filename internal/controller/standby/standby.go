@@ -1,0 +1,381 @@
+// Package standby keeps the standby tier of Headrooms (spec.standby):
+// nodes berth launches for a Headroom's standby units and suspends once
+// they are Ready, so that they cost their stopped price until the
+// provisioner resumes one instead of launching a new node. It launches
+// what is missing, suspends what booted, deletes what is surplus (only
+// suspended nodes it launched, that run no pod but DaemonSets'), and
+// publishes each Headroom's account for its status.
+package standby
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/state"
+)
+
+// Name is the controller's name.
+const Name = "standby"
+
+// Bounds on what one reconcile of a Headroom does.
+const (
+	// maxLaunches is how many standby nodes one reconcile launches.
+	maxLaunches = 10
+	// resync looks again while nodes boot (to suspend them) and after a
+	// change, so that a burst of changes settles within seconds.
+	resync = 5 * time.Second
+)
+
+// Event reasons on the Headroom.
+const (
+	ReasonLaunched        = "StandbyLaunched"
+	ReasonSuspended       = "StandbySuspended"
+	ReasonRemoved         = "StandbyRemoved"
+	ReasonLaunchFailed    = "StandbyLaunchFailed"
+	ReasonCannotKeep      = "StandbyNotKept"
+	ReasonSuspendDeferred = "StandbySuspendDeferred"
+)
+
+// Reconciler keeps Headrooms' standby nodes.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads pods fresh before a node is suspended or deleted.
+	APIReader client.Reader
+	Cloud     cloudprovider.CloudProvider
+	Offerings *state.Offerings
+	Standby   *state.Standby
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=berth.dev,resources=headrooms;nodegroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// Register adds the controller: it reconciles a Headroom when it changes
+// and when one of its standby nodes does (also after the Headroom is gone,
+// to remove them).
+func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&v1alpha1.Headroom{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(headroomOf)).
+		Complete(r)
+}
+
+// headroomOf maps a standby node to the Headroom it keeps units for.
+func headroomOf(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetAnnotations()[v1alpha1.AnnotationStandbyFor]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
+
+// Reconcile brings one Headroom's standby nodes to its spec.standby.count.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	h := &v1alpha1.Headroom{}
+	if err := r.Client.Get(ctx, req.NamespacedName, h); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	} else if err != nil || h.DeletionTimestamp != nil {
+		h = nil
+	}
+	var shape corev1.ResourceList
+	desired := int32(0)
+	if h != nil && h.Spec.Standby != nil {
+		desired, shape = h.Spec.Standby.Count, unitShape(h)
+	}
+	groups, nodes, err := r.read(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	acct := count(req.Name, groups, nodes, shape)
+	if h == nil || h.Spec.Standby == nil {
+		// Gone, or no standby any more: every standby node of it goes, the
+		// booting ones too, one per reconcile.
+		r.Standby.Delete(req.Name)
+		orphans := append(slices.Clone(acct.suspended), acct.booting...)
+		requeue := time.Duration(0)
+		if len(orphans) > 1 {
+			requeue = resync
+		}
+		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, nil, orphans, 0, 0, shape)
+	}
+	r.suspendBooted(ctx, &acct)
+	st := v1alpha1.StandbyStatus{DesiredUnits: desired, Units: acct.units, Nodes: int32(len(acct.suspended)), Booting: int32(len(acct.booting)),
+		CostPerHour: strconv.FormatFloat(acct.cost, 'f', 4, 64)}
+	requeue := time.Duration(0)
+	switch {
+	case acct.units < desired:
+		st.Message = r.launch(ctx, h, groups, nodes, shape, desired-acct.units)
+		requeue = resync
+	case acct.units > desired:
+		if err := r.removeSurplus(ctx, h, acct.suspended, acct.units, desired, shape); err != nil {
+			return reconcile.Result{}, err
+		}
+		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), desired)
+		requeue = resync
+	default:
+		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting", acct.units, len(acct.suspended), len(acct.booting))
+	}
+	if len(acct.booting) > 0 {
+		requeue = resync
+	}
+	r.Standby.Set(h.Name, st)
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// unitShape is the Headroom's unit: spec.units' resources, else
+// automatic.unit's.
+func unitShape(h *v1alpha1.Headroom) corev1.ResourceList {
+	switch {
+	case h.Spec.Units != nil:
+		return h.Spec.Units.Resources
+	case h.Spec.Automatic != nil && h.Spec.Automatic.Unit != nil:
+		return h.Spec.Automatic.Unit.Resources
+	}
+	return nil
+}
+
+func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, []*corev1.Node, error) {
+	ngs := &v1alpha1.NodeGroupList{}
+	if err := r.Client.List(ctx, ngs); err != nil {
+		return nil, nil, fmt.Errorf("listing node groups: %w", err)
+	}
+	groups := make(map[string]*v1alpha1.NodeGroup, len(ngs.Items))
+	for i := range ngs.Items {
+		groups[ngs.Items[i].Name] = &ngs.Items[i]
+	}
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	return groups, nodes, nil
+}
+
+// account is what a Headroom's standby nodes hold now.
+type account struct {
+	suspended, booting []*corev1.Node
+	// booted are booting nodes that are Ready and marked initialized (so
+	// that the launch timeout never takes a suspended node for a failed
+	// launch): to be suspended.
+	booted []*corev1.Node
+	units  int32
+	cost   float64
+}
+
+// count sorts the Headroom's standby nodes that berth launched and adds
+// up their units and cost. It changes nothing.
+func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, shape corev1.ResourceList) account {
+	var acct account
+	for _, n := range nodes {
+		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		if n.DeletionTimestamp != nil || !nodeutil.Standby(n) || n.Annotations[v1alpha1.AnnotationStandbyFor] != name ||
+			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
+			continue
+		}
+		_, off := g.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
+		acct.units += unitsIn(n.Status.Allocatable, shape)
+		price := 0.0
+		if nodeutil.Suspended(n) {
+			acct.suspended = append(acct.suspended, n)
+			if off != nil {
+				price, _ = off.StoppedPrice()
+			}
+		} else {
+			acct.booting = append(acct.booting, n)
+			if nodeutil.Ready(n) && n.Labels[v1alpha1.LabelInitialized] == "true" {
+				acct.booted = append(acct.booted, n)
+			}
+			if off != nil {
+				price, _ = off.Price()
+			}
+		}
+		acct.cost += price
+	}
+	return acct
+}
+
+// suspendBooted suspends the booted nodes; those it suspended move from
+// booting to suspended (at their stopped price, not updated here: the
+// next reconcile counts it).
+func (r *Reconciler) suspendBooted(ctx context.Context, acct *account) {
+	for _, n := range acct.booted {
+		if !r.suspend(ctx, n) {
+			continue
+		}
+		acct.booting = slices.DeleteFunc(acct.booting, func(b *corev1.Node) bool { return b.Name == n.Name })
+		acct.suspended = append(acct.suspended, n)
+	}
+	acct.booted = nil
+}
+
+// suspend suspends a booted standby node unless a pod other than a
+// DaemonSet's runs on it (read fresh); it reports whether it did.
+func (r *Reconciler) suspend(ctx context.Context, n *corev1.Node) bool {
+	if busy, err := r.busy(ctx, n.Name); err != nil || busy != "" {
+		if busy != "" {
+			r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonSuspendDeferred, "Suspend", "Not suspending standby node %s: pod %s runs on it", n.Name, busy)
+		}
+		return false
+	}
+	s, ok := r.Cloud.(cloudprovider.Suspender)
+	if !ok {
+		return false
+	}
+	if err := s.Suspend(ctx, n.Name); err != nil {
+		log.FromContext(ctx).Info("could not suspend standby node", "node", n.Name, "error", err.Error())
+		return false
+	}
+	r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonSuspended, "Suspend", "Suspended standby node %s for Headroom %s", n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor])
+	return true
+}
+
+// busy names a pod on the node that is neither a DaemonSet's nor
+// finished, read from the API server; "" when there is none.
+func (r *Reconciler) busy(ctx context.Context, node string) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return "", fmt.Errorf("listing pods on node %s: %w", node, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
+			continue
+		}
+		return p.Namespace + "/" + p.Name, nil
+	}
+	return "", nil
+}
+
+func ownedByDaemonSet(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
+}
+
+// launch launches standby nodes for the missing units, bounded by
+// maxLaunches and the group's maxSize, and says what it did.
+func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node,
+	shape corev1.ResourceList, missing int32) string {
+	all := make([]*v1alpha1.NodeGroup, 0, len(groups))
+	for _, g := range groups {
+		all = append(all, g)
+	}
+	slices.SortFunc(all, func(a, b *v1alpha1.NodeGroup) int { return strings.Compare(a.Name, b.Name) })
+	scope, err := hr.ScopeGroups(h, all)
+	if err != nil {
+		return r.cannot(h, err.Error())
+	}
+	if scope == nil {
+		scope = all
+	}
+	scope = slices.DeleteFunc(slices.Clone(scope), func(g *v1alpha1.NodeGroup) bool {
+		return g.DeletionTimestamp != nil || !cloudprovider.CanSuspend(r.Cloud, g)
+	})
+	if len(scope) == 0 {
+		return r.cannot(h, "no node group in scope has a provider that can suspend machines (kwok can)")
+	}
+	var unavailable []v1alpha1.OfferingKey
+	if r.Offerings != nil {
+		unavailable = r.Offerings.Unavailable()
+	}
+	c, ok := choose(scope, shape, unavailable)
+	if !ok {
+		return r.cannot(h, "no available offering of the node groups in scope holds one unit")
+	}
+	want := int32(math.Ceil(float64(missing) / float64(c.perNode)))
+	size := int32(0)
+	for _, n := range nodes {
+		if n.Labels[v1alpha1.LabelNodeGroup] == c.group.Name && n.DeletionTimestamp == nil {
+			size++
+		}
+	}
+	launch := min(want, maxLaunches)
+	if c.group.Spec.MaxSize > 0 {
+		launch = min(launch, max(0, c.group.Spec.MaxSize-size))
+	}
+	if launch == 0 {
+		return r.cannot(h, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.group.Name, c.group.Spec.MaxSize))
+	}
+	off := cloudprovider.Offering{InstanceType: c.key.InstanceType, Zone: c.key.Zone, CapacityType: v1alpha1.CapacityType(c.key.CapacityType)}
+	for range launch {
+		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.group, Offering: off, StandbyFor: h.Name})
+		if err != nil {
+			if !cloudprovider.IsTransient(err) && r.Offerings != nil {
+				r.Offerings.MarkUnavailable(c.key, err.Error())
+			}
+			r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching a standby node (%s) failed: %v", off, err)
+			return fmt.Sprintf("launching a standby node of %s failed: %v", off, err)
+		}
+		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
+			"Launched standby node %s (%s, %d units, %.4f/h stopped) for %d missing units", inst.NodeName, off, c.perNode, c.stopped, missing)
+	}
+	return fmt.Sprintf("%d units missing; launched %d standby nodes of %s/%s (%d units each), to be suspended once Ready",
+		missing, launch, c.group.Name, off, c.perNode)
+}
+
+// cannot reports why the standby units cannot be kept.
+func (r *Reconciler) cannot(h *v1alpha1.Headroom, why string) string {
+	if st, ok := r.Standby.Get(h.Name); !ok || st.Message != why {
+		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonCannotKeep, "Launch", "Cannot keep standby units: %s", why)
+	}
+	return why
+}
+
+// removeSurplus deletes one of the candidates whose units (of the
+// Headroom's units in all) are not needed to keep desired, or any of
+// them when the Headroom (h) is gone: only one that berth launched, still
+// standby when read fresh, running no pod but DaemonSets'.
+func (r *Reconciler) removeSurplus(ctx context.Context, h *v1alpha1.Headroom, candidates []*corev1.Node, units, desired int32, shape corev1.ResourceList) error {
+	for _, n := range candidates {
+		fit := unitsIn(n.Status.Allocatable, shape)
+		if h != nil && units-fit < desired {
+			continue
+		}
+		fresh := &corev1.Node{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: n.Name}, fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !nodeutil.Standby(fresh) || fresh.DeletionTimestamp != nil || fresh.Annotations[v1alpha1.AnnotationLaunchedBy] != n.Annotations[v1alpha1.AnnotationLaunchedBy] {
+			continue // resumed meanwhile: no longer the standby tier's
+		}
+		if busy, err := r.busy(ctx, n.Name); err != nil || busy != "" {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
+			return fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)
+		}
+		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "Delete", "Deleted standby node %s: Headroom %s keeps %d standby units without it",
+			n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor], desired)
+		return nil // one per reconcile: the next one sees the cluster after it
+	}
+	return nil
+}
+
