@@ -27,6 +27,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/scenario"
@@ -635,4 +636,80 @@ func snapshotBuilds(t *testing.T) (scratch, incremental float64) {
 		}
 	}
 	return scratch, incremental
+}
+
+// TestAPlannedNodeResumesASuspendedStandbyNodeOfItsOffering: with a
+// suspended standby node of the offering the plan picks, the round
+// resumes it (no new node), nominates the pods to it, and the next round
+// launches nothing more for them while the cache may still show it
+// suspended; a second planned node, with no standby node left, is
+// launched.
+func TestAPlannedNodeResumesASuspendedStandbyNodeOfItsOffering(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("resume", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	ng := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.group}, ng); err != nil {
+		t.Fatal(err)
+	}
+	cloud := kwok.New(env.Client, clock.RealClock{})
+	inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
+		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n)
+		return err == nil && nodeutil.Ready(n), "standby node not Ready yet", err
+	})
+	if err := cloud.Suspend(ctx, inst.NodeName); err != nil {
+		t.Fatal(err)
+	}
+	pods := f.pods(3, b.CPU("1"), b.Memory("1Gi"))
+	res, err := f.prov.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Launched) != 2 {
+		t.Fatalf("launched %d nodes for 3 pods of 1 cpu on 2-cpu nodes, want 2", len(res.Launched))
+	}
+	names := map[string]bool{}
+	for _, n := range f.nodes() {
+		names[n.Name] = true
+	}
+	if len(names) != 2 || !names[inst.NodeName] {
+		t.Fatalf("nodes %v: want the resumed standby node %s and one launched", names, inst.NodeName)
+	}
+	resumed := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, resumed); err != nil {
+		t.Fatal(err)
+	}
+	if nodeutil.Standby(resumed) || resumed.Annotations[v1alpha1.AnnotationSuspendedAt] != "" || resumed.Annotations[v1alpha1.AnnotationResumedAt] == "" {
+		t.Errorf("resumed node: taints %v, annotations %v", resumed.Spec.Taints, resumed.Annotations)
+	}
+	on := map[string]int{}
+	for _, p := range pods {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		node := got.Spec.NodeName // bound already if its node came up
+		if node == "" {
+			node = got.Status.NominatedNodeName
+		}
+		on[node]++
+	}
+	if on[inst.NodeName] == 0 || on[""] != 0 {
+		t.Errorf("pods bound or nominated per node: %v; want some on the resumed node %s and none without a node", on, inst.NodeName)
+	}
+	if !slices.ContainsFunc(f.events.For(f.group), func(e fakes.Event) bool { return strings.Contains(e.Message, "Resumed standby node "+inst.NodeName) }) {
+		t.Errorf("no event on the node group says the standby node was resumed: %+v", f.events.For(f.group))
+	}
+	again, err := f.prov.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Launched) != 0 {
+		t.Errorf("the next round launched %d more nodes", len(again.Launched))
+	}
 }

@@ -123,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.suspendBooted(ctx, &acct)
 	st := v1alpha1.StandbyStatus{DesiredUnits: desired, Units: acct.units, Nodes: int32(len(acct.suspended)), Booting: int32(len(acct.booting)),
-		CostPerHour: strconv.FormatFloat(acct.cost, 'f', 4, 64)}
+		CostPerHour: strconv.FormatFloat(costPerHour(acct, groups), 'f', 4, 64)}
 	requeue := time.Duration(0)
 	switch {
 	case acct.units < desired:
@@ -185,7 +185,6 @@ type account struct {
 	// launch): to be suspended.
 	booted []*corev1.Node
 	units  int32
-	cost   float64
 }
 
 // count sorts the Headroom's standby nodes that berth launched and adds
@@ -198,31 +197,42 @@ func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.N
 			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}
-		_, off := g.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
 		acct.units += unitsIn(n.Status.Allocatable, shape)
-		price := 0.0
 		if nodeutil.Suspended(n) {
 			acct.suspended = append(acct.suspended, n)
-			if off != nil {
-				price, _ = off.StoppedPrice()
-			}
-		} else {
-			acct.booting = append(acct.booting, n)
-			if nodeutil.Ready(n) && n.Labels[v1alpha1.LabelInitialized] == "true" {
-				acct.booted = append(acct.booted, n)
-			}
-			if off != nil {
-				price, _ = off.Price()
-			}
+			continue
 		}
-		acct.cost += price
+		acct.booting = append(acct.booting, n)
+		if nodeutil.Ready(n) && n.Labels[v1alpha1.LabelInitialized] == "true" {
+			acct.booted = append(acct.booted, n)
+		}
 	}
 	return acct
 }
 
+// costPerHour is what the nodes cost an hour: suspended ones at their
+// offering's stopped price, booting ones at its running price.
+func costPerHour(acct account, groups map[string]*v1alpha1.NodeGroup) float64 {
+	total := 0.0
+	for i, list := range [][]*corev1.Node{acct.suspended, acct.booting} {
+		for _, n := range list {
+			g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+			_, off := g.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
+			if off == nil {
+				continue
+			}
+			price, _ := off.Price()
+			if i == 0 {
+				price, _ = off.StoppedPrice()
+			}
+			total += price
+		}
+	}
+	return total
+}
+
 // suspendBooted suspends the booted nodes; those it suspended move from
-// booting to suspended (at their stopped price, not updated here: the
-// next reconcile counts it).
+// booting to suspended.
 func (r *Reconciler) suspendBooted(ctx context.Context, acct *account) {
 	for _, n := range acct.booted {
 		if !r.suspend(ctx, n) {
@@ -378,4 +388,3 @@ func (r *Reconciler) removeSurplus(ctx context.Context, h *v1alpha1.Headroom, ca
 	}
 	return nil
 }
-

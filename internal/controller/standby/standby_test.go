@@ -1,0 +1,196 @@
+package standby_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/standby"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/state"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/fakes"
+	"github.com/berth-dev/berth/internal/testing/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+type fixture struct {
+	t     *testing.T
+	group string
+	r     *standby.Reconciler
+}
+
+func (f *fixture) reconcile() {
+	f.t.Helper()
+	if _, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: f.group}}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) nodes() []corev1.Node {
+	f.t.Helper()
+	list := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), list, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group}); err != nil {
+		f.t.Fatal(err)
+	}
+	var out []corev1.Node
+	for _, n := range list.Items {
+		if n.DeletionTimestamp == nil { // deleted: KWOK removes it a moment later
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// bootAll waits for KWOK to turn the group's nodes Ready and marks them
+// initialized, as the launch timeout controller does.
+func (f *fixture) bootAll() {
+	f.t.Helper()
+	ctx := context.Background()
+	expect.Eventually(f.t, time.Minute, func(context.Context) (bool, string, error) {
+		for _, n := range f.nodes() {
+			if !nodeutil.Ready(&n) {
+				return false, "node " + n.Name + " not Ready", nil
+			}
+		}
+		return true, "", nil
+	})
+	for _, n := range f.nodes() {
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Labels[v1alpha1.LabelInitialized] = "true"
+		if err := env.Client.Patch(ctx, &n, patch); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func setup(t *testing.T, name string, count int32) (*fixture, *v1alpha1.Headroom) {
+	t.Helper()
+	ctx := context.Background()
+	ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.50")))
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{name}},
+		Units: &v1alpha1.HeadroomUnits{Count: 0, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}},
+		Standby: &v1alpha1.StandbyHeadroom{Count: count}}}
+	for _, o := range []client.Object{ng, h} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, h)
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: name})
+	})
+	r := &standby.Reconciler{Client: env.Client, APIReader: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
+		Offerings: state.NewOfferings(clock.RealClock{}, time.Minute), Standby: state.NewStandby(), Recorder: &fakes.Recorder{}, Clock: clock.RealClock{}}
+	return &fixture{t: t, group: name, r: r}, h
+}
+
+// TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle: 3 units of
+// 1 cpu are kept on two 2-cpu nodes (cheapest per unit), suspended once
+// Ready and initialized; with the count lowered to 0, the node that runs
+// a pod is kept and the other deleted; with the Headroom gone and the pod
+// finished, the last one goes too.
+func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-keep", 3)
+	f.reconcile()
+	nodes := f.nodes()
+	if len(nodes) != 2 {
+		t.Fatalf("%d standby nodes for 3 units of 1 cpu, want 2 of m-2 (cheapest per unit)", len(nodes))
+	}
+	for _, n := range nodes {
+		if !nodeutil.Standby(&n) || n.Labels[v1alpha1.LabelInstanceType] != "m-2" || n.Annotations[v1alpha1.AnnotationStandbyFor] != h.Name {
+			t.Errorf("node %s: standby %v, type %s, for %q", n.Name, nodeutil.Standby(&n), n.Labels[v1alpha1.LabelInstanceType], n.Annotations[v1alpha1.AnnotationStandbyFor])
+		}
+	}
+	f.reconcile() // booting: nothing more is launched
+	if n := len(f.nodes()); n != 2 {
+		t.Fatalf("%d nodes after a second reconcile while they boot, want 2", n)
+	}
+	f.bootAll()
+	f.reconcile()
+	for _, n := range f.nodes() {
+		if !nodeutil.Suspended(&n) {
+			t.Errorf("node %s is not suspended after it booted", n.Name)
+		}
+	}
+	st, _ := f.r.Standby.Get(h.Name)
+	if st.Units != 4 || st.Nodes != 2 || st.Booting != 0 || st.CostPerHour != "0.0200" {
+		t.Errorf("status %+v, want 4 units on 2 suspended nodes at 0.0200/h", st)
+	}
+	before := names(f.nodes())
+	f.reconcile() // 4 units for 3: removing a node would leave 2, so none goes
+	f.reconcile()
+	if after := names(f.nodes()); !maps.Equal(after, before) {
+		t.Fatalf("nodes %v became %v: one node less would hold fewer than 3 units, none should go", before, after)
+	}
+
+	busy := f.nodes()[0].Name
+	pod := b.Pod("tolerates-all", b.Namespace("default"), b.NoUID())
+	pod.Spec.NodeName = busy
+	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, pod) })
+	h.Spec.Standby.Count = 0
+	if err := env.Client.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.reconcile()
+	}
+	left := f.nodes()
+	if len(left) != 1 || left[0].Name != busy {
+		t.Fatalf("nodes left with count 0: %d, want only %s, which runs a pod", len(left), busy)
+	}
+
+	if err := env.Client.Delete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	if n := len(f.nodes()); n != 1 {
+		t.Fatalf("the Headroom is gone but the pod runs: %d nodes, want 1", n)
+	}
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		return client.IgnoreNotFound(err) == nil && err != nil, "pod not gone yet", client.IgnoreNotFound(err)
+	})
+	f.reconcile()
+	if n := len(f.nodes()); n != 0 {
+		t.Fatalf("the Headroom is gone and its standby node idle: %d nodes left, want 0", n)
+	}
+	if _, ok := f.r.Standby.Get(h.Name); ok {
+		t.Error("the account of a deleted Headroom is kept")
+	}
+}
+
+func names(nodes []corev1.Node) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range nodes {
+		out[n.Name] = true
+	}
+	return out
+}
