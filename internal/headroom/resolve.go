@@ -52,7 +52,11 @@ type Resolved struct {
 	// that never fires; the headroom works without them.
 	Problems []string
 	// Target is how spec.target sized the count (nil without a target).
-	Target   *TargetResult
+	Target *TargetResult
+	// Standby is how many units to keep on suspended standby nodes:
+	// spec.standby.count, or the target's share of the units when the
+	// target knows and spec.standby is set.
+	Standby int32
 	cappedBy string
 	all      []*v1alpha1.NodeGroup
 }
@@ -118,6 +122,9 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 			res.Wanted = max(float64(manual), auto)
 		}
 		res.Count, res.Capped = clampUnits(res.Wanted)
+	}
+	if sp.Standby != nil {
+		res.Standby = min(max(sp.Standby.Count, 0), MaxUnits)
 	}
 	if sp.Target != nil {
 		if len(res.Shape.Resources) == 0 {

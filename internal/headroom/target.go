@@ -21,6 +21,69 @@ type TargetInput struct {
 	demand.Estimate
 	// Window is the launch time the demand is counted in.
 	Window time.Duration
+	// Burst, for a Headroom that may keep standby units (spec.standby),
+	// is the estimate over windows of BurstWindow: the part of a burst
+	// that arrives before a resumed standby node is Ready less the wait,
+	// which running units must hold. Nil when no such window is needed
+	// (a resume is within the wait) or standby is not allowed.
+	Burst       *demand.Estimate
+	BurstWindow time.Duration
+}
+
+// Reaction is how long berth takes from a pod's arrival to the resume of
+// a standby node for it: the scheduler's attempt, the provisioner's batch
+// and its plan.
+const Reaction = 5 * time.Second
+
+// BurstWindow is the part of a burst running units must hold when
+// standby units may take the rest: pods arriving in the first
+// resume + Reaction - wait of a burst would wait longer than wait for a
+// resumed node. Zero when a resume is within the wait.
+func BurstWindow(resume, wait time.Duration) time.Duration {
+	return max(resume+Reaction-wait, 0)
+}
+
+// ResumeWindow is how long a standby node of the scope's groups takes to
+// be Ready once resumed: the median, over Ready nodes that were resumed
+// (berth.dev/resumed-at), of the resume to the Ready condition's last
+// change, the longest of the groups; without such a node, a KWOK
+// group's resume delay, else a third of launch.
+func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch time.Duration) time.Duration {
+	in := map[string]bool{}
+	for _, g := range groups {
+		in[g.Name] = true
+	}
+	per := map[string][]time.Duration{}
+	for _, n := range nodes {
+		g := n.Labels[v1alpha1.LabelNodeGroup]
+		at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
+		if !in[g] || err != nil || !nodeutil.Ready(n) {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+				if d := c.LastTransitionTime.Sub(at); d >= 0 && d < 24*time.Hour {
+					per[g] = append(per[g], d)
+				}
+			}
+		}
+	}
+	longest := time.Duration(0)
+	for _, ds := range per {
+		longest = max(longest, median(ds))
+	}
+	if longest > 0 {
+		return longest
+	}
+	for _, g := range groups {
+		if k := g.Spec.Provider.KWOK; k != nil {
+			longest = max(longest, k.ResumeAfter())
+		}
+	}
+	if longest > 0 {
+		return longest
+	}
+	return launch / 3
 }
 
 // TargetResult is how Resolve sized a Headroom for its target.
@@ -53,8 +116,8 @@ func LaunchWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node) (d time.Du
 	per := map[string][]time.Duration{}
 	for _, n := range nodes {
 		g := n.Labels[v1alpha1.LabelNodeGroup]
-		if !in[g] || n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || !nodeutil.Ready(n) {
-			continue
+		if !in[g] || n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationResumedAt] != "" || !nodeutil.Ready(n) {
+			continue // a resumed node was Ready again at its resume, not its launch
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
@@ -96,7 +159,14 @@ func median(ds []time.Duration) time.Duration {
 // the groups (an offering's price over the units its instance type
 // holds); 0 when no instance type holds one.
 func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 {
-	best := 0.0
+	p, _ := UnitPrices(groups, shape)
+	return p
+}
+
+// UnitPrices are UnitPrice and the stopped price per unit of the same
+// offering (what a unit on a suspended standby node of it costs).
+func UnitPrices(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) (running, stopped float64) {
+	best, bestStopped := 0.0, 0.0
 	for _, g := range groups {
 		for _, it := range g.Spec.InstanceTypes {
 			per := math.Inf(1)
@@ -112,17 +182,18 @@ func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 
 				continue
 			}
 			for _, o := range it.Offerings {
-				price, err := strconv.ParseFloat(o.PricePerHour, 64)
-				if err != nil || price < 0 {
+				price, err := o.Price()
+				if err != nil {
 					continue
 				}
 				if p := price / per; best == 0 || p < best {
-					best = p
+					sp, _ := o.StoppedPrice()
+					best, bestStopped = p, sp/per
 				}
 			}
 		}
 	}
-	return best
+	return best, bestStopped
 }
 
 // resolveTarget replaces the fallback count (manual, automatic, schedule)
@@ -135,17 +206,17 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	if !ok || window <= 0 {
 		window, _ = LaunchWindow(GroupsOrAll(res.Groups, in.NodeGroups), in.Nodes)
 	}
-	price := UnitPrice(GroupsOrAll(res.Groups, in.NodeGroups), res.Shape.Resources)
+	price, stopped := UnitPrices(GroupsOrAll(res.Groups, in.NodeGroups), res.Shape.Resources)
 	out := &TargetResult{}
 	res.Target = out
-	defer func() { out.CostPerHour = price * float64(res.Count) }()
+	defer func() { out.CostPerHour = price*float64(res.Count) + stopped*float64(res.Standby) }()
 	shape := describeShape(res.Shape.Resources)
 	if t.Wait.Duration >= window {
 		// Nothing waits longer than a launch for a node berth launches at
 		// once: the goal needs no units.
 		out.Phase = v1alpha1.TargetSized
 		out.Message = fmt.Sprintf("a wait of %s is as long as a node launch (%s): no units needed for the target", t.Wait.Duration, window.Round(time.Second))
-		res.Count = bound(t, max(0, floor), res)
+		res.Count, res.Standby = bound(t, max(0, floor), res), 0
 		return
 	}
 	if !ok || !est.Known {
@@ -171,10 +242,39 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	if floor > want {
 		out.Message += fmt.Sprintf(" (schedule %s asks for %d)", res.ActiveSchedule, floor)
 	}
-	if res.Count < n {
+	capped := res.Count < n
+	if h.Spec.Standby != nil {
+		splitStandby(t, est, res, floor, out)
+	}
+	if capped {
 		out.Phase = v1alpha1.TargetCapped
 		out.Message += " (capped by " + res.cappedBy + ")"
 	}
+}
+
+// splitStandby keeps on standby nodes the units that only the part of a
+// burst after a resume needs: running units hold the demand of the burst
+// window (the part that cannot wait for a resume), standby units the
+// rest of the launch window's. A standby unit costs its node's stopped
+// price, a tenth or so of a running one, and a resumed node runs as a
+// launched one would, so this is the cheapest mix that meets the target.
+// Without the burst window's estimate every unit stays running.
+func splitStandby(t *v1alpha1.HeadroomTarget, est TargetInput, res *Resolved, floor int32, out *TargetResult) {
+	total := res.Count
+	running := total
+	switch {
+	case est.BurstWindow <= 0:
+		running = bound(t, floor, res)
+		out.Message = fmt.Sprintf("%s; a resumed standby node is Ready within the wait, so %d of them are standby", out.Message, max(total-running, 0))
+	case est.Burst != nil && est.Burst.Known:
+		running = bound(t, max(int32(min(est.Burst.Units, int64(MaxUnits))), floor), res)
+		out.Message = fmt.Sprintf("%s; the first %s of a burst fits in %d: %d running, %d standby",
+			out.Message, est.BurstWindow.Round(time.Second), est.Burst.Units, min(running, total), max(total-running, 0))
+	default:
+		out.Message += "; all running until the history of the first " + est.BurstWindow.Round(time.Second).String() + " of bursts is known"
+	}
+	running = min(running, total)
+	res.Count, res.Standby = running, total-running
 }
 
 // bound applies minUnits, maxUnits and maxCostPerHour.

@@ -13,6 +13,11 @@ import (
 type Target struct {
 	Estimate demand.Estimate
 	Window   time.Duration
+	// Burst is the estimate over windows of BurstWindow, for a Headroom
+	// that may keep standby units (nil otherwise, or when BurstWindow is
+	// 0: a resume is within the wait).
+	Burst       *demand.Estimate
+	BurstWindow time.Duration
 	Since    time.Time
 	Windows  int64
 	Bursts   int64
@@ -39,7 +44,8 @@ func (t *Targets) Set(name string, v Target) {
 	old, had := t.byName[name]
 	t.byName[name] = v
 	t.mu.Unlock()
-	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window
+	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window || old.BurstWindow != v.BurstWindow ||
+		(old.Burst == nil) != (v.Burst == nil) || (old.Burst != nil && *old.Burst != *v.Burst)
 	if changed && t.OnChange != nil {
 		t.OnChange(name)
 	}

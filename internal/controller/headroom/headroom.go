@@ -125,7 +125,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	learned, haveLearned := state.Target{}, false
 	if h.Spec.Target != nil && r.Targets != nil {
 		if learned, haveLearned = r.Targets.Get(h.Name); haveLearned {
-			in.Targets = map[string]hr.TargetInput{h.Name: {Estimate: learned.Estimate, Window: learned.Window}}
+			in.Targets = map[string]hr.TargetInput{h.Name: {Estimate: learned.Estimate, Window: learned.Window,
+				Burst: learned.Burst, BurstWindow: learned.BurstWindow}}
 		}
 	}
 	res, resolveErr := hr.Resolve(h, in)
@@ -164,6 +165,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				status.Standby = &st
 			}
 		}
+		// The standby controller keeps what Resolve asks for: the count,
+		// or the target's share.
+		status.Standby.DesiredUnits = res.Standby
 	}
 	requeue := r.requeue(h)
 	if planned {

@@ -53,8 +53,35 @@ const (
 // berth-system, owned by the Headroom (deleted with it).
 const ConfigMapPrefix = "berth-demand-"
 
-// historyKey is the ConfigMap key of the history.
-const historyKey = "history.json"
+// ConfigMap keys of the histories: of launch windows, and of burst
+// windows (a Headroom that may keep standby units).
+const (
+	historyKey = "history.json"
+	burstKey   = "burst.json"
+)
+
+// burstWindowOf is hr.BurstWindow rounded up to 5 s, so that a measured
+// resume time that moves by a little does not start its history again.
+func burstWindowOf(resume, wait time.Duration) time.Duration {
+	const grain = 5 * time.Second
+	d := hr.BurstWindow(resume, wait)
+	return (d + grain - 1) / grain * grain
+}
+
+// followBurst returns the burst recorder for the window: rec while it
+// counts in that window and unit, else one on the loaded history (when it
+// matches) or a new one; nil when no burst window is needed.
+func followBurst(rec *demand.Recorder, loaded *demand.History, window time.Duration, shape demand.Shape, span time.Duration, now time.Time) *demand.Recorder {
+	switch {
+	case window <= 0 || len(shape) == 0:
+		return nil
+	case rec != nil && rec.H.Matches(window, shape):
+		return rec
+	case rec == nil && loaded != nil && loaded.Matches(window, shape):
+		return demand.NewRecorder(loaded, now)
+	}
+	return demand.NewRecorder(demand.NewHistory(window, shape, span, now), now)
+}
 
 // Learner is the controller.
 type Learner struct {
@@ -85,7 +112,10 @@ type tracked struct {
 	selector labels.Selector
 	shape    demand.Shape
 	rec      *demand.Recorder
-	waits    demand.Waits
+	// burst counts the demand in the first BurstWindow of bursts, for a
+	// Headroom that may keep standby units (nil otherwise).
+	burst   *demand.Recorder
+	waits   demand.Waits
 	changed  bool
 	saved    time.Time
 }
@@ -205,6 +235,9 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 			t.rec.Arrived(pp.since, now, req)
 			t.changed = true
 		}
+		if t.burst != nil {
+			t.burst.Arrived(pp.since, now, req)
+		}
 	}
 }
 
@@ -224,6 +257,9 @@ func (l *Learner) podGone(p *corev1.Pod) {
 		if t.rec != nil && t.counts(p, group) {
 			t.rec.Left(now, now, req)
 			t.changed = true
+			if t.burst != nil {
+				t.burst.Left(now, now, req)
+			}
 		}
 	}
 }
@@ -334,11 +370,19 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		}
 	}
 	needLoad := t.rec == nil
+	burstWindow := time.Duration(0)
+	if h.Spec.Standby != nil {
+		burstWindow = burstWindowOf(hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window), h.Spec.Target.Wait.Duration)
+	}
+	needBurst := burstWindow > 0 && t.burst == nil
 	l.mu.Unlock()
 
-	var loaded *demand.History
+	var loaded, loadedBurst *demand.History
 	if needLoad && len(shape) > 0 {
-		loaded = l.load(ctx, h)
+		loaded = l.load(ctx, h, historyKey)
+	}
+	if needBurst && len(shape) > 0 {
+		loadedBurst = l.load(ctx, h, burstKey)
 	}
 
 	l.mu.Lock()
@@ -364,7 +408,8 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		t.rec = demand.NewRecorder(demand.NewHistory(window, shape, span, now), now)
 		t.shape, t.changed = shape, true
 	}
-	st := state.Target{Window: window}
+	t.burst = followBurst(t.burst, loadedBurst, burstWindow, shape, span, now)
+	st := state.Target{Window: window, BurstWindow: burstWindow}
 	share := hr.Share(h.Spec.Target)
 	st.LastHour = t.waits.Over(now, time.Hour, share)
 	st.LastDay = t.waits.Over(now, 24*time.Hour, share)
@@ -383,13 +428,23 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		st.Estimate = t.rec.H.EstimateAfter(now, demand.Corrected(share, st.LastDay), minHistory)
 		st.Since, st.Windows, st.Bursts = t.rec.H.Since, t.rec.H.Seen, t.rec.H.Bursts
 	}
+	if t.burst != nil {
+		t.burst.H.HalfLife = span / 2
+		t.burst.Close(now)
+		minHistory := l.MinHistory
+		if minHistory <= 0 {
+			minHistory = demand.MinHistory
+		}
+		est := t.burst.H.EstimateAfter(now, demand.Corrected(share, st.LastDay), minHistory)
+		st.Burst = &est
+	}
 	l.Targets.Set(h.Name, st)
 	return nil
 }
 
 // load reads a Headroom's history from its ConfigMap; nil when there is
 // none or it cannot be used (it is then started again, and said so).
-func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom) *demand.History {
+func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom, key string) *demand.History {
 	cm := &corev1.ConfigMap{}
 	err := l.APIReader.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + h.Name}, cm)
 	if err != nil {
@@ -399,7 +454,11 @@ func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom) *demand.Histor
 		return nil
 	}
 	hist := &demand.History{}
-	if err := json.Unmarshal([]byte(cm.Data[historyKey]), hist); err != nil {
+	data, ok := cm.Data[key]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(data), hist); err != nil {
 		log.FromContext(ctx).Info("demand history unreadable, starting again", "headroom", h.Name, "error", err.Error())
 		return nil
 	}
@@ -420,7 +479,7 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 	now := l.Clock.Now()
 	type job struct {
 		h    *v1alpha1.Headroom
-		data []byte
+		data map[string]string
 	}
 	var jobs []job
 	l.mu.Lock()
@@ -432,7 +491,13 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 		if err != nil {
 			continue
 		}
-		jobs = append(jobs, job{h: t.h, data: b})
+		data := map[string]string{historyKey: string(b)}
+		if t.burst != nil {
+			if b, err := json.Marshal(t.burst.H); err == nil {
+				data[burstKey] = string(b)
+			}
+		}
+		jobs = append(jobs, job{h: t.h, data: data})
 		t.changed, t.saved = false, now
 	}
 	l.mu.Unlock()
@@ -443,12 +508,12 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 	}
 }
 
-func (l *Learner) save(ctx context.Context, h *v1alpha1.Headroom, data []byte) error {
+func (l *Learner) save(ctx context.Context, h *v1alpha1.Headroom, data map[string]string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + h.Name,
 		Labels: map[string]string{v1alpha1.LabelHeadroom: h.Name},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Headroom", Name: h.Name, UID: h.UID,
 			Controller: ptr.To(true)}}},
-		Data: map[string]string{historyKey: string(data)}}
+		Data: data}
 	err := l.Client.Create(ctx, cm)
 	if !apierrors.IsAlreadyExists(err) {
 		return err

@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var shape corev1.ResourceList
 	desired := int32(0)
 	if h != nil && h.Spec.Standby != nil {
-		desired, shape = h.Spec.Standby.Count, unitShape(h)
+		desired, shape = wanted(h), hr.TargetShape(h)
 	}
 	groups, nodes, err := r.read(ctx)
 	if err != nil {
@@ -145,16 +145,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
-// unitShape is the Headroom's unit: spec.units' resources, else
-// automatic.unit's.
-func unitShape(h *v1alpha1.Headroom) corev1.ResourceList {
-	switch {
-	case h.Spec.Units != nil:
-		return h.Spec.Units.Resources
-	case h.Spec.Automatic != nil && h.Spec.Automatic.Unit != nil:
-		return h.Spec.Automatic.Unit.Resources
+// wanted is how many standby units the Headroom asks for: with a target,
+// what the headroom controller resolved (its status, once it has seen
+// this generation), else spec.standby.count.
+func wanted(h *v1alpha1.Headroom) int32 {
+	if h.Spec.Target != nil && h.Status.Standby != nil && h.Status.ObservedGeneration == h.Generation {
+		return h.Status.Standby.DesiredUnits
 	}
-	return nil
+	return h.Spec.Standby.Count
 }
 
 func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, []*corev1.Node, error) {

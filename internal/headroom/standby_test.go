@@ -1,0 +1,97 @@
+package headroom_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/headroom/demand"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestTargetSplitsUnitsIntoRunningAndStandby: with spec.standby, a known
+// target keeps running the units the first part of a burst needs (the
+// burst window's estimate) and the rest of the launch window's on
+// standby nodes; all of them standby when a resume is within the wait;
+// all running while the burst window is not known; the count by hand
+// while learning; none without standby.
+func TestTargetSplitsUnitsIntoRunningAndStandby(t *testing.T) {
+	in := cluster()
+	in.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("general", b.InstanceType("c4", "4", "16Gi", b.OnDemand("zone-a", "0.40")))}
+	known := func(n int64) demand.Estimate { return demand.Estimate{Units: n, Known: true} }
+	burst := func(n int64) *demand.Estimate { e := known(n); return &e }
+	spec := func(standby *v1alpha1.StandbyHeadroom) v1alpha1.HeadroomSpec {
+		return v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Units: units(2, "1", "1Gi"), Standby: standby,
+			Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}}
+	}
+	tests := []struct {
+		name                  string
+		standby               *v1alpha1.StandbyHeadroom
+		target                *headroom.TargetInput
+		wantRunning, wantWait int32
+		wantCost              string
+		wantSays              string
+	}{
+		{name: "the burst window's 3 units run and the other 7 of 10 are standby",
+			standby: &v1alpha1.StandbyHeadroom{Count: 1},
+			target:  &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
+			// 3 x 0.10 running + 7 x 0.01 stopped (a tenth of the price)
+			wantRunning: 3, wantWait: 7, wantCost: "0.3700", wantSays: "the first 30s of a burst fits in 3: 3 running, 7 standby"},
+		{name: "a resume within the wait makes every unit standby",
+			standby: &v1alpha1.StandbyHeadroom{Count: 1},
+			target:  &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, BurstWindow: 0},
+			wantRunning: 0, wantWait: 10, wantCost: "0.1000", wantSays: "Ready within the wait"},
+		{name: "a burst window bigger than the launch window's keeps them all running",
+			standby: &v1alpha1.StandbyHeadroom{Count: 1},
+			target:  &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: burst(12), BurstWindow: 30 * time.Second},
+			wantRunning: 10, wantWait: 0, wantCost: "1.0000"},
+		{name: "an unknown burst window keeps them all running",
+			standby: &v1alpha1.StandbyHeadroom{Count: 1},
+			target:  &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: &demand.Estimate{}, BurstWindow: 30 * time.Second},
+			wantRunning: 10, wantWait: 0, wantSays: "all running until"},
+		{name: "while learning, the counts by hand",
+			standby: &v1alpha1.StandbyHeadroom{Count: 6},
+			target:  &headroom.TargetInput{Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
+			wantRunning: 2, wantWait: 6},
+		{name: "without spec.standby every unit runs",
+			target:      &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
+			wantRunning: 10, wantWait: 0, wantCost: "1.0000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := hr(spec(tt.standby))
+			in.Targets = map[string]headroom.TargetInput{h.Name: *tt.target}
+			got, err := headroom.Resolve(h, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Count != tt.wantRunning || got.Standby != tt.wantWait {
+				t.Errorf("%d running and %d standby units, want %d and %d (%s)", got.Count, got.Standby, tt.wantRunning, tt.wantWait, got.Target.Message)
+			}
+			if st := got.Target.Status(time.Minute); tt.wantCost != "" && st.CostPerHour != tt.wantCost {
+				t.Errorf("cost %s an hour, want %s", st.CostPerHour, tt.wantCost)
+			}
+			if !strings.Contains(got.Target.Message, tt.wantSays) {
+				t.Errorf("message %q does not say %q", got.Target.Message, tt.wantSays)
+			}
+		})
+	}
+}
+
+// TestBurstWindow: running units hold the part of a burst before a
+// resumed node is Ready (its resume plus berth's reaction) less the wait.
+func TestBurstWindow(t *testing.T) {
+	for _, tt := range []struct{ resume, wait, want time.Duration }{
+		{30 * time.Second, 5 * time.Second, 30 * time.Second},
+		{20 * time.Second, 25 * time.Second, 0},
+		{0, 0, headroom.Reaction},
+	} {
+		if got := headroom.BurstWindow(tt.resume, tt.wait); got != tt.want {
+			t.Errorf("BurstWindow(%s, %s) = %s, want %s", tt.resume, tt.wait, got, tt.want)
+		}
+	}
+}
