@@ -18,11 +18,11 @@ type Target struct {
 	// 0: a resume is within the wait).
 	Burst       *demand.Estimate
 	BurstWindow time.Duration
-	Since    time.Time
-	Windows  int64
-	Bursts   int64
-	LastHour demand.Measured
-	LastDay  demand.Measured
+	Since       time.Time
+	Windows     int64
+	Bursts      int64
+	LastHour    demand.Measured
+	LastDay     demand.Measured
 }
 
 // Targets are the learner's results by Headroom name, read by the

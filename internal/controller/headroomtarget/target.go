@@ -116,8 +116,8 @@ type tracked struct {
 	// Headroom that may keep standby units (nil otherwise).
 	burst   *demand.Recorder
 	waits   demand.Waits
-	changed  bool
-	saved    time.Time
+	changed bool
+	saved   time.Time
 }
 
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
