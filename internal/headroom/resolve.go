@@ -56,7 +56,7 @@ type Resolved struct {
 	// Standby is how many units to keep on suspended standby nodes:
 	// spec.standby.count, or the target's share of the units when the
 	// target knows and spec.standby is set.
-	Standby int32
+	Standby  int32
 	cappedBy string
 	all      []*v1alpha1.NodeGroup
 }
