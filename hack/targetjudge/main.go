@@ -6,7 +6,11 @@
 // seed), and prints the cheapest fixed setting that meets the target
 // beside the target-driven one.
 //
-//	go run ./hack/targetjudge [-families diurnal,ci,batch,mix] [-out results.json]
+// With -standby it also runs each target with spec.standby: the units
+// the first part of a burst needs run, the rest wait on suspended nodes
+// at their stopped price.
+//
+//	go run ./hack/targetjudge [-families diurnal,ci,batch,mix] [-targets 5s:95,5s:90] [-standby] [-out results.json]
 package main
 
 import (
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +51,9 @@ var unit = map[string][2]string{
 var (
 	fixedUnits = []int32{0, 2, 4, 8, 12, 16, 24, 32, 40, 48, 64, 80, 96, 128}
 	autoPct    = []int32{5, 10, 20, 30, 50, 75, 100, 150, 200}
-	targets    = []target{{5 * time.Second, 95}, {5 * time.Second, 90}}
+	targets    []target
+	// withStandby also runs each target with spec.standby (-standby).
+	withStandby bool
 )
 
 type run struct {
@@ -55,7 +62,12 @@ type run struct {
 	// Within is the share of pods within each target's wait (by wait).
 	Within map[string]float64
 	Target *sim.TargetResult `json:",omitempty"`
+	// Resumes are standby nodes resumed instead of launches.
+	Resumes int `json:",omitempty"`
 }
+
+// standbySuffix names a target run with spec.standby.
+const standbySuffix = " +standby"
 
 // The days judged and learned from (-seed, -learn-seed).
 var evalSeed, learnSeed uint64
@@ -67,7 +79,19 @@ func main() {
 	flag.Uint64Var(&evalSeed, "seed", 1, "the seed of the day judged")
 	flag.Uint64Var(&learnSeed, "learn-seed", 2, "the seed of the day the targets learn from")
 	sweep := flag.Bool("sweep", true, "run the fixed settings too (without, only the targets: a quick look at the estimator)")
+	flag.BoolVar(&withStandby, "standby", false, "also run each target with spec.standby (units on suspended nodes)")
+	goals := flag.String("targets", "5s:95,5s:90", "the targets judged, wait:percent, comma-separated")
 	flag.Parse()
+	targets = nil
+	for _, g := range strings.Split(*goals, ",") {
+		wait, pct, ok := strings.Cut(g, ":")
+		d, err := time.ParseDuration(wait)
+		p, perr := strconv.Atoi(pct)
+		if !ok || err != nil || perr != nil || p < 50 || p > 100 || d <= 0 {
+			check(fmt.Errorf("-targets: %q is not wait:percent (e.g. 5s:95)", g))
+		}
+		targets = append(targets, target{d, int32(p)})
+	}
 	f, err := os.Open(*cluster)
 	check(err)
 	sc, err := scenario.Load(f)
@@ -148,6 +172,11 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 		h := headroom(family)
 		h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: t.wait}, Percent: t.percent}
 		jobs = append(jobs, job{"target " + t.String(), h})
+		if withStandby {
+			h = h.DeepCopy()
+			h.Spec.Standby = &v1alpha1.StandbyHeadroom{}
+			jobs = append(jobs, job{"target " + t.String() + standbySuffix, h})
+		}
 	}
 	runs := make([]run, len(jobs))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -160,10 +189,11 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 			defer func() { <-sem }()
 			cfg := sim.Config{Name: j.name, NodeGroups: groups, Headrooms: []*v1alpha1.Headroom{j.h}}
 			if j.h.Spec.Target != nil {
-				cfg.Histories = simulate(learn, cfg).Histories
+				learned := simulate(learn, cfg)
+				cfg.Histories, cfg.BurstHistories = learned.Histories, learned.BurstHistories
 			}
 			res := simulate(eval, cfg)
-			r := run{Family: family, Policy: j.name, Cost: res.Cost, Within: map[string]float64{}, Target: res.Target}
+			r := run{Family: family, Policy: j.name, Cost: res.Cost, Within: map[string]float64{}, Target: res.Target, Resumes: res.Resumes}
 			for _, t := range targets {
 				r.Within[t.wait.String()] = res.Within(t.wait.Seconds())
 			}
@@ -217,5 +247,20 @@ func report(family string, runs []run) {
 			d = fmt.Sprintf("%.2f, %.1f%% (%s; %d units at the end)", driven.Cost, 100*driven.Within[t.wait.String()], met, driven.Target.Units)
 		}
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", t, cell(bestUnits), cell(bestAuto), d, saving)
+		for i := range runs {
+			r := &runs[i]
+			if r.Policy != "target "+t.String()+standbySuffix {
+				continue
+			}
+			met, saving := "missed", "-"
+			if r.Within[t.wait.String()] >= share {
+				met = "met"
+			}
+			if best != nil {
+				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
+			}
+			fmt.Printf("| %s, with standby | | | %.2f, %.1f%% (%s; %d running units at the end, %d resumes) | %s |\n",
+				t, r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units, r.Resumes, saving)
+		}
 	}
 }

@@ -43,6 +43,15 @@ func BurstWindow(resume, wait time.Duration) time.Duration {
 	return max(resume+Reaction-wait, 0)
 }
 
+// BurstWindowRounded is BurstWindow rounded up to 5 s, so that a
+// measured resume time that moves by a little does not start the burst
+// history again.
+func BurstWindowRounded(resume, wait time.Duration) time.Duration {
+	const grain = 5 * time.Second
+	d := BurstWindow(resume, wait)
+	return (d + grain - 1) / grain * grain
+}
+
 // ResumeWindow is how long a standby node of the scope's groups takes to
 // be Ready once resumed: the median, over Ready nodes that were resumed
 // (berth.dev/resumed-at), of the resume to the Ready condition's last

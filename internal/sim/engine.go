@@ -57,6 +57,9 @@ type Config struct {
 	// name, learned before (Result.Histories of a run on another trace):
 	// the run starts knowing them instead of learning from nothing.
 	Histories map[string]*demand.History
+	// BurstHistories are the burst-window histories of Headrooms with a
+	// target and spec.standby, learned before (Result.BurstHistories).
+	BurstHistories map[string]*demand.History
 	// OnBound, when set, is told each pod (not placeholders, not the pods
 	// running when the trace began) as it binds:
 	// its key, when it was created and when it bound, since the start.

@@ -28,6 +28,7 @@ type metrics struct {
 	recreated, running          int
 	nodesAtStart                int
 	launches, launchesHeadroom  int
+	resumes                     int
 	removals, drains, evictions int
 	replacements, preemptions   int
 	scaleDownPlans              int
@@ -80,9 +81,15 @@ func (m *metrics) launched(n *node, _ string, headroomOnly bool) {
 	m.lastLaunch = n.launchedAt
 }
 
+// repriced moves a node from one price to another (suspended, resumed).
+func (m *metrics) repriced(_ *node, now time.Time, from, to float64) {
+	m.accrue(now)
+	m.rate += to - from
+}
+
 func (m *metrics) removed(n *node, now time.Time) {
 	m.accrue(now)
-	m.rate -= n.price
+	m.rate -= n.rate()
 	m.typeOf(n).live--
 	m.removals++
 }
@@ -124,6 +131,11 @@ func (m *metrics) sample(now time.Time, e *Engine) {
 		s.Nodes++
 		if !n.ready {
 			s.Launching++
+		}
+		if n.standbyFor != "" {
+			s.Standby++
+			m.headroomRate += n.rate() // the standby tier is headroom
+			continue
 		}
 		cpu := n.obj.Status.Allocatable.Cpu().AsApproximateFloat64()
 		if cpu <= 0 {
@@ -168,7 +180,7 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 	r := &Result{Policy: m.name, Seconds: end.Sub(m.start).Seconds(), Cost: m.cost, HeadroomCost: m.headroomCost,
 		Pods: m.pods, RunningAtStart: m.running, NodesAtStart: m.nodesAtStart, Recreated: m.recreated, PodsWaited: m.needed, PodsWaitedForLaunch: m.launchWaits,
 		Launches: m.launches, LaunchesForHeadroom: m.launchesHeadroom, Removals: m.removals, Drains: m.drains,
-		Evictions: m.evictions, Replacements: m.replacements, Preemptions: m.preemptions, Series: m.series}
+		Evictions: m.evictions, Replacements: m.replacements, Preemptions: m.preemptions, Series: m.series, Resumes: m.resumes}
 	for _, p := range e.pending {
 		if p.placeholder == "" {
 			r.Unbound++
@@ -186,6 +198,7 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 	r.WaitCDF = m.waitNeeded.cdf()
 	r.WaitAllCDF = m.waitAll.cdf()
 	r.Histories = e.learner.histories()
+	r.BurstHistories = e.learner.burstHistories()
 	for _, h := range e.cfg.Headrooms {
 		if t := h.Spec.Target; t != nil {
 			share := hr.Share(t)

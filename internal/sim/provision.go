@@ -48,7 +48,7 @@ func (e *Engine) provision() {
 	defer e.provisionSoon(e.now.Add(e.cfg.Resync))
 	in := scaleup.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
 		Now: e.now, LaunchGrace: launchGrace, Nominated: map[types.NamespacedName]string{}}
-	in.Nodes = e.nodeObjects()
+	in.Nodes = e.resumableNodes(e.nodeObjects())
 	for _, p := range e.podList() {
 		switch {
 		case p.isBound():
@@ -71,9 +71,11 @@ func (e *Engine) provision() {
 		return
 	}
 	e.headroom.readiness(plan, e)
+	e.resumePlaced(plan)
 	for _, nn := range plan.NewNodes {
 		e.launch(nn)
 	}
+	e.keepStandby()
 }
 
 // holds reports whether a nomination still holds the pod's room: its node
@@ -86,6 +88,10 @@ func (e *Engine) holds(p *pod) bool {
 // launch creates a planned node, Ready after the group's launch delay, and
 // nominates the plan's pods to it.
 func (e *Engine) launch(nn scaleup.NewNode) *node {
+	if n := e.resume(nn); n != nil {
+		e.nominate(n, nn)
+		return n
+	}
 	g := e.groups[nn.NodeGroup]
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 	e.nodeSeq++
@@ -104,18 +110,26 @@ func (e *Engine) launch(nn scaleup.NewNode) *node {
 		launchedAt: e.now, readyAt: e.now.Add(delay), atStart: e.warming}
 	e.nodes[name] = n
 	e.schedule(n.readyAt, evNodeReady, name)
-	real := 0
-	for _, ref := range nn.Pods {
-		if p := e.pods[ref.Namespace+"/"+ref.Name]; p != nil && !p.isBound() {
-			p.nominated, p.nominatedAt = name, e.now
-			real++
-		}
-	}
+	real := e.nominate(n, nn)
 	n.headroom = real == 0 && nn.Reason != scaleup.ReasonMinSize && nn.Reason != reasonReplacement
 	e.logf("launch %s (%s %s %s, %s) for %d pods, ready in %s", name, nn.InstanceType, nn.Zone, nn.CapacityType, nn.Reason, real, delay)
 	e.metrics.launched(n, nn.Reason, n.headroom)
 	e.dirty = true
 	return n
+}
+
+// nominate nominates the planned node's pending pods to n and returns
+// how many there were.
+func (e *Engine) nominate(n *node, nn scaleup.NewNode) int {
+	real := 0
+	for _, ref := range nn.Pods {
+		if p := e.pods[ref.Namespace+"/"+ref.Name]; p != nil && !p.isBound() {
+			p.nominated, p.nominatedAt = n.obj.Name, e.now
+			real++
+		}
+	}
+	e.dirty = true
+	return real
 }
 
 func (e *Engine) launchDelay(g *v1alpha1.NodeGroup) time.Duration {
@@ -133,7 +147,11 @@ func (e *Engine) launchDelay(g *v1alpha1.NodeGroup) time.Duration {
 // nodeReady turns a launched node Ready: it takes pods.
 func (e *Engine) nodeReady(name string) {
 	n := e.nodes[name]
-	if n == nil || n.ready {
+	if n == nil || n.ready || n.suspended || e.now.Before(n.readyAt) {
+		return // gone, Ready, suspended, or resumed again since this event
+	}
+	if n.standbyFor != "" {
+		e.suspend(n) // booted for the standby tier: no pod may land on it
 		return
 	}
 	readyNode(n.obj, e.groups[n.group])

@@ -39,14 +39,16 @@ type Result struct {
 	// alone); Removals nodes removed; Drains drains started; Evictions
 	// pods evicted; Replacements cheaper nodes launched to replace others;
 	// Preemptions placeholders preempted by real pods.
-	Launches            int      `json:"launches"`
-	LaunchesForHeadroom int      `json:"launchesForHeadroom"`
-	Removals            int      `json:"removals"`
-	Drains              int      `json:"drains"`
-	Evictions           int      `json:"evictions"`
-	Replacements        int      `json:"replacements"`
-	Preemptions         int      `json:"preemptions"`
-	Series              []Sample `json:"series"`
+	Launches            int `json:"launches"`
+	LaunchesForHeadroom int `json:"launchesForHeadroom"`
+	Removals            int `json:"removals"`
+	Drains              int `json:"drains"`
+	Evictions           int `json:"evictions"`
+	Replacements        int `json:"replacements"`
+	Preemptions         int `json:"preemptions"`
+	// Resumes are suspended standby nodes resumed instead of a launch.
+	Resumes int      `json:"resumes,omitempty"`
+	Series  []Sample `json:"series"`
 	// Target is the goal of the policy's first Headroom with a target,
 	// and how the run fared against it (nil without a target).
 	Target *TargetResult `json:"target,omitempty"`
@@ -55,6 +57,8 @@ type Result struct {
 	// Histories are the demand histories the Headrooms with a target
 	// learned (for Config.Histories of another run).
 	Histories map[string]*demand.History `json:"-"`
+	// BurstHistories are the burst-window histories (spec.standby).
+	BurstHistories map[string]*demand.History `json:"-"`
 }
 
 // Within is the share (0-1) of the pods whose wait was at most s seconds
@@ -102,6 +106,8 @@ type Sample struct {
 	CostPerHour     float64 `json:"costPerHour"`
 	HeadroomDesired int     `json:"headroomDesired"`
 	HeadroomReady   int     `json:"headroomReady"`
+	// Standby nodes (booting to be suspended, or suspended).
+	Standby int `json:"standby,omitempty"`
 }
 
 // TargetResult is a run against a wait-time goal.

@@ -88,9 +88,12 @@ func (e *Engine) scaleDown() {
 func (e *Engine) nodeObjects() []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(e.nodes))
 	for _, n := range e.nodes {
-		if n.ready {
+		switch {
+		case n.ready:
 			out = append(out, n.obj)
-		} else {
+		case n.resumedAt.After(n.launchedAt):
+			out = append(out, launchingNode(n.obj, n.resumedAt)) // booting again since its resume
+		default:
 			out = append(out, launchingNode(n.obj, n.launchedAt))
 		}
 	}

@@ -24,6 +24,22 @@ type node struct {
 	replacedBy string
 	headroom   bool // launched for headroom units only
 	atStart    bool // part of the cluster the trace began with
+	// standbyFor names the Headroom whose standby units the node keeps
+	// ("" for other nodes and once resumed); suspended once it booted.
+	standbyFor string
+	suspended  bool
+	// stopped is its price per hour while suspended.
+	stopped float64
+	// resumedAt is when it was resumed from standby (zero if never).
+	resumedAt time.Time
+}
+
+// rate is what the node costs an hour now.
+func (n *node) rate() float64 {
+	if n.suspended {
+		return n.stopped
+	}
+	return n.price
 }
 
 // pod is a pod of the simulated cluster: one incarnation of a trace pod

@@ -27,6 +27,8 @@ type learned struct {
 	groups   map[string]bool
 	selector labels.Selector
 	rec      *demand.Recorder
+	// burst counts the first BurstWindow of bursts (spec.standby).
+	burst *demand.Recorder
 	// waits are the waits of the pods it counts, for demand.Corrected.
 	waits demand.Waits
 }
@@ -65,7 +67,11 @@ func (x *learned) counts(p *pod, group string) bool {
 func (l *learner) bound(p *pod, group string) {
 	for _, x := range l.byName {
 		if x.rec != nil && !p.running && x.counts(p, group) {
-			x.rec.Arrived(p.created, l.e.now, demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{})))
+			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
+			x.rec.Arrived(p.created, l.e.now, req)
+			if x.burst != nil {
+				x.burst.Arrived(p.created, l.e.now, req)
+			}
 			wait := l.e.now.Sub(p.created)
 			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
 		}
@@ -76,7 +82,11 @@ func (l *learner) bound(p *pod, group string) {
 func (l *learner) left(p *pod, group string) {
 	for _, x := range l.byName {
 		if x.rec != nil && x.counts(p, group) {
-			x.rec.Left(l.e.now, l.e.now, demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{})))
+			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
+			x.rec.Left(l.e.now, l.e.now, req)
+			if x.burst != nil {
+				x.burst.Left(l.e.now, l.e.now, req)
+			}
 		}
 	}
 }
@@ -120,7 +130,48 @@ func (l *learner) targets(nodes []*corev1.Node) map[string]hr.TargetInput {
 		x.rec.Close(l.e.now)
 		share := hr.Share(x.h.Spec.Target)
 		share = demand.Corrected(share, x.waits.Over(l.e.now, 24*time.Hour, share))
-		out[name] = hr.TargetInput{Estimate: x.rec.H.Estimate(l.e.now, share), Window: window}
+		in := hr.TargetInput{Estimate: x.rec.H.Estimate(l.e.now, share), Window: window}
+		if x.h.Spec.Standby != nil {
+			in.BurstWindow = hr.BurstWindowRounded(hr.ResumeWindow(hr.GroupsOrAll(scope, l.e.cfg.NodeGroups), nodes, window), x.h.Spec.Target.Wait.Duration)
+			x.burst = l.followBurst(name, x.burst, in.BurstWindow, shape, span)
+			if x.burst != nil {
+				x.burst.Close(l.e.now)
+				est := x.burst.H.Estimate(l.e.now, share)
+				in.Burst = &est
+			}
+		}
+		out[name] = in
+	}
+	return out
+}
+
+// followBurst keeps the burst recorder in the window: the one it has,
+// else one on Config.BurstHistories' (rebased) when it matches, else a
+// new one; nil when no burst window is needed.
+func (l *learner) followBurst(name string, rec *demand.Recorder, window time.Duration, shape demand.Shape, span time.Duration) *demand.Recorder {
+	switch {
+	case window <= 0:
+		return nil
+	case rec != nil && rec.H.Matches(window, shape):
+		return rec
+	}
+	if h := l.e.cfg.BurstHistories[name]; rec == nil && h != nil && h.Matches(window, shape) {
+		h = copyHistory(h)
+		h.Rebase(l.e.now)
+		return demand.NewRecorder(h, l.e.now)
+	}
+	return demand.NewRecorder(demand.NewHistory(window, shape, span, l.e.now), l.e.now)
+}
+
+// burstHistories are the learned burst histories at the end
+// (Result.BurstHistories).
+func (l *learner) burstHistories() map[string]*demand.History {
+	out := map[string]*demand.History{}
+	for name, x := range l.byName {
+		if x.burst != nil {
+			x.burst.Close(l.e.now)
+			out[name] = x.burst.H
+		}
 	}
 	return out
 }

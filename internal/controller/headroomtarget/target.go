@@ -60,14 +60,6 @@ const (
 	burstKey   = "burst.json"
 )
 
-// burstWindowOf is hr.BurstWindow rounded up to 5 s, so that a measured
-// resume time that moves by a little does not start its history again.
-func burstWindowOf(resume, wait time.Duration) time.Duration {
-	const grain = 5 * time.Second
-	d := hr.BurstWindow(resume, wait)
-	return (d + grain - 1) / grain * grain
-}
-
 // followBurst returns the burst recorder for the window: rec while it
 // counts in that window and unit, else one on the loaded history (when it
 // matches) or a new one; nil when no burst window is needed.
@@ -372,7 +364,7 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	needLoad := t.rec == nil
 	burstWindow := time.Duration(0)
 	if h.Spec.Standby != nil {
-		burstWindow = burstWindowOf(hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window), h.Spec.Target.Wait.Duration)
+		burstWindow = hr.BurstWindowRounded(hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window), h.Spec.Target.Wait.Duration)
 	}
 	needBurst := burstWindow > 0 && t.burst == nil
 	l.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,10 @@ type Provisioner struct {
 	opts     Options
 	trigger  chan struct{}
 	inflight *inflight
+	// resumeFailed: suspended nodes whose resume failed, when (not offered
+	// to the planner for resumeRetry).
+	resumeMu     sync.Mutex
+	resumeFailed map[string]time.Time
 	// podEvents says what berth does for each pending pod once per change;
 	// unitEvents the same for Headrooms and CapacityBuffers whose units
 	// were cut.
@@ -265,6 +270,8 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
+		var resumable map[string]bool
+		in.Nodes, resumable = p.offerSuspended(in.Nodes, groups)
 		start, builds, syncs := p.Clock.Now(), p.base.Builds, p.base.Syncs
 		plan, err := scaleup.Run(in)
 		planDuration.Observe(p.Clock.Since(start).Seconds())
@@ -278,6 +285,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
+		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
 		failed, err := p.launch(ctx, plan, groups, in.Nodes, pending, res)
 		if err != nil {
 			return res, err

@@ -638,13 +638,12 @@ func snapshotBuilds(t *testing.T) (scratch, incremental float64) {
 	return scratch, incremental
 }
 
-// TestAPlannedNodeResumesASuspendedStandbyNodeOfItsOffering: with a
-// suspended standby node of the offering the plan picks, the round
-// resumes it (no new node), nominates the pods to it, and the next round
-// launches nothing more for them while the cache may still show it
-// suspended; a second planned node, with no standby node left, is
-// launched.
-func TestAPlannedNodeResumesASuspendedStandbyNodeOfItsOffering(t *testing.T) {
+// TestPendingPodsFillASuspendedStandbyNodeBeforeANewOne: 3 pods of 1 cpu
+// and a suspended 2-cpu standby node: the plan puts 2 pods on the
+// standby node, which the round resumes and nominates them to, and
+// launches one node for the third; the next round launches nothing more
+// while the cache may still show the node suspended.
+func TestPendingPodsFillASuspendedStandbyNodeBeforeANewOne(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, b.NodeGroup("resume", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
 	ng := &v1alpha1.NodeGroup{}
@@ -711,5 +710,43 @@ func TestAPlannedNodeResumesASuspendedStandbyNodeOfItsOffering(t *testing.T) {
 	}
 	if len(again.Launched) != 0 {
 		t.Errorf("the next round launched %d more nodes", len(again.Launched))
+	}
+}
+
+// TestASuspendedNodeOfAnotherInstanceTypeIsResumed: a suspended 8-cpu
+// standby node takes 3 pods of 1 cpu although the cheapest new node for
+// them would be 2-cpu ones: resuming it launches nothing.
+func TestASuspendedNodeOfAnotherInstanceTypeIsResumed(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("resume-other", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.05")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.80"))))
+	ng := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.group}, ng); err != nil {
+		t.Fatal(err)
+	}
+	cloud := kwok.New(env.Client, clock.RealClock{})
+	inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
+		Offering: cloudprovider.Offering{InstanceType: "m-8", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n)
+		return err == nil && nodeutil.Ready(n), "standby node not Ready yet", err
+	})
+	if err := cloud.Suspend(ctx, inst.NodeName); err != nil {
+		t.Fatal(err)
+	}
+	f.pods(3, b.CPU("1"), b.Memory("1Gi"))
+	res, err := f.prov.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Launched) != 1 || res.Launched[0].NodeName != inst.NodeName {
+		t.Fatalf("launched %+v, want only the resumed standby node %s", res.Launched, inst.NodeName)
+	}
+	if n := len(f.nodes()); n != 1 {
+		t.Errorf("%d nodes, want the one resumed", n)
 	}
 }

@@ -8,13 +8,106 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
+
+// resumeRetry is how long a suspended node whose resume failed is not
+// offered to the planner again.
+const resumeRetry = time.Minute
+
+// offerSuspended shows the planner the suspended standby nodes berth
+// launched as nodes it may resume (headroom.Resumable): pods and running
+// units fill them before new nodes are planned. It returns the nodes and
+// the names of those offered.
+func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1alpha1.NodeGroup) ([]*corev1.Node, map[string]bool) {
+	if _, ok := p.Cloud.(cloudprovider.Suspender); !ok {
+		return nodes, nil
+	}
+	var offered map[string]bool
+	out := nodes
+	for i, n := range nodes {
+		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		if g == nil || n.DeletionTimestamp != nil || !nodeutil.Suspended(n) || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) ||
+			p.resumeFailedRecently(n.Name) {
+			continue
+		}
+		if offered == nil {
+			offered, out = map[string]bool{}, slices.Clone(nodes)
+		}
+		out[i], offered[n.Name] = hr.Resumable(n), true
+	}
+	return out, offered
+}
+
+// resumePlaced resumes the offered suspended nodes the plan put pods or
+// units on, each once. A node that cannot be resumed is not offered for
+// resumeRetry; its pods are planned again next round.
+func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offered map[string]bool, groups map[string]*v1alpha1.NodeGroup,
+	nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod, res *Result) {
+	if len(offered) == 0 {
+		return
+	}
+	s := p.Cloud.(cloudprovider.Suspender) // offerSuspended offers nothing otherwise
+	byName := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		if offered[n.Name] {
+			byName[n.Name] = n
+		}
+	}
+	placed := map[string][]scaleup.PodRef{}
+	var order []string
+	for _, pl := range plan.ExistingNodePlacements {
+		if !offered[pl.Node] {
+			continue
+		}
+		if _, seen := placed[pl.Node]; !seen {
+			order = append(order, pl.Node)
+		}
+		placed[pl.Node] = append(placed[pl.Node], pl.Pod)
+	}
+	for _, name := range order {
+		n := byName[name]
+		ng := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		if err := s.Resume(ctx, name); err != nil {
+			p.markResumeFailed(name)
+			log.FromContext(ctx).Info("could not resume the standby node the plan uses; planning without it for a while", "node", name, "error", err.Error())
+			continue
+		}
+		off := cloudprovider.Offering{InstanceType: n.Labels[v1alpha1.LabelInstanceType], Zone: n.Labels[v1alpha1.LabelZone],
+			CapacityType: v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType])}
+		inst := &cloudprovider.Instance{NodeName: name, NodeGroup: ng.Name, Offering: off, CreatedAt: p.Clock.Now()}
+		p.inflight.addResumed(n)
+		nn := scaleup.NewNode{NodeGroup: ng.Name, InstanceType: off.InstanceType, Zone: off.Zone, CapacityType: string(off.CapacityType), Pods: placed[name]}
+		if _, o := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType); o != nil {
+			nn.PricePerHour, _ = o.Price()
+		}
+		p.launched(ctx, nn, ng, off, inst, resultResumed, pending)
+		res.Launched = append(res.Launched, inst)
+	}
+}
+
+func (p *Provisioner) resumeFailedRecently(name string) bool {
+	p.resumeMu.Lock()
+	defer p.resumeMu.Unlock()
+	at, ok := p.resumeFailed[name]
+	return ok && p.Clock.Since(at) < resumeRetry
+}
+
+func (p *Provisioner) markResumeFailed(name string) {
+	p.resumeMu.Lock()
+	defer p.resumeMu.Unlock()
+	if p.resumeFailed == nil || len(p.resumeFailed) > 1000 {
+		p.resumeFailed = map[string]time.Time{}
+	}
+	p.resumeFailed[name] = p.Clock.Now()
+}
 
 // standbyPool hands out the round's suspended standby nodes (those berth
 // launched, by offering), each once, to the launch workers.

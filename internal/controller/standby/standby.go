@@ -195,7 +195,7 @@ func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.N
 			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}
-		acct.units += unitsIn(n.Status.Allocatable, shape)
+		acct.units += hr.UnitsIn(n.Status.Allocatable, shape)
 		if nodeutil.Suspended(n) {
 			acct.suspended = append(acct.suspended, n)
 			continue
@@ -311,39 +311,39 @@ func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups ma
 	if r.Offerings != nil {
 		unavailable = r.Offerings.Unavailable()
 	}
-	c, ok := choose(scope, shape, unavailable)
+	c, ok := hr.ChooseStandby(scope, shape, unavailable)
 	if !ok {
 		return r.cannot(h, "no available offering of the node groups in scope holds one unit")
 	}
-	want := int32(math.Ceil(float64(missing) / float64(c.perNode)))
+	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
 	size := int32(0)
 	for _, n := range nodes {
-		if n.Labels[v1alpha1.LabelNodeGroup] == c.group.Name && n.DeletionTimestamp == nil {
+		if n.Labels[v1alpha1.LabelNodeGroup] == c.Group.Name && n.DeletionTimestamp == nil {
 			size++
 		}
 	}
 	launch := min(want, maxLaunches)
-	if c.group.Spec.MaxSize > 0 {
-		launch = min(launch, max(0, c.group.Spec.MaxSize-size))
+	if c.Group.Spec.MaxSize > 0 {
+		launch = min(launch, max(0, c.Group.Spec.MaxSize-size))
 	}
 	if launch == 0 {
-		return r.cannot(h, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.group.Name, c.group.Spec.MaxSize))
+		return r.cannot(h, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.Group.Name, c.Group.Spec.MaxSize))
 	}
-	off := cloudprovider.Offering{InstanceType: c.key.InstanceType, Zone: c.key.Zone, CapacityType: v1alpha1.CapacityType(c.key.CapacityType)}
+	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
 	for range launch {
-		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.group, Offering: off, StandbyFor: h.Name})
+		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: h.Name})
 		if err != nil {
 			if !cloudprovider.IsTransient(err) && r.Offerings != nil {
-				r.Offerings.MarkUnavailable(c.key, err.Error())
+				r.Offerings.MarkUnavailable(c.Key, err.Error())
 			}
 			r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching a standby node (%s) failed: %v", off, err)
 			return fmt.Sprintf("launching a standby node of %s failed: %v", off, err)
 		}
 		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
-			"Launched standby node %s (%s, %d units, %.4f/h stopped) for %d missing units", inst.NodeName, off, c.perNode, c.stopped, missing)
+			"Launched standby node %s (%s, %d units, %.4f/h stopped) for %d missing units", inst.NodeName, off, c.PerNode, c.Stopped, missing)
 	}
 	return fmt.Sprintf("%d units missing; launched %d standby nodes of %s/%s (%d units each), to be suspended once Ready",
-		missing, launch, c.group.Name, off, c.perNode)
+		missing, launch, c.Group.Name, off, c.PerNode)
 }
 
 // cannot reports why the standby units cannot be kept.
@@ -360,7 +360,7 @@ func (r *Reconciler) cannot(h *v1alpha1.Headroom, why string) string {
 // standby when read fresh, running no pod but DaemonSets'.
 func (r *Reconciler) removeSurplus(ctx context.Context, h *v1alpha1.Headroom, candidates []*corev1.Node, units, desired int32, shape corev1.ResourceList) error {
 	for _, n := range candidates {
-		fit := unitsIn(n.Status.Allocatable, shape)
+		fit := hr.UnitsIn(n.Status.Allocatable, shape)
 		if h != nil && units-fit < desired {
 			continue
 		}

@@ -1,4 +1,4 @@
-package standby
+package headroom
 
 import (
 	"cmp"
@@ -11,10 +11,10 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// unitsIn is how many units of the shape fit in the resources, for the
+// UnitsIn is how many units of the shape fit in the resources, for the
 // resource that fits the fewest; 0 for an empty shape or one that asks for
 // a resource the node does not have.
-func unitsIn(have corev1.ResourceList, shape corev1.ResourceList) int32 {
+func UnitsIn(have corev1.ResourceList, shape corev1.ResourceList) int32 {
 	n := int64(math.MaxInt32)
 	asked := false
 	for name, want := range shape {
@@ -50,28 +50,29 @@ func quotient(a, b resource.Quantity) int64 {
 	return min(a.Value()/b.Value(), math.MaxInt32)
 }
 
-// choice is the offering standby nodes of a Headroom are launched with.
-type choice struct {
-	group *v1alpha1.NodeGroup
-	key   v1alpha1.OfferingKey
-	// perNode is how many units one node holds.
-	perNode int32
-	// price and stopped are its running and stopped price per hour.
-	price, stopped float64
+// StandbyChoice is the offering standby nodes of a Headroom are launched
+// with.
+type StandbyChoice struct {
+	Group *v1alpha1.NodeGroup
+	Key   v1alpha1.OfferingKey
+	// PerNode is how many units one node holds.
+	PerNode int32
+	// Price and Stopped are its running and stopped price per hour.
+	Price, Stopped float64
 }
 
-// choose returns the offering whose node keeps a unit running for the
+// ChooseStandby returns the offering whose node keeps a unit running for the
 // least (a resumed standby node runs at its full price), then the one
 // whose suspended node costs least per unit, then by name: among the
 // groups given, offerings not unavailable, whose instance type holds at
 // least one unit. ok is false when none does.
-func choose(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey) (choice, bool) {
-	var best choice
+func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey) (StandbyChoice, bool) {
+	var best StandbyChoice
 	found := false
 	for _, g := range groups {
 		for i := range g.Spec.InstanceTypes {
 			it := &g.Spec.InstanceTypes[i]
-			k := unitsIn(it.Capacity, shape)
+			k := UnitsIn(it.Capacity, shape)
 			if k < 1 {
 				continue
 			}
@@ -89,8 +90,8 @@ func choose(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable
 				if err != nil {
 					continue
 				}
-				c := choice{group: g, key: key, perNode: k, price: price, stopped: stopped}
-				if !found || better(c, best) {
+				c := StandbyChoice{Group: g, Key: key, PerNode: k, Price: price, Stopped: stopped}
+				if !found || cheaperStandby(c, best) {
 					best, found = c, true
 				}
 			}
@@ -99,16 +100,33 @@ func choose(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable
 	return best, found
 }
 
-func better(a, b choice) bool {
-	pa, pb := a.price/float64(a.perNode), b.price/float64(b.perNode)
+func cheaperStandby(a, b StandbyChoice) bool {
+	pa, pb := a.Price/float64(a.PerNode), b.Price/float64(b.PerNode)
 	if pa != pb {
 		return pa < pb
 	}
-	sa, sb := a.stopped/float64(a.perNode), b.stopped/float64(b.perNode)
+	sa, sb := a.Stopped/float64(a.PerNode), b.Stopped/float64(b.PerNode)
 	if sa != sb {
 		return sa < sb
 	}
-	ka, kb := a.key, b.key
+	ka, kb := a.Key, b.Key
 	return cmp.Or(cmp.Compare(ka.NodeGroup, kb.NodeGroup), cmp.Compare(ka.InstanceType, kb.InstanceType),
 		cmp.Compare(ka.Zone, kb.Zone), cmp.Compare(ka.CapacityType, kb.CapacityType)) < 0
+}
+
+// Resumable is a suspended standby node as the planner should see it when
+// it may be resumed for what it plans: a node that boots, as a launched
+// one the cache has not shown yet (no conditions, none of the standby,
+// not-ready or unreachable taints, no standby label). The same for every
+// round, so that a model kept across rounds sees no change. Pods and
+// running units then fill suspended nodes before new nodes are planned,
+// and berth resumes each node the plan puts something on.
+func Resumable(n *corev1.Node) *corev1.Node {
+	c := n.DeepCopy()
+	delete(c.Labels, v1alpha1.TaintStandby)
+	c.Spec.Taints = slices.DeleteFunc(c.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == v1alpha1.TaintStandby || t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
+	})
+	c.Status.Conditions = nil
+	return c
 }
