@@ -162,6 +162,13 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 		h.Spec.Units.Count = n
 		jobs = append(jobs, job{fmt.Sprintf("units %d", n), h})
 	}
+	if withStandby {
+		for _, n := range fixed {
+			h := headroom(family)
+			h.Spec.Standby = &v1alpha1.StandbyHeadroom{Count: n}
+			jobs = append(jobs, job{fmt.Sprintf("standby %d", n), h})
+		}
+	}
 	for _, p := range auto {
 		h := headroom(family)
 		h.Spec.Automatic = &v1alpha1.AutomaticHeadroom{Percentage: p, Unit: &h.Spec.Units.UnitShape}
@@ -209,6 +216,7 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 // (units and automatic separately) and the target-driven run.
 func report(family string, runs []run) {
 	fmt.Printf("\n### %s\n\n| target | cheapest fixed units meeting it | cheapest automatic meeting it | target-driven | saving vs best fixed |\n|---|---|---|---|---|\n", family)
+	defer reportStandby(runs)
 	for _, t := range targets {
 		share := float64(t.percent) / 100
 		var bestUnits, bestAuto, driven *run
@@ -262,5 +270,40 @@ func report(family string, runs []run) {
 			fmt.Printf("| %s, with standby | | | %.2f, %.1f%% (%s; %d running units at the end, %d resumes) | %s |\n",
 				t, r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units, r.Resumes, saving)
 		}
+	}
+}
+
+// reportStandby prints, with -standby, per target the cheapest fixed
+// standby count (no running units) that meets it beside the target with
+// standby.
+func reportStandby(runs []run) {
+	if !withStandby {
+		return
+	}
+	fmt.Printf("\n| target | cheapest fixed standby count meeting it | target with standby | saving |\n|---|---|---|---|\n")
+	for _, t := range targets {
+		share := float64(t.percent) / 100
+		var best, driven *run
+		for i := range runs {
+			r := &runs[i]
+			switch {
+			case strings.HasPrefix(r.Policy, "standby ") && r.Within[t.wait.String()] >= share && (best == nil || r.Cost < best.Cost):
+				best = r
+			case r.Policy == "target "+t.String()+standbySuffix:
+				driven = r
+			}
+		}
+		cell, saving := "none of the sweep", "-"
+		if best != nil {
+			cell = fmt.Sprintf("%s: %.2f, %.1f%%", best.Policy, best.Cost, 100*best.Within[t.wait.String()])
+			if driven != nil {
+				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-driven.Cost)/best.Cost)
+			}
+		}
+		d := "-"
+		if driven != nil {
+			d = fmt.Sprintf("%.2f, %.1f%%", driven.Cost, 100*driven.Within[t.wait.String()])
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", t, cell, d, saving)
 	}
 }

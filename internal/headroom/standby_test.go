@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -93,5 +94,45 @@ func TestBurstWindow(t *testing.T) {
 		if got := headroom.BurstWindow(tt.resume, tt.wait); got != tt.want {
 			t.Errorf("BurstWindow(%s, %s) = %s, want %s", tt.resume, tt.wait, got, tt.want)
 		}
+	}
+}
+
+// TestResumeWindowIsMeasuredOnResumedNodes: the resume time is the median
+// of resumed nodes' resume to Ready; without one, the group's KWOK
+// resumeDelay, else a third of the launch. A resumed node does not count
+// as a launch in LaunchWindow.
+func TestResumeWindowIsMeasuredOnResumedNodes(t *testing.T) {
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	node := func(name string, created, resumed time.Time, ready time.Duration) *corev1.Node {
+		n := b.Node(name, "2", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "g"), b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid"))
+		n.CreationTimestamp = metav1.NewTime(created)
+		from := created
+		if !resumed.IsZero() {
+			n.Annotations[v1alpha1.AnnotationResumedAt] = resumed.Format(time.RFC3339)
+			from = resumed
+		}
+		n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(from.Add(ready))
+		return n
+	}
+	g := b.NodeGroup("g", b.LaunchDelay(metav1.Duration{Duration: 90 * time.Second}))
+	nodes := []*corev1.Node{
+		node("launched", at, time.Time{}, 80*time.Second),
+		node("r1", at.Add(-time.Hour), at, 20*time.Second),
+		node("r2", at.Add(-time.Hour), at, 25*time.Second),
+		node("r3", at.Add(-time.Hour), at, 40*time.Second),
+	}
+	groups := []*v1alpha1.NodeGroup{g}
+	if got := headroom.ResumeWindow(groups, nodes, time.Minute); got != 25*time.Second {
+		t.Errorf("resume window %s, want the median 25s", got)
+	}
+	if got, measured := headroom.LaunchWindow(groups, nodes); got != 80*time.Second || !measured {
+		t.Errorf("launch window %s (measured %v), want 80s from the launched node only", got, measured)
+	}
+	if got := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 30*time.Second {
+		t.Errorf("resume window without a resumed node %s, want a third of the launch delay", got)
+	}
+	g.Spec.Provider.KWOK.ResumeDelay = &metav1.Duration{Duration: 12 * time.Second}
+	if got := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 12*time.Second {
+		t.Errorf("resume window without a resumed node %s, want the group's resumeDelay", got)
 	}
 }

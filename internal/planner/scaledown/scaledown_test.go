@@ -104,6 +104,11 @@ func TestPlan(t *testing.T) {
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/busy"}},
 		},
 		{
+			name: "an empty standby node (booted, not suspended yet) is the standby controller's: it neither goes nor is reported",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule))}},
+			want: outcome{blocked: map[string]string{}},
+		},
+		{
 			name: "a workload with a companion is charged its companion where it moves (it is made again pending, and its companion with it)",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g),
 				node("b", g, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true"))},
