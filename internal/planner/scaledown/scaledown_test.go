@@ -105,7 +105,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "an empty standby node (booted, not suspended yet) is the standby controller's: it neither goes nor is reported",
-			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule))}},
+			in:   scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule))}},
 			want: outcome{blocked: map[string]string{}},
 		},
 		{
