@@ -447,9 +447,12 @@ type NodeGroupStatus struct {
 }
 
 // NodesByState counts nodes by state. A node is in one of launching,
-// ready, notReady (Ready once, not now); draining, drifted, expired,
-// interrupted and unhealthy count nodes among those, as berth sees them.
+// ready, notReady (Ready once, not now), standby (suspended standby
+// nodes); draining, drifted, expired, interrupted and unhealthy count
+// nodes among the others, as berth sees them.
 type NodesByState struct {
+	// +optional
+	Standby int32 `json:"standby,omitempty"`
 	// +optional
 	Launching int32 `json:"launching"`
 	// +optional

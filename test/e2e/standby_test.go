@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
 // TestStandbyNodesAreSuspendedThenResumedForABurst: a Headroom keeps 4
@@ -47,6 +49,14 @@ func TestStandbyNodesAreSuspendedThenResumedForABurst(t *testing.T) {
 	if len(suspended) != 2 {
 		t.Fatalf("%d nodes for 4 standby units of 1 cpu on 2-cpu nodes, want 2", len(suspended))
 	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &v1alpha1.NodeGroup{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: group}, got); err != nil {
+			return false, "", err
+		}
+		by := got.Status.NodesByState
+		return by.Standby == 2 && by.NotReady == 0, fmt.Sprintf("node group counts %+v, want 2 standby and none NotReady", by), nil
+	})
 	// KWOK leaves a suspended node alone: it is still NotReady a while later.
 	time.Sleep(5 * time.Second)
 	for _, n := range groupNodes(t, group) {

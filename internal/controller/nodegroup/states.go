@@ -22,6 +22,9 @@ func nodesByState(ng *v1alpha1.NodeGroup, nodes []corev1.Node, now time.Time) v1
 			continue
 		}
 		switch {
+		case nodeutil.Suspended(n):
+			out.Standby++
+			continue // the standby controller's: no lifecycle
 		case nodeutil.Ready(n):
 			out.Ready++
 		case n.Labels[v1alpha1.LabelInitialized] == "true":
