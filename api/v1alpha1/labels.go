@@ -81,6 +81,10 @@ const (
 	// AnnotationSuspendedAt on a standby node is the RFC 3339 time its
 	// machine was suspended; absent while it boots before its suspension.
 	AnnotationSuspendedAt = "berth.dev/suspended-at"
+	// AnnotationStandbyRemoving on a standby node is the RFC 3339 time
+	// the standby controller decided to delete it; written with the node's
+	// resourceVersion, so that it and a resume never both win.
+	AnnotationStandbyRemoving = "berth.dev/standby-removing"
 	// AnnotationResumedAt on a node is the RFC 3339 time its machine was
 	// resumed from standby: it boots again from then, as a launch does
 	// from the node's creation.

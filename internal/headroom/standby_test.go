@@ -39,12 +39,12 @@ func TestTargetSplitsUnitsIntoRunningAndStandby(t *testing.T) {
 	}{
 		{name: "the burst window's 3 units run and the other 7 of 10 are standby",
 			standby: &v1alpha1.StandbyHeadroom{Count: 1},
-			target:  &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
+			target:  &headroom.TargetInput{BurstKnown: true, Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
 			// 3 x 0.10 running + 7 x 0.01 stopped (a tenth of the price)
 			wantRunning: 3, wantWait: 7, wantCost: "0.3700", wantSays: "the first 30s of a burst fits in 3: 3 running, 7 standby"},
 		{name: "a resume within the wait makes every unit standby",
 			standby:     &v1alpha1.StandbyHeadroom{Count: 1},
-			target:      &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, BurstWindow: 0},
+			target:      &headroom.TargetInput{BurstKnown: true, Estimate: known(10), Window: 90 * time.Second, BurstWindow: 0},
 			wantRunning: 0, wantWait: 10, wantCost: "0.1000", wantSays: "Ready within the wait"},
 		{name: "a burst window bigger than the launch window's keeps them all running",
 			standby:     &v1alpha1.StandbyHeadroom{Count: 1},
@@ -59,8 +59,12 @@ func TestTargetSplitsUnitsIntoRunningAndStandby(t *testing.T) {
 			target:      &headroom.TargetInput{Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
 			wantRunning: 2, wantWait: 6},
 		{name: "without spec.standby every unit runs",
-			target:      &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
+			target:      &headroom.TargetInput{BurstKnown: true, Estimate: known(10), Window: 90 * time.Second, Burst: burst(3), BurstWindow: 30 * time.Second},
 			wantRunning: 10, wantWait: 0, wantCost: "1.0000"},
+		{name: "before the learner worked out the burst window every unit runs",
+			standby:     &v1alpha1.StandbyHeadroom{Count: 1},
+			target:      &headroom.TargetInput{Estimate: known(10), Window: 90 * time.Second},
+			wantRunning: 10, wantWait: 0, wantSays: "until the resume time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,17 +126,38 @@ func TestResumeWindowIsMeasuredOnResumedNodes(t *testing.T) {
 		node("r3", at.Add(-time.Hour), at, 40*time.Second),
 	}
 	groups := []*v1alpha1.NodeGroup{g}
-	if got := headroom.ResumeWindow(groups, nodes, time.Minute); got != 25*time.Second {
+	if got, measured := headroom.ResumeWindow(groups, nodes, time.Minute); got != 25*time.Second || !measured {
 		t.Errorf("resume window %s, want the median 25s", got)
 	}
 	if got, measured := headroom.LaunchWindow(groups, nodes); got != 80*time.Second || !measured {
 		t.Errorf("launch window %s (measured %v), want 80s from the launched node only", got, measured)
 	}
-	if got := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 30*time.Second {
+	if got, _ := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 30*time.Second {
 		t.Errorf("resume window without a resumed node %s, want a third of the launch delay", got)
 	}
 	g.Spec.Provider.KWOK.ResumeDelay = &metav1.Duration{Duration: 12 * time.Second}
-	if got := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 12*time.Second {
+	if got, _ := headroom.ResumeWindow(groups, nodes[:1], 90*time.Second); got != 12*time.Second {
 		t.Errorf("resume window without a resumed node %s, want the group's resumeDelay", got)
+	}
+}
+
+// TestFollowBurstWindowChangesRarely: the burst window a learner counts
+// in stays while nothing is measured or the measure moves by up to 5 s;
+// a first window, or a larger move, is taken.
+func TestFollowBurstWindowChangesRarely(t *testing.T) {
+	for _, tt := range []struct {
+		have, want time.Duration
+		measured   bool
+		keep       time.Duration
+	}{
+		{0, 15 * time.Second, false, 15 * time.Second},
+		{10 * time.Second, 15 * time.Second, true, 10 * time.Second},
+		{10 * time.Second, 40 * time.Second, false, 10 * time.Second},
+		{10 * time.Second, 40 * time.Second, true, 40 * time.Second},
+		{10 * time.Second, 0, true, 0},
+	} {
+		if got := headroom.FollowBurstWindow(tt.have, tt.want, tt.measured); got != tt.keep {
+			t.Errorf("FollowBurstWindow(%s, %s, measured %v) = %s, want %s", tt.have, tt.want, tt.measured, got, tt.keep)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type TargetInput struct {
 	// (a resume is within the wait) or standby is not allowed.
 	Burst       *demand.Estimate
 	BurstWindow time.Duration
+	// BurstKnown says the learner worked BurstWindow out (it measured or
+	// assumed the resume time); until then every unit runs.
+	BurstKnown bool
 }
 
 // Reaction is how long berth takes from a pod's arrival to the resume of
@@ -57,7 +60,7 @@ func BurstWindowRounded(resume, wait time.Duration) time.Duration {
 // (berth.dev/resumed-at), of the resume to the Ready condition's last
 // change, the longest of the groups; without such a node, a KWOK
 // group's resume delay, else a third of launch.
-func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch time.Duration) time.Duration {
+func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch time.Duration) (d time.Duration, measured bool) {
 	in := map[string]bool{}
 	for _, g := range groups {
 		in[g.Name] = true
@@ -82,7 +85,7 @@ func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch tim
 		longest = max(longest, median(ds))
 	}
 	if longest > 0 {
-		return longest
+		return longest, true
 	}
 	for _, g := range groups {
 		if k := g.Spec.Provider.KWOK; k != nil {
@@ -90,9 +93,22 @@ func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch tim
 		}
 	}
 	if longest > 0 {
-		return longest
+		return longest, false
 	}
-	return launch / 3
+	return launch / 3, false
+}
+
+// FollowBurstWindow is the burst window a learner keeps counting in: the
+// one it has while nothing was measured (the resumed nodes that were
+// timed are gone), or while the new one is within 5 s of it (a measured
+// resume time moves by a second or two from burst to burst); else want.
+// A changed window starts the history again, so it changes rarely.
+func FollowBurstWindow(have, want time.Duration, measured bool) time.Duration {
+	const grain = 5 * time.Second
+	if have > 0 && (!measured || (want-have).Abs() <= grain) {
+		return have
+	}
+	return want
 }
 
 // TargetResult is how Resolve sized a Headroom for its target.
@@ -272,6 +288,8 @@ func splitStandby(t *v1alpha1.HeadroomTarget, est TargetInput, res *Resolved, fl
 	total := res.Count
 	running := total
 	switch {
+	case !est.BurstKnown:
+		out.Message += "; all running until the resume time of the standby nodes is known"
 	case est.BurstWindow <= 0:
 		running = bound(t, floor, res)
 		out.Message = fmt.Sprintf("%s; a resumed standby node is Ready within the wait, so %d of them are standby", out.Message, max(total-running, 0))

@@ -56,7 +56,7 @@ func Standby(n *corev1.Node) bool {
 }
 
 // Suspended reports whether the node is a standby node whose machine is
-// suspended.
+// suspended, and that may be resumed: not being removed.
 func Suspended(n *corev1.Node) bool {
-	return Standby(n) && n.Annotations[v1alpha1.AnnotationSuspendedAt] != ""
+	return Standby(n) && n.Annotations[v1alpha1.AnnotationSuspendedAt] != "" && n.Annotations[v1alpha1.AnnotationStandbyRemoving] == ""
 }

@@ -132,7 +132,13 @@ func (l *learner) targets(nodes []*corev1.Node) map[string]hr.TargetInput {
 		share = demand.Corrected(share, x.waits.Over(l.e.now, 24*time.Hour, share))
 		in := hr.TargetInput{Estimate: x.rec.H.Estimate(l.e.now, share), Window: window}
 		if x.h.Spec.Standby != nil {
-			in.BurstWindow = hr.BurstWindowRounded(hr.ResumeWindow(hr.GroupsOrAll(scope, l.e.cfg.NodeGroups), nodes, window), x.h.Spec.Target.Wait.Duration)
+			resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, l.e.cfg.NodeGroups), nodes, window)
+			have := time.Duration(0)
+			if x.burst != nil {
+				have = x.burst.H.Window
+			}
+			in.BurstWindow = hr.FollowBurstWindow(have, hr.BurstWindowRounded(resume, x.h.Spec.Target.Wait.Duration), measured)
+			in.BurstKnown = true
 			x.burst = l.followBurst(name, x.burst, in.BurstWindow, shape, span)
 			if x.burst != nil {
 				x.burst.Close(l.e.now)

@@ -18,6 +18,8 @@ type Target struct {
 	// 0: a resume is within the wait).
 	Burst       *demand.Estimate
 	BurstWindow time.Duration
+	// BurstKnown: BurstWindow was worked out (a Headroom with standby).
+	BurstKnown bool
 	Since       time.Time
 	Windows     int64
 	Bursts      int64
@@ -44,7 +46,7 @@ func (t *Targets) Set(name string, v Target) {
 	old, had := t.byName[name]
 	t.byName[name] = v
 	t.mu.Unlock()
-	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window || old.BurstWindow != v.BurstWindow ||
+	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window || old.BurstWindow != v.BurstWindow || old.BurstKnown != v.BurstKnown ||
 		(old.Burst == nil) != (v.Burst == nil) || (old.Burst != nil && *old.Burst != *v.Burst)
 	if changed && t.OnChange != nil {
 		t.OnChange(name)

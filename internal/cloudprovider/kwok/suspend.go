@@ -66,10 +66,17 @@ func (p *Provider) Resume(ctx context.Context, nodeName string) error {
 	}
 	now := p.clock.Now()
 	// The condition first, while the suspended-at annotation still keeps
-	// KWOK's stages off the node; then the marks, with the optimistic lock:
-	// a node changed meanwhile is not resumed on a stale view.
-	patch := client.MergeFrom(node.DeepCopy())
+	// KWOK's stages off the node; then the marks. Both with the optimistic
+	// lock: a node changed meanwhile (the standby controller marked it for
+	// removal) is not resumed on a stale view.
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	setReady(node, corev1.ConditionFalse, ReasonResuming, "machine is resuming", now)
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			// NotReady from now: repair must not count the suspension.
+			node.Status.Conditions[i].LastTransitionTime = metav1.NewTime(now)
+		}
+	}
 	if err := p.client.Status().Patch(ctx, node, patch); err != nil {
 		return fmt.Errorf("resuming node %s: %w", nodeName, err)
 	}

@@ -364,7 +364,12 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	needLoad := t.rec == nil
 	burstWindow := time.Duration(0)
 	if h.Spec.Standby != nil {
-		burstWindow = hr.BurstWindowRounded(hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window), h.Spec.Target.Wait.Duration)
+		resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window)
+		have := time.Duration(0)
+		if t.burst != nil {
+			have = t.burst.H.Window
+		}
+		burstWindow = hr.FollowBurstWindow(have, hr.BurstWindowRounded(resume, h.Spec.Target.Wait.Duration), measured)
 	}
 	needBurst := burstWindow > 0 && t.burst == nil
 	l.mu.Unlock()
@@ -401,7 +406,7 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		t.shape, t.changed = shape, true
 	}
 	t.burst = followBurst(t.burst, loadedBurst, burstWindow, shape, span, now)
-	st := state.Target{Window: window, BurstWindow: burstWindow}
+	st := state.Target{Window: window, BurstWindow: burstWindow, BurstKnown: h.Spec.Standby != nil}
 	share := hr.Share(h.Spec.Target)
 	st.LastHour = t.waits.Over(now, time.Hour, share)
 	st.LastDay = t.waits.Over(now, 24*time.Hour, share)

@@ -31,14 +31,15 @@ type launchOutcome struct {
 	err         error
 }
 
-// launch creates the plan's new nodes, up to launchWorkers at once, and
-// nominates each node's pods to it. It returns true when a launch failed,
+// launch creates the plan's new nodes, up to launchWorkers at once (a
+// suspended standby node of the offering, not resumed this round
+// already, is resumed instead), and nominates each node's pods to it. It returns true when a launch failed,
 // so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from).
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node,
-	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
+	resumed map[string]bool, pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
-	pool := newStandbyPool(nodes, groups)
+	pool := p.newStandbyPool(nodes, groups, resumed)
 	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
 		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pool, pending)
 	})

@@ -270,10 +270,12 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
+		cached := in.Nodes
 		var resumable map[string]bool
-		in.Nodes, resumable = p.offerSuspended(in.Nodes, groups)
+		in.Nodes, resumable = p.offerSuspended(cached, groups) // only the planner sees them resumable
 		start, builds, syncs := p.Clock.Now(), p.base.Builds, p.base.Syncs
 		plan, err := scaleup.Run(in)
+		in.Nodes = cached
 		planDuration.Observe(p.Clock.Since(start).Seconds())
 		snapshotBuilds.WithLabelValues("scratch").Add(float64(p.base.Builds - builds))
 		snapshotBuilds.WithLabelValues("incremental").Add(float64(p.base.Syncs - syncs))
@@ -285,8 +287,8 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
-		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
-		failed, err := p.launch(ctx, plan, groups, in.Nodes, pending, res)
+		resumed := p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
+		failed, err := p.launch(ctx, plan, groups, in.Nodes, resumed, pending, res)
 		if err != nil {
 			return res, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
 
@@ -33,9 +34,7 @@ func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1
 	var offered map[string]bool
 	out := nodes
 	for i, n := range nodes {
-		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
-		if g == nil || n.DeletionTimestamp != nil || !nodeutil.Suspended(n) || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) ||
-			p.resumeFailedRecently(n.Name) {
+		if !p.resumable(n, groups) {
 			continue
 		}
 		if offered == nil {
@@ -46,14 +45,26 @@ func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1
 	return out, offered
 }
 
+// resumable reports whether a node is a suspended standby node berth
+// launched that it may resume: not being deleted or removed, not drifted
+// or expired (the standby controller replaces those while idle), and not
+// one whose resume failed less than resumeRetry ago.
+func (p *Provisioner) resumable(n *corev1.Node, groups map[string]*v1alpha1.NodeGroup) bool {
+	g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+	return g != nil && n.DeletionTimestamp == nil && nodeutil.Suspended(n) && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
+		lifecycle.Drifted(g, n) == nil && lifecycle.Expired(g, n, p.Clock.Now()) == nil && !p.resumeFailedRecently(n.Name)
+}
+
 // resumePlaced resumes the offered suspended nodes the plan put pods or
-// units on, each once. A node that cannot be resumed is not offered for
-// resumeRetry; its pods are planned again next round.
+// units on, each once, and returns their names. A node that cannot be
+// resumed is not offered for resumeRetry; its pods are planned again next
+// round.
 func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offered map[string]bool, groups map[string]*v1alpha1.NodeGroup,
-	nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod, res *Result) {
+	nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod, res *Result) map[string]bool {
 	if len(offered) == 0 {
-		return
+		return nil
 	}
+	resumed := map[string]bool{}
 	s := p.Cloud.(cloudprovider.Suspender) // offerSuspended offers nothing otherwise
 	byName := map[string]*corev1.Node{}
 	for _, n := range nodes {
@@ -83,7 +94,8 @@ func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offe
 		off := cloudprovider.Offering{InstanceType: n.Labels[v1alpha1.LabelInstanceType], Zone: n.Labels[v1alpha1.LabelZone],
 			CapacityType: v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType])}
 		inst := &cloudprovider.Instance{NodeName: name, NodeGroup: ng.Name, Offering: off, CreatedAt: p.Clock.Now()}
-		p.inflight.addResumed(n)
+		p.inflight.addResumed(hr.Resumable(n)) // stands in for it until the cache shows the resume
+		resumed[name] = true
 		nn := scaleup.NewNode{NodeGroup: ng.Name, InstanceType: off.InstanceType, Zone: off.Zone, CapacityType: string(off.CapacityType), Pods: placed[name]}
 		if _, o := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType); o != nil {
 			nn.PricePerHour, _ = o.Price()
@@ -91,6 +103,7 @@ func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offe
 		p.launched(ctx, nn, ng, off, inst, resultResumed, pending)
 		res.Launched = append(res.Launched, inst)
 	}
+	return resumed
 }
 
 func (p *Provisioner) resumeFailedRecently(name string) bool {
@@ -116,13 +129,13 @@ type standbyPool struct {
 	byKind map[v1alpha1.OfferingKey][]string
 }
 
-func newStandbyPool(nodes []*corev1.Node, groups map[string]*v1alpha1.NodeGroup) *standbyPool {
+func (p *Provisioner) newStandbyPool(nodes []*corev1.Node, groups map[string]*v1alpha1.NodeGroup, resumed map[string]bool) *standbyPool {
 	pool := &standbyPool{byKind: map[v1alpha1.OfferingKey][]string{}}
 	for _, n := range nodes {
-		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
-		if g == nil || n.DeletionTimestamp != nil || !nodeutil.Suspended(n) || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
+		if !p.resumable(n, groups) || resumed[n.Name] {
 			continue
 		}
+		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
 		key := v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: n.Labels[v1alpha1.LabelInstanceType], Zone: n.Labels[v1alpha1.LabelZone],
 			CapacityType: n.Labels[v1alpha1.LabelCapacityType]}
 		pool.byKind[key] = append(pool.byKind[key], n.Name)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -31,6 +32,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -109,12 +111,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	acct := count(req.Name, groups, nodes, shape)
+	acct := count(req.Name, groups, nodes, shape, r.Clock.Now())
 	if h == nil || h.Spec.Standby == nil {
 		// Gone, or no standby any more: every standby node of it goes, the
 		// booting ones too, one per reconcile.
 		r.Standby.Delete(req.Name)
-		orphans := append(slices.Clone(acct.suspended), acct.booting...)
+		orphans := append(append(slices.Clone(acct.suspended), acct.booting...), acct.stale...)
 		requeue := time.Duration(0)
 		if len(orphans) > 1 {
 			requeue = resync
@@ -122,6 +124,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, nil, orphans, 0, 0, shape)
 	}
 	r.suspendBooted(ctx, &acct)
+	if len(acct.stale) > 0 {
+		if err := r.removeSurplus(ctx, nil, acct.stale, 0, 0, shape); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	st := v1alpha1.StandbyStatus{DesiredUnits: desired, Units: acct.units, Nodes: int32(len(acct.suspended)), Booting: int32(len(acct.booting)),
 		CostPerHour: strconv.FormatFloat(costPerHour(acct, groups), 'f', 4, 64)}
 	requeue := time.Duration(0)
@@ -168,9 +175,21 @@ func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, 
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	nodes := make([]*corev1.Node, len(list.Items))
+	// The standby nodes from the API server: the cache may not show a node
+	// launched or deleted a moment ago, and the counts below launch and
+	// delete by them.
+	fresh := &corev1.NodeList{}
+	if err := r.APIReader.List(ctx, fresh, client.MatchingLabels{v1alpha1.TaintStandby: "true"}); err != nil {
+		return nil, nil, fmt.Errorf("listing standby nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(list.Items)+len(fresh.Items))
 	for i := range list.Items {
-		nodes[i] = &list.Items[i]
+		if list.Items[i].Labels[v1alpha1.TaintStandby] != "true" {
+			nodes = append(nodes, &list.Items[i])
+		}
+	}
+	for i := range fresh.Items {
+		nodes = append(nodes, &fresh.Items[i])
 	}
 	return groups, nodes, nil
 }
@@ -182,12 +201,15 @@ type account struct {
 	// that the launch timeout never takes a suspended node for a failed
 	// launch): to be suspended.
 	booted []*corev1.Node
-	units  int32
+	// stale are suspended nodes that drifted or expired: deleted (and
+	// launched again) while idle.
+	stale []*corev1.Node
+	units int32
 }
 
 // count sorts the Headroom's standby nodes that berth launched and adds
 // up their units and cost. It changes nothing.
-func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, shape corev1.ResourceList) account {
+func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, shape corev1.ResourceList, now time.Time) account {
 	var acct account
 	for _, n := range nodes {
 		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
@@ -195,14 +217,21 @@ func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.N
 			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}
+		if n.Annotations[v1alpha1.AnnotationStandbyRemoving] != "" {
+			continue // being deleted
+		}
+		if nodeutil.Suspended(n) && !nodeutil.Ready(n) && (lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
+			acct.stale = append(acct.stale, n) // replaced while idle, not once a burst lands on it
+			continue
+		}
 		acct.units += hr.UnitsIn(n.Status.Allocatable, shape)
-		if nodeutil.Suspended(n) {
+		if nodeutil.Suspended(n) && !nodeutil.Ready(n) {
 			acct.suspended = append(acct.suspended, n)
 			continue
 		}
 		acct.booting = append(acct.booting, n)
 		if nodeutil.Ready(n) && n.Labels[v1alpha1.LabelInitialized] == "true" {
-			acct.booted = append(acct.booted, n)
+			acct.booted = append(acct.booted, n) // also one whose suspension was cut short
 		}
 	}
 	return acct
@@ -322,10 +351,7 @@ func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups ma
 			size++
 		}
 	}
-	launch := min(want, maxLaunches)
-	if c.Group.Spec.MaxSize > 0 {
-		launch = min(launch, max(0, c.Group.Spec.MaxSize-size))
-	}
+	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size))
 	if launch == 0 {
 		return r.cannot(h, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.Group.Name, c.Group.Spec.MaxSize))
 	}
@@ -376,6 +402,19 @@ func (r *Reconciler) removeSurplus(ctx context.Context, h *v1alpha1.Headroom, ca
 				return err
 			}
 			continue
+		}
+		// Marked at the version read: a resume in between makes the mark
+		// fail, and a resume after it sees the node is going.
+		patch := client.MergeFromWithOptions(fresh.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if fresh.Annotations == nil {
+			fresh.Annotations = map[string]string{}
+		}
+		fresh.Annotations[v1alpha1.AnnotationStandbyRemoving] = r.Clock.Now().UTC().Format(time.RFC3339)
+		if err := r.Client.Patch(ctx, fresh, patch); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("marking standby node %s for removal: %w", n.Name, err)
 		}
 		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
 			return fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)

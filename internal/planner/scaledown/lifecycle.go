@@ -45,7 +45,9 @@ func (p *planner) disruptions(in Input) error {
 	share := map[string]float64{}
 	byGroup := map[string][]*corev1.Node{}
 	for _, n := range p.s.Nodes {
-		byGroup[n.NodeGroup] = append(byGroup[n.NodeGroup], n.Node)
+		if !nodeutil.Standby(n.Node) { // suspended by design: not unhealthy
+			byGroup[n.NodeGroup] = append(byGroup[n.NodeGroup], n.Node)
+		}
 	}
 	for name, g := range p.groups {
 		share[name] = lifecycle.UnhealthyShare(g, byGroup[name], in.Now)

@@ -7,13 +7,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // homes are the nodes pods may move to: existing and launching nodes, by
-// name (templates and planned nodes are not in the cluster snapshot).
+// name (templates and planned nodes are not in the cluster snapshot), not
+// standby nodes (suspended, or booting to be: no pod moves there, even
+// one that tolerates every taint).
 func homes(s *snapshot.Snapshot) []*snapshot.Node {
-	out := slices.Clone(s.Nodes)
+	out := slices.DeleteFunc(slices.Clone(s.Nodes), func(n *snapshot.Node) bool { return nodeutil.Standby(n.Node) })
 	slices.SortFunc(out, func(a, b *snapshot.Node) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
