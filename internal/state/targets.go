@@ -20,11 +20,11 @@ type Target struct {
 	BurstWindow time.Duration
 	// BurstKnown: BurstWindow was worked out (a Headroom with standby).
 	BurstKnown bool
-	Since       time.Time
-	Windows     int64
-	Bursts      int64
-	LastHour    demand.Measured
-	LastDay     demand.Measured
+	Since      time.Time
+	Windows    int64
+	Bursts     int64
+	LastHour   demand.Measured
+	LastDay    demand.Measured
 }
 
 // Targets are the learner's results by Headroom name, read by the
