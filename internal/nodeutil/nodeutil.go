@@ -3,6 +3,8 @@
 package nodeutil
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -59,4 +61,15 @@ func Standby(n *corev1.Node) bool {
 // suspended, and that may be resumed: not being removed.
 func Suspended(n *corev1.Node) bool {
 	return Standby(n) && n.Annotations[v1alpha1.AnnotationSuspendedAt] != "" && n.Annotations[v1alpha1.AnnotationStandbyRemoving] == ""
+}
+
+// resumeBoot is how long a node resumed from standby counts as booting
+// again rather than lost when it is NotReady.
+const resumeBoot = 10 * time.Minute
+
+// Resuming reports whether the node was resumed from standby less than
+// resumeBoot ago and is not Ready yet.
+func Resuming(n *corev1.Node, now time.Time) bool {
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
+	return err == nil && !Ready(n) && now.Sub(at) < resumeBoot
 }

@@ -46,8 +46,8 @@ func (c *caps) allow(now time.Time, group string, nodes []corev1.Node) (bool, st
 	total, wasReady, lost := 0, 0, 0
 	for i := range nodes {
 		n := &nodes[i]
-		if n.DeletionTimestamp != nil || nodeutil.Suspended(n) {
-			continue // a suspended standby node is NotReady by design
+		if n.DeletionTimestamp != nil || nodeutil.Standby(n) || nodeutil.Resuming(n, now) {
+			continue // a standby node is NotReady by design, a resumed one until it boots
 		}
 		total++
 		if n.Labels[v1alpha1.LabelInitialized] == "true" {

@@ -7,10 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/launchtimeout"
 )
 
@@ -118,5 +121,27 @@ func TestNoLaunchTimeoutDuringAPartition(t *testing.T) {
 	}
 	if len(was) != 3 {
 		t.Fatal("setup")
+	}
+}
+
+// TestSuspendedStandbyNodesAreNoPartition: a group whose nodes that were
+// Ready are suspended standby nodes (NotReady by design) is not
+// partitioned: its never-Ready node is deleted at its timeout.
+func TestSuspendedStandbyNodesAreNoPartition(t *testing.T) {
+	ng := createGroup(t, "standby-no-partition", time.Hour)
+	for range 3 {
+		inst, err := kwok.New(env.Client, clock.RealClock{}).Create(context.Background(), cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
+			Offering: cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patchLabel(t, inst.NodeName, v1alpha1.LabelInitialized, "true")
+		patchAnnotation(t, inst.NodeName, v1alpha1.AnnotationSuspendedAt, time.Now().UTC().Format(time.RFC3339))
+	}
+	fresh := launch(t, ng).NodeName
+	r, clk, _, _ := reconciler()
+	clk.Step(time.Hour)
+	if n := reconcileAll(t, r, []string{fresh}); n != 1 {
+		t.Fatal("a never-Ready node was kept as if its group were partitioned; its other nodes are suspended standby nodes")
 	}
 }
