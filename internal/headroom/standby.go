@@ -65,8 +65,10 @@ type StandbyChoice struct {
 // least (a resumed standby node runs at its full price), then the one
 // whose suspended node costs least per unit, then by name: among the
 // groups given, offerings not unavailable, whose instance type holds at
-// least one unit. ok is false when none does.
-func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey) (StandbyChoice, bool) {
+// least one unit, that fits accepts (when set). ok is false when none
+// does.
+func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey,
+	fits func(*v1alpha1.NodeGroup, *v1alpha1.InstanceType, *v1alpha1.Offering) bool) (StandbyChoice, bool) {
 	var best StandbyChoice
 	found := false
 	for _, g := range groups {
@@ -79,7 +81,7 @@ func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unav
 			for j := range it.Offerings {
 				o := &it.Offerings[j]
 				key := v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: it.Name, Zone: o.Zone, CapacityType: string(o.CapacityType)}
-				if slices.Contains(unavailable, key) {
+				if slices.Contains(unavailable, key) || (fits != nil && !fits(g, it, o)) {
 					continue
 				}
 				price, err := o.Price()

@@ -8,42 +8,43 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// Standby holds the standby controller's account of each Headroom's
-// standby tier, read by the headroom controller, which writes it into
-// status. Safe for concurrent use.
+// Standby holds the standby controller's account of the standby tier of
+// each Headroom and standby CapacityBuffer (by HeadroomKey, BufferKey),
+// read by their controllers, which write it into status. Safe for
+// concurrent use.
 type Standby struct {
-	mu     sync.Mutex
-	byName map[string]v1alpha1.StandbyStatus
-	// OnChange, if set, is called (outside the lock) with a Headroom whose
+	mu    sync.Mutex
+	byKey map[Key]v1alpha1.StandbyStatus
+	// OnChange, if set, is called (outside the lock) with the owner whose
 	// account changed.
-	OnChange func(name string)
+	OnChange func(key Key)
 }
 
 // NewStandby returns an empty store.
-func NewStandby() *Standby { return &Standby{byName: map[string]v1alpha1.StandbyStatus{}} }
+func NewStandby() *Standby { return &Standby{byKey: map[Key]v1alpha1.StandbyStatus{}} }
 
-// Set stores a Headroom's account.
-func (s *Standby) Set(name string, v v1alpha1.StandbyStatus) {
+// Set stores an owner's account.
+func (s *Standby) Set(key Key, v v1alpha1.StandbyStatus) {
 	s.mu.Lock()
-	old, had := s.byName[name]
-	s.byName[name] = v
+	old, had := s.byKey[key]
+	s.byKey[key] = v
 	s.mu.Unlock()
 	if (!had || !equality.Semantic.DeepEqual(old, v)) && s.OnChange != nil {
-		s.OnChange(name)
+		s.OnChange(key)
 	}
 }
 
-// Get returns a Headroom's account.
-func (s *Standby) Get(name string) (v1alpha1.StandbyStatus, bool) {
+// Get returns an owner's account.
+func (s *Standby) Get(key Key) (v1alpha1.StandbyStatus, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.byName[name]
+	v, ok := s.byKey[key]
 	return v, ok
 }
 
-// Delete forgets a Headroom.
-func (s *Standby) Delete(name string) {
+// Delete forgets an owner.
+func (s *Standby) Delete(key Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byName, name)
+	delete(s.byKey, key)
 }

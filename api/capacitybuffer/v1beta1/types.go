@@ -29,8 +29,12 @@ func AddToScheme(s *runtime.Scheme) error {
 // Provisioning strategies and condition types.
 const (
 	// StrategyActiveCapacity makes the autoscaler keep the buffer as spare
-	// capacity (the default and the only strategy berth serves).
+	// capacity on running nodes (the default).
 	StrategyActiveCapacity = "buffer.x-k8s.io/active-capacity"
+	// StrategyStandbyCapacity makes berth keep the buffer's chunks on
+	// suspended standby nodes, resumed when pods need them (berth's
+	// standby tier; the name follows the active strategy's).
+	StrategyStandbyCapacity = "buffer.x-k8s.io/standby-capacity"
 	// ConditionReadyForProvisioning is True when the buffer was translated
 	// into a pod template and a number of replicas.
 	ConditionReadyForProvisioning = "ReadyForProvisioning"

@@ -92,18 +92,17 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	holds.OnChange = ngc.Notify
 	activity.SetOnChange(ngc.Notify)
 	targets.OnChange = hrc.Notify
-	standbys.OnChange = hrc.Notify
 
 	var cbc *capacitybuffer.Reconciler
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
 		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
 	} else {
-		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), PodReader: mgr.GetAPIReader(), Ready: readiness, Recorder: recorder}
+		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), PodReader: mgr.GetAPIReader(), Ready: readiness, Standby: standbys, Recorder: recorder}
 		if err := cbc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", capacitybuffer.Name, err)
 		}
 	}
-	readiness.OnChange = func(key state.Key) {
+	notifyOwner := func(key state.Key) {
 		switch key.Owner {
 		case state.OwnerHeadroom:
 			hrc.Notify(key.Name)
@@ -113,6 +112,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 			}
 		}
 	}
+	readiness.OnChange, standbys.OnChange = notifyOwner, notifyOwner
 
 	if o.scaleDown {
 		disruption.RegisterMetrics()

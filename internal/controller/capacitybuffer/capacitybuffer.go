@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
+	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
@@ -43,6 +44,7 @@ const (
 	ReasonNoPodToCopy         = "NoPodToCopy"
 	ReasonInvalid             = "InvalidSpec"
 	ReasonProvisioning        = "BerthProvisioning"
+	ReasonStandby             = "StandbyNodes"
 	ReasonNotProvisioning     = "NotProvisioning"
 	// ReasonChunksCut is the event reason when berth keeps fewer chunks
 	// than a buffer asks for.
@@ -67,8 +69,15 @@ type Reconciler struct {
 	// the API server accepts.
 	PodReader client.Reader
 	Ready     ReadySource
-	Recorder  events.EventRecorder
-	changes   *notify.Channel
+	// Standby tells how the standby controller keeps a standby buffer.
+	Standby  StandbySource
+	Recorder events.EventRecorder
+	changes  *notify.Channel
+}
+
+// StandbySource tells the state of a standby buffer's standby nodes.
+type StandbySource interface {
+	Get(key state.Key) (v1alpha1.StandbyStatus, bool)
 }
 
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
@@ -105,9 +114,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		strategy = *cb.Spec.ProvisioningStrategy
 	}
 	status.ProvisioningStrategy = &strategy
-	if strategy != cbv1beta1.StrategyActiveCapacity {
+	if strategy != cbv1beta1.StrategyActiveCapacity && strategy != cbv1beta1.StrategyStandbyCapacity {
 		// Another autoscaler may serve it; berth leaves it alone.
-		r.fail(cb, status, ReasonUnsupportedStrategy, fmt.Sprintf("berth serves only %s, not %q", cbv1beta1.StrategyActiveCapacity, strategy))
+		r.fail(cb, status, ReasonUnsupportedStrategy, fmt.Sprintf("berth serves %s and %s, not %q",
+			cbv1beta1.StrategyActiveCapacity, cbv1beta1.StrategyStandbyCapacity, strategy))
 		return reconcile.Result{}, r.write(ctx, cb, status)
 	}
 	tr, err := r.translate(ctx, cb)
@@ -128,7 +138,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionReadyForProvisioning, Status: metav1.ConditionTrue,
 		Reason: ReasonTranslated, Message: msg, ObservedGeneration: cb.Generation})
-	r.setProvisioning(cb, status, tr.replicas)
+	if strategy == cbv1beta1.StrategyStandbyCapacity {
+		r.setStandby(cb, status, tr.replicas)
+	} else {
+		r.setProvisioning(cb, status, tr.replicas)
+	}
 	return reconcile.Result{RequeueAfter: resync}, r.write(ctx, cb, status)
 }
 
@@ -148,6 +162,20 @@ func (r *Reconciler) setProvisioning(cb *cbv1beta1.CapacityBuffer, status *cbv1b
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionTrue,
 		Reason: ReasonProvisioning, Message: fmt.Sprintf("berth keeps %d chunks; %d fit in free capacity now", replicas, min(ready, replicas)),
 		ObservedGeneration: cb.Generation})
+}
+
+// setStandby sets the Provisioning condition of a standby buffer from
+// the standby controller's account of its standby nodes.
+func (r *Reconciler) setStandby(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, replicas int32) {
+	c := metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionFalse, Reason: ReasonNotProvisioning,
+		Message: "the standby controller has not looked at this buffer yet", ObservedGeneration: cb.Generation}
+	if r.Standby != nil {
+		if st, ok := r.Standby.Get(state.BufferKey(cb.Namespace, cb.Name)); ok {
+			c.Status, c.Reason = metav1.ConditionTrue, ReasonStandby
+			c.Message = fmt.Sprintf("berth keeps %d chunks on suspended standby nodes: %s", replicas, st.Message)
+		}
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
 }
 
 func (r *Reconciler) fail(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, reason, msg string) {

@@ -57,7 +57,7 @@ type TargetSource interface {
 
 // StandbySource tells the state of a Headroom's standby tier.
 type StandbySource interface {
-	Get(name string) (v1alpha1.StandbyStatus, bool)
+	Get(key state.Key) (v1alpha1.StandbyStatus, bool)
 }
 
 // Reconciler reconciles Headrooms.
@@ -161,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if h.Spec.Standby != nil {
 		status.Standby = &v1alpha1.StandbyStatus{DesiredUnits: h.Spec.Standby.Count, Message: "the standby controller has not looked at this Headroom yet"}
 		if r.Standby != nil {
-			if st, ok := r.Standby.Get(h.Name); ok {
+			if st, ok := r.Standby.Get(state.HeadroomKey(h.Name)); ok {
 				status.Standby = &st
 			}
 		}

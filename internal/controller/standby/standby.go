@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	hr "github.com/berth-dev/berth/internal/headroom"
@@ -58,7 +60,8 @@ const (
 	ReasonSuspendDeferred = "StandbySuspendDeferred"
 )
 
-// Reconciler keeps Headrooms' standby nodes.
+// Reconciler keeps the standby nodes of Headrooms and standby
+// CapacityBuffers.
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads pods fresh before a node is suspended or deleted.
@@ -73,74 +76,102 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms;nodegroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;podtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 
-// Register adds the controller: it reconciles a Headroom when it changes
-// and when one of its standby nodes does (also after the Headroom is gone,
-// to remove them).
+// Register adds the controller: it reconciles a Headroom or a
+// CapacityBuffer (when its CRD is installed) when it changes and when one
+// of its standby nodes does (also after the owner is gone, to remove
+// them).
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named(Name).
+	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&v1alpha1.Headroom{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(headroomOf)).
-		Complete(r)
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(ownerOf))
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); err == nil {
+		b = b.Watches(&cbv1beta1.CapacityBuffer{}, &handler.EnqueueRequestForObject{})
+	}
+	return b.Complete(r)
 }
 
-// headroomOf maps a standby node to the Headroom it keeps units for.
-func headroomOf(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetAnnotations()[v1alpha1.AnnotationStandbyFor]
-	if name == "" {
+// standbyFor is the value of the berth.dev/standby-for annotation of an
+// owner's standby nodes: a Headroom's name (its key has no namespace),
+// or a CapacityBuffer's namespace/name.
+func standbyFor(key types.NamespacedName) string {
+	if key.Namespace == "" {
+		return key.Name
+	}
+	return key.String()
+}
+
+// ownerOf maps a standby node to the owner it keeps units for (the
+// inverse of standbyFor).
+func ownerOf(_ context.Context, o client.Object) []reconcile.Request {
+	v := o.GetAnnotations()[v1alpha1.AnnotationStandbyFor]
+	if v == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+	key := types.NamespacedName{Name: v}
+	if ns, name, ok := strings.Cut(v, "/"); ok {
+		key = types.NamespacedName{Namespace: ns, Name: name}
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
-// Reconcile brings one Headroom's standby nodes to its spec.standby.count.
+// owner is what keeps standby units: a Headroom with spec.standby, or a
+// CapacityBuffer with the standby strategy that was translated.
+type owner struct {
+	key   types.NamespacedName
+	state state.Key
+	// obj is the object events go to; nil when it is gone or keeps no
+	// standby units any more.
+	obj     client.Object
+	desired int32
+	shape   corev1.ResourceList
+	// fits says whether standby nodes of an offering may hold its units.
+	scope func(all []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error)
+	fits  func(g *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, o *v1alpha1.Offering) bool
+}
+
+// Reconcile brings one owner's standby nodes to the units it asks for.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	h := &v1alpha1.Headroom{}
-	if err := r.Client.Get(ctx, req.NamespacedName, h); client.IgnoreNotFound(err) != nil {
+	o, err := r.owner(ctx, req.NamespacedName)
+	if err != nil {
 		return reconcile.Result{}, err
-	} else if err != nil || h.DeletionTimestamp != nil {
-		h = nil
-	}
-	var shape corev1.ResourceList
-	desired := int32(0)
-	if h != nil && h.Spec.Standby != nil {
-		desired, shape = wanted(h), hr.TargetShape(h)
 	}
 	groups, nodes, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	acct := count(req.Name, groups, nodes, shape, r.Clock.Now())
-	if h == nil || h.Spec.Standby == nil {
+	acct := count(standbyFor(o.key), groups, nodes, o.shape, r.Clock.Now())
+	if o.obj == nil {
 		// Gone, or no standby any more: every standby node of it goes, the
 		// booting ones too, one per reconcile.
-		r.Standby.Delete(req.Name)
+		r.Standby.Delete(o.state)
 		orphans := append(append(slices.Clone(acct.suspended), acct.booting...), acct.stale...)
 		requeue := time.Duration(0)
 		if len(orphans) > 1 {
 			requeue = resync
 		}
-		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, nil, orphans, 0, 0, shape)
+		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, false, orphans, 0, 0, o.shape)
 	}
 	r.suspendBooted(ctx, &acct)
 	if len(acct.stale) > 0 {
-		if err := r.removeSurplus(ctx, nil, acct.stale, 0, 0, shape); err != nil {
+		if err := r.removeSurplus(ctx, false, acct.stale, 0, 0, o.shape); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	st := v1alpha1.StandbyStatus{DesiredUnits: desired, Units: acct.units, Nodes: int32(len(acct.suspended)), Booting: int32(len(acct.booting)),
+	st := v1alpha1.StandbyStatus{DesiredUnits: o.desired, Units: acct.units, Nodes: int32(len(acct.suspended)), Booting: int32(len(acct.booting)),
 		CostPerHour: strconv.FormatFloat(costPerHour(acct, groups), 'f', 4, 64)}
 	requeue := time.Duration(0)
 	switch {
-	case acct.units < desired:
-		st.Message = r.launch(ctx, h, groups, nodes, shape, desired-acct.units)
+	case acct.units < o.desired:
+		st.Message = r.launch(ctx, o, groups, nodes, o.desired-acct.units)
 		requeue = resync
-	case acct.units > desired:
-		if err := r.removeSurplus(ctx, h, acct.suspended, acct.units, desired, shape); err != nil {
+	case acct.units > o.desired:
+		if err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.shape); err != nil {
 			return reconcile.Result{}, err
 		}
-		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), desired)
+		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), o.desired)
 		requeue = resync
 	default:
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting", acct.units, len(acct.suspended), len(acct.booting))
@@ -148,8 +179,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(acct.booting) > 0 {
 		requeue = resync
 	}
-	r.Standby.Set(h.Name, st)
+	r.Standby.Set(o.state, st)
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// owner reads the Headroom (a key without a namespace) or CapacityBuffer
+// the request names.
+func (r *Reconciler) owner(ctx context.Context, key types.NamespacedName) (owner, error) {
+	if key.Namespace == "" {
+		o := owner{key: key, state: state.HeadroomKey(key.Name)}
+		h := &v1alpha1.Headroom{}
+		if err := r.Client.Get(ctx, key, h); client.IgnoreNotFound(err) != nil {
+			return o, err
+		} else if err != nil || h.DeletionTimestamp != nil || h.Spec.Standby == nil {
+			return o, nil
+		}
+		o.obj, o.desired, o.shape = h, wanted(h), hr.TargetShape(h)
+		o.scope = func(all []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error) {
+			scope, err := hr.ScopeGroups(h, all)
+			return hr.GroupsOrAll(scope, all), err
+		}
+		return o, nil
+	}
+	return r.buffer(ctx, key)
 }
 
 // wanted is how many standby units the Headroom asks for: with a target,
@@ -316,33 +368,29 @@ func ownedByDaemonSet(p *corev1.Pod) bool {
 
 // launch launches standby nodes for the missing units, bounded by
 // maxLaunches and the group's maxSize, and says what it did.
-func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node,
-	shape corev1.ResourceList, missing int32) string {
+func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, missing int32) string {
 	all := make([]*v1alpha1.NodeGroup, 0, len(groups))
 	for _, g := range groups {
 		all = append(all, g)
 	}
 	slices.SortFunc(all, func(a, b *v1alpha1.NodeGroup) int { return strings.Compare(a.Name, b.Name) })
-	scope, err := hr.ScopeGroups(h, all)
+	scope, err := o.scope(all)
 	if err != nil {
-		return r.cannot(h, err.Error())
-	}
-	if scope == nil {
-		scope = all
+		return r.cannot(o, err.Error())
 	}
 	scope = slices.DeleteFunc(slices.Clone(scope), func(g *v1alpha1.NodeGroup) bool {
 		return g.DeletionTimestamp != nil || !cloudprovider.CanSuspend(r.Cloud, g)
 	})
 	if len(scope) == 0 {
-		return r.cannot(h, "no node group in scope has a provider that can suspend machines (kwok can)")
+		return r.cannot(o, "no node group in scope has a provider that can suspend machines (kwok can)")
 	}
 	var unavailable []v1alpha1.OfferingKey
 	if r.Offerings != nil {
 		unavailable = r.Offerings.Unavailable()
 	}
-	c, ok := hr.ChooseStandby(scope, shape, unavailable)
+	c, ok := hr.ChooseStandby(scope, o.shape, unavailable, o.fits)
 	if !ok {
-		return r.cannot(h, "no available offering of the node groups in scope holds one unit")
+		return r.cannot(o, "no available offering of the node groups in scope holds one unit")
 	}
 	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
 	size := int32(0)
@@ -353,19 +401,19 @@ func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups ma
 	}
 	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size))
 	if launch == 0 {
-		return r.cannot(h, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.Group.Name, c.Group.Spec.MaxSize))
+		return r.cannot(o, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.Group.Name, c.Group.Spec.MaxSize))
 	}
 	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
 	for range launch {
-		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: h.Name})
+		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
 		if err != nil {
 			if !cloudprovider.IsTransient(err) && r.Offerings != nil {
 				r.Offerings.MarkUnavailable(c.Key, err.Error())
 			}
-			r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching a standby node (%s) failed: %v", off, err)
+			r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching a standby node (%s) failed: %v", off, err)
 			return fmt.Sprintf("launching a standby node of %s failed: %v", off, err)
 		}
-		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
+		r.Recorder.Eventf(o.obj, nil, corev1.EventTypeNormal, ReasonLaunched, "Launch",
 			"Launched standby node %s (%s, %d units, %.4f/h stopped) for %d missing units", inst.NodeName, off, c.PerNode, c.Stopped, missing)
 	}
 	return fmt.Sprintf("%d units missing; launched %d standby nodes of %s/%s (%d units each), to be suspended once Ready",
@@ -373,21 +421,21 @@ func (r *Reconciler) launch(ctx context.Context, h *v1alpha1.Headroom, groups ma
 }
 
 // cannot reports why the standby units cannot be kept.
-func (r *Reconciler) cannot(h *v1alpha1.Headroom, why string) string {
-	if st, ok := r.Standby.Get(h.Name); !ok || st.Message != why {
-		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonCannotKeep, "Launch", "Cannot keep standby units: %s", why)
+func (r *Reconciler) cannot(o owner, why string) string {
+	if st, ok := r.Standby.Get(o.state); !ok || st.Message != why {
+		r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, ReasonCannotKeep, "Launch", "Cannot keep standby units: %s", why)
 	}
 	return why
 }
 
-// removeSurplus deletes one of the candidates whose units (of the
-// Headroom's units in all) are not needed to keep desired, or any of
-// them when the Headroom (h) is gone: only one that berth launched, still
-// standby when read fresh, running no pod but DaemonSets'.
-func (r *Reconciler) removeSurplus(ctx context.Context, h *v1alpha1.Headroom, candidates []*corev1.Node, units, desired int32, shape corev1.ResourceList) error {
+// removeSurplus deletes one of the candidates: with keep, only one whose
+// units (of units in all) are not needed to hold desired; without, any.
+// Only one that berth launched, still standby when read fresh, running no
+// pod but DaemonSets'.
+func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, shape corev1.ResourceList) error {
 	for _, n := range candidates {
 		fit := hr.UnitsIn(n.Status.Allocatable, shape)
-		if h != nil && units-fit < desired {
+		if keep && units-fit < desired {
 			continue
 		}
 		fresh := &corev1.Node{}

@@ -133,7 +133,7 @@ func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
 			t.Errorf("node %s is not suspended after it booted", n.Name)
 		}
 	}
-	st, _ := f.r.Standby.Get(h.Name)
+	st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name))
 	if st.Units != 4 || st.Nodes != 2 || st.Booting != 0 || st.CostPerHour != "0.0200" {
 		t.Errorf("status %+v, want 4 units on 2 suspended nodes at 0.0200/h", st)
 	}
@@ -182,7 +182,7 @@ func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
 	if n := len(f.nodes()); n != 0 {
 		t.Fatalf("the Headroom is gone and its standby node idle: %d nodes left, want 0", n)
 	}
-	if _, ok := f.r.Standby.Get(h.Name); ok {
+	if _, ok := f.r.Standby.Get(state.HeadroomKey(h.Name)); ok {
 		t.Error("the account of a deleted Headroom is kept")
 	}
 }
