@@ -61,29 +61,10 @@ func BurstWindowRounded(resume, wait time.Duration) time.Duration {
 // change, the longest of the groups; without such a node, a KWOK
 // group's resume delay, else a third of launch.
 func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch time.Duration) (d time.Duration, measured bool) {
-	in := map[string]bool{}
-	for _, g := range groups {
-		in[g.Name] = true
-	}
-	per := map[string][]time.Duration{}
-	for _, n := range nodes {
-		g := n.Labels[v1alpha1.LabelNodeGroup]
+	longest := slowestBoot(groups, nodes, func(n *corev1.Node) (time.Time, bool) {
 		at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
-		if !in[g] || err != nil || !nodeutil.Ready(n) {
-			continue
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-				if d := c.LastTransitionTime.Sub(at); d >= 0 && d < 24*time.Hour {
-					per[g] = append(per[g], d)
-				}
-			}
-		}
-	}
-	longest := time.Duration(0)
-	for _, ds := range per {
-		longest = max(longest, median(ds))
-	}
+		return at, err == nil
+	})
 	if longest > 0 {
 		return longest, true
 	}
@@ -96,6 +77,39 @@ func ResumeWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, launch tim
 		return longest, false
 	}
 	return launch / 3, false
+}
+
+// slowestBoot is, over the groups, the longest median boot of their Ready
+// nodes: from the time from gives (a node it gives none for is left out)
+// to the Ready condition's last change; 0 when no node counts.
+func slowestBoot(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, from func(*corev1.Node) (time.Time, bool)) time.Duration {
+	in := map[string]bool{}
+	for _, g := range groups {
+		in[g.Name] = true
+	}
+	per := map[string][]time.Duration{}
+	for _, n := range nodes {
+		g := n.Labels[v1alpha1.LabelNodeGroup]
+		if !in[g] || !nodeutil.Ready(n) {
+			continue
+		}
+		start, ok := from(n)
+		if !ok {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+				if d := c.LastTransitionTime.Sub(start); d > 0 && d < 24*time.Hour {
+					per[g] = append(per[g], d)
+				}
+			}
+		}
+	}
+	longest := time.Duration(0)
+	for _, ds := range per {
+		longest = max(longest, median(ds))
+	}
+	return longest
 }
 
 // FollowBurstWindow is the burst window a learner keeps counting in: the
@@ -134,28 +148,10 @@ const DefaultLaunchWindow = 60 * time.Second
 // delay, else DefaultLaunchWindow (a learner keeps the window it learned
 // in rather than this guess: a group scaled to zero has no node to time).
 func LaunchWindow(groups []*v1alpha1.NodeGroup, nodes []*corev1.Node) (d time.Duration, measured bool) {
-	in := map[string]bool{}
-	for _, g := range groups {
-		in[g.Name] = true
-	}
-	per := map[string][]time.Duration{}
-	for _, n := range nodes {
-		g := n.Labels[v1alpha1.LabelNodeGroup]
-		if !in[g] || n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationResumedAt] != "" || !nodeutil.Ready(n) {
-			continue // a resumed node was Ready again at its resume, not its launch
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-				if d := c.LastTransitionTime.Sub(n.CreationTimestamp.Time); d > 0 && d < 24*time.Hour {
-					per[g] = append(per[g], d)
-				}
-			}
-		}
-	}
-	longest := time.Duration(0)
-	for _, ds := range per {
-		longest = max(longest, median(ds))
-	}
+	longest := slowestBoot(groups, nodes, func(n *corev1.Node) (time.Time, bool) {
+		// A resumed node was Ready again at its resume, not its launch.
+		return n.CreationTimestamp.Time, n.Annotations[v1alpha1.AnnotationLaunchedBy] != "" && n.Annotations[v1alpha1.AnnotationResumedAt] == ""
+	})
 	if longest > 0 {
 		return longest, true
 	}

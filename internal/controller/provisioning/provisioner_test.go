@@ -646,24 +646,7 @@ func snapshotBuilds(t *testing.T) (scratch, incremental float64) {
 func TestPendingPodsFillASuspendedStandbyNodeBeforeANewOne(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, b.NodeGroup("resume", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
-	ng := &v1alpha1.NodeGroup{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.group}, ng); err != nil {
-		t.Fatal(err)
-	}
-	cloud := kwok.New(env.Client, clock.RealClock{})
-	inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
-		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n)
-		return err == nil && nodeutil.Ready(n), "standby node not Ready yet", err
-	})
-	if err := cloud.Suspend(ctx, inst.NodeName); err != nil {
-		t.Fatal(err)
-	}
+	inst := f.suspendedStandbyNode("m-2")
 	pods := f.pods(3, b.CPU("1"), b.Memory("1Gi"))
 	res, err := f.prov.RunOnce(ctx)
 	if err != nil {
@@ -720,24 +703,7 @@ func TestASuspendedNodeOfAnotherInstanceTypeIsResumed(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, b.NodeGroup("resume-other", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.05")),
 		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.80"))))
-	ng := &v1alpha1.NodeGroup{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.group}, ng); err != nil {
-		t.Fatal(err)
-	}
-	cloud := kwok.New(env.Client, clock.RealClock{})
-	inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
-		Offering: cloudprovider.Offering{InstanceType: "m-8", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n)
-		return err == nil && nodeutil.Ready(n), "standby node not Ready yet", err
-	})
-	if err := cloud.Suspend(ctx, inst.NodeName); err != nil {
-		t.Fatal(err)
-	}
+	inst := f.suspendedStandbyNode("m-8")
 	f.pods(3, b.CPU("1"), b.Memory("1Gi"))
 	res, err := f.prov.RunOnce(ctx)
 	if err != nil {
@@ -749,4 +715,30 @@ func TestASuspendedNodeOfAnotherInstanceTypeIsResumed(t *testing.T) {
 	if n := len(f.nodes()); n != 1 {
 		t.Errorf("%d nodes, want the one resumed", n)
 	}
+}
+
+// suspendedStandbyNode launches a standby node of the fixture's group in
+// zone-a, waits for KWOK to make it Ready, and suspends it.
+func (f *fixture) suspendedStandbyNode(instanceType string) *cloudprovider.Instance {
+	f.t.Helper()
+	ctx := context.Background()
+	ng := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.group}, ng); err != nil {
+		f.t.Fatal(err)
+	}
+	cloud := kwok.New(env.Client, clock.RealClock{})
+	inst, err := cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: "web",
+		Offering: cloudprovider.Offering{InstanceType: instanceType, Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, n)
+		return err == nil && nodeutil.Ready(n), "standby node not Ready yet", err
+	})
+	if err := cloud.Suspend(ctx, inst.NodeName); err != nil {
+		f.t.Fatal(err)
+	}
+	return inst
 }
