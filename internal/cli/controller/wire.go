@@ -68,7 +68,10 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Standby: standbys, Recorder: recorder, Clock: clk}
-	sbc := &standby.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Offerings: offerings, Standby: standbys, Recorder: recorder, Clock: clk}
+	_, cbErr := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"})
+	buffers := !meta.IsNoMatchError(cbErr) // decided once: the buffer and standby controllers agree
+	sbc := &standby.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Offerings: offerings, Standby: standbys,
+		Recorder: recorder, Clock: clk, Buffers: buffers}
 	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk, MinHistory: o.targetMinHistory}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}
@@ -94,7 +97,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	targets.OnChange = hrc.Notify
 
 	var cbc *capacitybuffer.Reconciler
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); meta.IsNoMatchError(err) {
+	if !buffers {
 		ctrl.Log.Info("the CapacityBuffer CRD is not installed; CapacityBuffers are not served (install config/crd/bases/autoscaling.x-k8s.io_capacitybuffers.yaml)")
 	} else {
 		cbc = &capacitybuffer.Reconciler{Client: mgr.GetClient(), PodReader: mgr.GetAPIReader(), Ready: readiness, Standby: standbys, Recorder: recorder}

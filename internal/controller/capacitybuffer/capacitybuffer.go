@@ -45,6 +45,7 @@ const (
 	ReasonInvalid             = "InvalidSpec"
 	ReasonProvisioning        = "BerthProvisioning"
 	ReasonStandby             = "StandbyNodes"
+	ReasonStandbyMissing      = "StandbyNodesMissing"
 	ReasonNotProvisioning     = "NotProvisioning"
 	// ReasonChunksCut is the event reason when berth keeps fewer chunks
 	// than a buffer asks for.
@@ -171,8 +172,10 @@ func (r *Reconciler) setStandby(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.
 		Message: "the standby controller has not looked at this buffer yet", ObservedGeneration: cb.Generation}
 	if r.Standby != nil {
 		if st, ok := r.Standby.Get(state.BufferKey(cb.Namespace, cb.Name)); ok {
-			c.Status, c.Reason = metav1.ConditionTrue, ReasonStandby
-			c.Message = fmt.Sprintf("berth keeps %d chunks on suspended standby nodes: %s", replicas, st.Message)
+			c.Reason, c.Message = ReasonStandbyMissing, fmt.Sprintf("%d of %d chunks on standby nodes: %s", min(st.Units, replicas), replicas, st.Message)
+			if st.Units >= replicas {
+				c.Status, c.Reason = metav1.ConditionTrue, ReasonStandby
+			}
 		}
 	}
 	meta.SetStatusCondition(&status.Conditions, c)

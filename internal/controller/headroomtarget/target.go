@@ -362,16 +362,7 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		}
 	}
 	needLoad := t.rec == nil
-	burstWindow := time.Duration(0)
-	if h.Spec.Standby != nil {
-		resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window)
-		have := time.Duration(0)
-		if t.burst != nil {
-			have = t.burst.H.Window
-		}
-		burstWindow = hr.FollowBurstWindow(have, hr.BurstWindowRounded(resume, h.Spec.Target.Wait.Duration), measured)
-	}
-	needBurst := burstWindow > 0 && t.burst == nil
+	needBurst := h.Spec.Standby != nil && t.burst == nil
 	l.mu.Unlock()
 
 	var loaded, loadedBurst *demand.History
@@ -404,6 +395,18 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		log.FromContext(ctx).Info("starting the demand history again", "headroom", h.Name, "window", window, "unit", shapeList)
 		t.rec = demand.NewRecorder(demand.NewHistory(window, shape, span, now), now)
 		t.shape, t.changed = shape, true
+	}
+	burstWindow := time.Duration(0)
+	if h.Spec.Standby != nil {
+		resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window)
+		have := time.Duration(0)
+		switch {
+		case t.burst != nil:
+			have = t.burst.H.Window
+		case loadedBurst != nil:
+			have = loadedBurst.Window // after a restart: the window it was learned in
+		}
+		burstWindow = hr.FollowBurstWindow(have, hr.BurstWindowRounded(resume, h.Spec.Target.Wait.Duration), measured)
 	}
 	t.burst = followBurst(t.burst, loadedBurst, burstWindow, shape, span, now)
 	st := state.Target{Window: window, BurstWindow: burstWindow, BurstKnown: h.Spec.Standby != nil}

@@ -41,7 +41,11 @@ func (r *Reconciler) buffer(ctx context.Context, key types.NamespacedName) (owne
 	}
 	pt := &corev1.PodTemplate{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: st.PodTemplateRef.Name}, pt); err != nil {
-		return o, client.IgnoreNotFound(err) // the buffer controller reports a missing template
+		// Retried: a cache that has not seen the template yet must not make
+		// the buffer look gone (its standby nodes would go). A template
+		// that is really gone makes the buffer controller mark the buffer
+		// not ready, and then it keeps no standby units.
+		return o, fmt.Errorf("reading the PodTemplate of capacity buffer %s: %w", key, err)
 	}
 	pod := &corev1.Pod{ObjectMeta: pt.Template.ObjectMeta, Spec: pt.Template.Spec}
 	o.obj, o.desired = cb, min(max(*st.Replicas, 0), hr.MaxUnits)

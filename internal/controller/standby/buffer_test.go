@@ -98,9 +98,17 @@ func TestAStandbyCapacityBufferIsKeptOnStandbyNodes(t *testing.T) {
 		}
 	}
 	got = translate()
+	if c := meta.FindStatusCondition(got.Status.Conditions, cbv1beta1.ConditionProvisioning); c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != capacitybuffer.ReasonStandbyMissing {
+		t.Errorf("Provisioning condition while no standby node is counted %+v, want False/%s", c, capacitybuffer.ReasonStandbyMissing)
+	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got = translate()
 	if c := meta.FindStatusCondition(got.Status.Conditions, cbv1beta1.ConditionProvisioning); c == nil || c.Status != metav1.ConditionTrue ||
 		c.Reason != capacitybuffer.ReasonStandby {
-		t.Errorf("Provisioning condition %+v, want True/%s", c, capacitybuffer.ReasonStandby)
+		t.Errorf("Provisioning condition with 4 units on 2 standby nodes %+v, want True/%s", c, capacitybuffer.ReasonStandby)
 	}
 
 	if err := env.Client.Delete(ctx, cb); err != nil {

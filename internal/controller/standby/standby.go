@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -48,6 +47,10 @@ const (
 	// resync looks again while nodes boot (to suspend them) and after a
 	// change, so that a burst of changes settles within seconds.
 	resync = 5 * time.Second
+	// settled looks again at an owner whose standby nodes are all
+	// suspended: a node group's change may have made them drifted, time
+	// expired.
+	settled = time.Minute
 )
 
 // Event reasons on the Headroom.
@@ -71,6 +74,9 @@ type Reconciler struct {
 	Standby   *state.Standby
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Buffers: the CapacityBuffer CRD is installed (the controller
+	// watches buffers and keeps those with the standby strategy).
+	Buffers bool
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms;nodegroups,verbs=get;list;watch
@@ -87,7 +93,7 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&v1alpha1.Headroom{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(ownerOf))
-	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"}); err == nil {
+	if r.Buffers {
 		b = b.Watches(&cbv1beta1.CapacityBuffer{}, &handler.EnqueueRequestForObject{})
 	}
 	return b.Complete(r)
@@ -143,6 +149,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	acct := count(standbyFor(o.key), groups, nodes, o.shape, r.Clock.Now())
+	for _, n := range acct.removing {
+		// Marked: no resume can take it any more.
+		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting standby node %s marked for removal: %w", n.Name, err)
+		}
+	}
 	if o.obj == nil {
 		// Gone, or no standby any more: every standby node of it goes, the
 		// booting ones too, one per reconcile.
@@ -176,8 +188,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting", acct.units, len(acct.suspended), len(acct.booting))
 	}
-	if len(acct.booting) > 0 {
+	if len(acct.booting) > 0 || len(acct.removing) > 0 {
 		requeue = resync
+	}
+	if requeue == 0 {
+		requeue = settled
 	}
 	r.Standby.Set(o.state, st)
 	return reconcile.Result{RequeueAfter: requeue}, nil
@@ -256,7 +271,10 @@ type account struct {
 	// stale are suspended nodes that drifted or expired: deleted (and
 	// launched again) while idle.
 	stale []*corev1.Node
-	units int32
+	// removing are nodes marked for removal whose delete has not gone
+	// through (an error, a restart): deleted again.
+	removing []*corev1.Node
+	units    int32
 }
 
 // count sorts the Headroom's standby nodes that berth launched and adds
@@ -270,7 +288,8 @@ func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.N
 			continue
 		}
 		if n.Annotations[v1alpha1.AnnotationStandbyRemoving] != "" {
-			continue // being deleted
+			acct.removing = append(acct.removing, n) // decided: its delete is retried
+			continue
 		}
 		if nodeutil.Suspended(n) && !nodeutil.Ready(n) && (lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
 			acct.stale = append(acct.stale, n) // replaced while idle, not once a burst lands on it
@@ -378,11 +397,21 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	if err != nil {
 		return r.cannot(o, err.Error())
 	}
+	size := map[string]int32{}
+	for _, n := range nodes {
+		if n.DeletionTimestamp == nil {
+			size[n.Labels[v1alpha1.LabelNodeGroup]]++
+		}
+	}
 	scope = slices.DeleteFunc(slices.Clone(scope), func(g *v1alpha1.NodeGroup) bool {
 		return g.DeletionTimestamp != nil || !cloudprovider.CanSuspend(r.Cloud, g)
 	})
 	if len(scope) == 0 {
 		return r.cannot(o, "no node group in scope has a provider that can suspend machines (kwok can)")
+	}
+	scope = slices.DeleteFunc(scope, func(g *v1alpha1.NodeGroup) bool { return size[g.Name] >= g.Spec.MaxSize })
+	if len(scope) == 0 {
+		return r.cannot(o, "every node group in scope that can suspend machines is at its maxSize")
 	}
 	var unavailable []v1alpha1.OfferingKey
 	if r.Offerings != nil {
@@ -393,16 +422,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 		return r.cannot(o, "no available offering of the node groups in scope holds one unit")
 	}
 	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
-	size := int32(0)
-	for _, n := range nodes {
-		if n.Labels[v1alpha1.LabelNodeGroup] == c.Group.Name && n.DeletionTimestamp == nil {
-			size++
-		}
-	}
-	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size))
-	if launch == 0 {
-		return r.cannot(o, fmt.Sprintf("node group %s is at its maxSize (%d nodes)", c.Group.Name, c.Group.Spec.MaxSize))
-	}
+	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size[c.Group.Name]))
 	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
 	for range launch {
 		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
