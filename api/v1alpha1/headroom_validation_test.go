@@ -58,7 +58,19 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 		}), wantErr: []string{"spec.schedules[0].cron", "cron must be a 5-field expression"}},
 		{name: "a headroom with nothing to keep is rejected", obj: headroom("hr-empty", func(s *v1alpha1.HeadroomSpec) {
 			s.Units = nil
-		}), wantErr: []string{"spec", "set at least one of units, automatic, schedules, target or perNode"}},
+		}), wantErr: []string{"spec", "set at least one of units, automatic, schedules, target, standby or perNode"}},
+		{name: "standby units alone, with the unit shape from units, are accepted", obj: headroom("hr-standby", func(s *v1alpha1.HeadroomSpec) {
+			s.Units.Count = 0
+			s.Standby = &v1alpha1.StandbyHeadroom{Count: 8}
+		})},
+		{name: "standby without a unit shape is rejected naming standby", obj: headroom("hr-standby-noshape", func(s *v1alpha1.HeadroomSpec) {
+			s.Units = nil
+			s.Automatic = &v1alpha1.AutomaticHeadroom{Percentage: 10}
+			s.Standby = &v1alpha1.StandbyHeadroom{Count: 8}
+		}), wantErr: []string{"standby needs the unit shape"}},
+		{name: "a standby count above 10000 is rejected naming standby.count", obj: headroom("hr-standby-count", func(s *v1alpha1.HeadroomSpec) {
+			s.Standby = &v1alpha1.StandbyHeadroom{Count: 10001}
+		}), wantErr: []string{"spec.standby.count"}},
 		{name: "a target with units to keep while learning is accepted", obj: headroom("hr-target", func(s *v1alpha1.HeadroomSpec) {
 			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95, MinUnits: ptr(int32(1)), MaxUnits: ptr(int32(40)), MaxCostPerHour: "12.5"}
 		})},

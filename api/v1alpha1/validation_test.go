@@ -97,6 +97,12 @@ func TestNodeGroupValidation(t *testing.T) {
 			wantErr: []string{"spec.instanceTypes[0].offerings[0].pricePerHour", "non-negative decimal"},
 		},
 		{
+			name: "a malformed stopped price is rejected naming stoppedPricePerHour",
+			ng: builders.NodeGroup("bad-stopped-price", builders.InstanceType("m-2", "2", "4Gi",
+				v1alpha1.Offering{Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand, PricePerHour: "0.1", StoppedPricePerHour: "a tenth"})),
+			wantErr: []string{"spec.instanceTypes[0].offerings[0].stoppedPricePerHour", "non-negative decimal"},
+		},
+		{
 			name:    "an unknown taint effect is rejected naming the effect",
 			ng:      builders.NodeGroup("bad-effect", builders.TemplateTaint("size", "large", "NoWay")),
 			wantErr: []string{"spec.template.taints[0].effect", `Unsupported value: "NoWay"`},
