@@ -3,6 +3,8 @@ package headroomtarget
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -189,5 +191,85 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 	}
 	if got, _ := third.Targets.Get("learn"); got.Estimate.Known {
 		t.Errorf("estimate of a new Headroom of the same name: %+v, want learning (the old history belongs to another)", got.Estimate)
+	}
+}
+
+// TestTheBurstHistoryOfAStandbyTargetSurvivesARestart: a Headroom with a
+// 5 s target and standby units on a group that resumes in 30 s learns
+// the demand of the first 30 s of its bursts (every burst of 6 one-cpu
+// pods lands at once: 6 units) beside the launch windows', saves both,
+// and a new learner (a restart) knows them at once, in the window it
+// learned in, even though no resumed node was timed and the group's
+// resumeDelay now says 60 s.
+func TestTheBurstHistoryOfAStandbyTargetSurvivesARestart(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("burst", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: 90 * time.Second},
+		ResumeDelay: &metav1.Duration{Duration: 30 * time.Second}}}
+	node := b.Node("burst-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "burst"))
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "burst"}, Spec: v1alpha1.HeadroomSpec{
+		Scope:   v1alpha1.HeadroomScope{NodeGroups: []string{"burst"}},
+		Units:   &v1alpha1.HeadroomUnits{Count: 0, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Standby: &v1alpha1.StandbyHeadroom{Count: 2},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
+	create(t, ng, node, h)
+
+	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	clk := clocktesting.NewFakeClock(start)
+	l := learner(clk)
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for burst := range 12 {
+		at := start.Add(time.Duration(burst)*10*time.Minute + 5*time.Minute)
+		clk.SetTime(at)
+		var bound []*corev1.Pod
+		for i := range 6 {
+			p, on := burstPod(fmt.Sprintf("s%d-%d", burst, i), at, "burst-a")
+			l.podSeen(nil, p)
+			l.podSeen(p, on)
+			bound = append(bound, on)
+		}
+		clk.SetTime(at.Add(4 * time.Minute))
+		for _, p := range bound {
+			l.podGone(p)
+		}
+		if err := l.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(start.Add(2*time.Hour + 5*time.Minute))
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Targets.Get("burst")
+	if !got.BurstKnown || got.BurstWindow != 30*time.Second || got.Burst == nil || !got.Burst.Known || got.Burst.Units != 6 {
+		t.Fatalf("burst window %s (known %v), estimate %+v; want 30s (30 s resume + 5 s - 5 s) and 6 units known", got.BurstWindow, got.BurstKnown, got.Burst)
+	}
+	l.saveAll(ctx, true)
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + "burst"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cm) })
+	if cm.Data[burstKey] == "" {
+		t.Fatalf("the burst history is not saved: keys %v", slices.Collect(maps.Keys(cm.Data)))
+	}
+
+	ng.Spec.Provider.KWOK.ResumeDelay = &metav1.Duration{Duration: time.Minute}
+	if err := env.Client.Update(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	again := learner(clk)
+	if err := again.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = again.Targets.Get("burst")
+	if got.BurstWindow != 30*time.Second || got.Burst == nil || !got.Burst.Known || got.Burst.Units != 6 {
+		t.Errorf("after a restart: burst window %s, estimate %+v; want the 30s window and its 6 units, known", got.BurstWindow, got.Burst)
 	}
 }
