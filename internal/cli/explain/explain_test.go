@@ -89,10 +89,15 @@ func runJSON(t *testing.T, args ...string) Explanation {
 
 // launchNode creates a Ready, initialized KWOK node of the group, as berth
 // launches one, and removes it when the test ends.
-func launchNode(t *testing.T, ng *v1alpha1.NodeGroup) string {
+func launchNode(t *testing.T, ng *v1alpha1.NodeGroup) string { return launch(t, ng, "") }
+
+// launch is launchNode, of a standby node for the Headroom standbyFor
+// when it is set (Ready, not suspended: scale-down would take it for an
+// empty node).
+func launch(t *testing.T, ng *v1alpha1.NodeGroup, standbyFor string) string {
 	t.Helper()
 	cloud := kwok.New(env.Client, clock.RealClock{})
-	inst, err := cloud.Create(context.Background(), cloudprovider.CreateRequest{NodeGroup: ng,
+	inst, err := cloud.Create(context.Background(), cloudprovider.CreateRequest{NodeGroup: ng, StandbyFor: standbyFor,
 		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +108,7 @@ func launchNode(t *testing.T, ng *v1alpha1.NodeGroup) string {
 	node := &corev1.Node{}
 	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
 		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node)
-		return err == nil && nodeutil.Schedulable(node), "node " + inst.NodeName + " not schedulable yet", err
+		return err == nil && nodeutil.Ready(node), "node " + inst.NodeName + " not Ready yet", err
 	})
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Labels[v1alpha1.LabelInitialized] = "true" // what the launch timeout controller writes once it is Ready
@@ -261,5 +266,16 @@ func TestExplainReadsHugeRequestsBounded(t *testing.T) {
 	}
 	if e := runJSON(t, "pod", ns+"/huge"); e.Decision != DecisionLaunchNode || len(e.Launch) != 1 || e.Launch[0].NodeGroup != "ex-huge" {
 		t.Errorf("explanation %+v, want a node of ex-huge launched, as for a pod kube-scheduler reads as requesting 100m", e)
+	}
+}
+
+// TestExplainAStandbyNodeNamesItsHeadroom: a standby node is kept by the
+// standby controller, whatever scale-down would say of an empty node.
+func TestExplainAStandbyNodeNamesItsHeadroom(t *testing.T) {
+	live(t, "ex-standby")
+	node := launch(t, nodeGroup(t, "ex-standby"), "web")
+	e := runJSON(t, "node", node)
+	if e.Decision != DecisionKeep || e.Reason != ReasonStandby || !strings.Contains(e.Message, "Headroom web") {
+		t.Fatalf("explanation %+v, want Keep/%s naming Headroom web", e, ReasonStandby)
 	}
 }

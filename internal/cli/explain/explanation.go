@@ -104,6 +104,7 @@ const (
 	ReasonNoNodeGroup      = "NoNodeGroup"
 	ReasonNodeGroupMissing = "NodeGroupNotFound"
 	ReasonNotReady         = "NotReady"
+	ReasonStandby          = "Standby"
 	ReasonReplacement      = "Replacement"
 	ReasonFinished         = "Finished"
 	ReasonDeleting         = "Deleting"

@@ -120,6 +120,19 @@ func fromPlan(e *Explanation, f nodeFacts) {
 	case len(f.replaces) > 0:
 		e.Reason = ReasonReplacement
 		e.Message = "node " + n.Name + " was launched to replace " + strings.Join(f.replaces, ", ") + ": it stays while they are there"
+	case nodeutil.Standby(n):
+		e.Reason = ReasonStandby
+		owner := n.Annotations[v1alpha1.AnnotationStandbyFor]
+		what := "Headroom " + owner
+		if strings.Contains(owner, "/") {
+			what = "CapacityBuffer " + owner
+		}
+		state := "booting, to be suspended"
+		if nodeutil.Suspended(n) {
+			state = "suspended since " + n.Annotations[v1alpha1.AnnotationSuspendedAt]
+		}
+		e.Message = "node " + n.Name + " is a standby node of " + what + " (" + state + "): the standby controller keeps it, " +
+			"berth resumes it when pods need a node, and deletes it only when the units it holds are not needed"
 	case n.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n):
 		e.Reason = ReasonNotReady
 		e.Message = "node " + n.Name + " is launching or not Ready: scale-down considers only Ready nodes berth has seen Ready once (label " +
