@@ -88,10 +88,6 @@ func (e *Engine) holds(p *pod) bool {
 // launch creates a planned node, Ready after the group's launch delay, and
 // nominates the plan's pods to it.
 func (e *Engine) launch(nn scaleup.NewNode) *node {
-	if n := e.resume(nn); n != nil {
-		e.nominate(n, nn)
-		return n
-	}
 	g := e.groups[nn.NodeGroup]
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 	e.nodeSeq++

@@ -125,23 +125,6 @@ func (e *Engine) resumePlaced(plan *scaleup.Plan) {
 	}
 }
 
-// resume takes a suspended standby node of the planned node's offering
-// (the first by name) for it; nil when there is none.
-func (e *Engine) resume(nn scaleup.NewNode) *node {
-	var found *node
-	for _, n := range e.nodes {
-		if n.suspended && n.group == nn.NodeGroup && n.instance == nn.InstanceType && n.capacity == nn.CapacityType &&
-			n.obj.Labels[v1alpha1.LabelZone] == nn.Zone && (found == nil || n.obj.Name < found.obj.Name) {
-			found = n
-		}
-	}
-	if found == nil {
-		return nil
-	}
-	e.resumeNode(found)
-	return found
-}
-
 // resumeNode makes a suspended standby node an ordinary node of its
 // group, Ready after the resume delay.
 func (e *Engine) resumeNode(n *node) {

@@ -31,17 +31,15 @@ type launchOutcome struct {
 	err         error
 }
 
-// launch creates the plan's new nodes, up to launchWorkers at once (a
-// suspended standby node of the offering, not resumed this round
-// already, is resumed instead), and nominates each node's pods to it. It returns true when a launch failed,
+// launch creates the plan's new nodes, up to launchWorkers at once, and
+// nominates each node's pods to it. It returns true when a launch failed,
 // so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from).
-func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node,
-	resumed map[string]bool, pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
+func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
+	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
-	pool := p.newStandbyPool(nodes, groups, resumed)
 	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
-		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pool, pending)
+		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pending)
 	})
 	failed := false
 	var errs []error
@@ -64,13 +62,9 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 
 // launchOne launches one planned node and nominates its pods to it. Safe
 // to run concurrently for different nodes.
-func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pool *standbyPool, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
+func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
 	logger := log.FromContext(ctx)
 	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
-	if inst := p.resume(ctx, pool, nn, ng, off); inst != nil {
-		p.launched(ctx, nn, ng, off, inst, resultResumed, pending)
-		return launchOutcome{instance: inst}
-	}
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
 	if err != nil && ctx.Err() != nil {
 		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault

@@ -287,8 +287,8 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
-		resumed := p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
-		failed, err := p.launch(ctx, plan, groups, in.Nodes, resumed, pending, res)
+		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
+		failed, err := p.launch(ctx, plan, groups, pending, res)
 		if err != nil {
 			return res, err
 		}

@@ -177,7 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	requeue := time.Duration(0)
 	switch {
 	case acct.units < o.desired:
-		st.Message = r.launch(ctx, o, groups, nodes, o.desired-acct.units)
+		st.Message = r.launch(ctx, o, groups, o.desired-acct.units)
 		requeue = resync
 	case acct.units > o.desired:
 		if err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.shape); err != nil {
@@ -229,6 +229,7 @@ func wanted(h *v1alpha1.Headroom) int32 {
 	return h.Spec.Standby.Count
 }
 
+// read returns the node groups by name and the standby nodes.
 func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, []*corev1.Node, error) {
 	ngs := &v1alpha1.NodeGroupList{}
 	if err := r.Client.List(ctx, ngs); err != nil {
@@ -238,10 +239,6 @@ func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, 
 	for i := range ngs.Items {
 		groups[ngs.Items[i].Name] = &ngs.Items[i]
 	}
-	list := &corev1.NodeList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("listing nodes: %w", err)
-	}
 	// The standby nodes from the API server: the cache may not show a node
 	// launched or deleted a moment ago, and the counts below launch and
 	// delete by them.
@@ -249,19 +246,29 @@ func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, 
 	if err := r.APIReader.List(ctx, fresh, client.MatchingLabels{v1alpha1.TaintStandby: "true"}); err != nil {
 		return nil, nil, fmt.Errorf("listing standby nodes: %w", err)
 	}
-	nodes := make([]*corev1.Node, 0, len(list.Items)+len(fresh.Items))
-	for i := range list.Items {
-		if list.Items[i].Labels[v1alpha1.TaintStandby] != "true" {
-			nodes = append(nodes, &list.Items[i])
-		}
-	}
+	nodes := make([]*corev1.Node, len(fresh.Items))
 	for i := range fresh.Items {
-		nodes = append(nodes, &fresh.Items[i])
+		nodes[i] = &fresh.Items[i]
 	}
 	return groups, nodes, nil
 }
 
-// account is what a Headroom's standby nodes hold now.
+// size counts a group's nodes that are not being deleted (the cache's).
+func (r *Reconciler) size(ctx context.Context, group string) (int32, error) {
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{v1alpha1.LabelNodeGroup: group}); err != nil {
+		return 0, fmt.Errorf("listing the nodes of node group %s: %w", group, err)
+	}
+	n := int32(0)
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// account is what an owner's standby nodes hold now.
 type account struct {
 	suspended, booting []*corev1.Node
 	// booted are booting nodes that are Ready and marked initialized (so
@@ -277,8 +284,8 @@ type account struct {
 	units    int32
 }
 
-// count sorts the Headroom's standby nodes that berth launched and adds
-// up their units and cost. It changes nothing.
+// count sorts the owner's standby nodes that berth launched and adds up
+// their units. It changes nothing.
 func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, shape corev1.ResourceList, now time.Time) account {
 	var acct account
 	for _, n := range nodes {
@@ -387,7 +394,7 @@ func ownedByDaemonSet(p *corev1.Pod) bool {
 
 // launch launches standby nodes for the missing units, bounded by
 // maxLaunches and the group's maxSize, and says what it did.
-func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, missing int32) string {
+func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, missing int32) string {
 	all := make([]*v1alpha1.NodeGroup, 0, len(groups))
 	for _, g := range groups {
 		all = append(all, g)
@@ -397,17 +404,19 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	if err != nil {
 		return r.cannot(o, err.Error())
 	}
-	size := map[string]int32{}
-	for _, n := range nodes {
-		if n.DeletionTimestamp == nil {
-			size[n.Labels[v1alpha1.LabelNodeGroup]]++
-		}
-	}
 	scope = slices.DeleteFunc(slices.Clone(scope), func(g *v1alpha1.NodeGroup) bool {
 		return g.DeletionTimestamp != nil || !cloudprovider.CanSuspend(r.Cloud, g)
 	})
 	if len(scope) == 0 {
 		return r.cannot(o, "no node group in scope has a provider that can suspend machines (kwok can)")
+	}
+	size := map[string]int32{}
+	for _, g := range scope {
+		n, err := r.size(ctx, g.Name)
+		if err != nil {
+			return err.Error()
+		}
+		size[g.Name] = n
 	}
 	scope = slices.DeleteFunc(scope, func(g *v1alpha1.NodeGroup) bool { return size[g.Name] >= g.Spec.MaxSize })
 	if len(scope) == 0 {
