@@ -50,9 +50,9 @@ func quotient(a, b resource.Quantity) int64 {
 	return min(a.Value()/b.Value(), math.MaxInt32)
 }
 
-// StandbyChoice is the offering standby nodes of a Headroom are launched
-// with.
-type StandbyChoice struct {
+// UnitOffering is an offering with how many units of a shape its node
+// holds and what a node costs running and stopped.
+type UnitOffering struct {
 	Group *v1alpha1.NodeGroup
 	Key   v1alpha1.OfferingKey
 	// PerNode is how many units one node holds.
@@ -61,15 +61,16 @@ type StandbyChoice struct {
 	Price, Stopped float64
 }
 
-// ChooseStandby returns the offering whose node keeps a unit running for the
-// least (a resumed standby node runs at its full price), then the one
+// CheapestPerUnit returns the offering whose node keeps a unit running for
+// the least (the price a unit of headroom costs; a resumed standby node
+// runs at its full price too), then the one
 // whose suspended node costs least per unit, then by name: among the
 // groups given, offerings not unavailable, whose instance type holds at
 // least one unit, that fits accepts (when set). ok is false when none
 // does.
-func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey,
-	fits func(*v1alpha1.NodeGroup, *v1alpha1.InstanceType, *v1alpha1.Offering) bool) (StandbyChoice, bool) {
-	var best StandbyChoice
+func CheapestPerUnit(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey,
+	fits func(*v1alpha1.NodeGroup, *v1alpha1.InstanceType, *v1alpha1.Offering) bool) (UnitOffering, bool) {
+	var best UnitOffering
 	found := false
 	for _, g := range groups {
 		for i := range g.Spec.InstanceTypes {
@@ -92,8 +93,8 @@ func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unav
 				if err != nil {
 					continue
 				}
-				c := StandbyChoice{Group: g, Key: key, PerNode: k, Price: price, Stopped: stopped}
-				if !found || cheaperStandby(c, best) {
+				c := UnitOffering{Group: g, Key: key, PerNode: k, Price: price, Stopped: stopped}
+				if !found || cheaperPerUnit(c, best) {
 					best, found = c, true
 				}
 			}
@@ -102,7 +103,7 @@ func ChooseStandby(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unav
 	return best, found
 }
 
-func cheaperStandby(a, b StandbyChoice) bool {
+func cheaperPerUnit(a, b UnitOffering) bool {
 	pa, pb := a.Price/float64(a.PerNode), b.Price/float64(b.PerNode)
 	if pa != pb {
 		return pa < pb

@@ -187,34 +187,11 @@ func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 
 // UnitPrices are UnitPrice and the stopped price per unit of the same
 // offering (what a unit on a suspended standby node of it costs).
 func UnitPrices(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) (running, stopped float64) {
-	best, bestStopped := 0.0, 0.0
-	for _, g := range groups {
-		for _, it := range g.Spec.InstanceTypes {
-			per := math.Inf(1)
-			for name, q := range shape {
-				need := q.AsApproximateFloat64()
-				if need <= 0 {
-					continue
-				}
-				have := it.Capacity[name]
-				per = math.Min(per, math.Floor(have.AsApproximateFloat64()/need))
-			}
-			if per < 1 || math.IsInf(per, 1) {
-				continue
-			}
-			for _, o := range it.Offerings {
-				price, err := o.Price()
-				if err != nil {
-					continue
-				}
-				if p := price / per; best == 0 || p < best {
-					sp, _ := o.StoppedPrice()
-					best, bestStopped = p, sp/per
-				}
-			}
-		}
+	c, ok := CheapestPerUnit(groups, shape, nil, nil)
+	if !ok {
+		return 0, 0
 	}
-	return best, bestStopped
+	return c.Price / float64(c.PerNode), c.Stopped / float64(c.PerNode)
 }
 
 // resolveTarget replaces the fallback count (manual, automatic, schedule)

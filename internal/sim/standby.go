@@ -62,7 +62,7 @@ func (e *Engine) launchStandby(x *v1alpha1.Headroom, shape corev1.ResourceList, 
 	if err != nil {
 		return
 	}
-	c, ok := hr.ChooseStandby(hr.GroupsOrAll(scope, e.cfg.NodeGroups), shape, nil, nil)
+	c, ok := hr.CheapestPerUnit(hr.GroupsOrAll(scope, e.cfg.NodeGroups), shape, nil, nil)
 	if !ok {
 		return
 	}

@@ -426,7 +426,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	if r.Offerings != nil {
 		unavailable = r.Offerings.Unavailable()
 	}
-	c, ok := hr.ChooseStandby(scope, o.shape, unavailable, o.fits)
+	c, ok := hr.CheapestPerUnit(scope, o.shape, unavailable, o.fits)
 	if !ok {
 		return r.cannot(o, "no available offering of the node groups in scope holds one unit")
 	}
