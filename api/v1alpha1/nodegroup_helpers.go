@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -37,6 +38,16 @@ func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string
 	}
 	l[LabelArch] = arch
 	return l
+}
+
+// NodeTaints are the taints of the template, as a node launched for this
+// group carries them (besides startup taints).
+func (ng *NodeGroup) NodeTaints() []corev1.Taint {
+	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
+	for _, t := range ng.Spec.Template.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return taints
 }
 
 // FindOffering returns the instance type and offering with the given keys.

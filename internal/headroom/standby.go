@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // UnitsIn is how many units of the shape fit in the resources, for the
@@ -50,6 +51,33 @@ func quotient(a, b resource.Quantity) int64 {
 	return min(a.Value()/b.Value(), math.MaxInt32)
 }
 
+// NodeUnits is how many units of the shape a standby node holds once it
+// is resumed: its allocatable less what the DaemonSets that then run on
+// it request (those that do not tolerate the standby taint start after
+// the resume, and take their room before the units' pods do).
+func NodeUnits(n *corev1.Node, dss []daemonset.Pod, shape corev1.ResourceList) int32 {
+	return UnitsIn(less(n.Status.Allocatable, daemonset.Overhead(dss, Resumable(n, nil))), shape)
+}
+
+// less is have less used, per resource of have (never below zero).
+func less(have, used corev1.ResourceList) corev1.ResourceList {
+	if len(used) == 0 {
+		return have
+	}
+	out := make(corev1.ResourceList, len(have))
+	for name, q := range have {
+		q = q.DeepCopy()
+		if u, ok := used[name]; ok {
+			q.Sub(u)
+			if q.Sign() < 0 {
+				q = resource.Quantity{}
+			}
+		}
+		out[name] = q
+	}
+	return out
+}
+
 // UnitOffering is an offering with how many units of a shape its node
 // holds and what a node costs running and stopped.
 type UnitOffering struct {
@@ -66,23 +94,28 @@ type UnitOffering struct {
 // runs at its full price too), then the one
 // whose suspended node costs least per unit, then by name: among the
 // groups given, offerings not unavailable, whose instance type holds at
-// least one unit, that fits accepts (when set). ok is false when none
-// does.
-func CheapestPerUnit(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, unavailable []v1alpha1.OfferingKey,
+// least one unit beside the DaemonSets that would run on it, that fits
+// accepts (when set). ok is false when none does.
+func CheapestPerUnit(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, dss []daemonset.Pod, unavailable []v1alpha1.OfferingKey,
 	fits func(*v1alpha1.NodeGroup, *v1alpha1.InstanceType, *v1alpha1.Offering) bool) (UnitOffering, bool) {
 	var best UnitOffering
 	found := false
 	for _, g := range groups {
+		node := &corev1.Node{Spec: corev1.NodeSpec{Taints: g.NodeTaints()}}
 		for i := range g.Spec.InstanceTypes {
 			it := &g.Spec.InstanceTypes[i]
-			k := UnitsIn(it.Capacity, shape)
-			if k < 1 {
+			if UnitsIn(it.Capacity, shape) < 1 {
 				continue
 			}
 			for j := range it.Offerings {
 				o := &it.Offerings[j]
 				key := v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: it.Name, Zone: o.Zone, CapacityType: string(o.CapacityType)}
 				if slices.Contains(unavailable, key) || (fits != nil && !fits(g, it, o)) {
+					continue
+				}
+				node.Labels = g.NodeLabels(it, o)
+				k := UnitsIn(less(it.Capacity, daemonset.Overhead(dss, node)), shape)
+				if k < 1 {
 					continue
 				}
 				price, err := o.Price()
@@ -120,16 +153,35 @@ func cheaperPerUnit(a, b UnitOffering) bool {
 // Resumable is a suspended standby node as the planner should see it when
 // it may be resumed for what it plans: a node that boots, as a launched
 // one the cache has not shown yet (no conditions, none of the standby,
-// not-ready or unreachable taints, no standby label). The same for every
-// round, so that a model kept across rounds sees no change. Pods and
-// running units then fill suspended nodes before new nodes are planned,
-// and berth resumes each node the plan puts something on.
-func Resumable(n *corev1.Node) *corev1.Node {
+// not-ready or unreachable taints, no standby label), whose allocatable
+// leaves room for the pods of the DaemonSets that start on it only once
+// it is resumed (those that do not tolerate the standby taint; the others
+// run on it already). The same for every round, so that a model kept
+// across rounds sees no change. Pods and running units then fill
+// suspended nodes before new nodes are planned, and berth resumes each
+// node the plan puts something on.
+func Resumable(n *corev1.Node, dss []daemonset.Pod) *corev1.Node {
 	c := n.DeepCopy()
 	delete(c.Labels, v1alpha1.TaintStandby)
 	c.Spec.Taints = slices.DeleteFunc(c.Spec.Taints, func(t corev1.Taint) bool {
 		return t.Key == v1alpha1.TaintStandby || t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
 	})
 	c.Status.Conditions = nil
+	if len(dss) == 0 {
+		return c
+	}
+	// As a standby node, without the transient taints: which DaemonSets
+	// run there already.
+	standby := c.DeepCopy()
+	standby.Spec.Taints = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
+	})
+	var later []daemonset.Pod
+	for _, d := range dss {
+		if d.RunsOn(c) && !d.RunsOn(standby) {
+			later = append(later, d)
+		}
+	}
+	c.Status.Allocatable = less(c.Status.Allocatable, daemonset.Overhead(later, c))
 	return c
 }

@@ -5,12 +5,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/headroom/demand"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -159,5 +162,45 @@ func TestFollowBurstWindowChangesRarely(t *testing.T) {
 		if got := headroom.FollowBurstWindow(tt.have, tt.want, tt.measured); got != tt.keep {
 			t.Errorf("FollowBurstWindow(%s, %s, measured %v) = %s, want %s", tt.have, tt.want, tt.measured, got, tt.keep)
 		}
+	}
+}
+
+// TestStandbyUnitsLeaveRoomForDaemonSets: a standby node holds the units
+// that fit beside the DaemonSets that run on it once resumed (the standby
+// taint gone), whether or not they tolerate it; the cheapest offering per
+// unit is chosen with that room taken; and the planner's copy of a
+// suspended node keeps room for the DaemonSets that start only after the
+// resume (those already on it are bound pods).
+func TestStandbyUnitsLeaveRoomForDaemonSets(t *testing.T) {
+	shape := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	agent := b.DaemonSet("agent", b.Namespace("kube-system"), b.CPU("500m"))                                    // does not tolerate standby
+	cni := b.DaemonSet("cni", b.Namespace("kube-system"), b.CPU("250m"), b.Tolerate("", "", ""))                // tolerates every taint
+	gpuOnly := b.DaemonSet("gpu", b.Namespace("kube-system"), b.CPU("1"), b.NodeSelector("accelerator", "gpu")) // runs elsewhere
+	dss := daemonset.Pods([]*appsv1.DaemonSet{agent, cni, gpuOnly})
+	node := b.Node("standby-1", "4", "16Gi", b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule),
+		b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule))
+	if got := headroom.NodeUnits(node, nil, shape); got != 4 {
+		t.Errorf("units on a 4-cpu node without DaemonSets: %d, want 4", got)
+	}
+	if got := headroom.NodeUnits(node, dss, shape); got != 3 {
+		t.Errorf("units on a 4-cpu node beside 750m of DaemonSets: %d, want 3", got)
+	}
+	copyOf := headroom.Resumable(node, dss)
+	if cpu := copyOf.Status.Allocatable[corev1.ResourceCPU]; cpu.MilliValue() != 3500 {
+		t.Errorf("the planner's copy has %s cpu allocatable, want 3500m: 4 less the agent's 500m that starts after the resume (cni's pod runs already)", cpu.String())
+	}
+	if cpu := node.Status.Allocatable[corev1.ResourceCPU]; cpu.MilliValue() != 4000 {
+		t.Errorf("Resumable changed the node it copies: %s cpu", cpu.String())
+	}
+
+	ng := b.NodeGroup("g", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.22")))
+	c, ok := headroom.CheapestPerUnit([]*v1alpha1.NodeGroup{ng}, shape, nil, nil, nil)
+	if !ok || c.Key.InstanceType != "m-2" || c.PerNode != 2 {
+		t.Errorf("without DaemonSets: %+v, want m-2 with 2 units (0.05 a unit against 0.055)", c)
+	}
+	c, ok = headroom.CheapestPerUnit([]*v1alpha1.NodeGroup{ng}, shape, dss, nil, nil)
+	if !ok || c.Key.InstanceType != "m-4" || c.PerNode != 3 {
+		t.Errorf("beside 750m of DaemonSets: %+v, want m-4 with 3 units (0.073 a unit against m-2's 1 unit at 0.10)", c)
 	}
 }

@@ -187,7 +187,7 @@ func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 
 // UnitPrices are UnitPrice and the stopped price per unit of the same
 // offering (what a unit on a suspended standby node of it costs).
 func UnitPrices(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) (running, stopped float64) {
-	c, ok := CheapestPerUnit(groups, shape, nil, nil)
+	c, ok := CheapestPerUnit(groups, shape, nil, nil, nil)
 	if !ok {
 		return 0, 0
 	}

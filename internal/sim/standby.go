@@ -62,7 +62,7 @@ func (e *Engine) launchStandby(x *v1alpha1.Headroom, shape corev1.ResourceList, 
 	if err != nil {
 		return
 	}
-	c, ok := hr.CheapestPerUnit(hr.GroupsOrAll(scope, e.cfg.NodeGroups), shape, nil, nil)
+	c, ok := hr.CheapestPerUnit(hr.GroupsOrAll(scope, e.cfg.NodeGroups), shape, nil, nil, nil)
 	if !ok {
 		return
 	}
@@ -102,7 +102,7 @@ func (e *Engine) suspend(n *node) {
 func (e *Engine) resumableNodes(nodes []*corev1.Node) []*corev1.Node {
 	for i, obj := range nodes {
 		if n := e.nodes[obj.Name]; n != nil && n.suspended {
-			nodes[i] = hr.Resumable(obj)
+			nodes[i] = hr.Resumable(obj, nil)
 		}
 	}
 	return nodes

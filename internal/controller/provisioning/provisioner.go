@@ -26,6 +26,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -267,12 +268,13 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	slices.SortFunc(res.PendingPods, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	in.Nominated = p.nominated.snapshot()
+	dss := daemonset.Pods(in.DaemonSets)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = p.Offerings.Unavailable()
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		cached := in.Nodes
 		var resumable map[string]bool
-		in.Nodes, resumable = p.offerSuspended(cached, groups) // only the planner sees them resumable
+		in.Nodes, resumable = p.offerSuspended(cached, groups, dss) // only the planner sees them resumable
 		start, builds, syncs := p.Clock.Now(), p.base.Builds, p.base.Syncs
 		plan, err := scaleup.Run(in)
 		in.Nodes = cached
@@ -287,7 +289,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
-		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, pending, res)
+		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, dss, pending, res)
 		failed, err := p.launch(ctx, plan, groups, pending, res)
 		if err != nil {
 			return res, err

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // resumeRetry is how long a suspended node whose resume failed is not
@@ -25,7 +26,7 @@ const resumeRetry = time.Minute
 // launched as nodes it may resume (headroom.Resumable): pods and running
 // units fill them before new nodes are planned. It returns the nodes and
 // the names of those offered.
-func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1alpha1.NodeGroup) ([]*corev1.Node, map[string]bool) {
+func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1alpha1.NodeGroup, dss []daemonset.Pod) ([]*corev1.Node, map[string]bool) {
 	if _, ok := p.Cloud.(cloudprovider.Suspender); !ok {
 		return nodes, nil
 	}
@@ -38,7 +39,7 @@ func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1
 		if offered == nil {
 			offered, out = map[string]bool{}, slices.Clone(nodes)
 		}
-		out[i], offered[n.Name] = hr.Resumable(n), true
+		out[i], offered[n.Name] = hr.Resumable(n, dss), true
 	}
 	return out, offered
 }
@@ -57,7 +58,7 @@ func (p *Provisioner) resumable(n *corev1.Node, groups map[string]*v1alpha1.Node
 // units on. A node that cannot be resumed is not
 // offered for resumeRetry; its pods are planned again next round.
 func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offered map[string]bool, groups map[string]*v1alpha1.NodeGroup,
-	nodes []*corev1.Node, pending map[types.NamespacedName]*corev1.Pod, res *Result) {
+	nodes []*corev1.Node, dss []daemonset.Pod, pending map[types.NamespacedName]*corev1.Pod, res *Result) {
 	if len(offered) == 0 {
 		return
 	}
@@ -81,7 +82,7 @@ func (p *Provisioner) resumePlaced(ctx context.Context, plan *scaleup.Plan, offe
 		off := cloudprovider.Offering{InstanceType: n.Labels[v1alpha1.LabelInstanceType], Zone: n.Labels[v1alpha1.LabelZone],
 			CapacityType: v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType])}
 		inst := &cloudprovider.Instance{NodeName: n.Name, NodeGroup: ng.Name, Offering: off, CreatedAt: p.Clock.Now()}
-		p.inflight.addResumed(hr.Resumable(n)) // stands in for it until the cache shows the resume
+		p.inflight.addResumed(hr.Resumable(n, dss)) // stands in for it until the cache shows the resume
 		nn := scaleup.NewNode{NodeGroup: ng.Name, InstanceType: off.InstanceType, Zone: off.Zone, CapacityType: string(off.CapacityType), Pods: placed[n.Name]}
 		if _, o := ng.FindOffering(off.InstanceType, off.Zone, off.CapacityType); o != nil {
 			nn.PricePerHour, _ = o.Price()

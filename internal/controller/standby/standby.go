@@ -16,9 +16,8 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -34,6 +33,7 @@ import (
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -55,12 +55,12 @@ const (
 
 // Event reasons on the Headroom.
 const (
-	ReasonLaunched        = "StandbyLaunched"
-	ReasonSuspended       = "StandbySuspended"
-	ReasonRemoved         = "StandbyRemoved"
-	ReasonLaunchFailed    = "StandbyLaunchFailed"
-	ReasonCannotKeep      = "StandbyNotKept"
-	ReasonSuspendDeferred = "StandbySuspendDeferred"
+	ReasonLaunched     = "StandbyLaunched"
+	ReasonSuspended    = "StandbySuspended"
+	ReasonRemoved      = "StandbyRemoved"
+	ReasonLaunchFailed = "StandbyLaunchFailed"
+	ReasonCannotKeep   = "StandbyNotKept"
+	ReasonReleased     = "StandbyReleased"
 )
 
 // Reconciler keeps the standby nodes of Headrooms and standby
@@ -83,6 +83,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods;podtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 
 // Register adds the controller: it reconciles a Headroom or a
@@ -92,7 +93,10 @@ type Reconciler struct {
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&v1alpha1.Headroom{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(ownerOf))
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(ownerOf)).
+		// A group being deleted or leaving a scope (its labels) sends its
+		// standby nodes away.
+		Watches(&v1alpha1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(r.ownersIn))
 	if r.Buffers {
 		b = b.Watches(&cbv1beta1.CapacityBuffer{}, &handler.EnqueueRequestForObject{})
 	}
@@ -123,6 +127,27 @@ func ownerOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: key}}
 }
 
+// ownersIn maps a node group to the owners of its standby nodes (the
+// cache's).
+func (r *Reconciler) ownersIn(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{v1alpha1.TaintStandby: "true", v1alpha1.LabelNodeGroup: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the standby nodes of a node group", "nodeGroup", o.GetName())
+		return nil
+	}
+	seen := map[reconcile.Request]bool{}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for _, req := range ownerOf(ctx, &list.Items[i]) {
+			if !seen[req] {
+				seen[req] = true
+				out = append(out, req)
+			}
+		}
+	}
+	return out
+}
+
 // owner is what keeps standby units: a Headroom with spec.standby, or a
 // CapacityBuffer with the standby strategy that was translated.
 type owner struct {
@@ -133,9 +158,43 @@ type owner struct {
 	obj     client.Object
 	desired int32
 	shape   corev1.ResourceList
+	// dss are the cluster's DaemonSets: a standby node holds the units
+	// that fit beside the DaemonSet pods that run on it once resumed.
+	dss []daemonset.Pod
 	// fits says whether standby nodes of an offering may hold its units.
 	scope func(all []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error)
 	fits  func(g *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, o *v1alpha1.Offering) bool
+}
+
+// unitsOn is how many of the owner's units a standby node holds.
+func (o owner) unitsOn(n *corev1.Node) int32 { return hr.NodeUnits(n, o.dss, o.shape) }
+
+// inScope says which node groups may keep the owner's standby units now:
+// those in its scope that are not being deleted. On an error reading the
+// scope every group is (nothing is removed for it; launch reports it).
+func (o owner) inScope(groups map[string]*v1alpha1.NodeGroup) func(g *v1alpha1.NodeGroup) bool {
+	if o.scope == nil {
+		return func(*v1alpha1.NodeGroup) bool { return true }
+	}
+	scope, err := o.scope(sortedGroups(groups))
+	if err != nil {
+		return func(*v1alpha1.NodeGroup) bool { return true }
+	}
+	in := make(map[string]bool, len(scope))
+	for _, g := range scope {
+		in[g.Name] = true
+	}
+	return func(g *v1alpha1.NodeGroup) bool { return in[g.Name] && g.DeletionTimestamp == nil }
+}
+
+// sortedGroups lists the node groups by name.
+func sortedGroups(groups map[string]*v1alpha1.NodeGroup) []*v1alpha1.NodeGroup {
+	all := make([]*v1alpha1.NodeGroup, 0, len(groups))
+	for _, g := range groups {
+		all = append(all, g)
+	}
+	slices.SortFunc(all, func(a, b *v1alpha1.NodeGroup) int { return strings.Compare(a.Name, b.Name) })
+	return all
 }
 
 // Reconcile brings one owner's standby nodes to the units it asks for.
@@ -144,11 +203,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	groups, nodes, err := r.read(ctx)
+	groups, nodes, dss, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	acct := count(standbyFor(o.key), groups, nodes, o.shape, r.Clock.Now())
+	o.dss = dss
+	acct := count(standbyFor(o.key), groups, o.inScope(groups), nodes, o.unitsOn, r.Clock.Now())
 	for _, n := range acct.removing {
 		// Marked: no resume can take it any more.
 		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
@@ -164,11 +224,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if len(orphans) > 1 {
 			requeue = resync
 		}
-		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, false, orphans, 0, 0, o.shape)
+		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, false, orphans, 0, 0, o.unitsOn)
 	}
-	r.suspendBooted(ctx, &acct)
+	if err := r.suspendBooted(ctx, &acct, o.unitsOn); err != nil {
+		return reconcile.Result{}, err
+	}
 	if len(acct.stale) > 0 {
-		if err := r.removeSurplus(ctx, false, acct.stale, 0, 0, o.shape); err != nil {
+		if err := r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -180,7 +242,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.Message = r.launch(ctx, o, groups, o.desired-acct.units)
 		requeue = resync
 	case acct.units > o.desired:
-		if err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.shape); err != nil {
+		if err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn); err != nil {
 			return reconcile.Result{}, err
 		}
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), o.desired)
@@ -188,7 +250,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting", acct.units, len(acct.suspended), len(acct.booting))
 	}
-	if len(acct.booting) > 0 || len(acct.removing) > 0 {
+	if len(acct.booting) > 0 || len(acct.removing) > 0 || len(acct.stale) > 0 {
 		requeue = resync
 	}
 	if requeue == 0 {
@@ -229,28 +291,37 @@ func wanted(h *v1alpha1.Headroom) int32 {
 	return h.Spec.Standby.Count
 }
 
-// read returns the node groups by name and the standby nodes.
-func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, []*corev1.Node, error) {
+// read returns the node groups by name, the standby nodes and the
+// DaemonSets' pods.
+func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, []*corev1.Node, []daemonset.Pod, error) {
 	ngs := &v1alpha1.NodeGroupList{}
 	if err := r.Client.List(ctx, ngs); err != nil {
-		return nil, nil, fmt.Errorf("listing node groups: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing node groups: %w", err)
 	}
 	groups := make(map[string]*v1alpha1.NodeGroup, len(ngs.Items))
 	for i := range ngs.Items {
 		groups[ngs.Items[i].Name] = &ngs.Items[i]
+	}
+	dsList := &appsv1.DaemonSetList{}
+	if err := r.Client.List(ctx, dsList); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing daemon sets: %w", err)
+	}
+	dss := make([]*appsv1.DaemonSet, len(dsList.Items))
+	for i := range dsList.Items {
+		dss[i] = &dsList.Items[i]
 	}
 	// The standby nodes from the API server: the cache may not show a node
 	// launched or deleted a moment ago, and the counts below launch and
 	// delete by them.
 	fresh := &corev1.NodeList{}
 	if err := r.APIReader.List(ctx, fresh, client.MatchingLabels{v1alpha1.TaintStandby: "true"}); err != nil {
-		return nil, nil, fmt.Errorf("listing standby nodes: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing standby nodes: %w", err)
 	}
 	nodes := make([]*corev1.Node, len(fresh.Items))
 	for i := range fresh.Items {
 		nodes[i] = &fresh.Items[i]
 	}
-	return groups, nodes, nil
+	return groups, nodes, daemonset.Pods(dss), nil
 }
 
 // size counts a group's nodes that are not being deleted (the cache's).
@@ -275,8 +346,9 @@ type account struct {
 	// that the launch timeout never takes a suspended node for a failed
 	// launch): to be suspended.
 	booted []*corev1.Node
-	// stale are suspended nodes that drifted or expired: deleted (and
-	// launched again) while idle.
+	// stale are suspended nodes that drifted, expired, or whose group
+	// left the owner's scope or is being deleted: deleted (and launched
+	// again where the owner's units belong) while idle.
 	stale []*corev1.Node
 	// removing are nodes marked for removal whose delete has not gone
 	// through (an error, a restart): deleted again.
@@ -285,24 +357,33 @@ type account struct {
 }
 
 // count sorts the owner's standby nodes that berth launched and adds up
-// their units. It changes nothing.
-func count(name string, groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, shape corev1.ResourceList, now time.Time) account {
+// their units; inScope says which groups may keep them. It changes
+// nothing.
+func count(name string, groups map[string]*v1alpha1.NodeGroup, inScope func(*v1alpha1.NodeGroup) bool, nodes []*corev1.Node,
+	unitsOn func(*corev1.Node) int32, now time.Time) account {
 	var acct account
 	for _, n := range nodes {
 		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
 		if n.DeletionTimestamp != nil || !nodeutil.Standby(n) || n.Annotations[v1alpha1.AnnotationStandbyFor] != name ||
-			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
-			continue
+			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) ||
+			(g.DeletionTimestamp != nil && g.Spec.DeletionPolicy == v1alpha1.DeletionOrphan) {
+			continue // not berth's, or about to be left to the user with its group
 		}
 		if n.Annotations[v1alpha1.AnnotationStandbyRemoving] != "" {
 			acct.removing = append(acct.removing, n) // decided: its delete is retried
 			continue
 		}
-		if nodeutil.Suspended(n) && !nodeutil.Ready(n) && (lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
+		idle := nodeutil.Suspended(n) && !nodeutil.Ready(n)
+		outOfScope := !inScope(g)
+		if idle && (outOfScope || lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
 			acct.stale = append(acct.stale, n) // replaced while idle, not once a burst lands on it
 			continue
 		}
-		acct.units += hr.UnitsIn(n.Status.Allocatable, shape)
+		if !outOfScope {
+			// A booting one of a group that left holds none: it is
+			// suspended, then removed.
+			acct.units += unitsOn(n)
+		}
 		if nodeutil.Suspended(n) && !nodeutil.Ready(n) {
 			acct.suspended = append(acct.suspended, n)
 			continue
@@ -336,71 +417,10 @@ func costPerHour(acct account, groups map[string]*v1alpha1.NodeGroup) float64 {
 	return total
 }
 
-// suspendBooted suspends the booted nodes; those it suspended move from
-// booting to suspended.
-func (r *Reconciler) suspendBooted(ctx context.Context, acct *account) {
-	for _, n := range acct.booted {
-		if !r.suspend(ctx, n) {
-			continue
-		}
-		acct.booting = slices.DeleteFunc(acct.booting, func(b *corev1.Node) bool { return b.Name == n.Name })
-		acct.suspended = append(acct.suspended, n)
-	}
-	acct.booted = nil
-}
-
-// suspend suspends a booted standby node unless a pod other than a
-// DaemonSet's runs on it (read fresh); it reports whether it did.
-func (r *Reconciler) suspend(ctx context.Context, n *corev1.Node) bool {
-	if busy, err := r.busy(ctx, n.Name); err != nil || busy != "" {
-		if busy != "" {
-			r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonSuspendDeferred, "Suspend", "Not suspending standby node %s: pod %s runs on it", n.Name, busy)
-		}
-		return false
-	}
-	s, ok := r.Cloud.(cloudprovider.Suspender)
-	if !ok {
-		return false
-	}
-	if err := s.Suspend(ctx, n.Name); err != nil {
-		log.FromContext(ctx).Info("could not suspend standby node", "node", n.Name, "error", err.Error())
-		return false
-	}
-	r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonSuspended, "Suspend", "Suspended standby node %s for Headroom %s", n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor])
-	return true
-}
-
-// busy names a pod on the node that is neither a DaemonSet's nor
-// finished, read from the API server; "" when there is none.
-func (r *Reconciler) busy(ctx context.Context, node string) (string, error) {
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
-		return "", fmt.Errorf("listing pods on node %s: %w", node, err)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
-			continue
-		}
-		return p.Namespace + "/" + p.Name, nil
-	}
-	return "", nil
-}
-
-func ownedByDaemonSet(p *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.Kind == "DaemonSet"
-}
-
 // launch launches standby nodes for the missing units, bounded by
 // maxLaunches and the group's maxSize, and says what it did.
 func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, missing int32) string {
-	all := make([]*v1alpha1.NodeGroup, 0, len(groups))
-	for _, g := range groups {
-		all = append(all, g)
-	}
-	slices.SortFunc(all, func(a, b *v1alpha1.NodeGroup) int { return strings.Compare(a.Name, b.Name) })
-	scope, err := o.scope(all)
+	scope, err := o.scope(sortedGroups(groups))
 	if err != nil {
 		return r.cannot(o, err.Error())
 	}
@@ -426,7 +446,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	if r.Offerings != nil {
 		unavailable = r.Offerings.Unavailable()
 	}
-	c, ok := hr.CheapestPerUnit(scope, o.shape, unavailable, o.fits)
+	c, ok := hr.CheapestPerUnit(scope, o.shape, o.dss, unavailable, o.fits)
 	if !ok {
 		return r.cannot(o, "no available offering of the node groups in scope holds one unit")
 	}
@@ -455,50 +475,4 @@ func (r *Reconciler) cannot(o owner, why string) string {
 		r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, ReasonCannotKeep, "Launch", "Cannot keep standby units: %s", why)
 	}
 	return why
-}
-
-// removeSurplus deletes one of the candidates: with keep, only one whose
-// units (of units in all) are not needed to hold desired; without, any.
-// Only one that berth launched, still standby when read fresh, running no
-// pod but DaemonSets'.
-func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, shape corev1.ResourceList) error {
-	for _, n := range candidates {
-		fit := hr.UnitsIn(n.Status.Allocatable, shape)
-		if keep && units-fit < desired {
-			continue
-		}
-		fresh := &corev1.Node{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: n.Name}, fresh); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if !nodeutil.Standby(fresh) || fresh.DeletionTimestamp != nil || fresh.Annotations[v1alpha1.AnnotationLaunchedBy] != n.Annotations[v1alpha1.AnnotationLaunchedBy] {
-			continue // resumed meanwhile: no longer the standby tier's
-		}
-		if busy, err := r.busy(ctx, n.Name); err != nil || busy != "" {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		// Marked at the version read: a resume in between makes the mark
-		// fail, and a resume after it sees the node is going.
-		patch := client.MergeFromWithOptions(fresh.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if fresh.Annotations == nil {
-			fresh.Annotations = map[string]string{}
-		}
-		fresh.Annotations[v1alpha1.AnnotationStandbyRemoving] = r.Clock.Now().UTC().Format(time.RFC3339)
-		if err := r.Client.Patch(ctx, fresh, patch); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("marking standby node %s for removal: %w", n.Name, err)
-		}
-		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
-			return fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)
-		}
-		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "Delete", "Deleted standby node %s: Headroom %s keeps %d standby units without it",
-			n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor], desired)
-		return nil // one per reconcile: the next one sees the cluster after it
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package standby_test
 import (
 	"context"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,4 +194,146 @@ func names(nodes []corev1.Node) map[string]bool {
 		out[n.Name] = true
 	}
 	return out
+}
+
+// TestAStandbyNodeAPodLandsOnIsReleasedToRunningCapacity: a pod that
+// tolerates the standby taint is bound to a booting standby node; the
+// node is not suspended under it but leaves the standby tier (no taint,
+// label or owner), and a new standby node holds the units.
+func TestAStandbyNodeAPodLandsOnIsReleasedToRunningCapacity(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-release", 2)
+	f.reconcile()
+	nodes := f.nodes()
+	if len(nodes) != 1 {
+		t.Fatalf("%d standby nodes for 2 units of 1 cpu, want 1 of m-2", len(nodes))
+	}
+	landed := nodes[0].Name
+	pod := b.Pod("tolerates-all", b.Namespace("default"), b.NoUID())
+	pod.Spec.NodeName = landed
+	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	f.bootAll()
+	f.reconcile()
+	got := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: landed}, got); err != nil {
+		t.Fatal(err)
+	}
+	if nodeutil.Standby(got) || nodeutil.Suspended(got) || got.Annotations[v1alpha1.AnnotationStandbyFor] != "" {
+		t.Fatalf("node %s runs a pod: standby %v, suspended %v, for %q; want it released to running capacity",
+			landed, nodeutil.Standby(got), nodeutil.Suspended(got), got.Annotations[v1alpha1.AnnotationStandbyFor])
+	}
+	if ev := f.r.Recorder.(*fakes.Recorder).For(landed); len(ev) == 0 || ev[len(ev)-1].Reason != standby.ReasonReleased {
+		t.Errorf("events on %s: %+v, want the last to be %s", landed, ev, standby.ReasonReleased)
+	}
+	f.reconcile()
+	var standbyNodes []string
+	for _, n := range f.nodes() {
+		if nodeutil.Standby(&n) && n.Annotations[v1alpha1.AnnotationStandbyFor] == h.Name {
+			standbyNodes = append(standbyNodes, n.Name)
+		}
+	}
+	if len(standbyNodes) != 1 || standbyNodes[0] == landed {
+		t.Fatalf("standby nodes after the release: %v, want one new node holding the 2 units", standbyNodes)
+	}
+}
+
+// TestStandbyNodesLeaveAGroupOutOfScopeOrBeingDeleted: a Headroom's scope
+// moves from one group to another: its suspended node in the first goes
+// and one is launched in the second. That group is then deleted (held by
+// a finalizer, as berth's own holds it until its nodes are gone): its
+// suspended node goes too, and none is launched.
+func TestStandbyNodesLeaveAGroupOutOfScopeOrBeingDeleted(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-scope", 2)
+	f.reconcile()
+	f.bootAll()
+	f.reconcile()
+	if n := f.nodes(); len(n) != 1 || !nodeutil.Suspended(&n[0]) {
+		t.Fatalf("want one suspended node in %s, got %d", f.group, len(n))
+	}
+	second := "standby-scope-b"
+	ng := b.NodeGroup(second, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng.Finalizers = []string{"test.berth.dev/hold"}
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(ng), ng)
+		ng.Finalizers = nil
+		_ = env.Client.Update(ctx, ng)
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: second})
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.Scope.NodeGroups = []string{second}
+	if err := env.Client.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		got := &v1alpha1.Headroom{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), got) // the reconciler reads the cache
+		return err == nil && len(got.Spec.Scope.NodeGroups) == 1 && got.Spec.Scope.NodeGroups[0] == second, "scope not moved yet", err
+	})
+	f.reconcile()
+	f.reconcile()
+	if n := len(f.nodes()); n != 0 {
+		t.Fatalf("%d standby nodes left in %s, out of the Headroom's scope; want 0", n, f.group)
+	}
+	other := &fixture{t: t, group: second, r: f.r}
+	if n := len(other.nodes()); n != 1 {
+		t.Fatalf("%d standby nodes in %s, now the Headroom's scope; want 1", n, second)
+	}
+	other.bootAll()
+	f.reconcile()
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		got := &v1alpha1.NodeGroup{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), got)
+		return err == nil && got.DeletionTimestamp != nil, "deletion not seen yet", err
+	})
+	f.reconcile()
+	f.reconcile()
+	if n := len(other.nodes()); n != 0 {
+		t.Fatalf("%d standby nodes left in %s, which is being deleted; want 0", n, second)
+	}
+	if st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name)); st.Units != 0 || !strings.Contains(st.Message, "no node group") {
+		t.Errorf("status %+v: want 0 units and why none is launched", st)
+	}
+}
+
+// TestStandbyUnitsLeaveRoomForTheGroupsDaemonSets: a DaemonSet of 500m
+// runs on the group's nodes (it does not tolerate the standby taint, so
+// its pod starts after a resume): a 2-cpu node then holds one unit of 1
+// cpu, not two, and the 3 units are kept on one 8-cpu node (7 units at
+// 0.50, cheaper per unit than 3 nodes of 2 cpu at 0.10 with one each).
+func TestStandbyUnitsLeaveRoomForTheGroupsDaemonSets(t *testing.T) {
+	ctx := context.Background()
+	ds := b.DaemonSet("standby-ds-agent", b.Namespace("default"), b.CPU("500m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "standby-ds"))
+	if err := env.Client.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, ds) })
+	f, h := setup(t, "standby-ds", 3)
+	f.reconcile()
+	nodes := f.nodes()
+	if len(nodes) != 1 || nodes[0].Labels[v1alpha1.LabelInstanceType] != "m-8" {
+		var types []string
+		for _, n := range nodes {
+			types = append(types, n.Labels[v1alpha1.LabelInstanceType])
+		}
+		t.Fatalf("standby nodes %v for 3 units beside a 500m DaemonSet, want one m-8", types)
+	}
+	f.reconcile()
+	st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name))
+	if st.Units != 7 {
+		t.Errorf("status %+v: want 7 units (8 cpu less the DaemonSet's 500m)", st)
+	}
 }

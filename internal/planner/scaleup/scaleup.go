@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -156,7 +157,7 @@ func Run(in Input) (*Plan, error) {
 	defer in.Base.Release(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
-	templates, err := buildTemplates(groups, newDaemonSetPods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, placedExamples(s)))
+	templates, err := buildTemplates(groups, daemonset.Pods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, placedExamples(s)))
 	if err != nil {
 		return nil, err
 	}

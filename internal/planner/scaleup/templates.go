@@ -5,14 +5,12 @@ import (
 	"maps"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-helpers/resource"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -29,53 +27,11 @@ type optionRef struct {
 	group *v1alpha1.NodeGroup
 }
 
-// daemonSetPod is a DaemonSet's pod template, ready to test against nodes.
-type daemonSetPod struct {
-	pod      *corev1.Pod
-	affinity nodeaffinity.RequiredNodeAffinity
-	requests snapshot.Resources
-}
-
-// dsTolerations are the tolerations the DaemonSet controller adds to every
-// DaemonSet pod.
-var dsTolerations = []corev1.Toleration{
-	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-}
-
-func newDaemonSetPods(dss []*appsv1.DaemonSet) []daemonSetPod {
-	out := make([]daemonSetPod, 0, len(dss))
-	for _, ds := range dss {
-		pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *ds.Spec.Template.Spec.DeepCopy()}
-		pod.Namespace = ds.Namespace
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, dsTolerations...)
-		out = append(out, daemonSetPod{
-			pod:      pod,
-			affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-			requests: snapshot.FromList(resource.PodRequests(pod, resource.PodResourcesOptions{})),
-		})
-	}
-	return out
-}
-
-// runsOn reports whether the DaemonSet would run a pod on the node.
-func (d daemonSetPod) runsOn(node *corev1.Node) bool {
-	if ok, _ := d.affinity.Match(node); !ok {
-		return false
-	}
-	_, untolerated := snapshot.UntoleratedTaint(node.Spec.Taints, d.pod.Spec.Tolerations)
-	return !untolerated
-}
-
 // buildTemplates turns node groups into templates, one per group and zone,
 // each with the options (instance type x capacity type) offered in the
 // zone, minus the unavailable offerings; and one per value of the split
 // keys too (topologyOptionKeys), so that a planned node carries them.
-func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailable map[Offering]bool, split []string) ([]*binpack.Template, error) {
+func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonset.Pod, unavailable map[Offering]bool, split []string) ([]*binpack.Template, error) {
 	var out []*binpack.Template
 	for _, ng := range groups {
 		zones := map[string]bool{}
@@ -103,7 +59,7 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonSetPod, unavailabl
 // zoneOptions are the options a node group offers in a zone. Their nodes,
 // options and references are allocated in one slab each: a round builds
 // every option of every group (thousands for a large catalogue).
-func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavailable map[Offering]bool) ([]*snapshot.Option, error) {
+func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unavailable map[Offering]bool) ([]*snapshot.Option, error) {
 	type offering struct {
 		it  *v1alpha1.InstanceType
 		off *v1alpha1.Offering
@@ -131,7 +87,7 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavai
 			}
 		}
 	}
-	taints := groupTaints(ng)
+	taints := ng.NodeTaints()
 	nodes, all, refs := make([]corev1.Node, len(offs)), make([]snapshot.Option, len(offs)), make([]optionRef, len(offs))
 	opts := make([]*snapshot.Option, len(offs))
 	for k, o := range offs {
@@ -141,14 +97,6 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonSetPod, unavai
 		opts[k] = &all[k]
 	}
 	return opts, nil
-}
-
-func groupTaints(ng *v1alpha1.NodeGroup) []corev1.Taint {
-	taints := make([]corev1.Taint, 0, len(ng.Spec.Template.Taints))
-	for _, t := range ng.Spec.Template.Taints {
-		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-	}
-	return taints
 }
 
 // newTemplate is the template of a group's options opts in a zone. It
@@ -182,7 +130,7 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 
 // buildOption fills node, o and ref with the option of an offering.
 func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha1.Offering, key Offering,
-	taints []corev1.Taint, dss []daemonSetPod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
+	taints []corev1.Taint, dss []daemonset.Pod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
 	price, err := off.Price()
 	if err != nil {
 		return fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
@@ -199,8 +147,8 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 		Ref: ref, Slices: it.ResourceSlices(node.Name),
 	}
 	for _, ds := range dss {
-		if ds.runsOn(node) {
-			o.Overhead.Add(&ds.requests)
+		if ds.RunsOn(node) {
+			o.Overhead.Add(&ds.Requests)
 			o.OverheadPods++
 		}
 	}

@@ -1,0 +1,81 @@
+// Package daemonset says which DaemonSets run a pod on a node and what
+// those pods request: the overhead a node of a template carries before any
+// other pod lands on it. PURE: values in, values out.
+package daemonset
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// Pod is a DaemonSet's pod template, ready to test against nodes.
+type Pod struct {
+	pod      *corev1.Pod
+	affinity nodeaffinity.RequiredNodeAffinity
+	// Requests are what one pod of the DaemonSet requests.
+	Requests snapshot.Resources
+	// List is the same as a ResourceList.
+	List corev1.ResourceList
+}
+
+// tolerations are the tolerations the DaemonSet controller adds to every
+// DaemonSet pod.
+var tolerations = []corev1.Toleration{
+	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// Pods are the DaemonSets' pods as the DaemonSet controller makes them
+// (their template, in their namespace, with its tolerations).
+func Pods(dss []*appsv1.DaemonSet) []Pod {
+	out := make([]Pod, 0, len(dss))
+	for _, ds := range dss {
+		pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *ds.Spec.Template.Spec.DeepCopy()}
+		pod.Namespace = ds.Namespace
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tolerations...)
+		list := resource.PodRequests(pod, resource.PodResourcesOptions{})
+		out = append(out, Pod{
+			pod:      pod,
+			affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+			Requests: snapshot.FromList(list),
+			List:     list,
+		})
+	}
+	return out
+}
+
+// RunsOn reports whether the DaemonSet would run a pod on the node: its
+// node selector and required affinity match, and it tolerates the node's
+// NoSchedule and NoExecute taints.
+func (d Pod) RunsOn(node *corev1.Node) bool {
+	if ok, _ := d.affinity.Match(node); !ok {
+		return false
+	}
+	_, untolerated := snapshot.UntoleratedTaint(node.Spec.Taints, d.pod.Spec.Tolerations)
+	return !untolerated
+}
+
+// Overhead is what the pods of the DaemonSets that run on the node
+// request together.
+func Overhead(dss []Pod, node *corev1.Node) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, d := range dss {
+		if !d.RunsOn(node) {
+			continue
+		}
+		for name, q := range d.List {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	return out
+}
