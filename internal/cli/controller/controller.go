@@ -176,7 +176,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           hook.server(),
 		Scheme:                  scheme.New(),
-		Cache:                   cache.Options{DefaultTransform: trimCached}, // what berth never reads is not kept
+		Cache:                   cache.Options{DefaultTransform: newTrimmer().trim}, // what berth never reads is not kept
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -8,20 +10,21 @@ import (
 	"github.com/berth-dev/berth/internal/quantity"
 )
 
-// trimCached drops from every object the informer cache holds what berth
+// trimmer drops from every object the informer cache holds what berth
 // never reads, before it is stored: managedFields everywhere, and from
 // pods and nodes (the objects of which a cluster has thousands) what no
 // planner, drain rule or controller looks at: a pod's container
 // statuses, its containers' commands, environment, probes, mounts and
 // images, its volumes of secrets, config maps, projected tokens and the
 // downward API, its ephemeral containers and kubectl's last-applied copy;
-// a node's image list. On a large cluster the cache is most of the
+// a node's image list; a pod's addresses and its conditions but
+// PodScheduled and Ready. On a large cluster the cache is most of the
 // controller's memory. What stays: names, labels, annotations (but the
 // last-applied copy), owners, every scheduling field (requests, limits,
 // claims, ports, restart policies of sidecars, affinity, tolerations,
 // spread, priority, overhead, scheduling gates), volumes a scheduler or a
 // drain rule reads (claims, ephemeral, CSI, host paths, empty dirs) and
-// the status. Patches are computed between two copies of a trimmed
+// the rest of the status. Patches are computed between two copies of a trimmed
 // object, so they never send the missing fields; pods and nodes are never
 // updated whole; a controller that copies a pod's spec into an object it
 // writes (the CapacityBuffer's chunk template) reads the pod past the
@@ -32,7 +35,14 @@ import (
 // server stored with an exponent of millions of digits would make every
 // comparison with it take seconds. Only quantities of more than 1,000
 // digits change, to the number kube-scheduler reads from them.
-func trimCached(obj any) (any, error) {
+//
+// Then the parts pods have alike are shared (podShare; nil: not shared).
+type trimmer struct{ pods *podShare }
+
+func newTrimmer() *trimmer { return &trimmer{pods: newPodShare()} }
+
+// trim is the cache's transform (see trimmer).
+func (t *trimmer) trim(obj any) (any, error) {
 	obj, err := crcache.TransformStripManagedFields()(obj)
 	if err != nil {
 		return obj, err
@@ -47,6 +57,9 @@ func trimCached(obj any) (any, error) {
 	// Workloads and PodTemplates too: CapacityBuffers and DaemonSet
 	// overhead read their pod templates' requests.
 	quantity.BoundObject(obj)
+	if p, ok := obj.(*corev1.Pod); ok && t.pods != nil {
+		t.pods.share(p) // after bounding: shared parts are never changed
+	}
 	return obj, nil
 }
 
@@ -55,6 +68,10 @@ func trimPod(p *corev1.Pod) {
 	p.Status.ContainerStatuses = nil
 	p.Status.InitContainerStatuses = nil
 	p.Status.EphemeralContainerStatuses = nil
+	p.Status.HostIP, p.Status.HostIPs, p.Status.PodIP, p.Status.PodIPs = "", nil, "", nil
+	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type != corev1.PodScheduled && c.Type != corev1.PodReady
+	})
 	p.Spec.EphemeralContainers = nil
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range cs {
@@ -72,4 +89,4 @@ func trimPod(p *corev1.Pod) {
 	p.Spec.Volumes = vols
 }
 
-var _ cache.TransformFunc = trimCached
+var _ cache.TransformFunc = newTrimmer().trim

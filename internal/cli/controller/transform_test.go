@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -20,8 +21,9 @@ import (
 // TestTrimCachedKeepsWhatBerthReads: the cache drops managedFields,
 // container statuses, what containers run and see (commands, environment,
 // probes, mounts, images), volumes of secrets, config maps, tokens and the
-// downward API, kubectl's last-applied copy and node images, and keeps
-// what the planners, drain rules and controllers read.
+// downward API, kubectl's last-applied copy, a pod's addresses and
+// conditions but PodScheduled and Ready, and node images, and keeps what
+// the planners, drain rules and controllers read.
 func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	sidecar := corev1.ContainerRestartPolicyAlways
 	requests := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
@@ -50,12 +52,15 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 		corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}})
 	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug"}}}
 	pod.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	pod.Status.PodIP, pod.Status.PodIPs = "10.0.0.1", []corev1.PodIP{{IP: "10.0.0.1"}}
+	pod.Status.HostIP, pod.Status.HostIPs = "10.1.0.1", []corev1.HostIP{{IP: "10.1.0.1"}}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "app"}}
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init"}}
 	want := pod.DeepCopy()
 
-	out, err := trimCached(pod)
+	out, err := newTrimmer().trim(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +72,8 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	want.Spec.Volumes = keep
 	want.Spec.EphemeralContainers = nil
 	want.Status.ContainerStatuses, want.Status.InitContainerStatuses = nil, nil
+	want.Status.Conditions = []corev1.PodCondition{want.Status.Conditions[0], want.Status.Conditions[2]}
+	want.Status.PodIP, want.Status.PodIPs, want.Status.HostIP, want.Status.HostIPs = "", nil, "", nil
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("trimmed pod (-want +got):\n%s", diff)
 	}
@@ -74,7 +81,7 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	node := b.Node("n", "4", "16Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "g"))
 	node.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "cluster.x-k8s.io/machine": "m-1"}
 	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/app:1"}, SizeBytes: 1 << 30}}
-	out, err = trimCached(node)
+	out, err = newTrimmer().trim(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +104,7 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 	pod := b.Pod("p", b.CPU("1"))
 	pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = huge
 	pod.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: huge}
-	out, err := trimCached(pod)
+	out, err := newTrimmer().trim(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +117,7 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 
 	node := b.Node("n", "4", "16Gi")
 	node.Status.Allocatable[corev1.ResourceMemory] = huge
-	out, err = trimCached(node)
+	out, err = newTrimmer().trim(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +127,7 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 
 	slice := &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Devices: []resourcev1.Device{{Name: "gpu-0",
 		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: huge}}}}}}
-	out, err = trimCached(slice)
+	out, err = newTrimmer().trim(slice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +139,67 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 	dep := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: pod.Spec}}}
 	dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: huge}}}}
-	out, err = trimCached(dep)
+	out, err = newTrimmer().trim(dep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := out.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, c) {
 		t.Errorf("cached Deployment's template not bounded: %s", c.String())
+	}
+}
+
+// TestPodsOfAWorkloadShareWhatTheyHaveAlike: two pods of one ReplicaSet
+// on two nodes hold one copy of their spec's parts, labels and owners,
+// and each keeps its own name, node and conditions, the same as trimmed
+// alone; a pod asking for other requests keeps its own spec; the tables
+// never hold more than maxShared entries.
+func TestPodsOfAWorkloadShareWhatTheyHaveAlike(t *testing.T) {
+	pod := func(name, node, cpu string) *corev1.Pod {
+		p := b.Pod(name, b.NodeName(node), b.Labels("app", "web", "pod-template-hash", "abc"), b.CPU(cpu), b.Memory("1Gi"))
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs", Controller: ptr.To(true)}}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(int64(len(name)), 0)}}
+		return p
+	}
+	tr := newTrimmer()
+	var got []*corev1.Pod
+	for _, p := range []*corev1.Pod{pod("web-1", "node-a", "1"), pod("web-22", "node-b", "1"), pod("other", "node-a", "2")} {
+		want, err := (&trimmer{}).trim(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tr.trim(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("pod %s shared differs from trimmed (-trimmed +shared):\n%s", p.Name, diff)
+		}
+		got = append(got, out.(*corev1.Pod))
+	}
+	a, c, other := got[0], got[1], got[2]
+	if &a.Spec.Containers[0] != &c.Spec.Containers[0] || &a.Spec.Tolerations[0] != &c.Spec.Tolerations[0] || &a.OwnerReferences[0] != &c.OwnerReferences[0] {
+		t.Error("two pods of one ReplicaSet hold two copies of their containers, tolerations or owners")
+	}
+	a.Labels["probe"] = "x" // the same map: seen through the other pod
+	if c.Labels["probe"] != "x" {
+		t.Error("two pods of one ReplicaSet hold two copies of their labels")
+	}
+	delete(a.Labels, "probe")
+	if &other.Spec.Containers[0] == &a.Spec.Containers[0] || other.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" {
+		t.Errorf("a pod asking for 2 cpu shares the spec of pods asking for 1: %v", other.Spec.Containers[0].Resources.Requests)
+	}
+	if a.Spec.NodeName != "node-a" || c.Spec.NodeName != "node-b" || a.Name != "web-1" || c.Name != "web-22" ||
+		a.Status.Conditions[0].LastTransitionTime.Equal(&c.Status.Conditions[0].LastTransitionTime) {
+		t.Errorf("pods lost their own fields: %s on %s, %s on %s", a.Name, a.Spec.NodeName, c.Name, c.Spec.NodeName)
+	}
+
+	for i := range maxShared + 10 {
+		if _, err := tr.trim(pod(fmt.Sprintf("p-%d", i), "node-a", fmt.Sprintf("%dm", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(tr.pods.specs); n > maxShared {
+		t.Errorf("the table of specs holds %d entries, more than %d", n, maxShared)
 	}
 }
