@@ -170,10 +170,10 @@ func Resumable(n *corev1.Node, dss []daemonset.Pod) *corev1.Node {
 	if len(dss) == 0 {
 		return c
 	}
-	// As a standby node, without the transient taints: which DaemonSets
-	// run there already.
-	standby := c.DeepCopy()
-	standby.Spec.Taints = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+	// As the standby node it is (its labels and taints), without the
+	// transient taints: which DaemonSets run there already.
+	standby := n.DeepCopy()
+	standby.Spec.Taints = slices.DeleteFunc(standby.Spec.Taints, func(t corev1.Taint) bool {
 		return t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
 	})
 	var later []daemonset.Pod

@@ -3,7 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"unique"
 
@@ -68,7 +68,9 @@ func (s *podShare) share(p *corev1.Pod) {
 }
 
 // stringMap returns the shared copy of a map of strings (labels,
-// annotations).
+// annotations). Its key spells every key and value with its length first,
+// so that no two maps have the same key (annotation values may hold any
+// character).
 func (s *podShare) stringMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
@@ -77,18 +79,20 @@ func (s *podShare) stringMap(m map[string]string) map[string]string {
 	size := 0
 	for k, v := range m {
 		keys = append(keys, k)
-		size += len(k) + len(v) + 2
+		size += len(k) + len(v) + 16
 	}
 	slices.Sort(keys)
-	var b strings.Builder
-	b.Grow(size)
+	b := make([]byte, 0, size)
 	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(m[k])
-		b.WriteByte(0)
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		v := m[k]
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
 	}
-	return shared(s.maps, b.String(), m)
+	return shared(s.maps, string(b), m)
 }
 
 // shared returns the value the table holds under key, or holds v there

@@ -194,6 +194,21 @@ func TestPodsOfAWorkloadShareWhatTheyHaveAlike(t *testing.T) {
 		t.Errorf("pods lost their own fields: %s on %s, %s on %s", a.Name, a.Spec.NodeName, c.Name, c.Spec.NodeName)
 	}
 
+	// Annotations may hold any character: a value that spells another
+	// map's entries does not make the two maps one.
+	packed := pod("packed", "node-a", "1")
+	packed.Annotations = map[string]string{"a": "1\x00berth.dev/do-not-disrupt\x00true"}
+	plain := pod("plain", "node-a", "1")
+	plain.Annotations = map[string]string{"a": "1", "berth.dev/do-not-disrupt": "true"}
+	for _, p := range []*corev1.Pod{packed, plain} {
+		if _, err := tr.trim(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plain.Annotations["berth.dev/do-not-disrupt"] != "true" || len(packed.Annotations) != 1 {
+		t.Errorf("annotations mixed up between pods: %v and %v", packed.Annotations, plain.Annotations)
+	}
+
 	for i := range maxShared + 10 {
 		if _, err := tr.trim(pod(fmt.Sprintf("p-%d", i), "node-a", fmt.Sprintf("%dm", i+1))); err != nil {
 			t.Fatal(err)

@@ -87,15 +87,19 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 }
 
 // orphan takes berth's marks off a node of a deleted group: its owner mark
-// (no berth controller removes it any more) and any drain in progress.
+// (no berth controller removes it any more), any drain in progress, and
+// the standby tier's marks (a standby node becomes an ordinary node; a
+// suspended one stays suspended, berth.dev/suspended-at says so).
 func (r *Reconciler) orphan(ctx context.Context, ng *v1alpha1.NodeGroup, n *corev1.Node) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted} {
+	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted,
+		v1alpha1.AnnotationStandbyFor} {
 		delete(n.Annotations, a)
 	}
+	delete(n.Labels, v1alpha1.TaintStandby)
 	var taints []corev1.Taint
 	for _, t := range n.Spec.Taints {
-		if t.Key != v1alpha1.TaintDisrupted {
+		if t.Key != v1alpha1.TaintDisrupted && t.Key != v1alpha1.TaintStandby {
 			taints = append(taints, t)
 		}
 	}

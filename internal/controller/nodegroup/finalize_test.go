@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -24,7 +25,7 @@ import (
 // TestDeletingANodeGroup: a NodeGroup gets a finalizer; deleted with
 // deletionPolicy Drain it stays while a node it launched exists and goes
 // once the node is gone; deleted with Orphan it goes at once and its node
-// stays, without berth's owner mark or drain taint.
+// stays, without berth's owner mark, drain taint or standby marks.
 func TestDeletingANodeGroup(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -44,7 +45,10 @@ func TestDeletingANodeGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			node := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, name+"-a")
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: v1alpha1.TaintStandby, Value: "true", Effect: corev1.TaintEffectNoSchedule}) // a standby node too
+			node.Labels[v1alpha1.TaintStandby] = "true"
+			node.Annotations[v1alpha1.AnnotationStandbyFor] = "web"
 			if err := env.Client.Create(ctx, node); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +74,7 @@ func TestDeletingANodeGroup(t *testing.T) {
 				for _, taint := range n.Spec.Taints {
 					drained = drained || taint.Key == v1alpha1.TaintDisrupted
 				}
-				if n.Annotations[v1alpha1.AnnotationLaunchedBy] != "" || drained {
+				if n.Annotations[v1alpha1.AnnotationLaunchedBy] != "" || drained || nodeutil.Standby(n) || n.Annotations[v1alpha1.AnnotationStandbyFor] != "" {
 					t.Errorf("the orphaned node keeps berth's marks: annotations %v taints %v", n.Annotations, n.Spec.Taints)
 				}
 				return

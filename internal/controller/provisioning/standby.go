@@ -45,12 +45,12 @@ func (p *Provisioner) offerSuspended(nodes []*corev1.Node, groups map[string]*v1
 }
 
 // resumable reports whether a node is a suspended standby node berth
-// launched that it may resume: not being deleted or removed, not drifted
+// launched that it may resume: neither it nor its group being deleted, not removed, not drifted
 // or expired (the standby controller replaces those while idle), and not
 // one whose resume failed less than resumeRetry ago.
 func (p *Provisioner) resumable(n *corev1.Node, groups map[string]*v1alpha1.NodeGroup) bool {
 	g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	return g != nil && n.DeletionTimestamp == nil && nodeutil.Suspended(n) && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
+	return g != nil && g.DeletionTimestamp == nil && n.DeletionTimestamp == nil && nodeutil.Suspended(n) && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
 		lifecycle.Drifted(g, n) == nil && lifecycle.Expired(g, n, p.Clock.Now()) == nil && !p.resumeFailedRecently(n.Name)
 }
 

@@ -14,11 +14,12 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
-// removeSurplus deletes one of the candidates: with keep, only one whose
+// removeSurplus deletes one of the candidates and reports whether it
+// did: with keep, only one whose
 // units (of units in all) are not needed to hold desired; without, any.
 // Only one that berth launched, still standby when read fresh, running no
 // pod but DaemonSets'.
-func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, unitsOn func(*corev1.Node) int32) error {
+func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, unitsOn func(*corev1.Node) int32) (bool, error) {
 	for _, n := range candidates {
 		fit := unitsOn(n)
 		if keep && units-fit < desired {
@@ -26,14 +27,14 @@ func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []
 		}
 		fresh := &corev1.Node{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: n.Name}, fresh); err != nil {
-			return client.IgnoreNotFound(err)
+			return false, client.IgnoreNotFound(err)
 		}
 		if !nodeutil.Standby(fresh) || fresh.DeletionTimestamp != nil || fresh.Annotations[v1alpha1.AnnotationLaunchedBy] != n.Annotations[v1alpha1.AnnotationLaunchedBy] {
 			continue // resumed meanwhile: no longer the standby tier's
 		}
 		if busy, err := r.busy(ctx, n.Name); err != nil || busy != "" {
 			if err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
@@ -48,14 +49,14 @@ func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("marking standby node %s for removal: %w", n.Name, err)
+			return false, fmt.Errorf("marking standby node %s for removal: %w", n.Name, err)
 		}
 		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
-			return fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)
+			return false, fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)
 		}
 		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "Delete", "Deleted standby node %s: Headroom %s keeps %d standby units without it",
 			n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor], desired)
-		return nil // one per reconcile: the next one sees the cluster after it
+		return true, nil // one per reconcile: the next one sees the cluster after it
 	}
-	return nil
+	return false, nil
 }

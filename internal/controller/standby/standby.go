@@ -22,9 +22,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
@@ -96,7 +98,8 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(ownerOf)).
 		// A group being deleted or leaving a scope (its labels) sends its
 		// standby nodes away.
-		Watches(&v1alpha1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(r.ownersIn))
+		Watches(&v1alpha1.NodeGroup{}, handler.EnqueueRequestsFromMapFunc(r.ownersIn),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))
 	if r.Buffers {
 		b = b.Watches(&cbv1beta1.CapacityBuffer{}, &handler.EnqueueRequestForObject{})
 	}
@@ -224,13 +227,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if len(orphans) > 1 {
 			requeue = resync
 		}
-		return reconcile.Result{RequeueAfter: requeue}, r.removeSurplus(ctx, false, orphans, 0, 0, o.unitsOn)
+		_, err := r.removeSurplus(ctx, false, orphans, 0, 0, o.unitsOn)
+		return reconcile.Result{RequeueAfter: requeue}, err
 	}
-	if err := r.suspendBooted(ctx, &acct, o.unitsOn); err != nil {
+	if err := r.suspendBooted(ctx, &acct); err != nil {
 		return reconcile.Result{}, err
 	}
+	staleRemoved := false
 	if len(acct.stale) > 0 {
-		if err := r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn); err != nil {
+		if staleRemoved, err = r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -242,7 +247,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.Message = r.launch(ctx, o, groups, o.desired-acct.units)
 		requeue = resync
 	case acct.units > o.desired:
-		if err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn); err != nil {
+		if _, err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn); err != nil {
 			return reconcile.Result{}, err
 		}
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), o.desired)
@@ -250,7 +255,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting", acct.units, len(acct.suspended), len(acct.booting))
 	}
-	if len(acct.booting) > 0 || len(acct.removing) > 0 || len(acct.stale) > 0 {
+	// Stale nodes that cannot go now (a pod runs on one) are looked at
+	// again when settled, not every few seconds.
+	if len(acct.booting) > 0 || len(acct.removing) > 0 || staleRemoved {
 		requeue = resync
 	}
 	if requeue == 0 {
@@ -354,6 +361,8 @@ type account struct {
 	// through (an error, a restart): deleted again.
 	removing []*corev1.Node
 	units    int32
+	// counted are the units each node adds to units.
+	counted map[string]int32
 }
 
 // count sorts the owner's standby nodes that berth launched and adds up
@@ -365,24 +374,35 @@ func count(name string, groups map[string]*v1alpha1.NodeGroup, inScope func(*v1a
 	for _, n := range nodes {
 		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
 		if n.DeletionTimestamp != nil || !nodeutil.Standby(n) || n.Annotations[v1alpha1.AnnotationStandbyFor] != name ||
-			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) ||
-			(g.DeletionTimestamp != nil && g.Spec.DeletionPolicy == v1alpha1.DeletionOrphan) {
-			continue // not berth's, or about to be left to the user with its group
+			g == nil || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
+			continue // not berth's
 		}
 		if n.Annotations[v1alpha1.AnnotationStandbyRemoving] != "" {
 			acct.removing = append(acct.removing, n) // decided: its delete is retried
 			continue
 		}
+		if g.DeletionTimestamp != nil && g.Spec.DeletionPolicy == v1alpha1.DeletionOrphan {
+			continue // left to the user with its group
+		}
 		idle := nodeutil.Suspended(n) && !nodeutil.Ready(n)
-		outOfScope := !inScope(g)
-		if idle && (outOfScope || lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
+		units := int32(0)
+		if inScope(g) {
+			// One of a group that left holds none: it is suspended, then
+			// removed.
+			units = unitsOn(n)
+		}
+		// A suspended node that holds no unit (out of scope, or the
+		// DaemonSets that would run on it grew) is replaced too.
+		if idle && (units == 0 || lifecycle.Drifted(g, n) != nil || lifecycle.Expired(g, n, now) != nil) {
 			acct.stale = append(acct.stale, n) // replaced while idle, not once a burst lands on it
 			continue
 		}
-		if !outOfScope {
-			// A booting one of a group that left holds none: it is
-			// suspended, then removed.
-			acct.units += unitsOn(n)
+		acct.units += units
+		if units > 0 {
+			if acct.counted == nil {
+				acct.counted = map[string]int32{}
+			}
+			acct.counted[n.Name] = units
 		}
 		if nodeutil.Suspended(n) && !nodeutil.Ready(n) {
 			acct.suspended = append(acct.suspended, n)

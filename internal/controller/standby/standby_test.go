@@ -314,6 +314,8 @@ func TestStandbyNodesLeaveAGroupOutOfScopeOrBeingDeleted(t *testing.T) {
 // its pod starts after a resume): a 2-cpu node then holds one unit of 1
 // cpu, not two, and the 3 units are kept on one 8-cpu node (7 units at
 // 0.50, cheaper per unit than 3 nodes of 2 cpu at 0.10 with one each).
+// When the DaemonSet grows to leave no unit on it, the suspended node is
+// replaced (here by none: no offering holds a unit any more).
 func TestStandbyUnitsLeaveRoomForTheGroupsDaemonSets(t *testing.T) {
 	ctx := context.Background()
 	ds := b.DaemonSet("standby-ds-agent", b.Namespace("default"), b.CPU("500m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "standby-ds"))
@@ -335,5 +337,25 @@ func TestStandbyUnitsLeaveRoomForTheGroupsDaemonSets(t *testing.T) {
 	st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name))
 	if st.Units != 7 {
 		t.Errorf("status %+v: want 7 units (8 cpu less the DaemonSet's 500m)", st)
+	}
+
+	// The DaemonSet grows to 7500m: the suspended node holds no unit any
+	// more and goes; no offering holds one, and the status says so.
+	f.bootAll()
+	f.reconcile()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds); err != nil {
+		t.Fatal(err)
+	}
+	ds.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("7500m")
+	if err := env.Client.Update(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	if n := len(f.nodes()); n != 0 {
+		t.Fatalf("%d standby nodes left that hold no unit beside a 7500m DaemonSet, want 0", n)
+	}
+	f.reconcile()
+	if st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name)); st.Units != 0 || !strings.Contains(st.Message, "holds one unit") {
+		t.Errorf("status %+v: want 0 units and that no offering holds one", st)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // to (a pod that tolerates the standby taint) is released to the running
 // capacity instead: it leaves the standby tier, and its units are
 // launched again.
-func (r *Reconciler) suspendBooted(ctx context.Context, acct *account, unitsOn func(*corev1.Node) int32) error {
+func (r *Reconciler) suspendBooted(ctx context.Context, acct *account) error {
 	for _, n := range acct.booted {
 		busy, err := r.busy(ctx, n.Name)
 		if err != nil {
@@ -33,7 +33,7 @@ func (r *Reconciler) suspendBooted(ctx context.Context, acct *account, unitsOn f
 			}
 			if released {
 				acct.booting = slices.DeleteFunc(acct.booting, func(b *corev1.Node) bool { return b.Name == n.Name })
-				acct.units -= unitsOn(n)
+				acct.units -= acct.counted[n.Name]
 			}
 			continue
 		}
@@ -72,6 +72,7 @@ func (r *Reconciler) release(ctx context.Context, n *corev1.Node, pod string) (b
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(fresh.Labels, v1alpha1.TaintStandby)
 	delete(fresh.Annotations, v1alpha1.AnnotationStandbyFor)
+	delete(fresh.Annotations, v1alpha1.AnnotationSuspendedAt) // a suspension cut short: the machine runs
 	fresh.Spec.Taints = slices.DeleteFunc(fresh.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintStandby })
 	if err := r.Client.Patch(ctx, fresh, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
