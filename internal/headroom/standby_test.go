@@ -204,3 +204,23 @@ func TestStandbyUnitsLeaveRoomForDaemonSets(t *testing.T) {
 		t.Errorf("beside 750m of DaemonSets: %+v, want m-4 with 3 units (0.073 a unit against m-2's 1 unit at 0.10)", c)
 	}
 }
+
+// TestTargetSaysWhenAPodNeedsSeveralUnitsOnOneNode: a pod of 4 units
+// arrived in the last day: the message says it needs them on one node;
+// pods of one unit say nothing of it.
+func TestTargetSaysWhenAPodNeedsSeveralUnitsOnOneNode(t *testing.T) {
+	in := cluster()
+	in.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("general", b.InstanceType("c4", "4", "16Gi", b.OnDemand("zone-a", "0.40")))}
+	h := hr(v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Units: units(2, "1", "1Gi"),
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}})
+	for largest, want := range map[int64]bool{4: true, 1: false, 0: false} {
+		in.Targets = map[string]headroom.TargetInput{h.Name: {Estimate: demand.Estimate{Units: 10, Known: true}, Window: 90 * time.Second, LargestPod: largest}}
+		got, err := headroom.Resolve(h, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if says := strings.Contains(got.Target.Message, "needs 4 units on one node"); says != want || got.Count != 10 {
+			t.Errorf("largest pod %d units: %d units, message %q; want 10 units and the hint %v", largest, got.Count, got.Target.Message, want)
+		}
+	}
+}

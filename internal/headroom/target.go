@@ -31,6 +31,10 @@ type TargetInput struct {
 	// BurstKnown says the learner worked BurstWindow out (it measured or
 	// assumed the resume time); until then every unit runs.
 	BurstKnown bool
+	// LargestPod is the most units one arriving pod needed in the last
+	// day: such a pod needs that many units on one node, which units
+	// spread over several nodes do not give it.
+	LargestPod int64
 }
 
 // Reaction is how long berth takes from a pod's arrival to the resume of
@@ -247,6 +251,10 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	if capped {
 		out.Phase = v1alpha1.TargetCapped
 		out.Message += " (capped by " + res.cappedBy + ")"
+	}
+	if est.LargestPod > 1 {
+		out.Message += fmt.Sprintf("; a pod that arrived in the last day needs %d units on one node, which units spread over nodes may not give it (a Headroom of its shape would)",
+			est.LargestPod)
 	}
 }
 

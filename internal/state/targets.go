@@ -25,6 +25,9 @@ type Target struct {
 	Bursts     int64
 	LastHour   demand.Measured
 	LastDay    demand.Measured
+	// LargestPod is the most units one pod in scope needed on arriving,
+	// over the last day.
+	LargestPod int64
 }
 
 // Targets are the learner's results by Headroom name, read by the

@@ -126,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if h.Spec.Target != nil && r.Targets != nil {
 		if learned, haveLearned = r.Targets.Get(h.Name); haveLearned {
 			in.Targets = map[string]hr.TargetInput{h.Name: {Estimate: learned.Estimate, Window: learned.Window,
-				Burst: learned.Burst, BurstWindow: learned.BurstWindow, BurstKnown: learned.BurstKnown}}
+				Burst: learned.Burst, BurstWindow: learned.BurstWindow, BurstKnown: learned.BurstKnown, LargestPod: learned.LargestPod}}
 		}
 	}
 	res, resolveErr := hr.Resolve(h, in)

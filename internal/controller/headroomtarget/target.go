@@ -108,8 +108,35 @@ type tracked struct {
 	// Headroom that may keep standby units (nil otherwise).
 	burst   *demand.Recorder
 	waits   demand.Waits
+	// largest is the most units one arriving pod needed, per hour.
+	largest largest
 	changed bool
 	saved   time.Time
+}
+
+// largest keeps, for each of the last 24 hours, the most units of the
+// Headroom's shape that one arriving pod needed (held in memory only: a
+// restart starts it again).
+type largest [24]struct{ hour, units int64 }
+
+func (l *largest) observe(now time.Time, units int64) {
+	h := now.Unix() / 3600
+	e := &l[h%24]
+	if e.hour != h {
+		e.hour, e.units = h, 0
+	}
+	e.units = max(e.units, units)
+}
+
+// over is the most units one pod needed in the last day.
+func (l *largest) over(now time.Time) int64 {
+	h, most := now.Unix()/3600, int64(0)
+	for _, e := range l {
+		if e.hour <= h && h-e.hour < 24 {
+			most = max(most, e.units)
+		}
+	}
+	return most
 }
 
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
@@ -222,6 +249,7 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		}
 		within := wait <= t.h.Spec.Target.Wait.Duration
 		t.waits.Observe(now, wait, within)
+		t.largest.observe(now, t.shape.Units(req))
 		podWait.WithLabelValues(t.h.Name, group).Observe(wait.Seconds())
 		if t.rec != nil {
 			t.rec.Arrived(pp.since, now, req)
@@ -413,6 +441,7 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	share := hr.Share(h.Spec.Target)
 	st.LastHour = t.waits.Over(now, time.Hour, share)
 	st.LastDay = t.waits.Over(now, 24*time.Hour, share)
+	st.LargestPod = t.largest.over(now)
 	if t.rec != nil {
 		if t.rec.H.HalfLife != span/2 {
 			t.rec.H.HalfLife = span / 2

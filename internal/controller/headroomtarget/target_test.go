@@ -131,6 +131,9 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 	if got.Window != time.Minute {
 		t.Errorf("window %s, want the KWOK group's launch delay 1m", got.Window)
 	}
+	if got.LargestPod != 1 {
+		t.Errorf("the largest pod of the last day needs %d units, want 1 (every pod is one unit)", got.LargestPod)
+	}
 	// The last hour, in ten-minute slots: those from 1:10 to 2:10, the
 	// bursts at 1:15 to 1:55 (7 to 11), 30 pods, 2 of which waited 70 s
 	// (bursts 8 and 10).
@@ -271,5 +274,28 @@ func TestTheBurstHistoryOfAStandbyTargetSurvivesARestart(t *testing.T) {
 	got, _ = again.Targets.Get("burst")
 	if got.BurstWindow != 30*time.Second || got.Burst == nil || !got.Burst.Known || got.Burst.Units != 6 {
 		t.Errorf("after a restart: burst window %s, estimate %+v; want the 30s window and its 6 units, known", got.BurstWindow, got.Burst)
+	}
+}
+
+// TestTheLargestPodIsKeptForADay: the most units one pod needed, by hour,
+// over the last 24 hours; an hour's slot taken again a day later starts
+// afresh.
+func TestTheLargestPodIsKeptForADay(t *testing.T) {
+	var l largest
+	start := time.Date(2026, 11, 23, 9, 10, 0, 0, time.UTC)
+	l.observe(start, 4)
+	l.observe(start.Add(time.Hour), 2)
+	if got := l.over(start.Add(23 * time.Hour)); got != 4 {
+		t.Errorf("23 hours after a 4-unit pod: %d, want 4", got)
+	}
+	if got := l.over(start.Add(24 * time.Hour)); got != 2 {
+		t.Errorf("a day after the 4-unit pod, 23 hours after a 2-unit one: %d, want 2", got)
+	}
+	l.observe(start.Add(24*time.Hour), 1) // the 4's slot, a day on
+	if got := l.over(start.Add(24 * time.Hour)); got != 2 {
+		t.Errorf("with the 4's slot taken again by a 1: %d, want 2", got)
+	}
+	if got := l.over(start.Add(48 * time.Hour)); got != 0 {
+		t.Errorf("two days later: %d, want 0", got)
 	}
 }
