@@ -106,8 +106,8 @@ type tracked struct {
 	rec      *demand.Recorder
 	// burst counts the demand in the first BurstWindow of bursts, for a
 	// Headroom that may keep standby units (nil otherwise).
-	burst   *demand.Recorder
-	waits   demand.Waits
+	burst *demand.Recorder
+	waits demand.Waits
 	// largest is the most units one arriving pod needed, per hour.
 	largest largest
 	changed bool
