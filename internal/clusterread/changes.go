@@ -36,6 +36,11 @@ type PodChanges struct {
 	// taking: a round has taken changes. Before, nothing is named (a
 	// replica that is not the leader runs no round).
 	taking bool
+	// index sorts the pods of the events Put and Remove give (nil: not
+	// kept, TakeIndexed gives nothing); synced says whether it has seen
+	// every pod the informer held when it was registered (nil: yes).
+	index  *podIndex
+	synced func() bool
 }
 
 // WatchPods starts naming the pods that change in the cache. It returns
@@ -51,14 +56,59 @@ func WatchPods(ctx context.Context, informers crcache.Informers) (*PodChanges, e
 		return nil, nil
 	}
 	w := NewPodChanges(s.GetStore())
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    w.Note,
-		UpdateFunc: func(_, obj any) { w.Note(obj) },
-		DeleteFunc: w.Note,
-	}); err != nil {
+	w.index = newPodIndex()
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    w.Put,
+		UpdateFunc: func(_, obj any) { w.Put(obj) },
+		DeleteFunc: w.Remove,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
+	w.mu.Lock()
+	w.synced = reg.HasSynced
+	w.mu.Unlock()
 	return w, nil
+}
+
+// NewIndexedPodChanges is NewPodChanges that also sorts the pods of the
+// events Put and Remove give, for TakeIndexed.
+func NewIndexedPodChanges(store toolscache.Store) *PodChanges {
+	w := NewPodChanges(store)
+	w.index = newPodIndex()
+	return w
+}
+
+// Put names the pod of an add or update event and files it in the index.
+func (w *PodChanges) Put(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.index != nil {
+		w.index.put(p)
+	}
+	w.name(p)
+}
+
+// Remove names the pod of a delete event (or its tombstone) and takes it
+// out of the index.
+func (w *PodChanges) Remove(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.index != nil {
+		w.index.remove(podKey(p))
+	}
+	w.name(p)
 }
 
 // NewPodChanges returns changes read from store (pods keyed
@@ -81,10 +131,15 @@ func (w *PodChanges) Note(obj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.name(p)
+}
+
+// name names p; w.mu is held.
+func (w *PodChanges) name(p *corev1.Pod) {
 	if w.lost || !w.taking {
 		return
 	}
-	w.names[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = struct{}{}
+	w.names[podKey(p)] = struct{}{}
 	if len(w.names) > w.max {
 		w.names, w.lost = map[types.NamespacedName]struct{}{}, true
 	}

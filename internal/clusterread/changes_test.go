@@ -88,10 +88,11 @@ func TestPodChangesNameThePodsAndReadThemWhenTaken(t *testing.T) {
 // server (created, made again bigger on another node, bound to a node
 // that registers later, finished, deleted while a finalizer holds them
 // and gone when it is removed) and plans rounds as the provisioner does:
-// the changes taken, then the pods read from the informer's store, then
-// the base brought up to date from the changes. After each step, once
-// the informer has it, the base is the cluster built from scratch, and
-// got there from the changes, not by looking at every pod.
+// the changes and the bound pods taken from the index the informer's
+// events keep, the base brought up to date from the changes. After each
+// step, once the informer has it, the base is the cluster built from
+// scratch from every pod of the informer's store, and got there from the
+// changes, not by looking at every pod.
 func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -115,18 +116,28 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 		t.Fatal("cache did not sync")
 	}
 	base := snapshot.NewBase()
+	// A round as the provisioner's: the changes and the bound pods from
+	// the index (the base reads them), against the cluster built from
+	// scratch from every pod the store holds.
 	round := func() (string, string) {
 		t.Helper()
-		ch := w.Take()
+		ix, ok := w.TakeIndexed()
+		if !ok {
+			ix.Changes = w.Take() // the index has not seen the informer's first pods yet
+		}
 		cl, err := clusterread.Read(ctx, cache, clusterread.Parts{SharedNodes: true, Informers: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := snapshot.Input{Pods: cl.Pods, Namespaces: cl.Namespaces, Changes: ch}
+		in := snapshot.Input{Pods: cl.Pods, Namespaces: cl.Namespaces, Changes: ix.Changes}
 		for _, n := range cl.Nodes {
 			in.Nodes = append(in.Nodes, snapshot.NodeInput{Node: n})
 		}
-		s, err := base.Snapshot(in)
+		fromIndex := in
+		if ok {
+			fromIndex.Pods = ix.Bound
+		}
+		s, err := base.Snapshot(fromIndex)
 		if err != nil {
 			t.Fatal(err)
 		}

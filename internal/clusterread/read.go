@@ -54,6 +54,9 @@ type Parts struct {
 	// nodes, with SharedNodes) are then taken from the informers' stores
 	// without even the struct copy a List makes.
 	Informers crcache.Informers
+	// NoPods: the pods are not read (the caller has them from
+	// PodChanges.TakeIndexed).
+	NoPods bool
 }
 
 // Read reads the cluster from c (the manager's cache).
@@ -78,14 +81,14 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
 	}
 	if parts.Informers != nil {
-		if err := readStores(ctx, parts.Informers, parts.SharedNodes, out); err != nil {
+		if err := readStores(ctx, parts.Informers, parts.SharedNodes, !parts.NoPods, out); err != nil {
 			return nil, err
 		}
-		// What a store gave is not listed again.
-		lists = slices.DeleteFunc(lists, func(l list) bool {
-			return (l.list == pods && out.Pods != nil) || (l.list == nodes && out.Nodes != nil)
-		})
 	}
+	// What a store gave, or what is not wanted, is not listed.
+	lists = slices.DeleteFunc(lists, func(l list) bool {
+		return (l.list == pods && (out.Pods != nil || parts.NoPods)) || (l.list == nodes && out.Nodes != nil)
+	})
 	for _, l := range lists {
 		var opts []client.ListOption
 		if l.shared {
@@ -99,7 +102,7 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	if out.Nodes == nil {
 		out.Nodes = pointers(nodes.Items)
 	}
-	if out.Pods == nil {
+	if out.Pods == nil && !parts.NoPods {
 		out.Pods = pointers(pods.Items)
 	}
 	out.DaemonSets = pointers(dss.Items)

@@ -41,15 +41,18 @@ func fromStore[T any, PT interface {
 	return out, true, nil
 }
 
-// readStores fills out's pods (and nodes, when nodes is set) from the
-// informers' stores where they offer one; a list it fills is not nil.
-func readStores(ctx context.Context, informers crcache.Informers, nodes bool, out *Cluster) error {
-	pods, ok, err := fromStore[corev1.Pod](ctx, informers)
-	if err != nil {
-		return err
-	}
-	if ok {
-		out.Pods = pods
+// readStores fills out's pods (when pods is set) and nodes (when nodes
+// is) from the informers' stores where they offer one; a list it fills is
+// not nil.
+func readStores(ctx context.Context, informers crcache.Informers, nodes, pods bool, out *Cluster) error {
+	if pods {
+		ps, ok, err := fromStore[corev1.Pod](ctx, informers)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out.Pods = ps
+		}
 	}
 	if !nodes {
 		return nil

@@ -17,14 +17,27 @@ import (
 // what the planner needs besides. It changes nothing.
 func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	var changes *snapshot.PodChanges
+	var indexed clusterread.Indexed
+	ok := false
 	if p.podChanges != nil {
-		changes = p.podChanges.Take() // before the pods are read: they are then as new as the changes
+		// The pods sorted as the informer's events came, and the changes
+		// read from the same index: a round looks only at the pods
+		// without a node.
+		if indexed, ok = p.podChanges.TakeIndexed(); ok {
+			changes = indexed.Changes
+		} else {
+			changes = p.podChanges.Take() // before the pods are read: they are then as new as the changes
+		}
 	}
-	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers})
+	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers, NoPods: ok})
 	if err != nil {
 		return nil, nil, err
 	}
 	r := &round{now: p.Clock.Now(), groups: map[string]*v1alpha1.NodeGroup{}}
+	pods := cl.Pods
+	if ok {
+		r.in.Pods, pods = indexed.Bound, indexed.Unbound
+	}
 	in := &r.in
 	in.NodeGroups = cl.Active()
 	for _, g := range in.NodeGroups {
@@ -40,7 +53,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
 	in.Base, in.Changes = p.base, changes
-	return r, cl.Pods, nil
+	return r, pods, nil
 }
 
 // pendingNodes are the launching nodes of instances the provider launched

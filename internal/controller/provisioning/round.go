@@ -63,17 +63,20 @@ func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[
 // sortPods puts bound pods, and pods holding a nomination, into the plan
 // input as placed, and pods that need a node as pending; it fills the
 // round's pending and waiting sets. A pod held by a nomination moves
-// recheckAt to the end of its grace.
+// recheckAt to the end of its grace. in.Pods may hold bound pods already
+// (sorted by the index as the events came); pods are the others.
 func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod) {
 	in, known, now := &r.in, r.known, r.now
 	pending := map[types.NamespacedName]*corev1.Pod{}
 	waiting := map[types.NamespacedName]bool{}
 	r.pending, r.waiting = pending, waiting
 	for _, pod := range pods {
+		if podutil.IsBound(pod) {
+			in.Pods = append(in.Pods, pod)
+			continue
+		}
 		key := client.ObjectKeyFromObject(pod)
 		switch {
-		case podutil.IsBound(pod):
-			in.Pods = append(in.Pods, pod)
 		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
 			// A pod nominated to a node (by berth, or by preemption) holds
 			// room there: plan as if it were bound to it.

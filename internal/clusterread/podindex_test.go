@@ -1,0 +1,140 @@
+package clusterread_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/podutil"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestThePodIndexEqualsThePodsSortedFromScratch: random sequences of pod
+// events (created bound or pending, bound, rebound, relabelled,
+// finished, deleted, deleted by tombstone), each applied to a store and
+// given to the index as an informer gives it; after every event a take
+// gives the bound pods and the pods without a node exactly as sorting the
+// store's pods from scratch does, and its changes name what changed, read
+// as the index holds it.
+func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+		w := clusterread.NewIndexedPodChanges(store)
+		if _, ok := w.TakeIndexed(); !ok { // the first take: nothing named before
+			t.Fatal("an index that saw every event is not taken")
+		}
+		version := 0
+		changed := map[string]bool{}
+		for step := range 400 {
+			name := fmt.Sprintf("p-%d", r.IntN(30))
+			var old *corev1.Pod
+			if obj, ok, _ := store.GetByKey("default/" + name); ok {
+				old = obj.(*corev1.Pod)
+			}
+			version++
+			changed["default/"+name] = true
+			var p *corev1.Pod
+			switch op := r.IntN(6); {
+			case old == nil || op == 0: // created (again), bound or not
+				p = b.Pod(name, b.Labels("app", fmt.Sprint(r.IntN(3))))
+				if r.IntN(2) == 0 {
+					p.Spec.NodeName = fmt.Sprintf("n-%d", r.IntN(4))
+				}
+			case op == 1: // bound, or rebound
+				p = old.DeepCopy()
+				p.Spec.NodeName = fmt.Sprintf("n-%d", r.IntN(4))
+			case op == 2: // relabelled
+				p = old.DeepCopy()
+				p.Labels = map[string]string{"app": fmt.Sprint(r.IntN(3))}
+			case op == 3: // finished
+				p = old.DeepCopy()
+				p.Status.Phase = []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed}[r.IntN(2)]
+			default: // deleted, by event or tombstone
+				if err := store.Delete(old); err != nil {
+					t.Fatal(err)
+				}
+				if r.IntN(2) == 0 {
+					w.Remove(old)
+				} else {
+					w.Remove(toolscache.DeletedFinalStateUnknown{Key: "default/" + name, Obj: old})
+				}
+			}
+			if p != nil {
+				p.ResourceVersion = fmt.Sprint(version)
+				if err := store.Update(p); err != nil {
+					t.Fatal(err)
+				}
+				w.Put(p)
+			}
+			if r.IntN(3) > 0 {
+				continue // takes come now and then
+			}
+			got, ok := w.TakeIndexed()
+			if !ok {
+				t.Fatalf("seed %d step %d: not taken", seed, step)
+			}
+			var wantBound, wantUnbound []string
+			for _, obj := range store.List() {
+				p := obj.(*corev1.Pod)
+				switch {
+				case podutil.IsBound(p):
+					wantBound = append(wantBound, describe(p))
+				case p.Spec.NodeName == "":
+					wantUnbound = append(wantUnbound, describe(p))
+				}
+			}
+			if diff := cmp.Diff(sorted(wantBound), describeAll(got.Bound)); diff != "" {
+				t.Fatalf("seed %d step %d: bound pods (-from scratch +index):\n%s", seed, step, diff)
+			}
+			if diff := cmp.Diff(sorted(wantUnbound), describeAll(got.Unbound)); diff != "" {
+				t.Fatalf("seed %d step %d: pods without a node (-from scratch +index):\n%s", seed, step, diff)
+			}
+			if got.Changes == nil {
+				t.Fatalf("seed %d step %d: no changes", seed, step)
+			}
+			var named []string
+			for key := range got.Changes.Pods {
+				named = append(named, key.String())
+			}
+			var want []string
+			for k := range changed {
+				want = append(want, k)
+			}
+			if diff := cmp.Diff(sorted(want), sorted(named)); diff != "" {
+				t.Fatalf("seed %d step %d: pods named (-changed +named):\n%s", seed, step, diff)
+			}
+			clear(changed)
+			for key, p := range got.Changes.Pods {
+				obj, exists, _ := store.GetByKey(key.String())
+				live := exists && (podutil.IsBound(obj.(*corev1.Pod)) || obj.(*corev1.Pod).Spec.NodeName == "")
+				if (p != nil) != live || (p != nil && p != obj) {
+					t.Fatalf("seed %d step %d: change of %s reads %v, the store holds %v (exists %v)", seed, step, key, p, obj, exists)
+				}
+			}
+		}
+	}
+}
+
+func describe(p *corev1.Pod) string {
+	return fmt.Sprintf("%s node=%s app=%s rv=%s", p.Name, p.Spec.NodeName, p.Labels["app"], p.ResourceVersion)
+}
+
+func describeAll(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, describe(p))
+	}
+	return sorted(out)
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}
