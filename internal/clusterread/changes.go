@@ -43,10 +43,13 @@ type PodChanges struct {
 	synced func() bool
 }
 
-// WatchPods starts naming the pods that change in the cache. It returns
-// nil when the pod informer offers no store to read them from (a round
-// then looks at every pod).
-func WatchPods(ctx context.Context, informers crcache.Informers) (*PodChanges, error) {
+// WatchPods starts naming the pods that change in the cache and filing
+// them in the index, then calls then's functions with each event (so that
+// what then triggers sees the index with the pod: a separate handler of
+// the same informer may be called before this one). It returns nil when
+// the pod informer offers no store to read them from (a round then looks
+// at every pod; then is not called).
+func WatchPods(ctx context.Context, informers crcache.Informers, then toolscache.ResourceEventHandlerFuncs) (*PodChanges, error) {
 	inf, err := informers.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return nil, fmt.Errorf("getting the pod informer: %w", err)
@@ -57,10 +60,20 @@ func WatchPods(ctx context.Context, informers crcache.Informers) (*PodChanges, e
 	}
 	w := NewPodChanges(s.GetStore())
 	w.index = newPodIndex()
+	w.synced = func() bool { return false } // until the handler is registered
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    w.Put,
-		UpdateFunc: func(_, obj any) { w.Put(obj) },
-		DeleteFunc: w.Remove,
+		AddFunc: func(obj any) {
+			w.Put(obj)
+			then.OnAdd(obj, false)
+		},
+		UpdateFunc: func(old, obj any) {
+			w.Put(obj)
+			then.OnUpdate(old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			w.Remove(obj)
+			then.OnDelete(obj)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -107,10 +109,23 @@ func TestPodChangesKeepABaseEqualToTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := clusterread.WatchPods(ctx, cache)
+	// What the events trigger (the provisioner's rounds) sees the index
+	// with the pod already.
+	var w *clusterread.PodChanges
+	var missed atomic.Int32
+	w, err = clusterread.WatchPods(ctx, cache, toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if p := obj.(*corev1.Pod); !w.IndexHolds(p.Namespace, p.Name) && (podutil.IsBound(p) || p.Spec.NodeName == "") {
+			missed.Add(1)
+		}
+	}})
 	if err != nil || w == nil {
 		t.Fatalf("watching pods: %v (%v)", err, w)
 	}
+	defer func() {
+		if n := missed.Load(); n > 0 {
+			t.Errorf("%d pod events were handed on before the index held the pod", n)
+		}
+	}()
 	go func() { _ = cache.Start(ctx) }()
 	if !cache.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")

@@ -33,7 +33,26 @@ import (
 // changes trigger rounds.
 func (p *Provisioner) Register(mgr manager.Manager) error {
 	p.informers = mgr.GetCache() // rounds read pods and nodes from its stores
-	changes, err := clusterread.WatchPods(context.Background(), p.informers)
+	pods := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { p.triggerIfPending(o) },
+		UpdateFunc: func(old, o any) {
+			op, ok1 := old.(*corev1.Pod)
+			np, ok2 := o.(*corev1.Pod)
+			if !ok1 || !ok2 {
+				return
+			}
+			p.onPodUpdate(op, np)
+			// A pod bound without waiting may have taken headroom.
+			if op.Spec.NodeName == "" && np.Spec.NodeName != "" {
+				p.Trigger()
+			}
+			p.triggerIfPending(o)
+		},
+		// A pod gone frees capacity (headroom may be back).
+		DeleteFunc: func(any) { p.Trigger() },
+	}
+	// The pod events trigger rounds after the index has the pod.
+	changes, err := clusterread.WatchPods(context.Background(), p.informers, pods)
 	if err != nil {
 		return err
 	}
@@ -42,24 +61,6 @@ func (p *Provisioner) Register(mgr manager.Manager) error {
 		obj client.Object
 		h   toolscache.ResourceEventHandlerFuncs
 	}{
-		{&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { p.triggerIfPending(o) },
-			UpdateFunc: func(old, o any) {
-				op, ok1 := old.(*corev1.Pod)
-				np, ok2 := o.(*corev1.Pod)
-				if !ok1 || !ok2 {
-					return
-				}
-				p.onPodUpdate(op, np)
-				// A pod bound without waiting may have taken headroom.
-				if op.Spec.NodeName == "" && np.Spec.NodeName != "" {
-					p.Trigger()
-				}
-				p.triggerIfPending(o)
-			},
-			// A pod gone frees capacity (headroom may be back).
-			DeleteFunc: func(any) { p.Trigger() },
-		}},
 		{&corev1.Node{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { p.Trigger() },
 			// A node turning schedulable starts the grace of the pods
@@ -83,6 +84,12 @@ func (p *Provisioner) Register(mgr manager.Manager) error {
 			UpdateFunc: func(any, any) { p.Trigger() },
 			DeleteFunc: func(any) { p.Trigger() },
 		}},
+	}
+	if changes == nil { // no store to index from: the pod events trigger on their own
+		handlers = append(handlers, struct {
+			obj client.Object
+			h   toolscache.ResourceEventHandlerFuncs
+		}{&corev1.Pod{}, pods})
 	}
 	for _, h := range handlers {
 		// The cache has not started yet: getting an informer does not
