@@ -106,22 +106,30 @@ func (w *PodChanges) Put(obj any) {
 	w.name(p)
 }
 
-// Remove names the pod of a delete event (or its tombstone) and takes it
-// out of the index.
+// Remove names the pod of a delete event (or its tombstone, by its key
+// when it carries no pod) and takes it out of the index.
 func (w *PodChanges) Remove(obj any) {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
+	var key types.NamespacedName
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		key = podKey(o)
+	case toolscache.DeletedFinalStateUnknown:
+		if p, ok := o.Obj.(*corev1.Pod); ok {
+			key = podKey(p)
+		} else if ns, name, err := toolscache.SplitMetaNamespaceKey(o.Key); err == nil {
+			key = types.NamespacedName{Namespace: ns, Name: name}
+		} else {
+			return
+		}
+	default:
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.index != nil {
-		w.index.remove(podKey(p))
+		w.index.remove(key)
 	}
-	w.name(p)
+	w.nameKey(key)
 }
 
 // NewPodChanges returns changes read from store (pods keyed
@@ -148,11 +156,14 @@ func (w *PodChanges) Note(obj any) {
 }
 
 // name names p; w.mu is held.
-func (w *PodChanges) name(p *corev1.Pod) {
+func (w *PodChanges) name(p *corev1.Pod) { w.nameKey(podKey(p)) }
+
+// nameKey names the pod of key; w.mu is held.
+func (w *PodChanges) nameKey(key types.NamespacedName) {
 	if w.lost || !w.taking {
 		return
 	}
-	w.names[podKey(p)] = struct{}{}
+	w.names[key] = struct{}{}
 	if len(w.names) > w.max {
 		w.names, w.lost = map[types.NamespacedName]struct{}{}, true
 	}

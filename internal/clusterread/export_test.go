@@ -11,3 +11,11 @@ func (w *PodChanges) IndexHolds(namespace, name string) bool {
 	defer w.mu.Unlock()
 	return w.index != nil && w.index.get(types.NamespacedName{Namespace: namespace, Name: name}) != nil
 }
+
+// SetSynced replaces the index's view of whether its handler has seen
+// the informer's first pods.
+func (w *PodChanges) SetSynced(synced func() bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.synced = synced
+}

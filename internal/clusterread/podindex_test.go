@@ -32,6 +32,8 @@ func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 		}
 		version := 0
 		changed := map[string]bool{}
+		var lastBound []*corev1.Pod
+		var lastSaid []string
 		for step := range 400 {
 			name := fmt.Sprintf("p-%d", r.IntN(30))
 			var old *corev1.Pod
@@ -60,10 +62,13 @@ func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 				if err := store.Delete(old); err != nil {
 					t.Fatal(err)
 				}
-				if r.IntN(2) == 0 {
+				switch r.IntN(3) {
+				case 0:
 					w.Remove(old)
-				} else {
+				case 1:
 					w.Remove(toolscache.DeletedFinalStateUnknown{Key: "default/" + name, Obj: old})
+				default: // a tombstone without the object
+					w.Remove(toolscache.DeletedFinalStateUnknown{Key: "default/" + name})
 				}
 			}
 			if p != nil {
@@ -80,6 +85,12 @@ func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 			if !ok {
 				t.Fatalf("seed %d step %d: not taken", seed, step)
 			}
+			// The last take's pods are the caller's: events since did not
+			// change them.
+			if diff := cmp.Diff(lastSaid, describeAll(lastBound)); diff != "" {
+				t.Fatalf("seed %d step %d: the last take's bound pods changed under the caller (-then +now):\n%s", seed, step, diff)
+			}
+			lastBound, lastSaid = got.Bound, describeAll(got.Bound)
 			var wantBound, wantUnbound []string
 			for _, obj := range store.List() {
 				p := obj.(*corev1.Pod)
@@ -137,4 +148,21 @@ func describeAll(pods []*corev1.Pod) []string {
 func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// TestTheIndexIsNotTakenBeforeItSawTheInformersPods: until the handler's
+// registration has seen every pod the informer held, a take gives
+// nothing (the round lists the pods from the store instead).
+func TestTheIndexIsNotTakenBeforeItSawTheInformersPods(t *testing.T) {
+	w := clusterread.NewIndexedPodChanges(toolscache.NewStore(toolscache.MetaNamespaceKeyFunc))
+	synced := false
+	w.SetSynced(func() bool { return synced })
+	w.Put(b.Pod("web", b.NodeName("n-1")))
+	if _, ok := w.TakeIndexed(); ok {
+		t.Fatal("taken before the handler saw the informer's first pods")
+	}
+	synced = true
+	if got, ok := w.TakeIndexed(); !ok || len(got.Bound) != 1 {
+		t.Fatalf("after: %+v (%v), want the one bound pod", got, ok)
+	}
 }
