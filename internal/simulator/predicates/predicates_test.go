@@ -52,6 +52,18 @@ func run(t *testing.T, tests []scenario) {
 			if got.Code != tt.want || (tt.wantReason != "" && got.Reason != tt.wantReason) {
 				t.Errorf("got %v %q (%s), want %v %q", got.Code, got.Reason, got.Message(), tt.want, tt.wantReason)
 			}
+			// Run passes over the filters a class cannot fail: calling
+			// every filter gives the same answer.
+			direct := predicates.OK
+			for _, f := range predicates.Default() {
+				if st := f.Filter(s, c, n); st.Failed() {
+					direct = st
+					break
+				}
+			}
+			if direct.Code != got.Code || direct.Reason != got.Reason {
+				t.Errorf("Run says %v %q, every filter called says %v %q", got.Code, got.Reason, direct.Code, direct.Reason)
+			}
 		})
 	}
 }
