@@ -3,6 +3,7 @@
 package nodeutil
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,16 @@ func Standby(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// LeaveStandby takes the standby tier's marks off n (its taint, label and
+// berth.dev/standby-for), in place: n is then an ordinary node of its
+// group. Whether it is suspended (berth.dev/suspended-at) is the
+// caller's to say.
+func LeaveStandby(n *corev1.Node) {
+	delete(n.Labels, v1alpha1.TaintStandby)
+	delete(n.Annotations, v1alpha1.AnnotationStandbyFor)
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintStandby })
 }
 
 // Suspended reports whether the node is a standby node whose machine is

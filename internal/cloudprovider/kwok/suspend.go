@@ -3,7 +3,6 @@ package kwok
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,12 +80,10 @@ func (p *Provider) Resume(ctx context.Context, nodeName string) error {
 		return fmt.Errorf("resuming node %s: %w", nodeName, err)
 	}
 	patch = client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	delete(node.Labels, v1alpha1.TaintStandby)
-	delete(node.Annotations, v1alpha1.AnnotationStandbyFor)
+	nodeutil.LeaveStandby(node)
 	delete(node.Annotations, v1alpha1.AnnotationSuspendedAt)
 	node.Annotations[v1alpha1.AnnotationResumedAt] = now.UTC().Format(time.RFC3339)
 	node.Annotations[v1alpha1.AnnotationReadyAt] = now.Add(ng.Spec.Provider.KWOK.ResumeAfter()).UTC().Format(time.RFC3339Nano)
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintStandby })
 	if err := p.client.Patch(ctx, node, patch); err != nil {
 		return fmt.Errorf("resuming node %s: %w", nodeName, err)
 	}

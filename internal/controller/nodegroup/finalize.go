@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // Event reasons of a NodeGroup's deletion.
@@ -92,14 +93,13 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 // suspended one stays suspended, berth.dev/suspended-at says so).
 func (r *Reconciler) orphan(ctx context.Context, ng *v1alpha1.NodeGroup, n *corev1.Node) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted,
-		v1alpha1.AnnotationStandbyFor} {
+	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted} {
 		delete(n.Annotations, a)
 	}
-	delete(n.Labels, v1alpha1.TaintStandby)
+	nodeutil.LeaveStandby(n)
 	var taints []corev1.Taint
 	for _, t := range n.Spec.Taints {
-		if t.Key != v1alpha1.TaintDisrupted && t.Key != v1alpha1.TaintStandby {
+		if t.Key != v1alpha1.TaintDisrupted {
 			taints = append(taints, t)
 		}
 	}

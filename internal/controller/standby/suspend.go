@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
@@ -68,13 +69,11 @@ func (r *Reconciler) suspend(ctx context.Context, n *corev1.Node) bool {
 // its group, which scale-down removes once it is empty. It reports
 // whether it did.
 func (r *Reconciler) release(ctx context.Context, n *corev1.Node, pod string) (bool, error) {
-	fresh := n.DeepCopy()
+	released := n.DeepCopy()
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	delete(fresh.Labels, v1alpha1.TaintStandby)
-	delete(fresh.Annotations, v1alpha1.AnnotationStandbyFor)
-	delete(fresh.Annotations, v1alpha1.AnnotationSuspendedAt) // a suspension cut short: the machine runs
-	fresh.Spec.Taints = slices.DeleteFunc(fresh.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintStandby })
-	if err := r.Client.Patch(ctx, fresh, patch); err != nil {
+	nodeutil.LeaveStandby(released)
+	delete(released.Annotations, v1alpha1.AnnotationSuspendedAt) // a suspension cut short: the machine runs
+	if err := r.Client.Patch(ctx, released, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return false, nil // seen again on the next pass
 		}
