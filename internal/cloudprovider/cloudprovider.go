@@ -54,7 +54,11 @@ type CloudProvider interface {
 	// Name identifies the provider (e.g. "kwok").
 	Name() string
 	// Create launches one node. It returns an InsufficientCapacityError when
-	// the offering cannot be bought right now.
+	// the offering cannot be bought right now, and a MaxSizeError, having
+	// launched nothing, when the group already has maxSize nodes, counting
+	// launches of every caller in the process that a cache may not show
+	// yet: the provisioner and the standby tier launch into the same
+	// groups, each from its own view, and together must not pass the limit.
 	Create(ctx context.Context, req CreateRequest) (*Instance, error)
 	// Delete removes the node with the given name. NotFoundError if it is
 	// already gone.
@@ -85,6 +89,27 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("instance %q not fou
 // InsufficientCapacityError.
 func IsInsufficientCapacity(err error) bool {
 	var e *InsufficientCapacityError
+	return errors.As(err, &e)
+}
+
+// MaxSizeError means a launch was refused because the node group already
+// has maxSize nodes (or launches on their way to being nodes). It is not
+// the offering's fault: the caller plans again once its view shows the
+// nodes.
+type MaxSizeError struct {
+	NodeGroup string
+	MaxSize   int32
+	// Nodes is how many the group has, launches in flight counted.
+	Nodes int32
+}
+
+func (e *MaxSizeError) Error() string {
+	return fmt.Sprintf("node group %s has %d nodes (launches in flight counted), its maxSize is %d: not launching another", e.NodeGroup, e.Nodes, e.MaxSize)
+}
+
+// IsMaxSize reports whether err is (or wraps) a MaxSizeError.
+func IsMaxSize(err error) bool {
+	var e *MaxSizeError
 	return errors.As(err, &e)
 }
 

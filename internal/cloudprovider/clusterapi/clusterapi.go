@@ -104,7 +104,7 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if tmpl.MaxSize != nil && *tmpl.MaxSize < limit {
 		limit = *tmpl.MaxSize
 	}
-	if err := p.addReplica(ctx, r, limit); err != nil {
+	if err := p.addReplica(ctx, r, ng.Name, limit); err != nil {
 		return nil, err
 	}
 	inst := &cloudprovider.Instance{NodeName: ng.Name + "-" + randomSuffix(), NodeGroup: ng.Name, Offering: req.Offering, CreatedAt: p.clock.Now()}

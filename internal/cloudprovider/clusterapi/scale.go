@@ -3,10 +3,13 @@ package clusterapi
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/internal/cloudprovider"
 )
 
 // getScale reads the object's scale subresource.
@@ -37,17 +40,19 @@ func (p *Provider) setScale(ctx context.Context, r ref, scale *unstructured.Unst
 	return nil
 }
 
-// addReplica adds one replica unless that would exceed limit. Launches of
+// addReplica adds one replica unless that would exceed limit (a
+// MaxSizeError: the replicas count every launch, Node or not). Launches of
 // one round run in parallel: a conflict means another launch (or anyone)
 // changed the replicas; it reads them again and adds one.
-func (p *Provider) addReplica(ctx context.Context, r ref, limit int32) error {
+func (p *Provider) addReplica(ctx context.Context, r ref, group string, limit int32) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		scale, replicas, err := p.getScale(ctx, r)
 		if err != nil {
 			return err
 		}
 		if replicas >= int64(limit) {
-			return fmt.Errorf("%s has %d replicas, its maximum (node group maxSize and %s): not adding one", r, replicas, AnnotationMaxSize)
+			return fmt.Errorf("%s has %d replicas, its maximum (node group maxSize and %s): not adding one: %w", r, replicas, AnnotationMaxSize,
+				&cloudprovider.MaxSizeError{NodeGroup: group, MaxSize: limit, Nodes: int32(min(replicas, math.MaxInt32))})
 		}
 		return p.setScale(ctx, r, scale, replicas+1)
 	})

@@ -27,6 +27,7 @@ const Name = "kwok"
 type Provider struct {
 	client client.Client
 	clock  clock.PassiveClock
+	sizes  *sizes
 }
 
 var (
@@ -35,7 +36,9 @@ var (
 )
 
 // New returns a KWOK provider.
-func New(c client.Client, clk clock.PassiveClock) *Provider { return &Provider{client: c, clock: clk} }
+func New(c client.Client, clk clock.PassiveClock) *Provider {
+	return &Provider{client: c, clock: clk, sizes: newSizes(clk)}
+}
 
 // Name returns "kwok".
 func (p *Provider) Name() string { return Name }
@@ -43,7 +46,8 @@ func (p *Provider) Name() string { return Name }
 // Create makes a Node for one instance of the offering. The node carries
 // the group's template labels and taints, the well-known labels, the
 // instance type's capacity as capacity and allocatable, a provider ID, the
-// KWOK annotation and the time KWOK should turn it Ready.
+// KWOK annotation and the time KWOK should turn it Ready. At the group's
+// maxSize it creates nothing (sizes).
 func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
 	ng, off := req.NodeGroup, req.Offering
 	if ng.Spec.Provider.KWOK == nil {
@@ -67,6 +71,12 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		// Without the owner mark berth could never delete the node again.
 		return nil, fmt.Errorf("node group %s has no UID (not read from the API server)", ng.Name)
 	}
+	done, err := p.sizes.admit(ctx, p.client, ng)
+	if err != nil {
+		return nil, err
+	}
+	created := ""
+	defer func() { done(created) }()
 	node.Annotations[v1alpha1.AnnotationKWOKNode] = v1alpha1.AnnotationKWOKNodeValue
 	node.Annotations[v1alpha1.AnnotationReadyAt] = p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
@@ -86,6 +96,7 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if err := p.client.Create(ctx, node); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
 	}
+	created = name
 	if err := p.publishSlices(ctx, ng, off, node); err != nil {
 		return nil, err
 	}

@@ -2,13 +2,17 @@ package kwok_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -162,5 +166,129 @@ func TestCreatePublishesTheInstanceTypesDevices(t *testing.T) {
 	}
 	if len(sl.OwnerReferences) != 1 || sl.OwnerReferences[0].Kind != "Node" || sl.OwnerReferences[0].Name != inst.NodeName {
 		t.Errorf("slice owners = %+v, want the node %s", sl.OwnerReferences, inst.NodeName)
+	}
+}
+
+// TestLaunchersTogetherNeverPassMaxSize: the provisioner's workers and the
+// standby controller launch into the same group from views (an informer
+// cache) that do not show each other's nodes yet. Eight creates at once
+// into a group of maxSize 3, through a cached client, launch 3 nodes;
+// the others are refused with a MaxSizeError, and so is one more once the
+// cache shows the 3. When one of them is deleted, a launch succeeds again.
+func TestLaunchersTogetherNeverPassMaxSize(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cache, err := crcache.New(env.Config, crcache.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cache.Start(ctx) }()
+	if _, err := cache.GetInformer(ctx, &corev1.Node{}); err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	cached, err := client.New(env.Config, client.Options{Scheme: env.Client.Scheme(), Cache: &client.CacheOptions{Reader: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng := b.NodeGroup("kwok-max", b.Size(0, 3), b.InstanceType("small-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
+	ng.UID = "uid-kwok-max"
+	p := kwok.New(cached, clock.RealClock{})
+	req := cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "small-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = p.Create(ctx, req) })
+	}
+	wg.Wait()
+	launched := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			launched++
+		case !cloudprovider.IsMaxSize(err):
+			t.Errorf("a create failed with %v, want a MaxSizeError", err)
+		}
+	}
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: "kwok-max"}); err != nil {
+		t.Fatal(err)
+	}
+	if launched != 3 || len(nodes.Items) != 3 {
+		t.Fatalf("%d creates succeeded and the group has %d nodes, want 3 and 3 (maxSize)", launched, len(nodes.Items))
+	}
+	expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		l := &corev1.NodeList{}
+		err := cached.List(ctx, l, client.MatchingLabels{v1alpha1.LabelNodeGroup: "kwok-max"})
+		return len(l.Items) == 3, fmt.Sprintf("the cache shows %d nodes, want 3", len(l.Items)), err
+	})
+	if _, err := p.Create(ctx, req); !cloudprovider.IsMaxSize(err) {
+		t.Fatalf("a create into the full group returned %v, want a MaxSizeError", err)
+	}
+	if err := p.Delete(ctx, nodes.Items[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		l := &corev1.NodeList{}
+		err := cached.List(ctx, l, client.MatchingLabels{v1alpha1.LabelNodeGroup: "kwok-max"})
+		return len(l.Items) == 2, fmt.Sprintf("the cache shows %d nodes, want 2", len(l.Items)), err
+	})
+	inst, err := p.Create(ctx, req)
+	if err != nil {
+		t.Fatalf("a create after a delete: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, n := range append(nodes.Items[1:], corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.NodeName}}) {
+			_ = env.Client.Delete(context.Background(), &n)
+		}
+	})
+}
+
+// TestALaunchCountsUntilTheCacheShowsIt: a cache that has not shown the
+// group's nodes yet (here one that never will: it watches other nodes
+// only) lists none; one launch after another, the provider still stops at
+// maxSize, counting the nodes it created itself.
+func TestALaunchCountsUntilTheCacheShowsIt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other, err := labels.Parse("berth.dev/test-never-shown=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := crcache.New(env.Config, crcache.Options{Scheme: env.Client.Scheme(),
+		ByObject: map[client.Object]crcache.ByObject{&corev1.Node{}: {Label: other}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cache.Start(ctx) }()
+	if _, err := cache.GetInformer(ctx, &corev1.Node{}); err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	cached, err := client.New(env.Config, client.Options{Scheme: env.Client.Scheme(), Cache: &client.CacheOptions{Reader: cache}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng := b.NodeGroup("kwok-lag", b.Size(0, 2), b.InstanceType("small-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
+	ng.UID = "uid-kwok-lag"
+	p := kwok.New(cached, clock.RealClock{})
+	req := cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "small-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}
+	for i := range 3 {
+		inst, err := p.Create(ctx, req)
+		if i < 2 && err != nil {
+			t.Fatalf("launch %d: %v", i+1, err)
+		}
+		if i < 2 {
+			t.Cleanup(func() {
+				_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.NodeName}})
+			})
+		}
+		if i == 2 && !cloudprovider.IsMaxSize(err) {
+			t.Fatalf("launch 3 into a group of maxSize 2 returned %v, want a MaxSizeError", err)
+		}
 	}
 }

@@ -28,13 +28,18 @@ type launchOutcome struct {
 	instance *cloudprovider.Instance
 	// unavailable is set when the launch failed: the offering is avoided.
 	unavailable *scaleup.Offering
-	err         error
+	// atMaxSize: the provider refused, the group is full (another
+	// launcher's nodes the round's view did not show yet).
+	atMaxSize bool
+	err       error
 }
 
 // launch creates the plan's new nodes, up to launchWorkers at once, and
 // nominates each node's pods to it. It returns true when a launch failed,
 // so that the caller plans again without that offering (the nodes that
-// did launch are then part of the cluster the new plan starts from).
+// did launch are then part of the cluster the new plan starts from). A
+// launch refused at the group's maxSize is neither: the round looks
+// again once its view has caught up (recheckSoon).
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
 	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
@@ -50,6 +55,8 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 		case o.unavailable != nil:
 			res.Failed = append(res.Failed, *o.unavailable)
 			failed = true
+		case o.atMaxSize:
+			p.recheckSoon()
 		case o.err != nil:
 			errs = append(errs, o.err)
 		}
@@ -68,6 +75,13 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
 	if err != nil && ctx.Err() != nil {
 		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault
+	}
+	if cloudprovider.IsMaxSize(err) {
+		// Another launcher (the standby tier) filled the group since the
+		// round's view: nothing launched, the offering is not at fault.
+		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonMaxSize).Inc()
+		logger.Info("launch refused: the node group is at its maxSize", "nodeGroup", nn.NodeGroup, "offering", off.String(), "reason", err.Error())
+		return launchOutcome{atMaxSize: true}
 	}
 	if err != nil && cloudprovider.IsTransient(err) {
 		// The API call failed, not the offering: the round is retried at

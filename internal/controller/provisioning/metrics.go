@@ -22,6 +22,7 @@ const (
 	// Why a launch failed.
 	reasonInsufficientCapacity = "insufficient_capacity"
 	reasonError                = "error"
+	reasonMaxSize              = "max_size"
 )
 
 var (
@@ -35,7 +36,7 @@ var (
 	})
 	launches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "node_launches_total",
-		Help: "Node launches by node group, result (launched, resumed: a standby node, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error).",
+		Help: "Node launches by node group, result (launched, resumed: a standby node, failed) and reason (pending_pods, min_size, headroom; insufficient_capacity, error, max_size: refused, the group filled by another launcher).",
 	}, []string{"nodegroup", "result", "reason"})
 	planDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "plan_duration_seconds",

@@ -166,6 +166,18 @@ func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
 	}
 }
 
+// recheckSoon has the next round run within maxSizeRecheck: a launch was
+// refused at a group's maxSize, which the round's view did not show.
+func (p *Provisioner) recheckSoon() {
+	if at := p.Clock.Now().Add(maxSizeRecheck); p.recheckAt.IsZero() || at.Before(p.recheckAt) {
+		p.recheckAt = at
+	}
+}
+
+// maxSizeRecheck is how soon a round looks again after a launch refused
+// at maxSize: time for the cache to show the nodes that filled the group.
+const maxSizeRecheck = 2 * time.Second
+
 // forgetNominations drops nominations of pods that no longer wait, and of
 // nodes that are gone (known: the node names trackSchedulable returned).
 func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool) {

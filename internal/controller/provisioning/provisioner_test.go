@@ -611,6 +611,50 @@ func TestATransientAPIErrorDoesNotBackOffTheOffering(t *testing.T) {
 	}
 }
 
+// otherLauncher is a cloud through which, right before the provisioner's
+// first launch, another launcher of the process (the standby tier) takes
+// the group's last place: the round's view does not show that node.
+type otherLauncher struct {
+	cloudprovider.CloudProvider
+	took bool
+}
+
+func (c *otherLauncher) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	if !c.took {
+		c.took = true
+		if _, err := c.CloudProvider.Create(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	return c.CloudProvider.Create(ctx, req)
+}
+
+// TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault: the group (maxSize
+// 1) fills between the round's view and its launch. The provider refuses
+// the launch; the round neither fails nor avoids the offering, the group
+// keeps 1 node, and the next round plans no launch past maxSize.
+func TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-full", b.Size(0, 1), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	f.useCloud(&otherLauncher{CloudProvider: kwok.New(env.Client, clock.RealClock{})})
+	f.pods(1, b.CPU("1"))
+	res, err := f.prov.RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("the round failed: %v", err)
+	}
+	if len(res.Launched) != 0 || len(res.Failed) != 0 {
+		t.Errorf("launched %v, failed offerings %v; want nothing launched and no offering failed", res.Launched, res.Failed)
+	}
+	if u := f.offerings.Unavailable(); len(u) != 0 {
+		t.Fatalf("unavailable offerings %v after a launch refused at maxSize, want none", u)
+	}
+	expect.Eventually(t, 10*time.Second, func(context.Context) (bool, string, error) {
+		again := f.run()
+		return len(again.Plan.NewNodes) == 0 && len(f.nodes()) == 1,
+			fmt.Sprintf("the next round plans %d new nodes, the group has %d", len(again.Plan.NewNodes), len(f.nodes())), nil
+	})
+}
+
 // snapshotBuilds reads berth_provisioning_snapshot_builds_total: the
 // rounds whose model of the cluster was built from scratch, and those
 // that brought the last round's up to date.

@@ -475,6 +475,10 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
 	for range launch {
 		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
+		if cloudprovider.IsMaxSize(err) {
+			// The provisioner filled the group since the count above.
+			return r.cannot(o, err.Error())
+		}
 		if err != nil {
 			if !cloudprovider.IsTransient(err) && r.Offerings != nil {
 				r.Offerings.MarkUnavailable(c.Key, err.Error())

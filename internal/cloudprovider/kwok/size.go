@@ -1,0 +1,89 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+)
+
+// launchedTTL is how long a node this provider created and a cached list
+// has not shown yet is counted in its group: far longer than a cache
+// lags, short enough that a node deleted before the cache saw it is not
+// counted for long.
+const launchedTTL = 2 * time.Minute
+
+// sizes is the maxSize gate of Create. The launchers of one process (the
+// provisioner's workers, the standby controller) each plan from their own
+// view of a group; every Create counts, under one lock, the group's nodes
+// (the client's list, which may be a cache), the nodes this provider
+// created that the list does not show yet, and the creates still on
+// their way, and refuses at maxSize before it creates anything.
+type sizes struct {
+	mu     sync.Mutex
+	clock  clock.PassiveClock
+	groups map[string]*groupLaunches
+}
+
+// groupLaunches are a group's creates not yet in a list.
+type groupLaunches struct {
+	// creating counts creates admitted and not yet returned.
+	creating int32
+	// created are nodes created, by name, with when.
+	created map[string]time.Time
+}
+
+func newSizes(c clock.PassiveClock) *sizes {
+	return &sizes{clock: c, groups: map[string]*groupLaunches{}}
+}
+
+// admit lists the group's nodes and, below maxSize, admits one create:
+// the caller then calls done with the created node's name, or "" when the
+// create failed. At maxSize it returns a MaxSizeError.
+func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGroup) (done func(name string), err error) {
+	list := &corev1.NodeList{}
+	// Read only (names and deletion marks): no copy of a cache's nodes.
+	if err := c.List(ctx, list, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the nodes of node group %s: %w", ng.Name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[ng.Name]
+	if g == nil {
+		g = &groupLaunches{created: map[string]time.Time{}}
+		s.groups[ng.Name] = g
+	}
+	nodes := int32(0)
+	for i := range list.Items {
+		n := &list.Items[i]
+		delete(g.created, n.Name) // the list shows it: counted below
+		if n.DeletionTimestamp == nil {
+			nodes++
+		}
+	}
+	for name, at := range g.created {
+		if s.clock.Since(at) > launchedTTL {
+			delete(g.created, name)
+		}
+	}
+	nodes += int32(len(g.created)) + g.creating
+	if nodes >= ng.Spec.MaxSize {
+		return nil, &cloudprovider.MaxSizeError{NodeGroup: ng.Name, MaxSize: ng.Spec.MaxSize, Nodes: nodes}
+	}
+	g.creating++
+	return func(name string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		g.creating--
+		if name != "" {
+			g.created[name] = s.clock.Now()
+		}
+	}, nil
+}
