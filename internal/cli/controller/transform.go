@@ -69,9 +69,14 @@ func trimPod(p *corev1.Pod) {
 	p.Status.InitContainerStatuses = nil
 	p.Status.EphemeralContainerStatuses = nil
 	p.Status.HostIP, p.Status.HostIPs, p.Status.PodIP, p.Status.PodIPs = "", nil, "", nil
-	p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+	// A copy of what is kept: the decoded slice has room for 8 (120 bytes
+	// each), which would stay allocated with the pod.
+	p.Status.Conditions = slices.Clone(slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 		return c.Type != corev1.PodScheduled && c.Type != corev1.PodReady
-	})
+	}))
+	if len(p.Status.Conditions) == 0 {
+		p.Status.Conditions = nil
+	}
 	p.Spec.EphemeralContainers = nil
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range cs {
