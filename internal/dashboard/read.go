@@ -27,7 +27,9 @@ func Read(ctx context.Context, c client.Reader, now time.Time) (Input, []string)
 		what string
 		list client.ObjectList
 	}{{"node groups", ngs}, {"nodes", nodes}, {"pods", pods}, {"headrooms", hrs}, {"events", evs}} {
-		if err := c.List(ctx, l.list); err != nil {
+		// Read only: a cache's objects are not copied (every pod's spec on
+		// a large cluster, each refresh).
+		if err := c.List(ctx, l.list, client.UnsafeDisableDeepCopy); err != nil {
 			problems = append(problems, fmt.Sprintf("listing %s: %v", l.what, err))
 		}
 	}

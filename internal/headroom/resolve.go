@@ -27,7 +27,8 @@ type Inputs struct {
 	Now        time.Time
 	NodeGroups []*v1alpha1.NodeGroup
 	Nodes      []*corev1.Node
-	// Pods bound to nodes (running workload, for automatic headroom).
+	// Pods bound to nodes (running workload, for automatic headroom:
+	// read only when ReadsPods says so).
 	Pods []*corev1.Pod
 	// Targets are the demand estimates of the Headrooms with a target, by
 	// name (none: the target is learning).
@@ -192,6 +193,12 @@ func ScheduleActive(expr string, d time.Duration, now time.Time) (bool, error) {
 	}
 	return !start.After(now.UTC()), nil
 }
+
+// ReadsPods reports whether Resolve reads Inputs.Pods for h: only
+// automatic headroom sizes from the workload. A caller may leave the
+// pods out otherwise (on a large cluster, listing them is most of a
+// reconcile's cost).
+func ReadsPods(h *v1alpha1.Headroom) bool { return h.Spec.Automatic != nil }
 
 // isWorkload reports whether a pod counts as workload for automatic
 // headroom: not a DaemonSet pod, not one of berth's own pods, not finished.

@@ -118,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	in, err := r.inputs(ctx)
+	in, err := r.inputs(ctx, hr.ReadsPods(h))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -208,13 +208,20 @@ func (r *Reconciler) reportProblems(h *v1alpha1.Headroom, status *v1alpha1.Headr
 	meta.SetStatusCondition(&status.Conditions, c)
 }
 
-func (r *Reconciler) inputs(ctx context.Context) (hr.Inputs, error) {
+func (r *Reconciler) inputs(ctx context.Context, withPods bool) (hr.Inputs, error) {
 	in := hr.Inputs{Now: r.Clock.Now()}
 	ngs := &v1alpha1.NodeGroupList{}
 	nodes := &corev1.NodeList{}
+	lists := []client.ObjectList{ngs, nodes}
 	pods := &corev1.PodList{}
-	for _, l := range []client.ObjectList{ngs, nodes, pods} {
-		if err := r.Client.List(ctx, l); err != nil {
+	if withPods {
+		lists = append(lists, pods)
+	}
+	for _, l := range lists {
+		// Read only (hr.Resolve is pure): the cache's objects are not
+		// copied, which on a large cluster would be every pod's spec
+		// each reconcile.
+		if err := r.Client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return in, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}

@@ -2,6 +2,7 @@ package headroom_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -256,3 +257,26 @@ func TestTargetSizesTheUnitsAndReportsTheWaits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAutomaticHeadroomCountsTheWorkloadInScope: 50 % of the cpu the pods
+// on the scope's nodes request, in units of 1 cpu: 4 pods of 1 cpu in
+// scope give 2 units; a pod on a node of another group does not count.
+func TestAutomaticHeadroomCountsTheWorkloadInScope(t *testing.T) {
+	create(t, b.NodeGroup("auto-in"), b.NodeGroup("auto-out"),
+		b.Node("auto-in-1", "8", "32Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "auto-in")),
+		b.Node("auto-out-1", "8", "32Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "auto-out")))
+	for i, node := range []string{"auto-in-1", "auto-in-1", "auto-in-1", "auto-in-1", "auto-out-1", "auto-out-1"} {
+		p := b.Pod(fmt.Sprintf("auto-%d", i), b.CPU("1"), b.NodeName(node))
+		p.UID = ""
+		create(t, p)
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
+	}
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "auto"}, Spec: v1alpha1.HeadroomSpec{
+		Scope:     v1alpha1.HeadroomScope{NodeGroups: []string{"auto-in"}},
+		Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 50, Unit: &v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}})
+	r, _, _ := reconciler()
+	reconcileOnce(t, r, "auto")
+	if got := get(t, "auto").Status.DesiredUnits; got != 2 {
+		t.Errorf("desired units %d, want 2 (50 %% of the 4 cpu requested in scope)", got)
+	}
+}

@@ -115,7 +115,9 @@ func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input,
 	pods := &corev1.PodList{}
 	nss := &corev1.NamespaceList{}
 	for _, l := range []client.ObjectList{nodes, pods, nss} {
-		if err := r.Client.List(ctx, l); err != nil {
+		// Read only (reserve.Choose is pure): the cache's objects are
+		// not copied.
+		if err := r.Client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return in, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
