@@ -233,6 +233,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.suspendBooted(ctx, &acct); err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := r.resumeBusy(ctx, &acct); err != nil {
+		return reconcile.Result{}, err
+	}
 	staleRemoved := false
 	if len(acct.stale) > 0 {
 		if staleRemoved, err = r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn); err != nil {

@@ -107,9 +107,9 @@ func setup(t *testing.T, name string, count int32) (*fixture, *v1alpha1.Headroom
 
 // TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle: 3 units of
 // 1 cpu are kept on two 2-cpu nodes (cheapest per unit), suspended once
-// Ready and initialized; with the count lowered to 0, the node that runs
-// a pod is kept and the other deleted; with the Headroom gone and the pod
-// finished, the last one goes too.
+// Ready and initialized; with the count lowered to 0, the node a pod was
+// bound to is resumed and the other deleted; with the Headroom gone, its
+// idle standby node goes, the resumed one stays.
 func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
 	ctx := context.Background()
 	f, h := setup(t, "standby-keep", 3)
@@ -160,28 +160,34 @@ func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
 	for range 3 {
 		f.reconcile()
 	}
+	// The pod cannot run on the stopped machine: the node is resumed, out
+	// of the standby tier; the idle one is deleted.
 	left := f.nodes()
-	if len(left) != 1 || left[0].Name != busy {
-		t.Fatalf("nodes left with count 0: %d, want only %s, which runs a pod", len(left), busy)
+	if len(left) != 1 || left[0].Name != busy || nodeutil.Standby(&left[0]) {
+		t.Fatalf("nodes left with count 0: %d, want only %s, which a pod was bound to, resumed", len(left), busy)
 	}
 
+	// Standby again, then the Headroom goes: its idle standby node goes,
+	// the resumed node (an ordinary node now) stays.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.Standby.Count = 2
+	if err := env.Client.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	f.bootAll()
+	f.reconcile()
+	if n := len(f.nodes()); n != 2 {
+		t.Fatalf("%d nodes with 2 standby units again, want the resumed one and a new standby node", n)
+	}
 	if err := env.Client.Delete(ctx, h); err != nil {
 		t.Fatal(err)
 	}
 	f.reconcile()
-	if n := len(f.nodes()); n != 1 {
-		t.Fatalf("the Headroom is gone but the pod runs: %d nodes, want 1", n)
-	}
-	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
-		return client.IgnoreNotFound(err) == nil && err != nil, "pod not gone yet", client.IgnoreNotFound(err)
-	})
-	f.reconcile()
-	if n := len(f.nodes()); n != 0 {
-		t.Fatalf("the Headroom is gone and its standby node idle: %d nodes left, want 0", n)
+	if left := f.nodes(); len(left) != 1 || left[0].Name != busy {
+		t.Fatalf("the Headroom is gone: %d nodes left, want only %s (resumed, running a pod)", len(left), busy)
 	}
 	if _, ok := f.r.Standby.Get(state.HeadroomKey(h.Name)); ok {
 		t.Error("the account of a deleted Headroom is kept")
@@ -238,6 +244,52 @@ func TestAStandbyNodeAPodLandsOnIsReleasedToRunningCapacity(t *testing.T) {
 	}
 	if len(standbyNodes) != 1 || standbyNodes[0] == landed {
 		t.Fatalf("standby nodes after the release: %v, want one new node holding the 2 units", standbyNodes)
+	}
+}
+
+// TestASuspendedNodeAPodIsBoundToIsResumed: a pod that tolerates every
+// taint is bound to a suspended standby node, whose stopped machine would
+// never run it. berth resumes the node, which leaves the standby tier,
+// and launches the units again on a new standby node.
+func TestASuspendedNodeAPodIsBoundToIsResumed(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-bound", 2)
+	f.reconcile()
+	f.bootAll()
+	f.reconcile()
+	nodes := f.nodes()
+	if len(nodes) != 1 || !nodeutil.Suspended(&nodes[0]) {
+		t.Fatalf("want one suspended standby node, got %d", len(nodes))
+	}
+	landed := nodes[0].Name
+	pod := b.Pod("bound-to-suspended", b.Namespace("default"), b.NoUID())
+	pod.Spec.NodeName = landed
+	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	f.reconcile()
+	got := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: landed}, got); err != nil {
+		t.Fatal(err)
+	}
+	if nodeutil.Standby(got) || got.Annotations[v1alpha1.AnnotationResumedAt] == "" {
+		t.Fatalf("node %s holds a pod: standby %v, resumed-at %q; want it resumed and out of the standby tier",
+			landed, nodeutil.Standby(got), got.Annotations[v1alpha1.AnnotationResumedAt])
+	}
+	if ev := f.r.Recorder.(*fakes.Recorder).For(landed); len(ev) == 0 || ev[len(ev)-1].Reason != standby.ReasonReleased {
+		t.Errorf("events on %s: %+v, want the last to be %s", landed, ev, standby.ReasonReleased)
+	}
+	f.reconcile()
+	var standbyNodes []string
+	for _, n := range f.nodes() {
+		if nodeutil.Standby(&n) && n.Annotations[v1alpha1.AnnotationStandbyFor] == h.Name {
+			standbyNodes = append(standbyNodes, n.Name)
+		}
+	}
+	if len(standbyNodes) != 1 || standbyNodes[0] == landed {
+		t.Fatalf("standby nodes after the resume: %v, want one new node holding the 2 units", standbyNodes)
 	}
 }
 
