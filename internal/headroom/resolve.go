@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // Inputs is the cluster a headroom is resolved against.
@@ -33,6 +34,10 @@ type Inputs struct {
 	// Targets are the demand estimates of the Headrooms with a target, by
 	// name (none: the target is learning).
 	Targets map[string]TargetInput
+	// DaemonSets are the cluster's DaemonSets: a target prices a unit by
+	// the units an offering's node holds beside the DaemonSet pods that
+	// run on it (CheapestPerUnit).
+	DaemonSets []daemonset.Pod
 }
 
 // Resolved is a headroom in units.
@@ -60,6 +65,7 @@ type Resolved struct {
 	Standby  int32
 	cappedBy string
 	all      []*v1alpha1.NodeGroup
+	dss      []daemonset.Pod
 }
 
 // GroupNames returns the names of the groups in scope.
@@ -131,7 +137,7 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 		if len(res.Shape.Resources) == 0 {
 			return Resolved{}, errors.New("spec.target: no unit shape (set spec.units.resources or spec.automatic.unit)")
 		}
-		res.all = in.NodeGroups
+		res.all, res.dss = in.NodeGroups, in.DaemonSets
 		floor := int32(0)
 		if res.ActiveSchedule != "" {
 			floor = manual

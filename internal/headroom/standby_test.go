@@ -205,6 +205,35 @@ func TestStandbyUnitsLeaveRoomForDaemonSets(t *testing.T) {
 	}
 }
 
+// TestTargetCostLeavesRoomForDaemonSets: a target prices a unit by the
+// units a node holds beside the DaemonSet pods that run on it: a c4 node
+// (4 cpu, 0.40/h) beside a 1-cpu agent holds 3 units of 1 cpu, so 10
+// running units cost 10 x 0.40 / 3 = 1.3333/h (not 1.0000), and a
+// maxCostPerHour of 1.00 keeps 7 of them.
+func TestTargetCostLeavesRoomForDaemonSets(t *testing.T) {
+	in := cluster()
+	in.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("general", b.InstanceType("c4", "4", "16Gi", b.OnDemand("zone-a", "0.40")))}
+	in.DaemonSets = daemonset.Pods([]*appsv1.DaemonSet{b.DaemonSet("agent", b.Namespace("kube-system"), b.CPU("1"))})
+	spec := v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Units: units(2, "1", "1Gi"),
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}}
+	h := hr(spec)
+	in.Targets = map[string]headroom.TargetInput{h.Name: {Estimate: demand.Estimate{Units: 10, Known: true}, Window: 90 * time.Second}}
+	got, err := headroom.Resolve(h, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Target.Status(time.Minute); got.Count != 10 || st.CostPerHour != "1.3333" {
+		t.Errorf("%d units at %s an hour, want 10 at 1.3333 (3 units a node beside the agent)", got.Count, st.CostPerHour)
+	}
+	h.Spec.Target.MaxCostPerHour = "1.00"
+	if got, err = headroom.Resolve(h, in); err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != 7 {
+		t.Errorf("%d units under maxCostPerHour 1.00, want 7 (at 0.1333 a unit)", got.Count)
+	}
+}
+
 // TestTargetSaysWhenAPodNeedsSeveralUnitsOnOneNode: a pod of 4 units
 // arrived in the last day: the message says it needs them on one node;
 // pods of one unit say nothing of it.

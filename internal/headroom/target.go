@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // TargetInput is what the demand history says of a Headroom with a
@@ -180,18 +181,13 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// UnitPrice is the cheapest price per hour of one unit of the shape in
-// the groups (an offering's price over the units its instance type
-// holds); 0 when no instance type holds one.
-func UnitPrice(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) float64 {
-	p, _ := UnitPrices(groups, shape)
-	return p
-}
-
-// UnitPrices are UnitPrice and the stopped price per unit of the same
-// offering (what a unit on a suspended standby node of it costs).
-func UnitPrices(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList) (running, stopped float64) {
-	c, ok := CheapestPerUnit(groups, shape, nil, nil, nil)
+// UnitPrices are the cheapest price per hour of one unit of the shape in
+// the groups (an offering's price over the units its instance type holds
+// beside the DaemonSet pods that run on its nodes) and the stopped price
+// per unit of the same offering (what a unit on a suspended standby node
+// of it costs); 0 when no instance type holds one.
+func UnitPrices(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, dss []daemonset.Pod) (running, stopped float64) {
+	c, ok := CheapestPerUnit(groups, shape, dss, nil, nil)
 	if !ok {
 		return 0, 0
 	}
@@ -208,7 +204,7 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	if !ok || window <= 0 {
 		window, _ = LaunchWindow(GroupsOrAll(res.Groups, in.NodeGroups), in.Nodes)
 	}
-	price, stopped := UnitPrices(GroupsOrAll(res.Groups, in.NodeGroups), res.Shape.Resources)
+	price, stopped := UnitPrices(GroupsOrAll(res.Groups, in.NodeGroups), res.Shape.Resources, in.DaemonSets)
 	out := &TargetResult{}
 	res.Target = out
 	defer func() { out.CostPerHour = price*float64(res.Count) + stopped*float64(res.Standby) }()
@@ -295,7 +291,7 @@ func bound(t *v1alpha1.HeadroomTarget, n int32, res *Resolved) int32 {
 	}
 	if t.MaxCostPerHour != "" {
 		limit, err := strconv.ParseFloat(t.MaxCostPerHour, 64)
-		price := UnitPrice(GroupsOrAll(res.Groups, res.all), res.Shape.Resources)
+		price, _ := UnitPrices(GroupsOrAll(res.Groups, res.all), res.Shape.Resources, res.dss)
 		if err == nil && price > 0 {
 			if most := int32(math.Floor(limit/price + 1e-9)); n > most {
 				n, res.cappedBy = max(most, 0), fmt.Sprintf("maxCostPerHour %s at %.4f a unit", t.MaxCostPerHour, price)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/quantity"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -267,7 +269,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		}
 	}
 	in.DaemonSets = append(in.DaemonSets, s.reserveDaemonSets()...)
-	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}
+	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods, DaemonSets: daemonset.Pods(in.DaemonSets)}
 	for _, h := range s.Headrooms {
 		if h.Spec.Placeholders {
 			continue // placeholders are pods of their own in a real cluster
@@ -303,7 +305,8 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 			in.Nominated = append(in.Nominated, p)
 		}
 	}
-	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods}
+	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,
+		DaemonSets: daemonset.Pods(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...))}
 	for _, h := range s.Headrooms {
 		if h.Spec.Placeholders {
 			continue

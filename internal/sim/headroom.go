@@ -10,6 +10,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // headroomState resolves the Headrooms as the headroom controller does
@@ -37,7 +38,7 @@ func newHeadroomState(e *Engine) *headroomState {
 
 // resolve computes each Headroom's units now.
 func (h *headroomState) resolve() map[*v1alpha1.Headroom]hr.Resolved {
-	in := hr.Inputs{Now: h.e.now, NodeGroups: h.e.cfg.NodeGroups}
+	in := hr.Inputs{Now: h.e.now, NodeGroups: h.e.cfg.NodeGroups, DaemonSets: daemonset.Pods(h.e.cfg.DaemonSets)}
 	for _, n := range h.e.nodes {
 		if n.ready {
 			in.Nodes = append(in.Nodes, n.obj)

@@ -27,6 +27,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -212,7 +213,8 @@ func (r *Reconciler) inputs(ctx context.Context, withPods bool) (hr.Inputs, erro
 	in := hr.Inputs{Now: r.Clock.Now()}
 	ngs := &v1alpha1.NodeGroupList{}
 	nodes := &corev1.NodeList{}
-	lists := []client.ObjectList{ngs, nodes}
+	dss := &appsv1.DaemonSetList{}
+	lists := []client.ObjectList{ngs, nodes, dss}
 	pods := &corev1.PodList{}
 	if withPods {
 		lists = append(lists, pods)
@@ -236,7 +238,16 @@ func (r *Reconciler) inputs(ctx context.Context, withPods bool) (hr.Inputs, erro
 			in.Pods = append(in.Pods, &pods.Items[i])
 		}
 	}
+	in.DaemonSets = daemonset.Pods(pointers(dss.Items))
 	return in, nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // readyUnits: with placeholders, the placeholder pods that run; otherwise
