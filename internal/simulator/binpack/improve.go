@@ -39,6 +39,7 @@ const improveMaxPods = 64
 // dissolves partly empty nodes whose pods are cheaper elsewhere.
 func (p *packer) improve() {
 	p.fill()
+	p.stepDown()
 	if len(p.pending) > improveMaxPods {
 		p.settle()
 		return
