@@ -34,6 +34,10 @@ type CreateRequest struct {
 	// (no pod lands on it) and the berth.dev/standby-for annotation, to be
 	// suspended once Ready. Only a Suspender is asked for one.
 	StandbyFor string
+	// Replaces names the nodes this launch replaces, which berth drains
+	// and removes once it is Ready: the scale-down planner counted the
+	// group without them, and so does the maxSize check.
+	Replaces []string
 }
 
 // Instance is a machine the provider created, and the node it registers.

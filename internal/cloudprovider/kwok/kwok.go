@@ -71,12 +71,11 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		// Without the owner mark berth could never delete the node again.
 		return nil, fmt.Errorf("node group %s has no UID (not read from the API server)", ng.Name)
 	}
-	done, err := p.sizes.admit(ctx, p.client, ng)
+	done, err := p.sizes.admit(ctx, p.client, ng, req.Replaces)
 	if err != nil {
 		return nil, err
 	}
-	created := ""
-	defer func() { done(created) }()
+	defer done("") // a create that failed (once done, a no-op)
 	node.Annotations[v1alpha1.AnnotationKWOKNode] = v1alpha1.AnnotationKWOKNodeValue
 	node.Annotations[v1alpha1.AnnotationReadyAt] = p.clock.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 	node.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
@@ -96,7 +95,7 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if err := p.client.Create(ctx, node); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
 	}
-	created = name
+	done(name) // counted as created from now, not as on its way
 	if err := p.publishSlices(ctx, ng, off, node); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package kwok
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,16 +46,22 @@ func newSizes(c clock.PassiveClock) *sizes {
 }
 
 // admit lists the group's nodes and, below maxSize, admits one create:
-// the caller then calls done with the created node's name, or "" when the
-// create failed. At maxSize it returns a MaxSizeError.
-func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGroup) (done func(name string), err error) {
+// the caller then calls done once, with the created node's name as soon
+// as it exists, or "" when the create failed. At maxSize it returns a
+// MaxSizeError. Nodes named in replaces are not counted (a replacement
+// launched before the nodes it replaces leave, which the scale-down
+// planner counted as gone). The list is read under the lock: lists taken
+// in lock order never show less of a cache than an earlier one, so a
+// node forgotten from created because a list showed it is in every later
+// list.
+func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGroup, replaces []string) (done func(name string), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	list := &corev1.NodeList{}
 	// Read only (names and deletion marks): no copy of a cache's nodes.
 	if err := c.List(ctx, list, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the nodes of node group %s: %w", ng.Name, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	g := s.groups[ng.Name]
 	if g == nil {
 		g = &groupLaunches{created: map[string]time.Time{}}
@@ -64,7 +71,7 @@ func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGro
 	for i := range list.Items {
 		n := &list.Items[i]
 		delete(g.created, n.Name) // the list shows it: counted below
-		if n.DeletionTimestamp == nil {
+		if n.DeletionTimestamp == nil && !slices.Contains(replaces, n.Name) {
 			nodes++
 		}
 	}
@@ -78,12 +85,15 @@ func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGro
 		return nil, &cloudprovider.MaxSizeError{NodeGroup: ng.Name, MaxSize: ng.Spec.MaxSize, Nodes: nodes}
 	}
 	g.creating++
+	var once sync.Once
 	return func(name string) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		g.creating--
-		if name != "" {
-			g.created[name] = s.clock.Now()
-		}
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			g.creating--
+			if name != "" {
+				g.created[name] = s.clock.Now()
+			}
+		})
 	}, nil
 }

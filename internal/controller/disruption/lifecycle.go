@@ -56,7 +56,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 			continue
 		}
 		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
-		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: []string{n.Name}})
 		if err != nil {
 			log.FromContext(ctx).Info("could not launch a replacement; trying again next round", "node", n.Name, "offering", off.String(), "error", err.Error())
 			if !interrupted {

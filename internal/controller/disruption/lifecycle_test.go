@@ -159,6 +159,18 @@ func TestExpiredNodesAreReplaced(t *testing.T) {
 	f.waitRunning(1)
 }
 
+// TestADriftedNodeOfAFullGroupIsReplaced: the group is at its maxSize
+// (1); the drifted node's replacement is launched all the same, the node
+// it replaces not counted (the provider's maxSize check is told which
+// node goes), and the node is then removed.
+func TestADriftedNodeOfAFullGroupIsReplaced(t *testing.T) {
+	f := setup(t, "life-full", 1, b.Size(0, 1))
+	f.deployment(1)
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"tier": "gold"} })
+	f.removedWithin(f.nodes[0], 2*time.Minute)
+	f.waitRunning(1)
+}
+
 // TestRepairReplacesAnUnhealthyNodeButNotAPartition: repair on (at most
 // 20 % of the group unhealthy); one of five nodes NotReady for 15 minutes
 // is replaced; when two of five are, nothing is repaired.

@@ -33,7 +33,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		return nil
 	}
 	off := cloudprovider.Offering{InstanceType: r.New.InstanceType, Zone: r.New.Zone, CapacityType: v1alpha1.CapacityType(r.New.CapacityType)}
-	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
+	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: r.Nodes})
 	if err != nil {
 		log.FromContext(ctx).Info("could not launch a replacement; trying again later", "offering", off.String(), "error", err.Error())
 		return nil

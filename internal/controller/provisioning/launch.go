@@ -29,8 +29,10 @@ type launchOutcome struct {
 	// unavailable is set when the launch failed: the offering is avoided.
 	unavailable *scaleup.Offering
 	// atMaxSize: the provider refused, the group is full (another
-	// launcher's nodes the round's view did not show yet).
+	// launcher's nodes the round's view did not show yet, or machines
+	// the provider counts that have no node).
 	atMaxSize bool
+	group     string
 	err       error
 }
 
@@ -38,8 +40,9 @@ type launchOutcome struct {
 // nominates each node's pods to it. It returns true when a launch failed,
 // so that the caller plans again without that offering (the nodes that
 // did launch are then part of the cluster the new plan starts from). A
-// launch refused at the group's maxSize is neither: the round looks
-// again once its view has caught up (recheckSoon).
+// launch refused at the group's maxSize blames no offering: the group is
+// left out of the rounds for fullFor (fullOfferings), and the caller
+// plans again without it.
 func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map[string]*v1alpha1.NodeGroup,
 	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
@@ -56,7 +59,8 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 			res.Failed = append(res.Failed, *o.unavailable)
 			failed = true
 		case o.atMaxSize:
-			p.recheckSoon()
+			p.full[o.group] = p.Clock.Now().Add(fullFor)
+			failed = true
 		case o.err != nil:
 			errs = append(errs, o.err)
 		}
@@ -81,7 +85,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		// round's view: nothing launched, the offering is not at fault.
 		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonMaxSize).Inc()
 		logger.Info("launch refused: the node group is at its maxSize", "nodeGroup", nn.NodeGroup, "offering", off.String(), "reason", err.Error())
-		return launchOutcome{atMaxSize: true}
+		return launchOutcome{atMaxSize: true, group: nn.NodeGroup}
 	}
 	if err != nil && cloudprovider.IsTransient(err) {
 		// The API call failed, not the offering: the round is retried at

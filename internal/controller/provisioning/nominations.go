@@ -166,17 +166,30 @@ func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
 	}
 }
 
-// recheckSoon has the next round run within maxSizeRecheck: a launch was
-// refused at a group's maxSize, which the round's view did not show.
-func (p *Provisioner) recheckSoon() {
-	if at := p.Clock.Now().Add(maxSizeRecheck); p.recheckAt.IsZero() || at.Before(p.recheckAt) {
-		p.recheckAt = at
-	}
-}
+// fullFor is how long rounds plan without a node group whose provider
+// refused a launch at maxSize: time for the view to show the nodes that
+// filled it, short enough that room a removal makes is soon used.
+const fullFor = 30 * time.Second
 
-// maxSizeRecheck is how soon a round looks again after a launch refused
-// at maxSize: time for the cache to show the nodes that filled the group.
-const maxSizeRecheck = 2 * time.Second
+// fullOfferings are the offerings of the groups refused at maxSize less
+// than fullFor ago (the others are forgotten).
+func (p *Provisioner) fullOfferings(groups map[string]*v1alpha1.NodeGroup) []scaleup.Offering {
+	var out []scaleup.Offering
+	now := p.Clock.Now()
+	for name, until := range p.full {
+		ng := groups[name]
+		if ng == nil || !now.Before(until) {
+			delete(p.full, name)
+			continue
+		}
+		for _, it := range ng.Spec.InstanceTypes {
+			for _, o := range it.Offerings {
+				out = append(out, scaleup.Offering{NodeGroup: name, InstanceType: it.Name, Zone: o.Zone, CapacityType: string(o.CapacityType)})
+			}
+		}
+	}
+	return out
+}
 
 // forgetNominations drops nominations of pods that no longer wait, and of
 // nodes that are gone (known: the node names trackSchedulable returned).

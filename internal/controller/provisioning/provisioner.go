@@ -131,6 +131,9 @@ type Provisioner struct {
 	// schedulable node runs out of grace (zero: none). Nothing else
 	// happens to such a pod then, so Start plans again at that time.
 	recheckAt time.Time
+	// full are the node groups whose provider refused a launch at
+	// maxSize, until when the rounds plan without them (fullGroups).
+	full map[string]time.Time
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -144,7 +147,8 @@ const nominationGrace = 5 * time.Second
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
-		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase()}
+		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(),
+		full: map[string]time.Time{}}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -270,7 +274,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	in.Nominated = p.nominated.snapshot()
 	dss := daemonset.Pods(in.DaemonSets)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		in.Unavailable = p.Offerings.Unavailable()
+		in.Unavailable = append(p.Offerings.Unavailable(), p.fullOfferings(groups)...)
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		cached := in.Nodes
 		var resumable map[string]bool

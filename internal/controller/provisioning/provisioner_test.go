@@ -629,30 +629,46 @@ func (c *otherLauncher) Create(ctx context.Context, req cloudprovider.CreateRequ
 	return c.CloudProvider.Create(ctx, req)
 }
 
-// TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault: the group (maxSize
-// 1) fills between the round's view and its launch. The provider refuses
-// the launch; the round neither fails nor avoids the offering, the group
-// keeps 1 node, and the next round plans no launch past maxSize.
+// TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault: the cheaper group
+// (maxSize 1) fills between the round's view and its launch. The
+// provider refuses the launch; the round neither fails nor avoids the
+// offering: it plans again without the full group and launches in the
+// other one, and the full group keeps 1 node.
 func TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-full", b.Size(0, 1), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
-		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+		b.TemplateLabel("pool", "prov-full"), b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	other := b.NodeGroup("prov-full-b", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")),
+		b.TemplateLabel("pool", "prov-full"), b.LaunchDelay(metav1.Duration{Duration: time.Hour}))
+	if err := env.Client.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), other)
+		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: other.Name})
+	})
 	f.useCloud(&otherLauncher{CloudProvider: kwok.New(env.Client, clock.RealClock{})})
-	f.pods(1, b.CPU("1"))
+	pod := b.Pod("either-group", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-full"), b.CPU("1"))
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
+	})
 	res, err := f.prov.RunOnce(context.Background())
 	if err != nil {
 		t.Fatalf("the round failed: %v", err)
 	}
-	if len(res.Launched) != 0 || len(res.Failed) != 0 {
-		t.Errorf("launched %v, failed offerings %v; want nothing launched and no offering failed", res.Launched, res.Failed)
+	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != other.Name || len(res.Failed) != 0 {
+		t.Errorf("launched %+v, failed offerings %v; want one node of %s and no offering failed", res.Launched, res.Failed, other.Name)
 	}
 	if u := f.offerings.Unavailable(); len(u) != 0 {
 		t.Fatalf("unavailable offerings %v after a launch refused at maxSize, want none", u)
 	}
-	expect.Eventually(t, 10*time.Second, func(context.Context) (bool, string, error) {
-		again := f.run()
-		return len(again.Plan.NewNodes) == 0 && len(f.nodes()) == 1,
-			fmt.Sprintf("the next round plans %d new nodes, the group has %d", len(again.Plan.NewNodes), len(f.nodes())), nil
-	})
+	if n := len(f.nodes()); n != 1 {
+		t.Errorf("the full group has %d nodes, want 1 (its maxSize)", n)
+	}
 }
 
 // snapshotBuilds reads berth_provisioning_snapshot_builds_total: the

@@ -218,6 +218,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("deleting standby node %s marked for removal: %w", n.Name, err)
 		}
 	}
+	// A suspended node a pod was bound to is resumed, whatever else
+	// becomes of the owner's nodes.
+	acct.suspended, err = r.resumeBusy(ctx, acct.suspended, &acct)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if acct.stale, err = r.resumeBusy(ctx, acct.stale, nil); err != nil {
+		return reconcile.Result{}, err
+	}
 	if o.obj == nil {
 		// Gone, or no standby any more: every standby node of it goes, the
 		// booting ones too, one per reconcile.
@@ -231,9 +240,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: requeue}, err
 	}
 	if err := r.suspendBooted(ctx, &acct); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.resumeBusy(ctx, &acct); err != nil {
 		return reconcile.Result{}, err
 	}
 	staleRemoved := false
@@ -480,7 +486,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
 		if cloudprovider.IsMaxSize(err) {
 			// The provisioner filled the group since the count above.
-			return r.cannot(o, err.Error())
+			return r.cannot(o, fmt.Sprintf("node group %s reached its maxSize (%d) while standby nodes were launched", c.Group.Name, c.Group.Spec.MaxSize))
 		}
 		if err != nil {
 			if !cloudprovider.IsTransient(err) && r.Offerings != nil {

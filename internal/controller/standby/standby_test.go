@@ -293,6 +293,41 @@ func TestASuspendedNodeAPodIsBoundToIsResumed(t *testing.T) {
 	}
 }
 
+// TestASuspendedNodeOfAGoneHeadroomAPodIsBoundToIsResumed: the Headroom
+// is deleted while a pod is bound to its suspended node; the node is not
+// left stopped under the pod (nor deleted): it is resumed.
+func TestASuspendedNodeOfAGoneHeadroomAPodIsBoundToIsResumed(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-gone", 2)
+	f.reconcile()
+	f.bootAll()
+	f.reconcile()
+	nodes := f.nodes()
+	if len(nodes) != 1 || !nodeutil.Suspended(&nodes[0]) {
+		t.Fatalf("want one suspended standby node, got %d", len(nodes))
+	}
+	landed := nodes[0].Name
+	pod := b.Pod("bound-gone", b.Namespace("default"), b.NoUID())
+	pod.Spec.NodeName = landed
+	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)) })
+	if err := env.Client.Delete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	got := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: landed}, got); err != nil {
+		t.Fatalf("the node a pod was bound to: %v, want it kept and resumed", err)
+	}
+	if nodeutil.Standby(got) || got.Annotations[v1alpha1.AnnotationResumedAt] == "" {
+		t.Fatalf("node %s holds a pod, its Headroom gone: standby %v, resumed-at %q; want it resumed",
+			landed, nodeutil.Standby(got), got.Annotations[v1alpha1.AnnotationResumedAt])
+	}
+}
+
 // TestStandbyNodesLeaveAGroupOutOfScopeOrBeingDeleted: a Headroom's scope
 // moves from one group to another: its suspended node in the first goes
 // and one is launched in the second. That group is then deleted (held by

@@ -48,37 +48,42 @@ func (r *Reconciler) suspendBooted(ctx context.Context, acct *account) error {
 	return nil
 }
 
-// resumeBusy resumes each suspended node a pod other than a DaemonSet's
-// was bound to (one that tolerates the standby and not-ready taints): a
-// stopped machine never runs it. Resume makes the node an ordinary node
-// of its group, which scale-down removes once it is empty; its units are
-// launched again. Each suspended node's pods are read from the API server
-// (a pod's binding may not be in the cache yet), so a pass costs one
-// list per suspended node.
-func (r *Reconciler) resumeBusy(ctx context.Context, acct *account) error {
+// resumeBusy resumes each of the suspended nodes a pod other than a
+// DaemonSet's was bound to (one that tolerates the standby and not-ready
+// taints): a stopped machine never runs it. Resume makes the node an
+// ordinary node of its group, which scale-down removes once it is empty.
+// It returns the nodes left; with acct, the units of those resumed leave
+// the count (they are launched again). Each node's pods are read from the
+// API server (a pod's binding may not be in the cache yet), so a pass
+// costs one list per suspended node.
+func (r *Reconciler) resumeBusy(ctx context.Context, nodes []*corev1.Node, acct *account) ([]*corev1.Node, error) {
 	s, ok := r.Cloud.(cloudprovider.Suspender)
-	if !ok {
-		return nil
+	if !ok || len(nodes) == 0 {
+		return nodes, nil
 	}
-	for _, n := range slices.Clone(acct.suspended) {
+	left := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
 		busy, err := r.busy(ctx, n.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if busy == "" {
+			left = append(left, n)
 			continue
 		}
 		if err := s.Resume(ctx, n.Name); err != nil {
 			log.FromContext(ctx).Info("could not resume a suspended standby node a pod was bound to", "node", n.Name, "pod", busy, "error", err.Error())
+			left = append(left, n)
 			continue
 		}
 		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonReleased, "Release",
 			"Resumed suspended standby node %s of %s to running capacity: pod %s was bound to it (it tolerates the standby taint); its units are launched again",
 			n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor], busy)
-		acct.suspended = slices.DeleteFunc(acct.suspended, func(x *corev1.Node) bool { return x.Name == n.Name })
-		acct.units -= acct.counted[n.Name]
+		if acct != nil {
+			acct.units -= acct.counted[n.Name]
+		}
 	}
-	return nil
+	return left, nil
 }
 
 // suspend suspends a booted standby node that runs nothing (checked just

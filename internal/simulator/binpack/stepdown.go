@@ -67,7 +67,9 @@ func (st *stepper) pass() bool {
 	p := st.f.p
 	before := 0.0
 	for _, n := range st.nodes {
-		before += n.Current.Price
+		if !n.Unschedulable { // retired by an earlier pass
+			before += n.Current.Price
+		}
 	}
 	on := make([]bool, len(p.in.Templates))
 	for i, t := range p.in.Templates {
