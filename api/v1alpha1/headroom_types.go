@@ -211,6 +211,45 @@ type HeadroomTarget struct {
 	// every half of it. 1h to 2160h (90 days), default 168h (a week).
 	// +optional
 	History *metav1.Duration `json:"history,omitempty"`
+	// Shapes says which shapes the target keeps units of. Learned (the
+	// default): pods that need more than one unit of the Headroom's
+	// shape are learned apart by their own request shape (at most three
+	// shapes besides the unit), and the target keeps units of each shape
+	// that bursts, so that such a pod finds its room on one node
+	// (status.learnedUnits). Unit: every pod counts in units of the
+	// Headroom's one shape.
+	// +kubebuilder:validation:Enum=Learned;Unit
+	// +optional
+	Shapes TargetShapes `json:"shapes,omitempty"`
+}
+
+// TargetShapes says which shapes a target keeps units of.
+type TargetShapes string
+
+// Values of spec.target.shapes.
+const (
+	// TargetShapesLearned: the unit's shape and the shapes of the pods
+	// larger than a unit that burst.
+	TargetShapesLearned TargetShapes = "Learned"
+	// TargetShapesUnit: the unit's shape only.
+	TargetShapesUnit TargetShapes = "Unit"
+)
+
+// LearnsShapes reports whether a target learns the shapes of the pods
+// larger than a unit (spec.target.shapes Learned, the default).
+func (t *HeadroomTarget) LearnsShapes() bool {
+	return t != nil && t.Shapes != TargetShapesUnit
+}
+
+// LearnedUnits are units of a shape berth learned from the pods that
+// burst.
+type LearnedUnits struct {
+	// Resources one unit of the shape requests (the pods' requests).
+	// +required
+	Resources corev1.ResourceList `json:"resources"`
+	// Count of units of the shape.
+	// +required
+	Count int32 `json:"count"`
 }
 
 // Target phases in status.
@@ -398,6 +437,15 @@ type HeadroomStatus struct {
 	// headroom and schedules).
 	// +optional
 	Unit *UnitShape `json:"unit,omitempty"`
+	// LearnedUnits are the part of desiredUnits kept in shapes learned
+	// from the pods in scope larger than one unit (spec.target.shapes
+	// Learned): desiredUnits less their counts are units of status.unit.
+	// They take status.unit's tolerations and node selector, and are
+	// kept in berth's plans (not by placeholder pods).
+	// +kubebuilder:validation:MaxItems=3
+	// +listType=atomic
+	// +optional
+	LearnedUnits []LearnedUnits `json:"learnedUnits,omitempty"`
 	// ActiveSchedule names the schedule window in effect, if any.
 	// +optional
 	ActiveSchedule string `json:"activeSchedule,omitempty"`

@@ -78,6 +78,12 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 			s.Units = nil
 			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}}
 		}), wantErr: []string{"target needs the unit shape"}},
+		{name: "a target that keeps its one unit shape is accepted", obj: headroom("hr-target-unit", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Shapes: v1alpha1.TargetShapesUnit}
+		})},
+		{name: "a target shapes value berth does not know is rejected naming target.shapes", obj: headroom("hr-target-shapes", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Shapes: "Guessed"}
+		}), wantErr: []string{"spec.target.shapes", "Learned", "Unit"}},
 		{name: "a target percent below 50 is rejected naming target.percent", obj: headroom("hr-target-pct", func(s *v1alpha1.HeadroomSpec) {
 			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 20}
 		}), wantErr: []string{"spec.target.percent"}},

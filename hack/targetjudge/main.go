@@ -54,6 +54,9 @@ var (
 	targets    []target
 	// withStandby also runs each target with spec.standby (-standby).
 	withStandby bool
+	// withOneShape also runs each target with spec.target.shapes Unit
+	// (-one-shape): every pod counted in the Headroom's one unit.
+	withOneShape bool
 )
 
 type run struct {
@@ -66,8 +69,12 @@ type run struct {
 	Resumes int `json:",omitempty"`
 }
 
-// standbySuffix names a target run with spec.standby.
-const standbySuffix = " +standby"
+// standbySuffix names a target run with spec.standby; oneShapeSuffix one
+// with spec.target.shapes Unit.
+const (
+	standbySuffix  = " +standby"
+	oneShapeSuffix = " one shape"
+)
 
 // The days judged and learned from (-seed, -learn-seed).
 var evalSeed, learnSeed uint64
@@ -80,6 +87,7 @@ func main() {
 	flag.Uint64Var(&learnSeed, "learn-seed", 2, "the seed of the day the targets learn from")
 	sweep := flag.Bool("sweep", true, "run the fixed settings too (without, only the targets: a quick look at the estimator)")
 	flag.BoolVar(&withStandby, "standby", false, "also run each target with spec.standby (units on suspended nodes)")
+	flag.BoolVar(&withOneShape, "one-shape", false, "also run each target with spec.target.shapes Unit (no shapes learned besides the unit)")
 	goals := flag.String("targets", "5s:95,5s:90", "the targets judged, wait:percent, comma-separated")
 	flag.Parse()
 	targets = nil
@@ -179,6 +187,11 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 		h := headroom(family)
 		h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: t.wait}, Percent: t.percent}
 		jobs = append(jobs, job{"target " + t.String(), h})
+		if withOneShape {
+			h := h.DeepCopy()
+			h.Spec.Target.Shapes = v1alpha1.TargetShapesUnit
+			jobs = append(jobs, job{"target " + t.String() + oneShapeSuffix, h})
+		}
 		if withStandby {
 			h = h.DeepCopy()
 			h.Spec.Standby = &v1alpha1.StandbyHeadroom{}
@@ -197,7 +210,7 @@ func judge(family string, groups []*v1alpha1.NodeGroup, sweep bool) []run {
 			cfg := sim.Config{Name: j.name, NodeGroups: groups, Headrooms: []*v1alpha1.Headroom{j.h}}
 			if j.h.Spec.Target != nil {
 				learned := simulate(learn, cfg)
-				cfg.Histories, cfg.BurstHistories = learned.Histories, learned.BurstHistories
+				cfg.Histories, cfg.BurstHistories, cfg.Shapes = learned.Histories, learned.BurstHistories, learned.Shapes
 			}
 			res := simulate(eval, cfg)
 			r := run{Family: family, Policy: j.name, Cost: res.Cost, Within: map[string]float64{}, Target: res.Target, Resumes: res.Resumes}
@@ -255,6 +268,21 @@ func report(family string, runs []run) {
 			d = fmt.Sprintf("%.2f, %.1f%% (%s; %d units at the end)", driven.Cost, 100*driven.Within[t.wait.String()], met, driven.Target.Units)
 		}
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", t, cell(bestUnits), cell(bestAuto), d, saving)
+		for i := range runs {
+			r := &runs[i]
+			if r.Policy != "target "+t.String()+oneShapeSuffix {
+				continue
+			}
+			met, saving := "missed", "-"
+			if r.Within[t.wait.String()] >= share {
+				met = "met"
+			}
+			if best != nil {
+				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
+			}
+			fmt.Printf("| %s, one shape | | | %.2f, %.1f%% (%s; %d units at the end) | %s |\n",
+				t, r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units, saving)
+		}
 		for i := range runs {
 			r := &runs[i]
 			if r.Policy != "target "+t.String()+standbySuffix {

@@ -12,6 +12,7 @@ import (
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -46,17 +47,16 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 	}
 	for i := range hrs.Items {
 		h := &hrs.Items[i]
-		if h.Spec.Placeholders || h.Status.Unit == nil || h.Status.DesiredUnits <= 0 {
+		if h.Status.Unit == nil || h.Status.DesiredUnits <= 0 {
 			continue
 		}
 		scope, err := hr.ScopeGroups(h, groups)
 		if err != nil {
 			continue // reported on the Headroom by its controller
 		}
-		count := min(h.Status.DesiredUnits, hr.MaxUnits)
-		out = append(out, Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: count, make: func(n int32) []*corev1.Pod {
-			return hr.VirtualPods(h, hr.Resolved{Count: n, Shape: *h.Status.Unit, Groups: scope})
-		}})
+		if s, ok := headroomSet(h, scope); ok {
+			out = append(out, s)
+		}
 	}
 	buffers := &cbv1beta1.CapacityBufferList{}
 	if err := c.List(ctx, buffers); err != nil {
@@ -87,6 +87,53 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 		}})
 	}
 	return out, nil
+}
+
+// headroomSet is the virtual units of a Headroom, read from its status;
+// false when it has none to plan.
+func headroomSet(h *v1alpha1.Headroom, scope []*v1alpha1.NodeGroup) (Set, bool) {
+	own, learned := statusUnits(h)
+	total := own + learned.Total()
+	return Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: total, make: func(n int32) []*corev1.Pod {
+		return hr.VirtualPods(h, firstUnits(*h.Status.Unit, own, learned, scope, n))
+	}}, total > 0
+}
+
+// statusUnits reads a Headroom's resolved units from its status: how many
+// of its own shape berth plans as virtual pods (none with placeholders:
+// those are real pods), and the learned shapes' units (always virtual).
+// The counts come from status: they are bounded again rather than
+// trusted.
+func statusUnits(h *v1alpha1.Headroom) (own int32, learned hr.Resolved) {
+	total := min(max(h.Status.DesiredUnits, 0), hr.MaxUnits)
+	for _, l := range h.Status.LearnedUnits {
+		if len(learned.Learned) == demand.MaxShapes || l.Count <= 0 || len(l.Resources) == 0 {
+			continue
+		}
+		n := min(l.Count, total-learned.Total())
+		learned.Learned = append(learned.Learned, v1alpha1.LearnedUnits{Resources: l.Resources, Count: n})
+	}
+	own = total - learned.Total()
+	if h.Spec.Placeholders {
+		own = 0
+	}
+	return own, learned
+}
+
+// firstUnits are the first n units: of the Headroom's own shape, then of
+// the learned shapes in order.
+func firstUnits(unit v1alpha1.UnitShape, own int32, learned hr.Resolved, scope []*v1alpha1.NodeGroup, n int32) hr.Resolved {
+	r := hr.Resolved{Count: min(own, n), Shape: unit, Groups: scope}
+	n -= r.Count
+	for _, l := range learned.Learned {
+		if n <= 0 {
+			break
+		}
+		l.Count = min(l.Count, n)
+		n -= l.Count
+		r.Learned = append(r.Learned, l)
+	}
+	return r
 }
 
 // Unit is one virtual pod and the set it belongs to.

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -174,6 +175,9 @@ func headrooms(hrs []v1alpha1.Headroom, totals *Sample) []Headroom {
 			Schedule: h.Status.ActiveSchedule, ReservedNodes: h.Status.ReservedNodes}
 		if h.Status.Unit != nil {
 			v.Unit = resources(h.Status.Unit.Resources)
+		}
+		for _, l := range h.Status.LearnedUnits {
+			v.Unit += fmt.Sprintf("; learned: %d x %s", l.Count, resources(l.Resources))
 		}
 		if h.Spec.PerNode != nil {
 			v.Reserve = resources(h.Spec.PerNode.Resources)

@@ -153,11 +153,20 @@ func TestHeadroomsAddUp(t *testing.T) {
 	reserve := h("reserve", 0, 0)
 	reserve.Spec.PerNode = &v1alpha1.PerNodeReserve{Resources: corev1.ResourceList{corev1.ResourceCPU: builders.Node("x", "500m", "1Gi").Status.Capacity[corev1.ResourceCPU]}}
 	reserve.Status.ReservedNodes = 3
-	v := Build(Input{Now: now, Headrooms: []v1alpha1.Headroom{h("b", 4, 1), h("a", 2, 2), reserve}})
+	learned := h("b", 4, 1)
+	cpu := func(v string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: builders.Node("x", v, "1Gi").Status.Capacity[corev1.ResourceCPU]}
+	}
+	learned.Status.Unit = &v1alpha1.UnitShape{Resources: cpu("1")}
+	learned.Status.LearnedUnits = []v1alpha1.LearnedUnits{{Resources: cpu("4"), Count: 2}}
+	v := Build(Input{Now: now, Headrooms: []v1alpha1.Headroom{learned, h("a", 2, 2), reserve}})
 	if v.Totals.HeadroomDesired != 6 || v.Totals.HeadroomReady != 3 {
 		t.Errorf("totals %+v", v.Totals)
 	}
 	if v.Headrooms[0].Name != "a" || v.Headrooms[2].Reserve != "cpu=500m" || v.Headrooms[2].ReservedNodes != 3 {
 		t.Errorf("headrooms %+v", v.Headrooms)
+	}
+	if got := v.Headrooms[1].Unit; got != "cpu=1; learned: 2 x cpu=4" {
+		t.Errorf("unit of a Headroom with learned shapes %q, want both shapes", got)
 	}
 }

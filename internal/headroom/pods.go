@@ -78,22 +78,40 @@ func VirtualPods(h *v1alpha1.Headroom, r Resolved) []*corev1.Pod {
 	// The count may come from status (the provisioner reads it there):
 	// bound it again rather than trust it.
 	count, _ := clampUnits(float64(r.Count))
-	out := make([]*corev1.Pod, 0, count)
-	spec := unitSpec(r, v1alpha1.PriorityHeadroom)
-	for i := range count {
-		name := fmt.Sprintf("headroom-%s-%d", h.Name, i)
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: v1alpha1.SystemNamespace, UID: types.UID("virtual-" + name),
-				Labels:      map[string]string{v1alpha1.LabelHeadroom: h.Name},
-				Annotations: map[string]string{v1alpha1.AnnotationVirtual: "true"},
-			},
-			Spec:   *spec.DeepCopy(),
-			Status: corev1.PodStatus{Phase: corev1.PodPending},
+	out := make([]*corev1.Pod, 0, r.Total())
+	specs := make([]corev1.PodSpec, 0, 1+len(r.Learned))
+	counts := make([]int32, 0, 1+len(r.Learned))
+	specs, counts = append(specs, unitSpec(r, v1alpha1.PriorityHeadroom)), append(counts, count)
+	for _, l := range r.Learned {
+		shape := r
+		shape.Shape = v1alpha1.UnitShape{Resources: l.Resources, Tolerations: r.Shape.Tolerations, NodeSelector: r.Shape.NodeSelector}
+		specs, counts = append(specs, unitSpec(shape, v1alpha1.PriorityHeadroom)), append(counts, l.Count)
+	}
+	i := 0
+	for k, spec := range specs {
+		for range counts[k] {
+			if int32(i) >= MaxUnits {
+				return out
+			}
+			out = append(out, virtualPod(h, i, &spec))
+			i++
 		}
-		out = append(out, p)
 	}
 	return out
+}
+
+// virtualPod is the i-th virtual unit of a Headroom.
+func virtualPod(h *v1alpha1.Headroom, i int, spec *corev1.PodSpec) *corev1.Pod {
+	name := fmt.Sprintf("headroom-%s-%d", h.Name, i)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: v1alpha1.SystemNamespace, UID: types.UID("virtual-" + name),
+			Labels:      map[string]string{v1alpha1.LabelHeadroom: h.Name},
+			Annotations: map[string]string{v1alpha1.AnnotationVirtual: "true"},
+		},
+		Spec:   *spec.DeepCopy(),
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
 }
 
 // PlaceholderTemplate is the pod template of a headroom's placeholder

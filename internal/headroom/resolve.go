@@ -62,10 +62,23 @@ type Resolved struct {
 	// Standby is how many units to keep on suspended standby nodes:
 	// spec.standby.count, or the target's share of the units when the
 	// target knows and spec.standby is set.
-	Standby  int32
+	Standby int32
+	// Learned are units of the shapes learned from the pods larger than
+	// a unit (spec.target.shapes Learned), beside Count units of Shape.
+	Learned  []v1alpha1.LearnedUnits
 	cappedBy string
 	all      []*v1alpha1.NodeGroup
 	dss      []daemonset.Pod
+}
+
+// Total is the count of units of every shape: Count and the learned
+// shapes' (at most MaxUnits).
+func (r Resolved) Total() int32 {
+	n := int64(r.Count)
+	for _, l := range r.Learned {
+		n += int64(max(l.Count, 0))
+	}
+	return int32(min(n, int64(MaxUnits)))
 }
 
 // GroupNames returns the names of the groups in scope.

@@ -60,6 +60,9 @@ type Config struct {
 	// BurstHistories are the burst-window histories of Headrooms with a
 	// target and spec.standby, learned before (Result.BurstHistories).
 	BurstHistories map[string]*demand.History
+	// Shapes are the shapes Headrooms with a target learned apart
+	// (spec.target.shapes Learned), learned before (Result.Shapes).
+	Shapes map[string]*demand.Saved
 	// OnBound, when set, is told each pod (not placeholders, not the pods
 	// running when the trace began) as it binds:
 	// its key, when it was created and when it bound, since the start.

@@ -57,7 +57,7 @@ func (h *headroomState) resolve() map[*v1alpha1.Headroom]hr.Resolved {
 			continue // as the controller: the Headroom reports its error
 		}
 		out[x] = r
-		h.desired[x.Name] = r.Count
+		h.desired[x.Name] = r.Total()
 		h.resolved[x.Name] = r
 		if r.Target != nil {
 			h.phase[x.Name] = r.Target.Phase
@@ -78,7 +78,8 @@ func (h *headroomState) virtual() []*corev1.Pod {
 		}
 		if x.Spec.Placeholders {
 			h.placeholders(x, r)
-			continue
+			// The learned shapes' units are virtual, as in the controller.
+			r.Count = 0
 		}
 		out = append(out, hr.VirtualPods(x, r)...)
 	}

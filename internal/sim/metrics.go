@@ -199,6 +199,7 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 	r.WaitAllCDF = m.waitAll.cdf()
 	r.Histories = e.learner.histories()
 	r.BurstHistories = e.learner.burstHistories()
+	r.Shapes = e.learner.shapes()
 	for _, h := range e.cfg.Headrooms {
 		if t := h.Spec.Target; t != nil {
 			share := hr.Share(t)

@@ -59,6 +59,8 @@ type Result struct {
 	Histories map[string]*demand.History `json:"-"`
 	// BurstHistories are the burst-window histories (spec.standby).
 	BurstHistories map[string]*demand.History `json:"-"`
+	// Shapes are the shapes learned apart (spec.target.shapes Learned).
+	Shapes map[string]*demand.Saved `json:"-"`
 }
 
 // Within is the share (0-1) of the pods whose wait was at most s seconds

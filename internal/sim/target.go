@@ -29,6 +29,9 @@ type learned struct {
 	rec      *demand.Recorder
 	// burst counts the first BurstWindow of bursts (spec.standby).
 	burst *demand.Recorder
+	// shapes learns the pods larger than a unit apart
+	// (spec.target.shapes Learned).
+	shapes *demand.Shapes
 	// waits are the waits of the pods it counts, for demand.Corrected.
 	waits demand.Waits
 }
@@ -68,12 +71,15 @@ func (l *learner) bound(p *pod, group string) {
 	for _, x := range l.byName {
 		if x.rec != nil && !p.running && x.counts(p, group) {
 			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
+			wait := l.e.now.Sub(p.created)
+			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
+			if c := x.shapes.Route(req, p.created, l.e.now); c != nil {
+				c.Rec.Arrived(p.created, l.e.now, req)
+			}
 			x.rec.Arrived(p.created, l.e.now, req)
 			if x.burst != nil {
 				x.burst.Arrived(p.created, l.e.now, req)
 			}
-			wait := l.e.now.Sub(p.created)
-			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
 		}
 	}
 }
@@ -83,6 +89,9 @@ func (l *learner) left(p *pod, group string) {
 	for _, x := range l.byName {
 		if x.rec != nil && x.counts(p, group) {
 			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
+			if c := x.shapes.Find(req); c != nil {
+				c.Rec.Left(l.e.now, l.e.now, req)
+			}
 			x.rec.Left(l.e.now, l.e.now, req)
 			if x.burst != nil {
 				x.burst.Left(l.e.now, l.e.now, req)
@@ -119,18 +128,30 @@ func (l *learner) targets(nodes []*corev1.Node) map[string]hr.TargetInput {
 		}
 		if x.rec == nil || !x.rec.H.Matches(window, shape) {
 			h := l.e.cfg.Histories[name]
+			saved := l.e.cfg.Shapes[name]
 			if h != nil && x.rec == nil && h.Matches(window, shape) {
 				h = copyHistory(h)
 				h.Rebase(l.e.now)
 			} else {
-				h = demand.NewHistory(window, shape, span, l.e.now)
+				h, saved = demand.NewHistory(window, shape, span, l.e.now), nil
 			}
 			x.rec = demand.NewRecorder(h, l.e.now)
+			x.shapes = nil
+			if x.h.Spec.Target.LearnsShapes() {
+				x.shapes = demand.NewShapes(shape, h.Window, span)
+				if saved != nil {
+					x.shapes.Restore(saved.Rebased(l.e.now), l.e.now)
+				}
+			}
 		}
 		x.rec.Close(l.e.now)
 		share := hr.Share(x.h.Spec.Target)
 		share = demand.Corrected(share, x.waits.Over(l.e.now, 24*time.Hour, share))
 		in := hr.TargetInput{Estimate: x.rec.H.Estimate(l.e.now, share), Window: window}
+		if x.shapes != nil {
+			x.shapes.Close(l.e.now)
+			in.Shapes = x.shapes.Estimates(l.e.now, share, demand.MinHistory)
+		}
 		if x.h.Spec.Standby != nil {
 			resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, l.e.cfg.NodeGroups), nodes, window)
 			have := time.Duration(0)
@@ -177,6 +198,19 @@ func (l *learner) burstHistories() map[string]*demand.History {
 		if x.burst != nil {
 			x.burst.Close(l.e.now)
 			out[name] = x.burst.H
+		}
+	}
+	return out
+}
+
+// shapes are the shapes learned apart at the end (Result.Shapes).
+func (l *learner) shapes() map[string]*demand.Saved {
+	out := map[string]*demand.Saved{}
+	for name, x := range l.byName {
+		if x.shapes != nil {
+			x.shapes.Close(l.e.now)
+			sv := x.shapes.Save()
+			out[name] = &sv
 		}
 	}
 	return out

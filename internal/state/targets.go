@@ -28,6 +28,23 @@ type Target struct {
 	// LargestPod is the most units one pod in scope needed on arriving,
 	// over the last day.
 	LargestPod int64
+	// Shapes are the estimates of the shapes learned apart (pods larger
+	// than a unit), the smaller first.
+	Shapes []demand.ShapeEstimate
+}
+
+// sameShapes reports whether two lists of learned shapes' estimates are
+// the same.
+func sameShapes(a, b []demand.ShapeEstimate) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Estimate != b[i].Estimate || !a[i].Shape.Equal(b[i].Shape) {
+			return false
+		}
+	}
+	return true
 }
 
 // Targets are the learner's results by Headroom name, read by the
@@ -50,7 +67,7 @@ func (t *Targets) Set(name string, v Target) {
 	t.byName[name] = v
 	t.mu.Unlock()
 	changed := !had || old.Estimate != v.Estimate || old.Window != v.Window || old.BurstWindow != v.BurstWindow || old.BurstKnown != v.BurstKnown ||
-		(old.Burst == nil) != (v.Burst == nil) || (old.Burst != nil && *old.Burst != *v.Burst)
+		(old.Burst == nil) != (v.Burst == nil) || (old.Burst != nil && *old.Burst != *v.Burst) || !sameShapes(old.Shapes, v.Shapes)
 	if changed && t.OnChange != nil {
 		t.OnChange(name)
 	}

@@ -178,7 +178,7 @@ func (o *options) run(stdout, stderr io.Writer) error {
 					errs[i] = fmt.Errorf("learning: %w", err)
 					return
 				}
-				cfg.Histories = res.Histories
+				cfg.Histories, cfg.BurstHistories, cfg.Shapes = res.Histories, res.BurstHistories, res.Shapes
 			}
 			results[i], errs[i] = runOne(o.trace, cfg)
 		}()

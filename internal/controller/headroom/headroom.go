@@ -127,7 +127,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if h.Spec.Target != nil && r.Targets != nil {
 		if learned, haveLearned = r.Targets.Get(h.Name); haveLearned {
 			in.Targets = map[string]hr.TargetInput{h.Name: {Estimate: learned.Estimate, Window: learned.Window,
-				Burst: learned.Burst, BurstWindow: learned.BurstWindow, BurstKnown: learned.BurstKnown, LargestPod: learned.LargestPod}}
+				Burst: learned.Burst, BurstWindow: learned.BurstWindow, BurstKnown: learned.BurstKnown, LargestPod: learned.LargestPod,
+				Shapes: learned.Shapes}}
 		}
 	}
 	res, resolveErr := hr.Resolve(h, in)
@@ -146,11 +147,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	ready, planned, err := r.readyUnits(ctx, h)
+	ready, planned, err := r.readyUnits(ctx, h, res)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status.DesiredUnits, status.ReservedNodes = res.Count, reserved
+	status.DesiredUnits, status.ReservedNodes = res.Total(), reserved
+	status.LearnedUnits = res.Learned
 	status.ActiveSchedule = res.ActiveSchedule
 	status.Unit = nil
 	if len(res.Shape.Resources) > 0 {
@@ -172,13 +174,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	requeue := r.requeue(h)
 	if planned {
-		status.ReadyUnits = min(ready, res.Count)
+		status.ReadyUnits = min(ready, res.Total())
 		r.transition(h, status)
 	} else {
 		// The provisioner has not planned since berth started: what fits
 		// is not known yet. Keep the last readiness rather than report the
 		// headroom consumed (and restored a moment later).
-		status.ReadyUnits = min(status.ReadyUnits, res.Count)
+		status.ReadyUnits = min(status.ReadyUnits, res.Total())
 		requeue = notPlannedRequeue
 	}
 	observe(h.Name, status)
@@ -250,14 +252,23 @@ func pointers[T any](items []T) []*T {
 	return out
 }
 
-// readyUnits: with placeholders, the placeholder pods that run; otherwise
-// what the provisioner's latest plan fit in free capacity of Ready nodes.
-// known is false while the provisioner has not planned for the headroom
-// since berth started.
-func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (ready int32, known bool, err error) {
+// readyUnits: with placeholders, the placeholder pods that run (and the
+// learned shapes' units the provisioner's latest plan fit, which are not
+// placeholders); otherwise what the provisioner's latest plan fit in free
+// capacity of Ready nodes. known is false while the provisioner has not
+// planned for the headroom since berth started.
+func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom, res hr.Resolved) (ready int32, known bool, err error) {
 	if !h.Spec.Placeholders {
 		ready, known := r.Ready.Get(state.HeadroomKey(h.Name))
 		return ready, known, nil
+	}
+	learned := int32(0)
+	if len(res.Learned) > 0 {
+		fit, planned := r.Ready.Get(state.HeadroomKey(h.Name))
+		if !planned {
+			return 0, false, nil
+		}
+		learned = min(fit, res.Total()-res.Count)
 	}
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels(hr.PlaceholderLabels(h))); err != nil {
@@ -269,7 +280,7 @@ func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom) (read
 			n++
 		}
 	}
-	return n, true, nil
+	return min(n, res.Count) + learned, true, nil
 }
 
 // transition sets the Ready condition and records consumed and restored

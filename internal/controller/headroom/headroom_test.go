@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,6 +258,52 @@ func TestTargetSizesTheUnitsAndReportsTheWaits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestLearnedShapesAreKeptInStatus: the learner says 9 units of 1 cpu,
+// 1Gi hold 95 % of all the demand and pods of 2 cpu, 2Gi need 2 of their
+// units whole. Each such unit holds two of 1 cpu: status keeps 5 units
+// of the Headroom's shape and 2 learned ones, desiredUnits 7, and the
+// provisioner's readiness counts them all. With placeholders, the
+// Deployment holds the 5 units of the Headroom's shape and the 2 learned
+// ones stay virtual: ready counts the running placeholders (none here,
+// no kubelet) and the learned units the plan fit.
+func TestLearnedShapesAreKeptInStatus(t *testing.T) {
+	ensureNamespace(t)
+	create(t, b.NodeGroup("lrn", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.40"))),
+		&v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "lrn"}, Spec: v1alpha1.HeadroomSpec{
+			Units: units(2), Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"lrn"}},
+			Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}}})
+	r, ready, _ := reconciler()
+	targets := state.NewTargets()
+	r.Targets = targets
+	two := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+	targets.Set("lrn", state.Target{Window: time.Minute, Estimate: demand.Estimate{Units: 9, Known: true},
+		Shapes: []demand.ShapeEstimate{{Shape: demand.ShapeOf(two), Estimate: demand.Estimate{Units: 2, Known: true}}}})
+	ready.Set(map[state.Key]int32{state.HeadroomKey("lrn"): 7})
+	reconcileOnce(t, r, "lrn")
+	h := get(t, "lrn")
+	want := []v1alpha1.LearnedUnits{{Resources: two, Count: 2}}
+	if h.Status.DesiredUnits != 7 || h.Status.ReadyUnits != 7 || !equality.Semantic.DeepEqual(h.Status.LearnedUnits, want) {
+		t.Fatalf("desired %d, ready %d, learned %+v; want 7, 7 and 2 units of 2 cpu, 2Gi", h.Status.DesiredUnits, h.Status.ReadyUnits, h.Status.LearnedUnits)
+	}
+	if ts := h.Status.Target; ts == nil || !strings.Contains(ts.Message, "pods of 2 cpu, 2Gi fits in 2 units of that shape: keeping 2; 5 running units") {
+		t.Errorf("target status %+v does not explain the learned units", ts)
+	}
+
+	h.Spec.Placeholders = true
+	if err := env.Client.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	ready.Set(map[state.Key]int32{state.HeadroomKey("lrn"): 2})
+	reconcileOnce(t, r, "lrn")
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "headroom-lrn"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if h = get(t, "lrn"); *d.Spec.Replicas != 5 || h.Status.DesiredUnits != 7 || h.Status.ReadyUnits != 2 {
+		t.Errorf("placeholders %d, desired %d, ready %d; want 5 placeholders, 7 desired, 2 ready (the learned units)", *d.Spec.Replicas, h.Status.DesiredUnits, h.Status.ReadyUnits)
+	}
+}
 
 // TestAutomaticHeadroomCountsTheWorkloadInScope: 50 % of the cpu the pods
 // on the scope's nodes request, in units of 1 cpu: 4 pods of 1 cpu in

@@ -45,7 +45,7 @@ func (r *Reconciler) reportTarget(h *v1alpha1.Headroom, status *v1alpha1.Headroo
 		ts.LastDay = measured(learned.LastDay, h.Spec.Target)
 	}
 	was := h.Status.Target
-	if was == nil || was.Phase != ts.Phase || was.Units != ts.Units || h.Status.DesiredUnits != res.Count {
+	if was == nil || was.Phase != ts.Phase || was.Units != ts.Units || h.Status.DesiredUnits != res.Total() {
 		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, ReasonTargetUnits, "Resolve", "%s", ts.Message)
 	}
 	status.Target = ts

@@ -58,6 +58,9 @@ const ConfigMapPrefix = "berth-demand-"
 const (
 	historyKey = "history.json"
 	burstKey   = "burst.json"
+	// shapesKey holds the histories of the shapes learned apart (pods
+	// larger than a unit).
+	shapesKey = "shapes.json"
 )
 
 // followBurst returns the burst recorder for the window: rec while it
@@ -107,7 +110,10 @@ type tracked struct {
 	// burst counts the demand in the first BurstWindow of bursts, for a
 	// Headroom that may keep standby units (nil otherwise).
 	burst *demand.Recorder
-	waits demand.Waits
+	// shapes learns the pods larger than a unit apart, by their shape
+	// (spec.target.shapes Learned; nil otherwise).
+	shapes *demand.Shapes
+	waits  demand.Waits
 	// largest is the most units one arriving pod needed, per hour.
 	largest largest
 	changed bool
@@ -249,8 +255,12 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		}
 		within := wait <= t.h.Spec.Target.Wait.Duration
 		t.waits.Observe(now, wait, within)
-		t.largest.observe(now, t.shape.Units(req))
 		podWait.WithLabelValues(t.h.Name, group).Observe(wait.Seconds())
+		if c := t.shapes.Route(req, pp.since, now); c != nil {
+			c.Rec.Arrived(pp.since, now, req)
+		} else {
+			t.largest.observe(now, t.shape.Units(req))
+		}
 		if t.rec != nil {
 			t.rec.Arrived(pp.since, now, req)
 			t.changed = true
@@ -274,12 +284,16 @@ func (l *Learner) podGone(p *corev1.Pod) {
 	group := l.groupOf(p.Spec.NodeName)
 	req := demand.RequestsOf(resource.PodRequests(p, resource.PodResourcesOptions{}))
 	for _, t := range l.tracked {
-		if t.rec != nil && t.counts(p, group) {
-			t.rec.Left(now, now, req)
-			t.changed = true
-			if t.burst != nil {
-				t.burst.Left(now, now, req)
-			}
+		if t.rec == nil || !t.counts(p, group) {
+			continue
+		}
+		t.changed = true
+		if c := t.shapes.Find(req); c != nil {
+			c.Rec.Left(now, now, req)
+		}
+		t.rec.Left(now, now, req)
+		if t.burst != nil {
+			t.burst.Left(now, now, req)
 		}
 	}
 }
@@ -394,11 +408,15 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	l.mu.Unlock()
 
 	var loaded, loadedBurst *demand.History
+	var loadedShapes *demand.Saved
 	if needLoad && len(shape) > 0 {
-		loaded = l.load(ctx, h, historyKey)
+		loaded = loadAs[demand.History](ctx, l, h, historyKey)
+		if h.Spec.Target.LearnsShapes() {
+			loadedShapes = loadAs[demand.Saved](ctx, l, h, shapesKey)
+		}
 	}
 	if needBurst && len(shape) > 0 {
-		loadedBurst = l.load(ctx, h, burstKey)
+		loadedBurst = loadAs[demand.History](ctx, l, h, burstKey)
 	}
 
 	l.mu.Lock()
@@ -410,20 +428,21 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	}
 	switch {
 	case len(shape) == 0:
-		t.rec = nil // no shape: Resolve reports it
+		t.rec, t.shapes = nil, nil // no shape: Resolve reports it
 	case t.rec == nil:
 		if loaded == nil || !loaded.Matches(window, shape) {
-			loaded = demand.NewHistory(window, shape, span, now)
+			loaded, loadedShapes = demand.NewHistory(window, shape, span, now), nil
 		}
 		t.rec = demand.NewRecorder(loaded, now)
-		t.shape = shape
+		t.shape, t.shapes = shape, nil
 	case !t.rec.H.Matches(window, shape):
 		// The launch time or the unit changed: what was counted does not
 		// translate; start again.
 		log.FromContext(ctx).Info("starting the demand history again", "headroom", h.Name, "window", window, "unit", shapeList)
 		t.rec = demand.NewRecorder(demand.NewHistory(window, shape, span, now), now)
-		t.shape, t.changed = shape, true
+		t.shape, t.shapes, t.changed = shape, nil, true
 	}
+	t.followShapes(loadedShapes, span, now)
 	burstWindow := time.Duration(0)
 	if h.Spec.Standby != nil {
 		resume, measured := hr.ResumeWindow(hr.GroupsOrAll(scope, all), nodes, window)
@@ -457,6 +476,14 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 		st.Estimate = t.rec.H.EstimateAfter(now, demand.Corrected(share, st.LastDay), minHistory)
 		st.Since, st.Windows, st.Bursts = t.rec.H.Since, t.rec.H.Seen, t.rec.H.Bursts
 	}
+	if t.shapes != nil {
+		t.shapes.Close(now)
+		minHistory := l.MinHistory
+		if minHistory <= 0 {
+			minHistory = demand.MinHistory
+		}
+		st.Shapes = t.shapes.Estimates(now, demand.Corrected(share, st.LastDay), minHistory)
+	}
 	if t.burst != nil {
 		t.burst.H.HalfLife = span / 2
 		t.burst.Close(now)
@@ -471,35 +498,70 @@ func (l *Learner) sync(ctx context.Context, h *v1alpha1.Headroom, all []*v1alpha
 	return nil
 }
 
-// load reads a Headroom's history from its ConfigMap; nil when there is
-// none or it cannot be used (it is then started again, and said so).
-func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom, key string) *demand.History {
+// followShapes keeps the learned shapes in step with the unit's history
+// and the spec: none without spec.target.shapes Learned or a unit
+// history; else the ones it has, or those saved (learned in the unit
+// history's window), or new ones.
+func (t *tracked) followShapes(saved *demand.Saved, span time.Duration, now time.Time) {
+	if t.rec == nil || !t.h.Spec.Target.LearnsShapes() {
+		t.shapes = nil
+		return
+	}
+	if t.shapes == nil {
+		t.shapes = demand.NewShapes(t.shape, t.rec.H.Window, span)
+		if saved != nil {
+			t.shapes.Restore(*saved, now)
+		}
+	}
+	t.shapes.SetSpan(span)
+}
+
+// checked is a persisted history that can check itself once read.
+type checked interface {
+	Check() error
+}
+
+// loadAs reads one key of a Headroom's ConfigMap as a T; nil when there
+// is none or it cannot be used (it is then started again, and said so).
+func loadAs[T any, PT interface {
+	*T
+	checked
+}](ctx context.Context, l *Learner, h *v1alpha1.Headroom, key string) *T {
+	v := PT(new(T))
+	if !l.load(ctx, h, key, v) {
+		return nil
+	}
+	return (*T)(v)
+}
+
+// load reads one key of a Headroom's ConfigMap into v; false when there
+// is none or it cannot be used.
+func (l *Learner) load(ctx context.Context, h *v1alpha1.Headroom, key string, v checked) bool {
 	cm := &corev1.ConfigMap{}
 	err := l.APIReader.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + h.Name}, cm)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Error(err, "reading the demand history", "headroom", h.Name)
 		}
-		return nil
-	}
-	hist := &demand.History{}
-	data, ok := cm.Data[key]
-	if !ok {
-		return nil
-	}
-	if err := json.Unmarshal([]byte(data), hist); err != nil {
-		log.FromContext(ctx).Info("demand history unreadable, starting again", "headroom", h.Name, "error", err.Error())
-		return nil
-	}
-	if err := hist.Check(); err != nil {
-		log.FromContext(ctx).Info("demand history invalid, starting again", "headroom", h.Name, "error", err.Error())
-		return nil
+		return false
 	}
 	// Owned by another incarnation of the Headroom: not this one's.
 	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != h.UID {
-		return nil
+		return false
 	}
-	return hist
+	data, ok := cm.Data[key]
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal([]byte(data), v); err != nil {
+		log.FromContext(ctx).Info("demand history unreadable, starting again", "headroom", h.Name, "key", key, "error", err.Error())
+		return false
+	}
+	if err := v.Check(); err != nil {
+		log.FromContext(ctx).Info("demand history invalid, starting again", "headroom", h.Name, "key", key, "error", err.Error())
+		return false
+	}
+	return true
 }
 
 // saveAll writes the histories that changed and were not saved for
@@ -524,6 +586,11 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 		if t.burst != nil {
 			if b, err := json.Marshal(t.burst.H); err == nil {
 				data[burstKey] = string(b)
+			}
+		}
+		if t.shapes != nil {
+			if b, err := json.Marshal(t.shapes.Save()); err == nil {
+				data[shapesKey] = string(b)
 			}
 		}
 		jobs = append(jobs, job{h: t.h, data: data})

@@ -221,34 +221,14 @@ func TestTheBurstHistoryOfAStandbyTargetSurvivesARestart(t *testing.T) {
 			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
 	create(t, ng, node, h)
 
-	start := time.Now().Truncate(time.Hour).Add(time.Hour)
-	clk := clocktesting.NewFakeClock(start)
-	l := learner(clk)
-	if err := l.round(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for burst := range 12 {
-		at := start.Add(time.Duration(burst)*10*time.Minute + 5*time.Minute)
-		clk.SetTime(at)
-		var bound []*corev1.Pod
+	l, clk := learnBursts(t, "burst-a", func(burst int, at time.Time) []*corev1.Pod {
+		var pods []*corev1.Pod
 		for i := range 6 {
-			p, on := burstPod(fmt.Sprintf("s%d-%d", burst, i), at, "burst-a")
-			l.podSeen(nil, p)
-			l.podSeen(p, on)
-			bound = append(bound, on)
+			p, _ := burstPod(fmt.Sprintf("s%d-%d", burst, i), at, "burst-a")
+			pods = append(pods, p)
 		}
-		clk.SetTime(at.Add(4 * time.Minute))
-		for _, p := range bound {
-			l.podGone(p)
-		}
-		if err := l.round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clk.SetTime(start.Add(2*time.Hour + 5*time.Minute))
-	if err := l.round(ctx); err != nil {
-		t.Fatal(err)
-	}
+		return pods
+	})
 	got, _ := l.Targets.Get("burst")
 	if !got.BurstKnown || got.BurstWindow != 30*time.Second || got.Burst == nil || !got.Burst.Known || got.Burst.Units != 6 {
 		t.Fatalf("burst window %s (known %v), estimate %+v; want 30s (30 s resume + 5 s - 5 s) and 6 units known", got.BurstWindow, got.BurstKnown, got.Burst)
@@ -274,6 +254,119 @@ func TestTheBurstHistoryOfAStandbyTargetSurvivesARestart(t *testing.T) {
 	got, _ = again.Targets.Get("burst")
 	if got.BurstWindow != 30*time.Second || got.Burst == nil || !got.Burst.Known || got.Burst.Units != 6 {
 		t.Errorf("after a restart: burst window %s, estimate %+v; want the 30s window and its 6 units, known", got.BurstWindow, got.Burst)
+	}
+}
+
+// learnBursts runs a learner on the real API server for two hours of
+// bursts, one every ten minutes from 5 past the next full hour: the pods
+// burst gives for each are created and bound at once on node, and leave
+// four minutes later. It returns the learner past the last window's
+// grace, and its clock.
+func learnBursts(t *testing.T, node string, burst func(i int, at time.Time) []*corev1.Pod) (*Learner, *clocktesting.FakeClock) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	clk := clocktesting.NewFakeClock(start)
+	l := learner(clk)
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		at := start.Add(time.Duration(i)*10*time.Minute + 5*time.Minute)
+		clk.SetTime(at)
+		var bound []*corev1.Pod
+		for _, p := range burst(i, at) {
+			on := p.DeepCopy()
+			on.Spec.NodeName = node
+			l.podSeen(nil, p)
+			l.podSeen(p, on)
+			bound = append(bound, on)
+		}
+		clk.SetTime(at.Add(4 * time.Minute))
+		for _, p := range bound {
+			l.podGone(p)
+		}
+		if err := l.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(start.Add(2*time.Hour + 5*time.Minute))
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l, clk
+}
+
+// TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept: bursts of four pods
+// of 1 cpu and two of 4 cpu, 1-cpu units. The unit's history counts them
+// all (4 + 2 x 4 = 12 units a burst); the pods of 4 cpu are also learned
+// apart, as a shape of their own that needs 2 of its units, and they do
+// not make the "needs several units on one node" hint (their shape holds
+// them). The learned shape is saved beside the history, and a restart
+// knows it at once. With spec.target.shapes Unit nothing is learned
+// apart and the hint says a pod needs 4 units on one node.
+func TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("shapes", b.Size(0, 10), b.InstanceType("c16", "16", "32Gi", b.OnDemand("zone-a", "0.8")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
+	node := b.Node("shapes-a", "16", "32Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "shapes"))
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "shapes"}, Spec: v1alpha1.HeadroomSpec{
+		Scope:  v1alpha1.HeadroomScope{NodeGroups: []string{"shapes"}},
+		Units:  &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}}}
+	create(t, ng, node, h)
+	bursts := func(burst int, at time.Time) []*corev1.Pod {
+		var pods []*corev1.Pod
+		for i := range 6 {
+			p, _ := burstPod(fmt.Sprintf("m%d-%d", burst, i), at, "")
+			if i >= 4 {
+				p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("4")
+			}
+			pods = append(pods, p)
+		}
+		return pods
+	}
+	l, clk := learnBursts(t, "shapes-a", bursts)
+	got, _ := l.Targets.Get("shapes")
+	if !got.Estimate.Known || got.Estimate.Units != 12 {
+		t.Fatalf("the unit's estimate %+v, want 12 units known (every pod counts)", got.Estimate)
+	}
+	if len(got.Shapes) != 1 || !got.Shapes[0].Known || got.Shapes[0].Units != 2 || got.Shapes[0].Shape[corev1.ResourceCPU] != 4000 {
+		t.Fatalf("learned shapes %+v, want one of 4 cpu needing 2 units", got.Shapes)
+	}
+	if got.LargestPod != 1 {
+		t.Errorf("largest pod %d units, want 1: the pods of 4 cpu have a shape of their own", got.LargestPod)
+	}
+	l.saveAll(ctx, true)
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: ConfigMapPrefix + "shapes"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cm) })
+	if cm.Data[shapesKey] == "" {
+		t.Fatalf("the learned shapes are not saved: keys %v", slices.Collect(maps.Keys(cm.Data)))
+	}
+	again := learner(clk)
+	if err := again.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := again.Targets.Get("shapes"); len(got.Shapes) != 1 || !got.Shapes[0].Known || got.Shapes[0].Units != 2 {
+		t.Errorf("after a restart: learned shapes %+v, want the shape of 4 cpu and its 2 units, known", got.Shapes)
+	}
+
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.Target.Shapes = v1alpha1.TargetShapesUnit
+	if err := env.Client.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	l, _ = learnBursts(t, "shapes-a", bursts)
+	if got, _ := l.Targets.Get("shapes"); len(got.Shapes) != 0 || got.LargestPod != 4 || !got.Estimate.Known || got.Estimate.Units != 12 {
+		t.Errorf("with shapes Unit: learned %+v, largest pod %d, estimate %+v; want none, 4 and 12 units", got.Shapes, got.LargestPod, got.Estimate)
 	}
 }
 

@@ -451,6 +451,42 @@ func TestVirtualUnitsOfAllHeadroomsAreCapped(t *testing.T) {
 	}
 }
 
+// TestLearnedUnitsGetANodeThatHoldsThemWhole: a Headroom whose status
+// keeps one unit of 500m and one learned unit of 6 cpu (a shape its
+// target learned from pods of 6 cpu) makes the provisioner plan a node of
+// 8 cpu for the learned unit: 6 cpu in one piece, which no node of 2 cpu
+// holds, however many.
+func TestLearnedUnitsGetANodeThatHoldsThemWhole(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("prov-learned", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.50"))))
+	shape := v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "learned"}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{f.group}}, Units: &v1alpha1.HeadroomUnits{Count: 1, UnitShape: shape}}}
+	if err := env.Client.Create(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), h) })
+	h.Status = v1alpha1.HeadroomStatus{DesiredUnits: 2, Unit: &shape,
+		LearnedUnits: []v1alpha1.LearnedUnits{{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}, Count: 1}}}
+	if err := env.Client.Status().Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+		res, err := f.prov.RunOnce(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		var got []string
+		units := 0
+		for _, nn := range res.Plan.NewNodes {
+			got = append(got, fmt.Sprintf("%s with %d units", nn.InstanceType, len(nn.Pods)))
+			units += len(nn.Pods)
+		}
+		return units == 2 && len(got) == 1 && strings.HasPrefix(got[0], "m-8"), fmt.Sprintf("new nodes %v, want one m-8 with both units", got), nil
+	})
+}
+
 // TestANewLeaderAvoidsWhatThePreviousOneAvoided: the previous leader's
 // failed offering is in the NodeGroup's status; a new provisioner (a new
 // leader, with empty memory) does not launch it, and launches the next
