@@ -52,7 +52,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
-	in.Base, in.Changes = p.base, changes
+	in.Base, in.Changes, in.Options = p.base, changes, p.options
 	return r, pods, nil
 }
 

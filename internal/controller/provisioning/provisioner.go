@@ -120,6 +120,8 @@ type Provisioner struct {
 	// base is the model of the cluster kept from round to round (rounds
 	// run one at a time).
 	base *snapshot.Base
+	// options are the node groups' options, kept from round to round.
+	options *scaleup.Options
 	// informers is the manager's cache, when registered with one: rounds
 	// read pods and nodes from its stores (clusterread.Parts.Informers).
 	informers crcache.Informers
@@ -147,7 +149,7 @@ const nominationGrace = 5 * time.Second
 func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
-		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(),
+		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(), options: scaleup.NewOptions(),
 		full: map[string]time.Time{}}
 }
 

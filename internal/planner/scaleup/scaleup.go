@@ -19,7 +19,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
-	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -67,6 +66,9 @@ type Input struct {
 	// nominated to a node, as if bound to it): placed like Pods, never
 	// kept in Base.
 	Held []*corev1.Pod
+	// Options, when set, keeps the node groups' options from round to
+	// round (see Options); its caller plans one round at a time.
+	Options *Options
 }
 
 // Plan is a scale-up decision.
@@ -157,7 +159,7 @@ func Run(in Input) (*Plan, error) {
 	defer in.Base.Release(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
-	templates, err := buildTemplates(groups, daemonset.Pods(in.DaemonSets), unavailable, topologyOptionKeys(in.Pending, placedExamples(s)))
+	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package scaleup_test
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 
@@ -20,13 +21,22 @@ import (
 // pods/sec and the plan's price divided by a lower bound (price/lb).
 func BenchmarkPlan(b *testing.B) {
 	ng := workload.NodeGroup(400)
+	// As read from the API server: the provisioner keeps its options
+	// from round to round (scaleup.Options), built by the first round.
+	ng.UID, ng.Generation = "uid-bench", 1
 	for _, n := range []int{100, 1000, 5000, 20000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			pods := workload.Pods(n, 42)
 			// Limits as high as Karpenter's benchmark sets them.
 			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}
+				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")},
+				Options: scaleup.NewOptions()}
 			lb := workload.LowerBound(ng, pods)
+			if *fresh {
+				in.Options = nil
+			} else if _, err := scaleup.Run(in); err != nil { // the first round, which builds the options
+				b.Fatal(err)
+			}
 			var plan *scaleup.Plan
 			b.ResetTimer()
 			for b.Loop() {
@@ -44,6 +54,10 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// fresh makes BenchmarkPlan build the options every round, as a first
+// round does (-fresh).
+var fresh = flag.Bool("fresh", false, "BenchmarkPlan builds the node groups' options every round (no scaleup.Options)")
 
 // BenchmarkPlanOnCluster plans 500 pending pods of the mixed workload on a
 // cluster of N existing 16-cpu nodes with 30 bound pods each (issue #29's

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,8 +32,14 @@ type optionRef struct {
 // each with the options (instance type x capacity type) offered in the
 // zone, minus the unavailable offerings; and one per value of the split
 // keys too (topologyOptionKeys), so that a planned node carries them.
-func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonset.Pod, unavailable map[Offering]bool, split []string) ([]*binpack.Template, error) {
+// The options of a zone come from cache when nothing they depend on
+// changed (a nil cache builds them all).
+func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, split []string, cache *Options) ([]*binpack.Template, error) {
 	var out []*binpack.Template
+	dssKey, cacheable := daemonSetsKey(daemonSets)
+	var dss []daemonset.Pod
+	built := false
+	defer cache.sweep()
 	for _, ng := range groups {
 		zones := map[string]bool{}
 		for _, it := range ng.Spec.InstanceTypes {
@@ -41,7 +48,12 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, dss []daemonset.Pod, unavailab
 			}
 		}
 		for _, zone := range slices.Sorted(maps.Keys(zones)) {
-			opts, err := zoneOptions(ng, zone, dss, unavailable)
+			opts, err := cache.get(ng, zone, dssKey, cacheable, unavailable, func() ([]*snapshot.Option, error) {
+				if !built {
+					dss, built = daemonset.Pods(daemonSets), true
+				}
+				return zoneOptions(ng, zone, dss, unavailable)
+			})
 			if err != nil {
 				return nil, err
 			}
