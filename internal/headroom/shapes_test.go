@@ -18,8 +18,8 @@ import (
 // TestTargetKeepsUnitsOfTheLearnedShapes: the unit's history asks for 10
 // units of 1 cpu, 2Gi for all the pods together; the pods of 2 cpu, 4Gi
 // need 3 units of their shape whole. On c4 nodes (4 cpu, 16Gi, 0.40/h)
-// a unit costs 0.10/h and a unit of 2 cpu, 4Gi 0.20/h; each holds two
-// units of 1 cpu, 2Gi, which it takes the place of.
+// a unit costs 0.10/h and a unit of 2 cpu, 4Gi 0.20/h; each takes the
+// place of the two units of 1 cpu, 2Gi its pod was counted as.
 func TestTargetKeepsUnitsOfTheLearnedShapes(t *testing.T) {
 	in := cluster()
 	in.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("general", b.InstanceType("c4", "4", "16Gi", b.OnDemand("zone-a", "0.40")))}
@@ -44,27 +44,33 @@ func TestTargetKeepsUnitsOfTheLearnedShapes(t *testing.T) {
 			wantCount: 4, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 3}},
 			wantCost: "1.0000", wantPhase: v1alpha1.TargetSized,
 			wantSays: "95 % of the demand of pods of 2 cpu, 4Gi fits in 3 units of that shape: keeping 3; 4 running units of 1 cpu, 2Gi beside them"},
-		{name: "learned units that hold more than the unit's are kept whole",
+		{name: "learned units take no more room than the running units: 2 of the 3 the shape needs in 4",
 			input:     headroom.TargetInput{Estimate: known(4), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},
-			wantCount: 0, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 3}}, wantCost: "0.6000", wantPhase: v1alpha1.TargetSized},
-		{name: "maxUnits counts a learned unit as the units it needs and cuts the learned ones",
+			wantCount: 0, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 2}}, wantCost: "0.4000", wantPhase: v1alpha1.TargetSized,
+			wantSays: "fits in 3 units of that shape: keeping 2 (each in the place of 2 running units of 1 cpu, 2Gi, 4 left); 0 running units"},
+		{name: "maxUnits bounds the running units the learned ones take the place of",
 			target:    v1alpha1.HeadroomTarget{MaxUnits: ptr.To[int32](5)},
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},
 			wantCount: 1, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 2}}, wantCost: "0.5000",
-			wantPhase: v1alpha1.TargetCapped, wantSays: "keeping 2 (capped"},
-		{name: "maxCostPerHour cuts the learned units too",
+			wantPhase: v1alpha1.TargetCapped, wantSays: "(capped by maxUnits 5)"},
+		{name: "maxCostPerHour bounds them too",
 			target:    v1alpha1.HeadroomTarget{MaxCostPerHour: "0.50"},
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},
 			wantCount: 1, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 2}}, wantCost: "0.5000", wantPhase: v1alpha1.TargetCapped},
+		{name: "maxCostPerHour cuts learned units that cost more than the units they replace",
+			target: v1alpha1.HeadroomTarget{MaxCostPerHour: "1.10"},
+			// 3 cpu, 1Gi: one a c4 node (0.40), in the place of 3 units (0.30)
+			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("3", "1Gi", known(2))}},
+			wantCount: 7, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("3", "1Gi"), Count: 1}}, wantCost: "1.1000", wantPhase: v1alpha1.TargetSized},
 		{name: "a shape still learning keeps nothing and says why",
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", demand.Estimate{Why: "learning: 1 bursts seen"})}},
 			wantCount: 10, wantCost: "1.0000", wantPhase: v1alpha1.TargetSized, wantSays: "pods of 2 cpu, 4Gi: learning: 1 bursts seen"},
 		{name: "a shape no offering in scope holds keeps nothing",
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("8", "4Gi", known(3))}},
 			wantCount: 10, wantPhase: v1alpha1.TargetSized, wantSays: "pods of 8 cpu, 4Gi: no offering in scope holds one"},
-		{name: "a shape of another cpu to memory ratio holds none of the unit's and adds its room",
+		{name: "a shape of another cpu to memory ratio takes the place of the units its cpu was counted as",
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("3", "1Gi", known(2))}},
-			wantCount: 10, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("3", "1Gi"), Count: 2}}, wantCost: "1.8000", wantPhase: v1alpha1.TargetSized},
+			wantCount: 4, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("3", "1Gi"), Count: 2}}, wantCost: "1.2000", wantPhase: v1alpha1.TargetSized},
 		{name: "with shapes Unit nothing is learned apart",
 			target:    v1alpha1.HeadroomTarget{Shapes: v1alpha1.TargetShapesUnit},
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},

@@ -260,29 +260,32 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	}
 }
 
-// resolveShapes lays the running units out in the learned shapes: the
-// unit's history counts every pod, so Count units (of the Headroom's
-// shape) hold the target's share of all the demand together; a learned
-// shape's history says how many units of its shape (one pod each) hold
-// the share of its pods' demand, and those must be whole, on one node.
-// So each learned shape that knows its need keeps that many units of its
-// shape, and they take the place of the Headroom's units they hold (a
-// unit of 2 cpu, 4Gi holds two of 1 cpu, 2Gi: small pods fit in its room
-// too). When the learned shapes hold more than the running units, they
-// are kept whole all the same: the room costs more than the units alone
-// would, and maxUnits (each learned unit counted as the Headroom's units
-// it needs) and maxCostPerHour cut them, the largest count first. Only
-// shapes an offering in scope holds are kept.
+// resolveShapes lays the running units out in the learned shapes. The
+// unit's history counts every pod (a pod larger than a unit as the units
+// it needs), so Count running units of the Headroom's shape hold the
+// target's share of all the demand together; a learned shape's history
+// says how many units of its shape (one pod each) hold the share of its
+// pods' demand, and those must be whole, on one node. So each learned
+// shape that knows its need keeps that many units of its shape, each in
+// the place of the units of the Headroom's shape its pod was counted as,
+// as many as the running units hold (the smaller shapes first): the room
+// is the running units' (what the history says the goal needs), in
+// pieces a large pod fits in. With standby units, the pods past the
+// running part land on resumed standby nodes, whose room is whole. Only
+// shapes an offering in scope holds are kept, and maxCostPerHour, at
+// each shape's own price, may cut them.
 func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, res *Resolved, out *TargetResult) {
 	groups := GroupsOrAll(res.Groups, res.all)
 	unit := demand.ShapeOf(res.Shape.Resources)
 	unitPrice, stopped := UnitPrices(groups, res.Shape.Resources, res.dss)
-	type kept struct {
-		list                 corev1.ResourceList
-		want, n, holds, size int32
-		price                float64
+	limit, haveLimit := 0.0, false
+	if t.MaxCostPerHour != "" {
+		if v, err := strconv.ParseFloat(t.MaxCostPerHour, 64); err == nil {
+			limit, haveLimit = v, true
+		}
 	}
-	var ks []*kept
+	left := int64(res.Count) // running units not yet taken by a learned shape
+	cost := unitPrice*float64(res.Count) + stopped*float64(res.Standby)
 	for _, se := range shapes {
 		list := se.Shape.List()
 		name := describeShape(list)
@@ -295,70 +298,29 @@ func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, re
 			out.Message += fmt.Sprintf("; pods of %s: no offering in scope holds one, keeping none", name)
 			continue
 		}
-		want := int32(min(se.Units, int64(MaxUnits)))
-		ks = append(ks, &kept{list: list, want: want, n: want, holds: int32(min(unit.Fits(se.Shape), int64(MaxUnits))),
-			size: int32(min(unit.Units(map[corev1.ResourceName]int64(se.Shape)), int64(MaxUnits))), price: price})
+		size := max(unit.Units(map[corev1.ResourceName]int64(se.Shape)), 1)
+		want := min(se.Units, int64(MaxUnits))
+		n := min(want, left/size)
+		for n > 0 && haveLimit && cost+float64(n)*(price-unitPrice*float64(size)) > limit+1e-9 {
+			n--
+		}
+		msg := fmt.Sprintf("; %d %% of the demand of pods of %s fits in %d units of that shape: keeping %d", percent(t), name, want, n)
+		if n < want {
+			msg += fmt.Sprintf(" (each in the place of %d running units of %s, %d left)", size, describeShape(res.Shape.Resources), left)
+		}
+		out.Message += msg
+		if n <= 0 {
+			continue
+		}
+		left -= n * size
+		cost += float64(n) * (price - unitPrice*float64(size))
+		out.CostPerHour += price * float64(n)
+		res.Learned = append(res.Learned, v1alpha1.LearnedUnits{Resources: list, Count: int32(n)})
 	}
-	if len(ks) == 0 {
-		return
+	if len(res.Learned) > 0 {
+		res.Count = int32(left)
+		out.Message += fmt.Sprintf("; %d running units of %s beside them", left, describeShape(res.Shape.Resources))
 	}
-	running := res.Count
-	// lay out: the Headroom's units left beside the learned ones, and
-	// what the whole costs in units and per hour.
-	lay := func() (singles, units int32, cost float64) {
-		held := int64(0)
-		for _, k := range ks {
-			held += int64(k.n) * int64(k.holds)
-		}
-		singles = int32(max(int64(running)-held, 0))
-		u := int64(singles) + int64(res.Standby)
-		cost = unitPrice*float64(singles) + stopped*float64(res.Standby)
-		for _, k := range ks {
-			u += int64(k.n) * int64(k.size)
-			cost += k.price * float64(k.n)
-		}
-		return singles, int32(min(u, int64(MaxUnits)+1)), cost
-	}
-	limit, haveLimit := 0.0, false
-	if t.MaxCostPerHour != "" {
-		if v, err := strconv.ParseFloat(t.MaxCostPerHour, 64); err == nil {
-			limit, haveLimit = v, true
-		}
-	}
-	over := func(units int32, cost float64) bool {
-		return (t.MaxUnits != nil && units > *t.MaxUnits) || (haveLimit && cost > limit+1e-9) || units > MaxUnits
-	}
-	for {
-		_, units, cost := lay()
-		if !over(units, cost) {
-			break
-		}
-		var top *kept
-		for _, k := range ks {
-			if k.n > 0 && (top == nil || k.n > top.n) {
-				top = k
-			}
-		}
-		if top == nil {
-			break
-		}
-		top.n--
-	}
-	singles, _, _ := lay()
-	res.Count = singles
-	for _, k := range ks {
-		out.Message += fmt.Sprintf("; %d %% of the demand of pods of %s fits in %d units of that shape: keeping %d",
-			percent(t), describeShape(k.list), k.want, k.n)
-		if k.n < k.want {
-			out.Phase = v1alpha1.TargetCapped
-			out.Message += " (capped by maxUnits or maxCostPerHour)"
-		}
-		if k.n > 0 {
-			out.CostPerHour += k.price * float64(k.n)
-			res.Learned = append(res.Learned, v1alpha1.LearnedUnits{Resources: k.list, Count: k.n})
-		}
-	}
-	out.Message += fmt.Sprintf("; %d running units of %s beside them", singles, describeShape(res.Shape.Resources))
 }
 
 // splitStandby keeps on standby nodes the units that only the part of a

@@ -18,13 +18,15 @@ import (
 )
 
 // TestTargetLearnsPeriodicBursts (BERTH_E2E_TARGET=1, make e2e-target;
-// about 8 minutes): a workload bursts every 45 s (four 1-cpu pods that
-// live 30 s) in a group whose nodes boot in 20 s, with a Headroom that
-// keeps 0 units and targets 90 % of those pods within 5 s, learning for
-// at least 2 minutes (--headroom-target-min-history). First the bursts
-// wait for a node; once berth has learned, the Headroom keeps 4 units,
-// and the next three bursts get capacity within 5 s without a node
-// launch; the wait histogram shows them and status explains the units.
+// about 8 minutes): a workload bursts every 45 s (three pods of 1 cpu and
+// one of 2 cpu, living 30 s) in a group whose nodes boot in 20 s, with a
+// Headroom of 1-cpu units that keeps 0 and targets 90 % of those pods
+// within 5 s, learning for at least 2 minutes
+// (--headroom-target-min-history). First the bursts wait for a node;
+// once berth has learned, the Headroom keeps room for 5 units, one unit
+// of them of the 2-cpu pod's shape (status.learnedUnits), and the next
+// three bursts get capacity within 5 s without a node launch; the wait
+// histogram shows them and status explains the units.
 func TestTargetLearnsPeriodicBursts(t *testing.T) {
 	if os.Getenv("BERTH_E2E_TARGET") == "" {
 		t.Skip("about 8 minutes: set BERTH_E2E_TARGET=1 (make e2e-target)")
@@ -49,9 +51,13 @@ func TestTargetLearnsPeriodicBursts(t *testing.T) {
 	// its PodScheduled condition).
 	burst := func() map[string]time.Duration {
 		var pods []*corev1.Pod
-		for range 4 {
+		for i := range 4 {
 			seq++
-			p := b.Pod(fmt.Sprintf("burst-%d", seq), b.Namespace(ns), b.NoUID(), b.CPU("1"), b.Memory("1Gi"),
+			cpu, mem := "1", "1Gi"
+			if i == 3 {
+				cpu, mem = "2", "2Gi"
+			}
+			p := b.Pod(fmt.Sprintf("burst-%d", seq), b.Namespace(ns), b.NoUID(), b.CPU(cpu), b.Memory(mem),
 				b.Labels("app", "burst"), b.NodeSelector(v1alpha1.LabelNodeGroup, "target"))
 			if err := env.Client.Create(ctx, p); err != nil {
 				t.Fatal(err)
@@ -105,13 +111,14 @@ func TestTargetLearnsPeriodicBursts(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := h.Status
-		sized = st.Target != nil && st.Target.Phase == v1alpha1.TargetSized && st.DesiredUnits >= 4 && st.ReadyUnits == st.DesiredUnits
+		sized = st.Target != nil && st.Target.Phase == v1alpha1.TargetSized && st.DesiredUnits >= 4 && st.ReadyUnits == st.DesiredUnits &&
+			len(st.LearnedUnits) == 1 && st.LearnedUnits[0].Resources.Cpu().String() == "2"
 		if st.Target != nil {
 			t.Logf("after burst %d: %s, desired %d ready %d: %s", i+2, st.Target.Phase, st.DesiredUnits, st.ReadyUnits, st.Target.Message)
 		}
 	}
 	if !sized {
-		t.Fatal("the target did not size the Headroom to at least 4 ready units within 12 bursts")
+		t.Fatal("the target did not size the Headroom to at least 4 ready units, one of the 2-cpu pod's shape, within 12 bursts")
 	}
 	if slowBursts < 3 {
 		t.Errorf("only %d bursts waited for a node while berth was learning: the node of a burst was not removed between bursts, the test shows nothing", slowBursts)

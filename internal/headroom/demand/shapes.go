@@ -88,22 +88,6 @@ func (s Shape) Holds(req Requests) bool {
 	return true
 }
 
-// Fits is how many units of s one unit of o holds whole: the fewest, over
-// s's resources, of o's amount over s's (0 when o lacks one).
-func (s Shape) Fits(o Shape) int64 {
-	n := int64(-1)
-	for k, per := range s {
-		if per <= 0 {
-			continue
-		}
-		f := o[k] / per
-		if n < 0 || f < n {
-			n = f
-		}
-	}
-	return max(n, 0)
-}
-
 // size orders shapes, the smaller first: by the sum of their resources
 // in units of the Headroom's unit, then by their key.
 func (s *Shapes) size(x Shape) int64 {
