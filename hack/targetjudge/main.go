@@ -270,35 +270,32 @@ func report(family string, runs []run) {
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", t, cell(bestUnits), cell(bestAuto), d, saving)
 		for i := range runs {
 			r := &runs[i]
-			if r.Policy != "target "+t.String()+oneShapeSuffix {
-				continue
+			switch r.Policy {
+			case "target " + t.String() + oneShapeSuffix:
+				fmt.Printf("| %s, one shape | | | %s units at the end) | %s |\n", t, variant(r, t, share), savingOf(best, r))
+			case "target " + t.String() + standbySuffix:
+				fmt.Printf("| %s, with standby | | | %s running units at the end, %d resumes) | %s |\n", t, variant(r, t, share), r.Resumes, savingOf(best, r))
 			}
-			met, saving := "missed", "-"
-			if r.Within[t.wait.String()] >= share {
-				met = "met"
-			}
-			if best != nil {
-				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
-			}
-			fmt.Printf("| %s, one shape | | | %.2f, %.1f%% (%s; %d units at the end) | %s |\n",
-				t, r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units, saving)
-		}
-		for i := range runs {
-			r := &runs[i]
-			if r.Policy != "target "+t.String()+standbySuffix {
-				continue
-			}
-			met, saving := "missed", "-"
-			if r.Within[t.wait.String()] >= share {
-				met = "met"
-			}
-			if best != nil {
-				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
-			}
-			fmt.Printf("| %s, with standby | | | %.2f, %.1f%% (%s; %d running units at the end, %d resumes) | %s |\n",
-				t, r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units, r.Resumes, saving)
 		}
 	}
+}
+
+// variant is a target run's cost, share within the wait, whether it met
+// the target and its units at the end ("...; 38").
+func variant(r *run, t target, share float64) string {
+	met := "missed"
+	if r.Within[t.wait.String()] >= share {
+		met = "met"
+	}
+	return fmt.Sprintf("%.2f, %.1f%% (%s; %d", r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units)
+}
+
+// savingOf is what r saves against the cheapest fixed setting best.
+func savingOf(best, r *run) string {
+	if best == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
 }
 
 // reportStandby prints, with -standby, per target the cheapest fixed
