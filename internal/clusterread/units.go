@@ -35,9 +35,11 @@ type Set struct {
 // Pods makes the set's first n units (at most Count).
 func (s Set) Pods(n int32) []*corev1.Pod { return s.make(min(n, s.Count)) }
 
-// Units returns the sets of every Headroom without placeholders (placeholder
-// pods are real and counted already: a unit must not count twice) and of
-// every CapacityBuffer ready for provisioning, by their resolved status.
+// Units returns the sets of every Headroom (without the units its
+// placeholder pods hold: those pods are real and counted already, and a
+// unit must not count twice; its learned shapes' units are always
+// virtual) and of every CapacityBuffer ready for provisioning, by their
+// resolved status.
 // No pod is made yet: see Share.
 func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) ([]Set, error) {
 	var out []Set

@@ -74,7 +74,7 @@ type Resolved struct {
 // Total is the count of units of every shape: Count and the learned
 // shapes' (at most MaxUnits).
 func (r Resolved) Total() int32 {
-	n := int64(r.Count)
+	n := int64(max(r.Count, 0))
 	for _, l := range r.Learned {
 		n += int64(max(l.Count, 0))
 	}

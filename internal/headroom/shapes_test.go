@@ -140,3 +140,33 @@ func TestVirtualPodsOfLearnedShapes(t *testing.T) {
 		t.Errorf("virtual pods (-want +got):\n%s", d)
 	}
 }
+
+// Offerings priced at 0 (on-premises, KWOK) hold learned units as any
+// other; the hint that a pod needs several units on one node is given
+// only when no learned unit is kept.
+func TestLearnedShapesOnFreeOfferingsAndTheHint(t *testing.T) {
+	in := cluster()
+	in.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("general", b.InstanceType("c4", "4", "16Gi", b.OnDemand("zone-a", "0")))}
+	h := hr(v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Units: units(2, "1", "2Gi"),
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95}})
+	large := demand.ShapeEstimate{Shape: demand.ShapeOf(rl("2", "4Gi")), Estimate: demand.Estimate{Units: 3, Known: true}}
+	for _, tc := range []struct {
+		name        string
+		shape       demand.ShapeEstimate
+		wantLearned int
+		wantHint    bool
+	}{
+		{name: "a known shape keeps units, no hint", shape: large, wantLearned: 1},
+		{name: "a shape still learning keeps none: the hint", shape: demand.ShapeEstimate{Shape: large.Shape, Estimate: demand.Estimate{Why: "learning"}}, wantHint: true},
+	} {
+		in.Targets = map[string]headroom.TargetInput{h.Name: {Estimate: demand.Estimate{Units: 10, Known: true}, Window: 90 * time.Second,
+			LargestPod: 2, Shapes: []demand.ShapeEstimate{tc.shape}}}
+		got, err := headroom.Resolve(h, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hint := strings.Contains(got.Target.Message, "needs 2 units on one node"); len(got.Learned) != tc.wantLearned || hint != tc.wantHint {
+			t.Errorf("%s: %d learned shapes, hint %v (%s); want %d, %v", tc.name, len(got.Learned), hint, got.Target.Message, tc.wantLearned, tc.wantHint)
+		}
+	}
+}

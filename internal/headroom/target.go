@@ -254,7 +254,9 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	if t.LearnsShapes() {
 		resolveShapes(t, est.Shapes, res, out)
 	}
-	if est.LargestPod > 1 {
+	if est.LargestPod > 1 && len(res.Learned) == 0 {
+		// Without learned units (shapes Unit, or none kept yet), say
+		// that units spread over nodes may not hold such a pod.
 		out.Message += fmt.Sprintf("; a pod that arrived in the last day needs %d units on one node, which units spread over nodes may not give it (a Headroom of its shape would)",
 			est.LargestPod)
 	}
@@ -293,11 +295,12 @@ func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, re
 			out.Message += fmt.Sprintf("; pods of %s: %s", name, se.Why)
 			continue
 		}
-		price, _ := UnitPrices(groups, list, res.dss)
-		if price <= 0 {
+		c, ok := CheapestPerUnit(groups, list, res.dss, nil, nil)
+		if !ok {
 			out.Message += fmt.Sprintf("; pods of %s: no offering in scope holds one, keeping none", name)
 			continue
 		}
+		price := c.Price / float64(c.PerNode)
 		size := max(unit.Units(map[corev1.ResourceName]int64(se.Shape)), 1)
 		want := min(se.Units, int64(MaxUnits))
 		n := min(want, left/size)

@@ -74,7 +74,7 @@ func (l *learner) bound(p *pod, group string) {
 			wait := l.e.now.Sub(p.created)
 			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
 			if c := x.shapes.Route(req, p.created, l.e.now); c != nil {
-				c.Rec.Arrived(p.created, l.e.now, req)
+				c.Arrived(p.created, l.e.now)
 			}
 			x.rec.Arrived(p.created, l.e.now, req)
 			if x.burst != nil {
@@ -90,7 +90,7 @@ func (l *learner) left(p *pod, group string) {
 		if x.rec != nil && x.counts(p, group) {
 			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
 			if c := x.shapes.Find(req); c != nil {
-				c.Rec.Left(l.e.now, l.e.now, req)
+				c.Left(l.e.now, l.e.now)
 			}
 			x.rec.Left(l.e.now, l.e.now, req)
 			if x.burst != nil {

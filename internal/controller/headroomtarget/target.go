@@ -257,10 +257,9 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		t.waits.Observe(now, wait, within)
 		podWait.WithLabelValues(t.h.Name, group).Observe(wait.Seconds())
 		if c := t.shapes.Route(req, pp.since, now); c != nil {
-			c.Rec.Arrived(pp.since, now, req)
-		} else {
-			t.largest.observe(now, t.shape.Units(req))
+			c.Arrived(pp.since, now)
 		}
+		t.largest.observe(now, t.shape.Units(req))
 		if t.rec != nil {
 			t.rec.Arrived(pp.since, now, req)
 			t.changed = true
@@ -289,7 +288,7 @@ func (l *Learner) podGone(p *corev1.Pod) {
 		}
 		t.changed = true
 		if c := t.shapes.Find(req); c != nil {
-			c.Rec.Left(now, now, req)
+			c.Left(now, now)
 		}
 		t.rec.Left(now, now, req)
 		if t.burst != nil {
@@ -593,6 +592,10 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 				data[shapesKey] = string(b)
 			}
 		}
+		if dropped := fitConfigMap(data); len(dropped) > 0 {
+			log.FromContext(ctx).Info("demand history too large for its ConfigMap: not saved, relearned after a restart",
+				"headroom", t.h.Name, "keys", dropped, "limit", maxConfigMapData)
+		}
 		jobs = append(jobs, job{h: t.h, data: data})
 		t.changed, t.saved = false, now
 	}
@@ -602,6 +605,36 @@ func (l *Learner) saveAll(ctx context.Context, final bool) {
 			log.FromContext(ctx).Error(err, "saving the demand history", "headroom", j.h.Name)
 		}
 	}
+}
+
+// maxConfigMapData bounds what a history's ConfigMap holds: the API
+// server refuses an object over 1 MiB, and one refused save would lose
+// every history of the Headroom at the next restart.
+const maxConfigMapData = 900 << 10
+
+// fitConfigMap leaves out of data what does not fit in maxConfigMapData:
+// the learned shapes first, then the burst history, then the launch
+// windows' (each is relearned after a restart); it returns the keys it
+// left out.
+func fitConfigMap(data map[string]string) []string {
+	size := func() int {
+		n := 0
+		for k, v := range data {
+			n += len(k) + len(v)
+		}
+		return n
+	}
+	var dropped []string
+	for _, key := range []string{shapesKey, burstKey, historyKey} {
+		if size() <= maxConfigMapData {
+			break
+		}
+		if _, ok := data[key]; ok {
+			delete(data, key)
+			dropped = append(dropped, key)
+		}
+	}
+	return dropped
 }
 
 func (l *Learner) save(ctx context.Context, h *v1alpha1.Headroom, data map[string]string) error {

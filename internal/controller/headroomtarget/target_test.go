@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,11 +301,10 @@ func learnBursts(t *testing.T, node string, burst func(i int, at time.Time) []*c
 // TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept: bursts of four pods
 // of 1 cpu and two of 4 cpu, 1-cpu units. The unit's history counts them
 // all (4 + 2 x 4 = 12 units a burst); the pods of 4 cpu are also learned
-// apart, as a shape of their own that needs 2 of its units, and they do
-// not make the "needs several units on one node" hint (their shape holds
-// them). The learned shape is saved beside the history, and a restart
-// knows it at once. With spec.target.shapes Unit nothing is learned
-// apart and the hint says a pod needs 4 units on one node.
+// apart, as a shape of their own that needs 2 of its units. The learned
+// shape is saved beside the history, and a restart knows it at once.
+// With spec.target.shapes Unit (and the saved history gone) nothing is
+// learned apart.
 func TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept(t *testing.T) {
 	ctx := context.Background()
 	ng := b.NodeGroup("shapes", b.Size(0, 10), b.InstanceType("c16", "16", "32Gi", b.OnDemand("zone-a", "0.8")))
@@ -337,8 +337,8 @@ func TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept(t *testing.T) {
 	if len(got.Shapes) != 1 || !got.Shapes[0].Known || got.Shapes[0].Units != 2 || got.Shapes[0].Shape[corev1.ResourceCPU] != 4000 {
 		t.Fatalf("learned shapes %+v, want one of 4 cpu needing 2 units", got.Shapes)
 	}
-	if got.LargestPod != 1 {
-		t.Errorf("largest pod %d units, want 1: the pods of 4 cpu have a shape of their own", got.LargestPod)
+	if got.LargestPod != 4 {
+		t.Errorf("largest pod %d units, want 4", got.LargestPod)
 	}
 	l.saveAll(ctx, true)
 	cm := &corev1.ConfigMap{}
@@ -362,6 +362,11 @@ func TestTheShapeOfPodsLargerThanAUnitIsLearnedAndKept(t *testing.T) {
 	}
 	h.Spec.Target.Shapes = v1alpha1.TargetShapesUnit
 	if err := env.Client.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	// Learn again from nothing: the saved history would be ahead of the
+	// bursts replayed at the same times.
+	if err := env.Client.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	l, _ = learnBursts(t, "shapes-a", bursts)
@@ -390,5 +395,28 @@ func TestTheLargestPodIsKeptForADay(t *testing.T) {
 	}
 	if got := l.over(start.Add(48 * time.Hour)); got != 0 {
 		t.Errorf("two days later: %d, want 0", got)
+	}
+}
+
+// TestHistoriesTooLargeForAConfigMapAreLeftOut: the API server refuses a
+// ConfigMap over 1 MiB, and a refused save loses every history of the
+// Headroom at the next restart; what does not fit is left out, the
+// learned shapes first, then the burst history.
+func TestHistoriesTooLargeForAConfigMapAreLeftOut(t *testing.T) {
+	big := strings.Repeat("x", 400<<10)
+	for _, tc := range []struct {
+		name     string
+		data     map[string]string
+		dropped  []string
+		keptKeys int
+	}{
+		{name: "all fit", data: map[string]string{historyKey: big, shapesKey: "{}"}, keptKeys: 2},
+		{name: "the learned shapes go first", data: map[string]string{historyKey: big, burstKey: big, shapesKey: big}, dropped: []string{shapesKey}, keptKeys: 2},
+		{name: "then the burst history", data: map[string]string{historyKey: big + big, burstKey: big, shapesKey: "{}"}, dropped: []string{shapesKey, burstKey}, keptKeys: 1},
+	} {
+		dropped := fitConfigMap(tc.data)
+		if !slices.Equal(dropped, tc.dropped) || len(tc.data) != tc.keptKeys {
+			t.Errorf("%s: left out %v, kept %d keys; want %v left out and %d kept", tc.name, dropped, len(tc.data), tc.dropped, tc.keptKeys)
+		}
 	}
 }

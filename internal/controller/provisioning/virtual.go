@@ -20,9 +20,10 @@ import (
 const ReasonVirtualUnitsCapped = "VirtualUnitsCapped"
 
 // virtualUnits returns the headroom units and buffer chunks to add to the
-// plan as pods, and the readiness key of each. Headrooms held by
-// placeholders are not added: their placeholder pods are real and counted
-// already, and a unit must not count twice. The cap on all units is shared
+// plan as pods, and the readiness key of each. Units held by placeholders
+// are not added: their placeholder pods are real and counted already, and
+// a unit must not count twice (a Headroom's learned shapes' units are
+// virtual all the same). The cap on all units is shared
 // before any pod is made (clusterread.Share): Headrooms first, then
 // CapacityBuffers fairly across namespaces.
 func (p *Provisioner) virtualUnits(ctx context.Context, groups []*v1alpha1.NodeGroup) ([]*corev1.Pod, map[types.NamespacedName]state.Key, error) {

@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Learned shapes.
@@ -89,38 +92,39 @@ func (s Shape) Holds(req Requests) bool {
 }
 
 // size orders shapes, the smaller first: by the sum of their resources
-// in units of the Headroom's unit, then by their key.
+// in units of the Headroom's unit.
 func (s *Shapes) size(x Shape) int64 {
-	n := int64(0)
+	f := 0.0
 	for k, v := range x {
 		if per := s.Unit[k]; per > 0 {
-			n += v * 1000 / per
+			f += float64(v) / float64(per)
 		}
 	}
-	return n
+	return int64(min(f*1000, 1e15))
 }
 
 // Route returns the class a pod with these requests, arriving at at and
 // learned now, counts in, learning its shape when it is new and there is
 // room: nil for the unit's history (a pod within one unit, or one no
 // learned shape holds when MaxShapes are learned). A learned shape whose
-// last pod is older than Span gives its place to the new one. A new
-// shape's history starts with the step of the pod's arrival, so that its
-// first burst counts.
+// last pod of its own shape is older than Span gives its place to the
+// new one (a pod it merely holds does not keep it). A new shape's
+// history starts with the step of the pod's arrival, so that its first
+// burst counts. A pod counts as one unit of its class (Class.Arrived),
+// whether it is of the class's shape or smaller.
 func (s *Shapes) Route(req Requests, at, now time.Time) *Class {
-	if s == nil {
+	if s == nil || !s.learnable(req) {
 		return nil
 	}
-	if c := s.find(req); c != nil || !s.learnable(req) {
-		if c != nil {
-			c.LastSeen = now
-		}
+	shape := roundUp(req)
+	if c := s.find(shape); c != nil {
+		c.LastSeen = now
 		return c
 	}
-	shape := Shape{}
-	for k, v := range req {
-		if v > 0 {
-			shape[k] = v
+	slot := len(s.Classes)
+	if slot == MaxShapes {
+		if slot = s.stale(now); slot < 0 {
+			return s.holder(req)
 		}
 	}
 	if now.Sub(at) > s.Window {
@@ -128,20 +132,52 @@ func (s *Shapes) Route(req Requests, at, now time.Time) *Class {
 	}
 	h := NewHistory(s.Window, shape, s.Span, at)
 	c := &Class{Rec: NewRecorder(h, at.Add(-h.Step())), LastSeen: now}
-	if len(s.Classes) < MaxShapes {
+	if slot == len(s.Classes) {
 		s.Classes = append(s.Classes, c)
-		return c
+	} else {
+		s.Classes[slot] = c
 	}
-	if i := s.stale(now); i >= 0 {
-		s.Classes[i] = c
-		return c
-	}
-	if c := s.holder(req); c != nil {
-		c.LastSeen = now
-		return c
-	}
-	return nil
+	return c
 }
+
+// Grains a learned shape's cpu and memory are rounded up to, so that
+// pods whose requests differ by a little (a vertical autoscaler's
+// recommendations) share a shape: 50m of cpu and 64Mi of memory, in
+// milli-units. Other resources are kept as requested.
+const (
+	cpuGrain    = 50
+	memoryGrain = 64 << 20 * 1000
+)
+
+// roundUp is the shape a pod's requests are learned as.
+func roundUp(req Requests) Shape {
+	out := Shape{}
+	for k, v := range req {
+		if v <= 0 {
+			continue
+		}
+		switch k {
+		case corev1.ResourceCPU:
+			if v <= math.MaxInt64-cpuGrain {
+				v = (v + cpuGrain - 1) / cpuGrain * cpuGrain
+			}
+		case corev1.ResourceMemory:
+			if v <= math.MaxInt64-memoryGrain {
+				v = (v + memoryGrain - 1) / memoryGrain * memoryGrain
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Arrived records a pod of the class that arrived at at, learned now: one
+// unit of the class's shape, whatever its own requests (it needs a unit
+// of its own; the class's shape holds it).
+func (c *Class) Arrived(at, now time.Time) { c.Rec.Arrived(at, now, Requests(c.Rec.H.Shape)) }
+
+// Left records a pod of the class that left at at.
+func (c *Class) Left(at, now time.Time) { c.Rec.Left(at, now, Requests(c.Rec.H.Shape)) }
 
 // Find returns the class a pod with these requests counted in, without
 // learning a shape (a departure): nil for the unit's history.
@@ -149,7 +185,7 @@ func (s *Shapes) Find(req Requests) *Class {
 	if s == nil || !s.learnable(req) {
 		return nil
 	}
-	if c := s.find(req); c != nil {
+	if c := s.find(roundUp(req)); c != nil {
 		return c
 	}
 	return s.holder(req)
@@ -167,9 +203,9 @@ func (s *Shapes) learnable(req Requests) bool {
 	return n > 0 && n <= maxShapeResources && s.Unit.Units(req) > 1
 }
 
-func (s *Shapes) find(req Requests) *Class {
+func (s *Shapes) find(shape Shape) *Class {
 	for _, c := range s.Classes {
-		if c.Rec.H.Shape.Equal(Shape(req)) {
+		if c.Rec.H.Shape.Equal(shape) {
 			return c
 		}
 	}

@@ -84,6 +84,49 @@ func TestAShapeNotSeenForTheHistorysSpanGivesItsPlace(t *testing.T) {
 	}
 }
 
+// A pod counts as one unit of the learned shape it is routed to: five
+// pods of 1200m held by a learned shape of 2 cpu need five of its units
+// (one each: two do not fit in one), not ceil(6/2) = 3. Pods a little
+// apart (1990m and 2000m) share a shape; a pod only held by a shape does
+// not keep that shape from going stale.
+func TestAPodCountsAsOneUnitOfItsLearnedShape(t *testing.T) {
+	s := NewShapes(cpu1, time.Minute, 2*time.Hour)
+	for _, r := range []Requests{req("2", "1Gi"), req("4", "4Gi"), req("8", "8Gi")} {
+		s.Route(r, monday, monday)
+	}
+	if got := shapeOf(s.Route(req("1990m", "1000Mi"), monday, monday)); got != "2/1Gi" {
+		t.Fatalf("a pod of 1990m, 1000Mi counts in %s, want the shape of 2 cpu, 1Gi (rounded up to 50m and 64Mi)", got)
+	}
+	at := monday.Add(90 * time.Minute)
+	for range 5 {
+		c := s.Route(req("1200m", "1Gi"), at, at)
+		if shapeOf(c) != "2/1Gi" {
+			t.Fatalf("a pod of 1200m counts in %s, want 2/1Gi, the smallest shape that holds it", shapeOf(c))
+		}
+		c.Arrived(at, at)
+	}
+	s.Close(at.Add(10 * time.Minute))
+	h := s.Classes[0].Rec.H
+	most := int64(0)
+	for _, hr := range h.Hours {
+		for _, b := range hr.Bins {
+			most = max(most, b.Units)
+		}
+	}
+	if most != 5 {
+		t.Errorf("the window of five pods of 1200m needs %d units of 2 cpu, want 5", most)
+	}
+	// Three hours on, the 2-cpu shape's own pods stopped 3h ago (only
+	// pods it merely holds came since, 90 minutes ago): it is stale, and
+	// a new shape takes its place.
+	later := monday.Add(3 * time.Hour)
+	s.Route(req("4", "4Gi"), later, later)
+	s.Route(req("8", "8Gi"), later, later)
+	if got := shapeOf(s.Route(req("3", "3Gi"), later, later)); got != "3/3Gi" {
+		t.Errorf("a new shape counts in %s; want its own history in place of 2/1Gi, whose own pods stopped 3h ago", got)
+	}
+}
+
 // Every 10 minutes a burst of three pods of 2 cpu, 4Gi arrives (and
 // leaves 5 minutes later), with a pod of 500m in between; the unit is
 // 1 cpu, 1Gi. Fed as the learner feeds them (every pod to the unit's
@@ -95,13 +138,13 @@ func TestALearnedShapeAsksForTheUnitsItsBurstsNeed(t *testing.T) {
 	s := NewShapes(cpu1, time.Minute, 0)
 	arrive := func(r Requests, at time.Time) {
 		if c := s.Route(r, at, at); c != nil {
-			c.Rec.Arrived(at, at, r)
+			c.Arrived(at, at)
 		}
 		unit.Arrived(at, at, r)
 	}
 	leave := func(r Requests, at, now time.Time) {
 		if c := s.Find(r); c != nil {
-			c.Rec.Left(at, now, r)
+			c.Left(at, now)
 		}
 		unit.Left(at, now, r)
 	}
@@ -140,7 +183,7 @@ func TestALearnedShapeAsksForTheUnitsItsBurstsNeed(t *testing.T) {
 
 func TestLearnedShapesAreSavedAndRestoredInTheirWindow(t *testing.T) {
 	s := NewShapes(cpu1, time.Minute, 0)
-	s.Route(req("2", "2Gi"), monday, monday).Rec.Arrived(monday, monday, req("2", "2Gi"))
+	s.Route(req("2", "2Gi"), monday, monday).Arrived(monday, monday)
 	s.Route(req("4", "4Gi"), monday, monday)
 	s.Close(monday.Add(10 * time.Minute))
 	b, err := json.Marshal(s.Save())
