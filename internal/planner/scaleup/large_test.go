@@ -19,7 +19,7 @@ import (
 // group share a zone; and the plan costs at most the given multiple of
 // the lower bound (the figures docs/performance.md reports, with the
 // passes that move pods between planned nodes: without the step-down pass
-// 1.129 and 1.117).
+// 1.129 and 1.117; without the balance pass's trades, 5,000 pods 1.099).
 func TestLargePlansStayNearTheBound(t *testing.T) {
 	ng := workload.NodeGroup(400)
 	types := map[string]v1alpha1.InstanceType{}
@@ -29,7 +29,7 @@ func TestLargePlansStayNearTheBound(t *testing.T) {
 	for _, tc := range []struct {
 		pods int
 		most float64
-	}{{1000, 1.122}, {5000, 1.100}} {
+	}{{1000, 1.122}, {5000, 1.096}} {
 		pods := workload.Pods(tc.pods, 42)
 		byName := map[string]*corev1.Pod{}
 		for _, p := range pods {

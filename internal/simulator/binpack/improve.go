@@ -35,11 +35,16 @@ const minSaving = 1e-9
 // planned nodes are full, so the greedy plan stands.
 const improveMaxPods = 64
 
-// improve replaces runs of planned nodes by cheaper single nodes, then
-// dissolves partly empty nodes whose pods are cheaper elsewhere.
+// improve moves and trades pods between planned nodes in every round
+// (fill, stepDown, balance); in small rounds it also replaces runs of
+// planned nodes by cheaper single nodes, then dissolves partly empty
+// nodes whose pods are cheaper elsewhere.
 func (p *packer) improve() {
 	p.fill()
 	p.stepDown()
+	if p.balance() {
+		p.stepDown() // the trades leave room the moves may use
+	}
 	if len(p.pending) > improveMaxPods {
 		p.settle()
 		return

@@ -115,8 +115,25 @@ type Class struct {
 	matchCache []tristate
 	// placed is how many pods of the class are on nodes.
 	placed int
-	// key is the class's fingerprint, its key in Snapshot.classes.
-	key uint64
+	// key is the class's fingerprint, its key in Snapshot.classes;
+	// constraints its fingerprint without requests (Snapshot.Constraints),
+	// 0 until asked for.
+	key, constraints uint64
+}
+
+// Constraints returns a fingerprint of everything the class's pods are
+// placed by except their requests: namespace, labels, priority, node
+// selection, tolerations, host ports, pod affinity and spread, volumes
+// and claims. Two pending pods with equal Constraints face the same
+// filters and are counted by the same selectors, so swapping where they
+// run keeps a plan valid for kube-scheduler, which places pods one at a
+// time: put each where the other was in any order the plan was valid in,
+// and every check it meets is the one the other met (room aside).
+func (s *Snapshot) Constraints(c *Class) uint64 {
+	if c.constraints == 0 {
+		c.constraints = s.fp.constraints(c.Example) | 1 // 0 means not yet
+	}
+	return c.constraints
 }
 
 // Placed returns how many pods of the class are on nodes.

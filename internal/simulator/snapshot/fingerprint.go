@@ -67,11 +67,15 @@ func (f *fingerprinter) sortedMap(m map[string]string) {
 	}
 }
 
-func (f *fingerprinter) containers(cs []corev1.Container) {
+func (f *fingerprinter) containers(cs []corev1.Container, requests bool) {
 	f.buf = binary.AppendUvarint(f.buf, uint64(len(cs)))
 	for i := range cs {
 		c := &cs[i]
-		f.resources(&c.Resources)
+		if requests {
+			f.resources(&c.Resources)
+		} else {
+			f.claims(&c.Resources)
+		}
 		if c.RestartPolicy != nil {
 			f.str(string(*c.RestartPolicy))
 		} else {
@@ -93,6 +97,11 @@ func (f *fingerprinter) containers(cs []corev1.Container) {
 func (f *fingerprinter) resources(r *corev1.ResourceRequirements) {
 	f.resourceList(r.Limits)
 	f.resourceList(r.Requests)
+	f.claims(r)
+}
+
+// claims writes a container's resource claims.
+func (f *fingerprinter) claims(r *corev1.ResourceRequirements) {
 	f.buf = binary.AppendUvarint(f.buf, uint64(len(r.Claims)))
 	for _, c := range r.Claims {
 		f.str(c.Name)
@@ -127,6 +136,20 @@ func (f *fingerprinter) resourceList(l corev1.ResourceList) {
 // different nodes share a class, and their classes never meet a pod to
 // place (their kinds are told apart).
 func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
+	f.write(pod, placed, true)
+	return maphash.Bytes(f.seed, f.buf)
+}
+
+// constraints returns the fingerprint of a pending pod without its
+// requests (Snapshot.Constraints).
+func (f *fingerprinter) constraints(pod *corev1.Pod) uint64 {
+	f.write(pod, false, false)
+	return maphash.Bytes(f.seed, f.buf)
+}
+
+// write writes the fields sum hashes to f.buf, the requests (containers',
+// pod-level resources and overhead) only when asked.
+func (f *fingerprinter) write(pod *corev1.Pod, placed, requests bool) {
 	f.buf = f.buf[:0]
 	if placed {
 		f.buf = append(f.buf, 'P')
@@ -143,9 +166,9 @@ func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
 	if pod.Spec.Priority != nil {
 		f.buf = binary.AppendVarint(f.buf, int64(*pod.Spec.Priority))
 	}
-	f.containers(pod.Spec.InitContainers)
-	f.containers(pod.Spec.Containers)
-	if pod.Spec.Resources != nil {
+	f.containers(pod.Spec.InitContainers, requests)
+	f.containers(pod.Spec.Containers, requests)
+	if pod.Spec.Resources != nil && requests {
 		f.proto(pod.Spec.Resources)
 	}
 	f.sortedMap(pod.Spec.NodeSelector)
@@ -160,7 +183,7 @@ func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
 		f.proto(&pod.Spec.TopologySpreadConstraints[i])
 	}
 	f.str("|")
-	if len(pod.Spec.Overhead) > 0 {
+	if len(pod.Spec.Overhead) > 0 && requests {
 		names := make([]string, 0, len(pod.Spec.Overhead))
 		for k := range pod.Spec.Overhead {
 			names = append(names, string(k))
@@ -190,5 +213,4 @@ func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
 			f.str(f.claimID(pod, ref))
 		}
 	}
-	return maphash.Bytes(f.seed, f.buf)
 }

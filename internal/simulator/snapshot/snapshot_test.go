@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -371,6 +372,49 @@ func TestClassesFollowRequestValues(t *testing.T) {
 	for _, p := range differ {
 		if a, b := class(p[0][0], p[0][1]), class(p[1][0], p[1][1]); a == b {
 			t.Errorf("%v and %v: one class, want two", p[0], p[1])
+		}
+	}
+}
+
+// Pods whose classes differ in their requests alone may trade places in a
+// plan (binpack's balance): they share Constraints. Anything else a filter
+// or a selector reads tells them apart.
+func TestConstraintsLeaveOutRequestsAlone(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	constraints := func(p *corev1.Pod) uint64 {
+		c, err := s.Classify(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Constraints(c)
+	}
+	base := []b.PodOption{b.Labels("app", "web"), b.Spread(corev1.LabelTopologyZone, 1, "app", "web")}
+	with := func(opts ...b.PodOption) *corev1.Pod {
+		return b.Pod("p", append(append([]b.PodOption{}, base...), opts...)...)
+	}
+	want := constraints(with(b.CPU("100m"), b.Memory("4Gi")))
+	if got := constraints(with(b.CPU("1500m"), b.Memory("100Mi"))); got != want {
+		t.Error("pods that differ in their requests alone have different constraints")
+	}
+	overhead := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+	if got := constraints(with(b.CPU("100m"), b.Memory("4Gi"), b.Overhead(overhead))); got != want {
+		t.Error("pods that differ in their overhead alone (requests, to the scheduler) have different constraints")
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"another label":     with(b.CPU("100m"), b.Memory("4Gi"), b.Labels("tier", "front")),
+		"another namespace": with(b.CPU("100m"), b.Memory("4Gi"), b.Namespace("other")),
+		"a toleration":      with(b.CPU("100m"), b.Memory("4Gi"), b.Tolerate("dedicated", "web", corev1.TaintEffectNoSchedule)),
+		"a node selector":   with(b.CPU("100m"), b.Memory("4Gi"), b.NodeSelector("pool", "web")),
+		"a host port":       with(b.CPU("100m"), b.Memory("4Gi"), b.HostPort(8080, corev1.ProtocolTCP)),
+		"a priority":        with(b.CPU("100m"), b.Memory("4Gi"), b.Priority(10)),
+		"no spread":         b.Pod("p", b.Labels("app", "web"), b.CPU("100m"), b.Memory("4Gi")),
+		"an anti-affinity":  with(b.CPU("100m"), b.Memory("4Gi"), b.PodAntiAffinity(b.AffinityTerm(corev1.LabelHostname, "app", "web"))),
+	} {
+		if constraints(p) == want {
+			t.Errorf("%s: the same constraints as the pod without it", name)
 		}
 	}
 }
