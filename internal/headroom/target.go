@@ -238,8 +238,8 @@ func resolveTarget(h *v1alpha1.Headroom, in Inputs, res *Resolved, floor int32) 
 	}
 	n := max(want, floor)
 	res.Count = bound(t, n, res)
-	out.Message = fmt.Sprintf("%d %% of the demand in %s windows of %s fits in %d units of %s: keeping %d",
-		percent(t), window.Round(time.Second), where, want, shape, res.Count)
+	out.Message = fmt.Sprintf("%d %% of the demand in %s windows of %s fits in %s of %s: keeping %d",
+		percent(t), window.Round(time.Second), where, unitCount(int64(want)), shape, res.Count)
 	if floor > want {
 		out.Message += fmt.Sprintf(" (schedule %s asks for %d)", res.ActiveSchedule, floor)
 	}
@@ -307,7 +307,7 @@ func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, re
 		for n > 0 && haveLimit && cost+float64(n)*(price-unitPrice*float64(size)) > limit+1e-9 {
 			n--
 		}
-		msg := fmt.Sprintf("; %d %% of the demand of pods of %s fits in %d units of that shape: keeping %d", percent(t), name, want, n)
+		msg := fmt.Sprintf("; %d %% of the demand of pods of %s fits in %s of that shape: keeping %d", percent(t), name, unitCount(want), n)
 		if n < want {
 			msg += fmt.Sprintf(" (each in the place of %d running units of %s, %d left)", size, describeShape(res.Shape.Resources), left)
 		}
@@ -431,4 +431,12 @@ func (t *TargetResult) Status(window time.Duration) *v1alpha1.HeadroomTargetStat
 	}
 	return &v1alpha1.HeadroomTargetStatus{Phase: t.Phase, Units: t.Units, Message: t.Message,
 		Window: &metav1.Duration{Duration: window}, CostPerHour: strconv.FormatFloat(t.CostPerHour, 'f', 4, 64)}
+}
+
+// unitCount says n units in words: "1 unit", "3 units".
+func unitCount(n int64) string {
+	if n == 1 {
+		return "1 unit"
+	}
+	return fmt.Sprintf("%d units", n)
 }
