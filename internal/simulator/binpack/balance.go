@@ -27,9 +27,8 @@ import (
 // within their current types, and is made only when the part of their
 // prices their pods use (price times the larger share of cpu or memory)
 // drops. A pass is kept when the plan costs less once every traded node
-// has launched as the cheapest type its pods fit. BenchmarkPlan
-// (Karpenter's mix): 5,000 pods 1.099 -> 1.095 times the lower bound,
-// 20,000 pods 1.131 -> 1.113.
+// has launched as the cheapest type its pods fit (docs/performance.md has
+// the figures).
 
 // balanceLooks bounds the pods of equal constraints one pod's trade
 // looks at.
@@ -38,8 +37,6 @@ const balanceLooks = 64
 // balancer is the state of one balance pass.
 type balancer struct {
 	p *packer
-	// in are the planned nodes of the pass.
-	in map[*snapshot.Node]bool
 	// perByte is milli-cpu per byte of memory across the planned nodes'
 	// room: how much cpu a byte of memory is worth when comparing pods.
 	perByte float64
@@ -52,9 +49,10 @@ type balancer struct {
 }
 
 // peerList is the movable pods of one key, the heaviest in cpu against
-// memory first.
+// memory first; pods[head:tail] holds every pod not traded yet.
 type peerList struct {
-	pods []*snapshot.Pod
+	pods       []*snapshot.Pod
+	head, tail int
 }
 
 // balance runs one pass (see above); it reports whether it was kept.
@@ -106,11 +104,10 @@ func (p *packer) balance() bool {
 }
 
 func newBalancer(p *packer, nodes []*snapshot.Node) *balancer {
-	b := &balancer{p: p, in: make(map[*snapshot.Node]bool, len(nodes)), peers: map[uint64]*peerList{},
+	b := &balancer{p: p, peers: map[uint64]*peerList{},
 		used: map[*snapshot.Pod]bool{}, traded: map[*snapshot.Node]bool{}}
 	var cpu, mem int64
 	for _, n := range nodes {
-		b.in[n] = true
 		room, _ := n.Current.Free()
 		cpu, mem = cpu+room.MilliCPU, mem+room.Memory
 	}
@@ -138,6 +135,7 @@ func newBalancer(p *packer, nodes []*snapshot.Node) *balancer {
 			delete(b.peers, k)
 			continue
 		}
+		l.tail = len(l.pods)
 		slices.SortStableFunc(l.pods, func(x, y *snapshot.Pod) int {
 			return cmp.Or(cmp.Compare(b.lean(y), b.lean(x)), cmp.Compare(x.Name, y.Name))
 		})
@@ -207,25 +205,29 @@ func (b *balancer) tradeAway(a *snapshot.Pod, mem bool) *snapshot.Pod {
 		return nil
 	}
 	la := b.lean(a)
-	looks := 0
 	// A node full in memory wants the pods leaning most to cpu: the
-	// list's head; one full in cpu, its tail. Pods already traded are
-	// skipped for good.
-	for i := range l.pods {
-		at := i
+	// list's head; one full in cpu, its tail. Traded pods count as looks
+	// (those at either end are skipped for good).
+	for l.head < l.tail && b.used[l.pods[l.head]] {
+		l.head++
+	}
+	for l.tail > l.head && b.used[l.pods[l.tail-1]] {
+		l.tail--
+	}
+	for i := range min(balanceLooks, l.tail-l.head) {
+		at := l.head + i
 		if !mem {
-			at = len(l.pods) - 1 - i
+			at = l.tail - 1 - i
 		}
 		q := l.pods[at]
 		if b.used[q] {
 			continue
 		}
-		if looks == balanceLooks || (mem && b.lean(q) <= la) || (!mem && b.lean(q) >= la) {
+		if (mem && b.lean(q) <= la) || (!mem && b.lean(q) >= la) {
 			return nil
 		}
-		looks++
 		to := q.Node
-		if q == a || to == a.Node || !b.in[to] || to.Unschedulable || to.Flex == nil || memoryBound(to) == mem || !b.gains(a, q) {
+		if q == a || to == a.Node || to.Unschedulable || to.Flex == nil || memoryBound(to) == mem || !b.gains(a, q) {
 			continue
 		}
 		b.p.trade(a, q)

@@ -122,7 +122,8 @@ type Class struct {
 }
 
 // Constraints returns a fingerprint of everything the class's pods are
-// placed by except their requests: namespace, labels, priority, node
+// placed by except their requests (and limits, overhead): namespace,
+// labels, priority, node
 // selection, tolerations, host ports, pod affinity and spread, volumes
 // and claims. Two pending pods with equal Constraints face the same
 // filters and are counted by the same selectors, so swapping where they

@@ -141,14 +141,14 @@ func (f *fingerprinter) sum(pod *corev1.Pod, placed bool) uint64 {
 }
 
 // constraints returns the fingerprint of a pending pod without its
-// requests (Snapshot.Constraints).
+// requests and limits (Snapshot.Constraints).
 func (f *fingerprinter) constraints(pod *corev1.Pod) uint64 {
 	f.write(pod, false, false)
 	return maphash.Bytes(f.seed, f.buf)
 }
 
-// write writes the fields sum hashes to f.buf, the requests (containers',
-// pod-level resources and overhead) only when asked.
+// write writes the fields sum hashes to f.buf, the requests and limits
+// (containers', pod-level resources and overhead) only when asked.
 func (f *fingerprinter) write(pod *corev1.Pod, placed, requests bool) {
 	f.buf = f.buf[:0]
 	if placed {

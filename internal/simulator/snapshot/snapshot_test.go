@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -399,19 +400,45 @@ func TestConstraintsLeaveOutRequestsAlone(t *testing.T) {
 	if got := constraints(with(b.CPU("1500m"), b.Memory("100Mi"))); got != want {
 		t.Error("pods that differ in their requests alone have different constraints")
 	}
-	overhead := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
-	if got := constraints(with(b.CPU("100m"), b.Memory("4Gi"), b.Overhead(overhead))); got != want {
-		t.Error("pods that differ in their overhead alone (requests, to the scheduler) have different constraints")
+	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+	limits := func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Limits = small }
+	podLevel := func(p *corev1.Pod) { p.Spec.Resources = &corev1.ResourceRequirements{Requests: small} }
+	noInitRequests := with(b.CPU("100m"), b.Memory("4Gi"), b.InitContainer("init", corev1.ResourceList{}))
+	for _, c := range []struct {
+		name      string
+		pod, like *corev1.Pod
+	}{
+		{"overhead", with(b.CPU("100m"), b.Memory("4Gi"), b.Overhead(small)), nil},
+		{"limits", with(b.CPU("100m"), b.Memory("4Gi"), limits), nil},
+		{"pod-level resources", with(b.CPU("100m"), b.Memory("4Gi"), podLevel), nil},
+		{"an init container's requests", with(b.CPU("100m"), b.Memory("4Gi"), b.InitContainer("init", small)), noInitRequests},
+	} {
+		like := want
+		if c.like != nil {
+			like = constraints(c.like)
+		}
+		if constraints(c.pod) != like {
+			t.Errorf("pods that differ in %s alone (requests, to the scheduler) have different constraints", c.name)
+		}
 	}
+	pvc := func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}})
+	}
+	terminating := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }
 	for name, p := range map[string]*corev1.Pod{
-		"another label":     with(b.CPU("100m"), b.Memory("4Gi"), b.Labels("tier", "front")),
-		"another namespace": with(b.CPU("100m"), b.Memory("4Gi"), b.Namespace("other")),
-		"a toleration":      with(b.CPU("100m"), b.Memory("4Gi"), b.Tolerate("dedicated", "web", corev1.TaintEffectNoSchedule)),
-		"a node selector":   with(b.CPU("100m"), b.Memory("4Gi"), b.NodeSelector("pool", "web")),
-		"a host port":       with(b.CPU("100m"), b.Memory("4Gi"), b.HostPort(8080, corev1.ProtocolTCP)),
-		"a priority":        with(b.CPU("100m"), b.Memory("4Gi"), b.Priority(10)),
-		"no spread":         b.Pod("p", b.Labels("app", "web"), b.CPU("100m"), b.Memory("4Gi")),
-		"an anti-affinity":  with(b.CPU("100m"), b.Memory("4Gi"), b.PodAntiAffinity(b.AffinityTerm(corev1.LabelHostname, "app", "web"))),
+		"another label":       with(b.CPU("100m"), b.Memory("4Gi"), b.Labels("tier", "front")),
+		"another namespace":   with(b.CPU("100m"), b.Memory("4Gi"), b.Namespace("other")),
+		"a toleration":        with(b.CPU("100m"), b.Memory("4Gi"), b.Tolerate("dedicated", "web", corev1.TaintEffectNoSchedule)),
+		"a node selector":     with(b.CPU("100m"), b.Memory("4Gi"), b.NodeSelector("pool", "web")),
+		"a host port":         with(b.CPU("100m"), b.Memory("4Gi"), b.HostPort(8080, corev1.ProtocolTCP)),
+		"a priority":          with(b.CPU("100m"), b.Memory("4Gi"), b.Priority(10)),
+		"no spread":           b.Pod("p", b.Labels("app", "web"), b.CPU("100m"), b.Memory("4Gi")),
+		"an anti-affinity":    with(b.CPU("100m"), b.Memory("4Gi"), b.PodAntiAffinity(b.AffinityTerm(corev1.LabelHostname, "app", "web"))),
+		"a claim of a volume": with(b.CPU("100m"), b.Memory("4Gi"), pvc),
+		"a node name":         with(b.CPU("100m"), b.Memory("4Gi"), b.NodeName("n1")),
+		"a deletion":          with(b.CPU("100m"), b.Memory("4Gi"), terminating),
+		"a sidecar":           with(b.CPU("100m"), b.Memory("4Gi"), b.SidecarContainer("proxy", corev1.ResourceList{})),
 	} {
 		if constraints(p) == want {
 			t.Errorf("%s: the same constraints as the pod without it", name)
