@@ -61,14 +61,7 @@ func (p *packer) balance() bool {
 	if len(nodes) < 2 {
 		return false
 	}
-	before := 0.0
-	for _, n := range nodes {
-		before += n.Current.Price
-	}
-	on := make([]bool, len(p.in.Templates))
-	for i, t := range p.in.Templates {
-		on[i] = p.s.TemplateAvailable(t.Node)
-	}
+	before, on := plannedPrice(nodes), p.templatesOn()
 	b := newBalancer(p, nodes)
 	if len(b.peers) == 0 {
 		return false
@@ -85,17 +78,10 @@ func (p *packer) balance() bool {
 				p.s.Widen(n, p.byNode[n].Template.Node.Flex.Options)
 			}
 		}
-		after := 0.0
-		for _, n := range nodes {
-			if !n.Unschedulable {
-				after += n.Current.Price
-			}
+		if p.templatesChanged(on) {
+			return false, nil
 		}
-		for i, t := range p.in.Templates {
-			if p.s.TemplateAvailable(t.Node) != on[i] {
-				return false, nil
-			}
-		}
+		after := plannedPrice(nodes)
 		kept = after < before*(1-fillMinGain)
 		return kept, nil
 	})

@@ -119,14 +119,7 @@ func (f *filler) pass(nodes, recipients []*snapshot.Node, shares map[string]snap
 	for _, b := range f.buckets {
 		b.head = 0
 	}
-	before := 0.0
-	for _, n := range nodes {
-		before += n.Current.Price
-	}
-	on := make([]bool, len(p.in.Templates))
-	for i, t := range p.in.Templates {
-		on[i] = p.s.TemplateAvailable(t.Node)
-	}
+	before, on := plannedPrice(nodes), p.templatesOn()
 	kept := false
 	_ = p.s.WithFork(func() (bool, error) {
 		for _, n := range recipients {
@@ -144,18 +137,46 @@ func (f *filler) pass(nodes, recipients []*snapshot.Node, shares map[string]snap
 			}
 			after += n.Current.Price
 		}
-		// A retired donor can make its group launchable again: a template
-		// that comes back is a spread domain the pods placed so far did
-		// not see. Such a pass is dropped.
-		for i, t := range p.in.Templates {
-			if p.s.TemplateAvailable(t.Node) != on[i] {
-				return false, nil
-			}
+		if p.templatesChanged(on) {
+			return false, nil
 		}
 		kept = after < before*(1-fillMinGain)
 		return kept, nil
 	})
 	return kept
+}
+
+// plannedPrice is what the nodes not retired cost.
+func plannedPrice(nodes []*snapshot.Node) float64 {
+	sum := 0.0
+	for _, n := range nodes {
+		if !n.Unschedulable {
+			sum += n.Current.Price
+		}
+	}
+	return sum
+}
+
+// templatesOn records which templates the snapshot can launch now.
+func (p *packer) templatesOn() []bool {
+	on := make([]bool, len(p.in.Templates))
+	for i, t := range p.in.Templates {
+		on[i] = p.s.TemplateAvailable(t.Node)
+	}
+	return on
+}
+
+// templatesChanged reports whether a pass changed which templates can
+// launch. A retired node can make its group launchable again: a template
+// that comes back is a spread domain the pods placed so far did not see,
+// and such a pass is dropped.
+func (p *packer) templatesChanged(on []bool) bool {
+	for i, t := range p.in.Templates {
+		if p.s.TemplateAvailable(t.Node) != on[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // fillMinGain: a pass that saves less than this share of the planned

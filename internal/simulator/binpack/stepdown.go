@@ -65,16 +65,7 @@ func (p *packer) stepDown() {
 // pass is one pass; it reports whether it was kept.
 func (st *stepper) pass() bool {
 	p := st.f.p
-	before := 0.0
-	for _, n := range st.nodes {
-		if !n.Unschedulable { // retired by an earlier pass
-			before += n.Current.Price
-		}
-	}
-	on := make([]bool, len(p.in.Templates))
-	for i, t := range p.in.Templates {
-		on[i] = p.s.TemplateAvailable(t.Node)
-	}
+	before, on := plannedPrice(st.nodes), p.templatesOn()
 	order := slices.Clone(st.nodes)
 	slices.SortStableFunc(order, func(a, b *snapshot.Node) int { return cmp.Compare(level(a), level(b)) })
 	st.all, st.byDomain = newRoomIndex(st.nodes), map[string]*roomIndex{}
@@ -83,19 +74,10 @@ func (st *stepper) pass() bool {
 		for _, a := range order {
 			st.empty(a)
 		}
-		// A node retired can make its group launchable again: a spread
-		// domain the pods placed so far did not see (as in fill).
-		for i, t := range p.in.Templates {
-			if p.s.TemplateAvailable(t.Node) != on[i] {
-				return false, nil
-			}
+		if p.templatesChanged(on) {
+			return false, nil
 		}
-		after := 0.0
-		for _, n := range st.nodes {
-			if !n.Unschedulable {
-				after += n.Current.Price
-			}
-		}
+		after := plannedPrice(st.nodes)
 		kept = after < before*(1-fillMinGain)
 		return kept, nil
 	})
