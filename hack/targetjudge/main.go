@@ -255,44 +255,38 @@ func report(family string, runs []run) {
 		if best == nil || (bestAuto != nil && bestAuto.Cost < best.Cost) {
 			best = bestAuto
 		}
-		saving := "-"
-		if best != nil && driven != nil {
-			saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-driven.Cost)/best.Cost)
-		}
-		met := "missed"
-		if driven != nil && driven.Within[t.wait.String()] >= share {
-			met = "met"
-		}
 		d := "-"
 		if driven != nil {
-			d = fmt.Sprintf("%.2f, %.1f%% (%s; %d units at the end)", driven.Cost, 100*driven.Within[t.wait.String()], met, driven.Target.Units)
+			d = variant(driven, t, share, fmt.Sprintf("%d units at the end", driven.Target.Units))
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s |\n", t, cell(bestUnits), cell(bestAuto), d, saving)
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", t, cell(bestUnits), cell(bestAuto), d, savingOf(best, driven))
 		for i := range runs {
 			r := &runs[i]
 			switch r.Policy {
 			case "target " + t.String() + oneShapeSuffix:
-				fmt.Printf("| %s, one shape | | | %s units at the end) | %s |\n", t, variant(r, t, share), savingOf(best, r))
+				fmt.Printf("| %s, one shape | | | %s | %s |\n", t, variant(r, t, share, fmt.Sprintf("%d units at the end", r.Target.Units)), savingOf(best, r))
 			case "target " + t.String() + standbySuffix:
-				fmt.Printf("| %s, with standby | | | %s running units at the end, %d resumes) | %s |\n", t, variant(r, t, share), r.Resumes, savingOf(best, r))
+				fmt.Printf("| %s, with standby | | | %s | %s |\n", t,
+					variant(r, t, share, fmt.Sprintf("%d running units at the end, %d resumes", r.Target.Units, r.Resumes)), savingOf(best, r))
 			}
 		}
 	}
 }
 
-// variant is a target run's cost, share within the wait, whether it met
-// the target and its units at the end ("...; 38").
-func variant(r *run, t target, share float64) string {
+// variant is a target run's cell: its cost, share within the wait, and
+// whether it met the target, with more said in the parentheses.
+func variant(r *run, t target, share float64, more string) string {
 	met := "missed"
 	if r.Within[t.wait.String()] >= share {
 		met = "met"
 	}
-	return fmt.Sprintf("%.2f, %.1f%% (%s; %d", r.Cost, 100*r.Within[t.wait.String()], met, r.Target.Units)
+	return fmt.Sprintf("%.2f, %.1f%% (%s; %s)", r.Cost, 100*r.Within[t.wait.String()], met, more)
 }
 
-// savingOf is what r saves against the cheapest fixed setting best.
+// savingOf is what r saves against the cheapest fixed setting best ("-"
+// without either).
 func savingOf(best, r *run) string {
-	if best == nil {
+	if best == nil || r == nil {
 		return "-"
 	}
 	return fmt.Sprintf("%+.1f%%", 100*(best.Cost-r.Cost)/best.Cost)
@@ -318,17 +312,14 @@ func reportStandby(runs []run) {
 				driven = r
 			}
 		}
-		cell, saving := "none of the sweep", "-"
+		cell := "none of the sweep"
 		if best != nil {
 			cell = fmt.Sprintf("%s: %.2f, %.1f%%", best.Policy, best.Cost, 100*best.Within[t.wait.String()])
-			if driven != nil {
-				saving = fmt.Sprintf("%+.1f%%", 100*(best.Cost-driven.Cost)/best.Cost)
-			}
 		}
 		d := "-"
 		if driven != nil {
 			d = fmt.Sprintf("%.2f, %.1f%%", driven.Cost, 100*driven.Within[t.wait.String()])
 		}
-		fmt.Printf("| %s | %s | %s | %s |\n", t, cell, d, saving)
+		fmt.Printf("| %s | %s | %s | %s |\n", t, cell, d, savingOf(best, driven))
 	}
 }

@@ -66,7 +66,8 @@ func TestTargetKeepsUnitsOfTheLearnedShapes(t *testing.T) {
 			target: v1alpha1.HeadroomTarget{MaxCostPerHour: "1.10"},
 			// 3 cpu, 1Gi: one a c4 node (0.40), in the place of 3 units (0.30)
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("3", "1Gi", known(2))}},
-			wantCount: 7, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("3", "1Gi"), Count: 1}}, wantCost: "1.1000", wantPhase: v1alpha1.TargetSized},
+			wantCount: 7, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("3", "1Gi"), Count: 1}}, wantCost: "1.1000", wantPhase: v1alpha1.TargetCapped,
+			wantSays: "keeping 1 (capped by maxCostPerHour 1.10 at 0.4000 a unit of that shape)"},
 		{name: "a shape still learning keeps nothing and says why",
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", demand.Estimate{Why: "learning: 1 bursts seen"})}},
 			wantCount: 10, wantCost: "1.0000", wantPhase: v1alpha1.TargetSized, wantSays: "pods of 2 cpu, 4Gi: learning: 1 bursts seen"},

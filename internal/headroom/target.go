@@ -280,12 +280,7 @@ func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, re
 	groups := GroupsOrAll(res.Groups, res.all)
 	unit := demand.ShapeOf(res.Shape.Resources)
 	unitPrice, stopped := UnitPrices(groups, res.Shape.Resources, res.dss)
-	limit, haveLimit := 0.0, false
-	if t.MaxCostPerHour != "" {
-		if v, err := strconv.ParseFloat(t.MaxCostPerHour, 64); err == nil {
-			limit, haveLimit = v, true
-		}
-	}
+	limit, haveLimit := costLimit(t)
 	left := int64(res.Count) // running units not yet taken by a learned shape
 	cost := unitPrice*float64(res.Count) + stopped*float64(res.Standby)
 	for _, se := range shapes {
@@ -303,13 +298,18 @@ func resolveShapes(t *v1alpha1.HeadroomTarget, shapes []demand.ShapeEstimate, re
 		price := c.Price / float64(c.PerNode)
 		size := max(unit.Units(map[corev1.ResourceName]int64(se.Shape)), 1)
 		want := min(se.Units, int64(MaxUnits))
-		n := min(want, left/size)
+		room := min(want, left/size)
+		n := room
 		for n > 0 && haveLimit && cost+float64(n)*(price-unitPrice*float64(size)) > limit+1e-9 {
 			n--
 		}
 		msg := fmt.Sprintf("; %d %% of the demand of pods of %s fits in %s of that shape: keeping %d", percent(t), name, unitCount(want), n)
-		if n < want {
+		if room < want {
 			msg += fmt.Sprintf(" (each in the place of %d running units of %s, %d left)", size, describeShape(res.Shape.Resources), left)
+		}
+		if n < room {
+			out.Phase = v1alpha1.TargetCapped
+			msg += fmt.Sprintf(" (capped by maxCostPerHour %s at %.4f a unit of that shape)", t.MaxCostPerHour, price)
 		}
 		out.Message += msg
 		if n <= 0 {
@@ -361,16 +361,25 @@ func bound(t *v1alpha1.HeadroomTarget, n int32, res *Resolved) int32 {
 	if t.MaxUnits != nil && n > *t.MaxUnits {
 		n, res.cappedBy = *t.MaxUnits, fmt.Sprintf("maxUnits %d", *t.MaxUnits)
 	}
-	if t.MaxCostPerHour != "" {
-		limit, err := strconv.ParseFloat(t.MaxCostPerHour, 64)
+	if limit, ok := costLimit(t); ok {
 		price, _ := UnitPrices(GroupsOrAll(res.Groups, res.all), res.Shape.Resources, res.dss)
-		if err == nil && price > 0 {
+		if price > 0 {
 			if most := int32(math.Floor(limit/price + 1e-9)); n > most {
 				n, res.cappedBy = max(most, 0), fmt.Sprintf("maxCostPerHour %s at %.4f a unit", t.MaxCostPerHour, price)
 			}
 		}
 	}
 	return min(n, MaxUnits)
+}
+
+// costLimit is spec.target.maxCostPerHour as a number; false when unset
+// (the API's pattern admits only decimals).
+func costLimit(t *v1alpha1.HeadroomTarget) (float64, bool) {
+	if t.MaxCostPerHour == "" {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(t.MaxCostPerHour, 64)
+	return v, err == nil
 }
 
 func percent(t *v1alpha1.HeadroomTarget) int32 {

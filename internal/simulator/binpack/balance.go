@@ -137,16 +137,15 @@ func (b *balancer) lean(q *snapshot.Pod) float64 {
 // tilt is how far apart n's shares of cpu and memory are: 0 on a node
 // that uses both alike.
 func tilt(n *snapshot.Node) float64 {
-	room, _ := n.Current.Free()
-	c, m := share(n.Requested.MilliCPU, room.MilliCPU), share(n.Requested.Memory, room.Memory)
-	return max(c-m, m-c)
+	cpu, mem := shares(n)
+	return math.Abs(cpu - mem)
 }
 
 // memoryBound reports whether n uses a larger share of its memory than
 // of its cpu.
 func memoryBound(n *snapshot.Node) bool {
-	room, _ := n.Current.Free()
-	return share(n.Requested.Memory, room.Memory) > share(n.Requested.MilliCPU, room.MilliCPU)
+	cpu, mem := shares(n)
+	return mem > cpu
 }
 
 // relieve trades n's pods, those heaviest in what n is full of first,
@@ -229,15 +228,15 @@ func (b *balancer) gains(a, q *snapshot.Pod) bool {
 	if b.p.byNode[from].Template.Weight != b.p.byNode[to].Template.Weight {
 		return false // a group's weight outranks price
 	}
-	before := used(from, nil, nil) + used(to, nil, nil)
-	after := used(from, a, q) + used(to, q, a)
+	before := usedPrice(from, nil, nil) + usedPrice(to, nil, nil)
+	after := usedPrice(from, a, q) + usedPrice(to, q, a)
 	return after < before-minSaving
 }
 
-// used is the part of n's price its pods use, with out traded for in
-// (neither when nil): the price times the larger share of its room in
-// cpu or memory they ask for; +Inf when they do not fit.
-func used(n *snapshot.Node, out, in *snapshot.Pod) float64 {
+// usedPrice is the part of n's price its pods use, with out traded for
+// in (neither when nil): the price times the larger share of its room in
+// cpu or memory they ask for (level); +Inf when they do not fit.
+func usedPrice(n *snapshot.Node, out, in *snapshot.Pod) float64 {
 	req := n.Requested
 	if out != nil {
 		req = req.Clone()

@@ -168,8 +168,15 @@ func (st *stepper) recipient(a, b *snapshot.Node) bool {
 // level is how full n's current type is: the larger share of its room
 // (allocatable less the DaemonSets') in cpu or memory its pods use.
 func level(n *snapshot.Node) float64 {
+	cpu, mem := shares(n)
+	return max(cpu, mem)
+}
+
+// shares are the shares of its current type's room (allocatable less
+// the DaemonSets') in cpu and in memory that n's pods ask for.
+func shares(n *snapshot.Node) (cpu, mem float64) {
 	room, _ := n.Current.Free()
-	return max(share(n.Requested.MilliCPU, room.MilliCPU), share(n.Requested.Memory, room.Memory))
+	return share(n.Requested.MilliCPU, room.MilliCPU), share(n.Requested.Memory, room.Memory)
 }
 
 // roomIndex lists planned nodes by free cpu and by free memory (as they

@@ -123,13 +123,13 @@ type Class struct {
 
 // Constraints returns a fingerprint of everything the class's pods are
 // placed by except their requests (and limits, overhead): namespace,
-// labels, priority, node
-// selection, tolerations, host ports, pod affinity and spread, volumes
-// and claims. Two pending pods with equal Constraints face the same
-// filters and are counted by the same selectors, so swapping where they
-// run keeps a plan valid for kube-scheduler, which places pods one at a
-// time: put each where the other was in any order the plan was valid in,
-// and every check it meets is the one the other met (room aside).
+// labels, priority, node selection, tolerations, host ports, pod
+// affinity and spread, volumes and claims. Two pending pods with equal
+// Constraints face the same filters and are counted by the same
+// selectors, so swapping where they run keeps a plan valid for
+// kube-scheduler, which places pods one at a time: in the order the plan
+// was valid in, with the two swapped, each meets the checks the other
+// met (room aside).
 func (s *Snapshot) Constraints(c *Class) uint64 {
 	if c.constraints == 0 {
 		c.constraints = s.fp.constraints(c.Example) | 1 // 0 means not yet
