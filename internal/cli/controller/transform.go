@@ -17,8 +17,8 @@ import (
 // statuses, its containers' commands, environment, probes, mounts and
 // images, its volumes of secrets, config maps, projected tokens and the
 // downward API, its ephemeral containers and kubectl's last-applied copy;
-// a node's image list; a pod's addresses and its conditions but
-// PodScheduled and Ready. On a large cluster the cache is most of the
+// a node's image list; a pod's addresses and its conditions but Ready
+// and an unmet PodScheduled. On a large cluster the cache is most of the
 // controller's memory. What stays: names, labels, annotations (but the
 // last-applied copy), owners, every scheduling field (requests, limits,
 // claims, ports, restart policies of sidecars, affinity, tolerations,
@@ -72,7 +72,7 @@ func trimPod(p *corev1.Pod) {
 	// A copy of what is kept: the decoded slice has room for 8 (120 bytes
 	// each), which would stay allocated with the pod.
 	p.Status.Conditions = slices.Clone(slices.DeleteFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type != corev1.PodScheduled && c.Type != corev1.PodReady
+		return !keptCondition(&c)
 	}))
 	if len(p.Status.Conditions) == 0 {
 		p.Status.Conditions = nil
@@ -92,6 +92,15 @@ func trimPod(p *corev1.Pod) {
 	}
 	clear(p.Spec.Volumes[len(vols):])
 	p.Spec.Volumes = vols
+}
+
+// keptCondition reports whether the cache keeps a pod condition: Ready
+// (whether a pod is ready and since when), and PodScheduled while it is
+// not True (why the scheduler found no node: the provisioner, node
+// reserve and tenant status read it). PodScheduled=True, on every bound
+// pod, is read by nothing and would cost 120 bytes a pod.
+func keptCondition(c *corev1.PodCondition) bool {
+	return c.Type == corev1.PodReady || (c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue)
 }
 
 var _ cache.TransformFunc = newTrimmer().trim

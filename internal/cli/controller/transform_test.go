@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/quantity"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -22,8 +23,8 @@ import (
 // container statuses, what containers run and see (commands, environment,
 // probes, mounts, images), volumes of secrets, config maps, tokens and the
 // downward API, kubectl's last-applied copy, a pod's addresses and
-// conditions but PodScheduled and Ready, and node images, and keeps what
-// the planners, drain rules and controllers read.
+// conditions but Ready and an unmet PodScheduled, and node images, and
+// keeps what the planners, drain rules and controllers read.
 func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	sidecar := corev1.ContainerRestartPolicyAlways
 	requests := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
@@ -72,10 +73,23 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	want.Spec.Volumes = keep
 	want.Spec.EphemeralContainers = nil
 	want.Status.ContainerStatuses, want.Status.InitContainerStatuses = nil, nil
-	want.Status.Conditions = []corev1.PodCondition{want.Status.Conditions[0], want.Status.Conditions[2]}
+	want.Status.Conditions = []corev1.PodCondition{want.Status.Conditions[2]} // PodScheduled=True read by nothing
 	want.Status.PodIP, want.Status.PodIPs, want.Status.HostIP, want.Status.HostIPs = "", nil, "", nil
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("trimmed pod (-want +got):\n%s", diff)
+	}
+
+	// A pod the scheduler found no node for keeps why: the provisioner
+	// plans for it.
+	waiting := b.Pod("w", b.Phase(corev1.PodPending))
+	waiting.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available", LastTransitionTime: metav1.Unix(1, 0)}}
+	want = waiting.DeepCopy()
+	if out, err = newTrimmer().trim(waiting); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Status.Conditions, out.(*corev1.Pod).Status.Conditions); diff != "" || !podutil.FailedToSchedule(out.(*corev1.Pod)) {
+		t.Errorf("an unschedulable pod's conditions (-want +got):\n%s", diff)
 	}
 
 	node := b.Node("n", "4", "16Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "g"))
@@ -158,7 +172,7 @@ func TestPodsOfAWorkloadShareWhatTheyHaveAlike(t *testing.T) {
 		p := b.Pod(name, b.NodeName(node), b.Labels("app", "web", "pod-template-hash", "abc"), b.CPU(cpu), b.Memory("1Gi"))
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs", Controller: ptr.To(true)}}
 		p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(int64(len(name)), 0)}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(int64(len(name)), 0)}}
 		return p
 	}
 	tr := newTrimmer()
