@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -46,6 +47,7 @@ type options struct {
 	unavailableTTL    time.Duration
 	clusterLimits     limitflags.ClusterLimits
 	shutdownTimeout   time.Duration
+	cacheSyncTimeout  time.Duration
 	qps               float32
 	burst             int
 	webhookAddr       string
@@ -96,6 +98,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.BoolVar(&o.clusterAPI, "clusterapi", false, "serve NodeGroups with spec.provider.clusterAPI: scale Cluster API MachineDeployments, MachineSets and MachinePools")
 	f.StringVar(&o.clusterAPIConfig, "clusterapi-kubeconfig", "", "kubeconfig of the Cluster API management cluster (default: the cluster berth runs against); implies --clusterapi")
 	f.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for controllers to stop")
+	f.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 10*time.Minute, "how long a controller waits at start for its informers to list the cluster before berth exits (a slow API server takes minutes to list 150,000 pods)")
 	f.Float32Var(&o.qps, "kube-api-qps", 200, "sustained requests per second to the API server (nominating 1000 pods is 1000 requests)")
 	f.IntVar(&o.burst, "kube-api-burst", 300, "requests allowed in a burst above --kube-api-qps")
 	f.StringVar(&o.webhookAddr, "webhook-bind-address", ":9443", "address of the admission webhook that gates pods a CompanionProfile selects (0 disables it)")
@@ -125,7 +128,7 @@ func (o *options) validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{"--batch-idle-duration": o.batchIdle, "--batch-max-duration": o.batchMax,
 		"--resync-period": o.resync, "--max-provision-time": o.maxProvisionTime, "--scale-down-interval": o.scaleDownInterval, "--unavailable-offering-ttl": o.unavailableTTL,
-		"--headroom-target-min-history": o.targetMinHistory} {
+		"--headroom-target-min-history": o.targetMinHistory, "--cache-sync-timeout": o.cacheSyncTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}
@@ -190,6 +193,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		RenewDeadline:                 &o.renewDeadline,
 		RetryPeriod:                   &o.retryPeriod,
 		GracefulShutdownTimeout:       &shutdown,
+		// controller-runtime's default, 2 minutes, is shorter than a
+		// loaded API server takes to list a large cluster's pods.
+		Controller: config.Controller{CacheSyncTimeout: o.cacheSyncTimeout},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

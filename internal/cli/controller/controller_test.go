@@ -22,6 +22,7 @@ func TestFlagsThatWouldExposeOrBreakAreRejected(t *testing.T) {
 		{name: "plain metrics on a public address are rejected", args: []string{"--metrics-secure=false", "--metrics-bind-address=10.0.0.5:8080"}, wantErr: "loopback"},
 		{name: "profiles on loopback are accepted", args: []string{"--pprof-bind-address=127.0.0.1:6060"}},
 		{name: "profiles on every interface are rejected", args: []string{"--pprof-bind-address=:6060"}, wantErr: "pprof-bind-address"},
+		{name: "no time to sync the caches is rejected", args: []string{"--cache-sync-timeout=0"}, wantErr: "--cache-sync-timeout"},
 		{name: "a renew deadline longer than the lease is rejected", args: []string{"--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, wantErr: "lease duration"},
 	}
 	for _, tt := range tests {
