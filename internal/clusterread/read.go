@@ -23,8 +23,8 @@ import (
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
 // first (DeepCopy). NodeGroups are copies the round may change (providers
-// refresh groups in place), Nodes too unless Parts.SharedNodes (the
-// disruption controller marks nodes before patching them).
+// refresh groups in place), Nodes too unless Parts.SharedNodes (then a
+// round that writes a node copies it first).
 type Cluster struct {
 	// NodeGroups are every group, those being deleted included (scale-down
 	// drains them); Active leaves those out.
@@ -43,8 +43,10 @@ type Cluster struct {
 
 // Parts are the parts of the cluster only some rounds need.
 type Parts struct {
-	// SharedNodes: Nodes are the cache's own objects too, for a round
-	// that never changes one (provisioning).
+	// SharedNodes: Nodes are the cache's own objects too: the round
+	// never changes one, or copies it first (the disruption controller's
+	// world.own); a copy of every node each round is megabytes on a large
+	// cluster.
 	SharedNodes bool
 	// Budgets: PodDisruptionBudgets.
 	Budgets bool

@@ -72,12 +72,12 @@ func (c *Controller) conditions(ctx context.Context, w *world, plan *scaledown.P
 		if _, ok := want[n.Name]; !ok {
 			set(n.Name, "False", conditionNeeded, "the node's pods (or headroom) need it")
 		}
-		c.writeCondition(ctx, n, want[n.Name])
+		c.writeCondition(ctx, w, n, want[n.Name])
 	}
 }
 
 // writeCondition patches the node's condition when it changed.
-func (c *Controller) writeCondition(ctx context.Context, n *corev1.Node, cond corev1.NodeCondition) {
+func (c *Controller) writeCondition(ctx context.Context, w *world, n *corev1.Node, cond corev1.NodeCondition) {
 	for _, have := range n.Status.Conditions {
 		if have.Type == cond.Type && have.Status == cond.Status && have.Reason == cond.Reason && have.Message == cond.Message {
 			return
@@ -90,6 +90,7 @@ func (c *Controller) writeCondition(ctx context.Context, n *corev1.Node, cond co
 			cond.LastTransitionTime = have.LastTransitionTime
 		}
 	}
+	n = w.own(n)
 	patch := client.StrategicMergeFrom(n.DeepCopy())
 	kept := n.Status.Conditions[:0:0]
 	for _, have := range n.Status.Conditions {

@@ -26,6 +26,7 @@ import (
 // decision saw them are remembered: any other pod found on the node later
 // makes the removal be simulated again.
 func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason v1alpha1.DisruptionReason, why string) error {
+	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	if n.Annotations == nil {
@@ -58,7 +59,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		return nil // going already
 	}
 	if !owns(g, n) {
-		return c.release(ctx, n, res)
+		return c.release(ctx, w, n, res)
 	}
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted])
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout {
 		drainTimeouts.WithLabelValues(g.Name).Inc()
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.giveUp(ctx, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
+		return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
 	}
 	pods, err := c.freshPods(ctx, n.Name)
 	if err != nil {
@@ -87,7 +88,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	}
 	if blocked != nil {
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.giveUp(ctx, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: %s (%s)", blocked.Message, blocked.Reason))
+		return c.giveUp(ctx, w, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: %s (%s)", blocked.Message, blocked.Reason))
 	}
 	for _, p := range moving {
 		if p.DeletionTimestamp == nil {
@@ -204,7 +205,7 @@ func (c *Controller) evict(ctx context.Context, p *corev1.Pod) {
 // giveUp stops a drain: what the provider did of the removal is undone
 // first; when it cannot be undone any more the node goes anyway and the
 // drain goes on.
-func (c *Controller) giveUp(ctx context.Context, n *corev1.Node, reason, msg string) error {
+func (c *Controller) giveUp(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
 	if rc, ok := c.Cloud.(cloudprovider.RemovalCanceler); ok {
 		if err := rc.CancelRemoval(ctx, n.Name); cloudprovider.IsRemovalCommitted(err) {
 			c.warnOnce(n, reason, msg+"; but the provider's removal cannot be undone any more ("+err.Error()+"): the node goes")
@@ -213,24 +214,25 @@ func (c *Controller) giveUp(ctx context.Context, n *corev1.Node, reason, msg str
 			return fmt.Errorf("undoing the provider's removal of node %s (the drain stays): %w", n.Name, err)
 		}
 	}
-	return c.stop(ctx, n, reason, msg)
+	return c.stop(ctx, w, n, reason, msg)
 }
 
 // release untaints a node berth drains for a node group that is gone (or
 // was created again under the same name): it is not that group's to
 // remove. A node without berth's owner mark (a taint copied by hand) is
 // left alone.
-func (c *Controller) release(ctx context.Context, n *corev1.Node, res *Result) error {
+func (c *Controller) release(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	if n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" {
 		return nil
 	}
 	res.GivenUp = append(res.GivenUp, n.Name)
-	return c.giveUp(ctx, n, ReasonDrainStopped, fmt.Sprintf(
+	return c.giveUp(ctx, w, n, ReasonDrainStopped, fmt.Sprintf(
 		"Drain stopped, the node stays: node group %q no longer exists or is not the one that launched the node", n.Labels[v1alpha1.LabelNodeGroup]))
 }
 
 // stop removes the taint and the drain's annotations: the node stays.
-func (c *Controller) stop(ctx context.Context, n *corev1.Node, reason, msg string) error {
+func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
+	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	var taints []corev1.Taint
 	for _, t := range n.Spec.Taints {

@@ -15,7 +15,8 @@ import (
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// world is the cluster as one round sees it.
+// world is the cluster as one round sees it. Its nodes are the informer
+// cache's own objects until the round writes one (own).
 type world struct {
 	input  scaledown.Input
 	nodes  []*corev1.Node
@@ -23,6 +24,29 @@ type world struct {
 	groups map[string]*v1alpha1.NodeGroup
 	// podsOn are the pods bound to each node.
 	podsOn map[string][]*corev1.Pod
+	// index is each node's place in nodes; owned the nodes own copied.
+	index map[string]int
+	owned map[*corev1.Node]bool
+}
+
+// own returns the round's own copy of the node, to change before patching
+// it: the cache's objects are shared and never changed. The copy, made
+// once a round, takes the node's place in the world, so that the rest of
+// the round (the plan included) sees what the round wrote.
+func (w *world) own(n *corev1.Node) *corev1.Node {
+	if w.owned[n] {
+		return n
+	}
+	if cur := w.byName[n.Name]; w.owned[cur] {
+		return cur
+	}
+	cp := n.DeepCopy()
+	w.owned[cp] = true
+	w.byName[n.Name] = cp
+	if i, ok := w.index[n.Name]; ok {
+		w.nodes[i] = cp
+	}
+	return cp
 }
 
 // withPodsOn returns the planner's input with the node's pods replaced by
@@ -45,11 +69,12 @@ func (w *world) withPodsOn(node string, pods []*corev1.Pod) scaledown.Input {
 
 // gather reads the cluster from the informer cache.
 func (c *Controller) gather(ctx context.Context) (*world, error) {
-	cl, err := clusterread.Read(ctx, c.Client, clusterread.Parts{Budgets: true, Controllers: true, Informers: c.informers})
+	cl, err := clusterread.Read(ctx, c.Client, clusterread.Parts{SharedNodes: true, Budgets: true, Controllers: true, Informers: c.informers})
 	if err != nil {
 		return nil, err
 	}
-	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{}}
+	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{},
+		index: map[string]int{}, owned: map[*corev1.Node]bool{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
 	w.input.Base = c.base
@@ -60,8 +85,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		log.FromContext(ctx).Info("planning scale-down with the node group's spec: its provider could not refresh it", "nodeGroup", name, "error", err.Error())
 	}
 	w.nodes = cl.Nodes
-	for _, n := range cl.Nodes {
+	for i, n := range cl.Nodes {
 		w.byName[n.Name] = n
+		w.index[n.Name] = i
 	}
 	for _, p := range cl.Pods {
 		switch {

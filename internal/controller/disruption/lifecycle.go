@@ -83,6 +83,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		res.Started = append(res.Started, n.Name)
 		return nil
 	}
+	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
@@ -154,6 +155,7 @@ func (c *Controller) syncInterruptions(ctx context.Context, w *world) []error {
 			if n == nil || !owns(g, n) || n.Annotations[v1alpha1.AnnotationInterruptionDeadline] != "" {
 				continue
 			}
+			n = w.own(n)
 			patch := client.MergeFrom(n.DeepCopy())
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Value: "provider", Effect: corev1.TaintEffectNoSchedule})
 			n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = in.Deadline.UTC().Format(time.RFC3339)

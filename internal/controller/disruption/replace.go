@@ -43,7 +43,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		Message: fmt.Sprintf("%s, replacing %s at %.4f/h instead of %.4f/h", off, strings.Join(r.Nodes, ", "), r.NewPrice, r.OldPrice)})
 	now := c.Clock.Now().UTC().Format(time.RFC3339)
 	for _, name := range r.Nodes {
-		n := w.byName[name]
+		n := w.own(w.byName[name])
 		patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
@@ -76,14 +76,14 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	}
 	if !owns(w.groups[n.Labels[v1alpha1.LabelNodeGroup]], n) {
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.unmark(ctx, n, "Replacement given up: the node's node group no longer exists or is not the one that launched it; the node stays")
+		return c.unmark(ctx, w, n, "Replacement given up: the node's node group no longer exists or is not the one that launched it; the node stays")
 	}
 	for _, name := range names {
 		repl := w.byName[name]
 		switch {
 		case repl == nil && c.Clock.Since(started) > replacementGrace:
 			res.GivenUp = append(res.GivenUp, n.Name)
-			return c.unmark(ctx, n, "Replacement "+name+" is gone; the node stays")
+			return c.unmark(ctx, w, n, "Replacement "+name+" is gone; the node stays")
 		case repl == nil || !nodeutil.Schedulable(repl):
 			return nil // still launching
 		}
@@ -94,7 +94,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	}
 	if blocked != nil {
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.unmark(ctx, n, "Replacement "+strings.Join(names, ", ")+" is Ready but the node cannot be removed any more: "+blocked.Message)
+		return c.unmark(ctx, w, n, "Replacement "+strings.Join(names, ", ")+" is Ready but the node cannot be removed any more: "+blocked.Message)
 	}
 	why := "its replacement " + strings.Join(names, ", ") + " is Ready and its pods fit there"
 	if r := n.Annotations[v1alpha1.AnnotationDisruptionReason]; r != "" {
@@ -108,7 +108,8 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 }
 
 // unmark removes the replacement annotations: the node stays.
-func (c *Controller) unmark(ctx context.Context, n *corev1.Node, msg string) error {
+func (c *Controller) unmark(ctx context.Context, w *world, n *corev1.Node, msg string) error {
+	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
 	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)

@@ -326,29 +326,37 @@ func (l *Learner) round(ctx context.Context) error {
 	if err := l.Client.List(ctx, hrs); err != nil {
 		return err
 	}
-	groups := &v1alpha1.NodeGroupList{}
-	if err := l.Client.List(ctx, groups); err != nil {
-		return err
+	var targets []*v1alpha1.Headroom
+	for i := range hrs.Items {
+		if h := &hrs.Items[i]; h.Spec.Target != nil && h.DeletionTimestamp == nil {
+			targets = append(targets, h)
+		}
 	}
-	nodes := &corev1.NodeList{}
-	if err := l.Client.List(ctx, nodes); err != nil {
-		return err
-	}
-	all := make([]*v1alpha1.NodeGroup, 0, len(groups.Items))
-	for i := range groups.Items {
-		all = append(all, &groups.Items[i])
-	}
-	nodePtrs := make([]*corev1.Node, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		nodePtrs = append(nodePtrs, &nodes.Items[i])
+	var all []*v1alpha1.NodeGroup
+	var nodePtrs []*corev1.Node
+	if len(targets) > 0 { // the nodes time the launch window of a target only
+		groups := &v1alpha1.NodeGroupList{}
+		if err := l.Client.List(ctx, groups); err != nil {
+			return err
+		}
+		// The cache's own nodes, read and never changed: a copy of every
+		// node each round is megabytes in a large cluster.
+		nodes := &corev1.NodeList{}
+		if err := l.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		all = make([]*v1alpha1.NodeGroup, 0, len(groups.Items))
+		for i := range groups.Items {
+			all = append(all, &groups.Items[i])
+		}
+		nodePtrs = make([]*corev1.Node, 0, len(nodes.Items))
+		for i := range nodes.Items {
+			nodePtrs = append(nodePtrs, &nodes.Items[i])
+		}
 	}
 	now := l.Clock.Now()
 	seen := map[string]bool{}
-	for i := range hrs.Items {
-		h := &hrs.Items[i]
-		if h.Spec.Target == nil || h.DeletionTimestamp != nil {
-			continue
-		}
+	for _, h := range targets {
 		seen[h.Name] = true
 		if err := l.sync(ctx, h, all, nodePtrs, now); err != nil {
 			log.FromContext(ctx).Error(err, "learning the demand", "headroom", h.Name)

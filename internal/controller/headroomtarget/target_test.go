@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -418,5 +419,71 @@ func TestHistoriesTooLargeForAConfigMapAreLeftOut(t *testing.T) {
 		if !slices.Equal(dropped, tc.dropped) || len(tc.data) != tc.keptKeys {
 			t.Errorf("%s: left out %v, kept %d keys; want %v left out and %d kept", tc.name, dropped, len(tc.data), tc.dropped, tc.keptKeys)
 		}
+	}
+}
+
+// TestTheLaunchWindowIsTimedOnTheGroupsNodes: a Headroom with a target
+// learns in the time its group's nodes took from launch to Ready (the
+// median of each group's nodes berth launched, the slowest group), not in
+// the group's configured launch delay; a node berth did not launch is not
+// timed; and once the timed nodes are gone the window learned in is kept
+// rather than falling back to the configured delay.
+func TestTheLaunchWindowIsTimedOnTheGroupsNodes(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("timed", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
+	create(t, ng)
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "timed"}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"timed"}},
+		Units: &v1alpha1.HeadroomUnits{Count: 1, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "timed"}}}}}
+	create(t, h)
+	// Ready after 40 s, 45 s and 50 s (berth's), and a node of the group
+	// berth did not launch, Ready after 10 minutes.
+	var timed []*corev1.Node
+	for i, boot := range []time.Duration{40 * time.Second, 45 * time.Second, 50 * time.Second, 10 * time.Minute} {
+		opts := []b.NodeOption{b.NodeLabels(v1alpha1.LabelNodeGroup, "timed")}
+		if i < 3 {
+			opts = append(opts, b.LaunchedBy(ng))
+		}
+		n := b.Node(fmt.Sprintf("timed-%d", i), "4", "8Gi", opts...)
+		create(t, n)
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(n.CreationTimestamp.Add(boot))}}
+		if err := env.Client.Status().Patch(ctx, n, patch); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			timed = append(timed, n)
+		}
+	}
+	l := learner(clocktesting.NewFakeClock(time.Now()))
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Targets.Get("timed"); got.Window != 45*time.Second {
+		t.Fatalf("window %s, want 45s: the median boot of the group's nodes berth launched (40, 45, 50 s)", got.Window)
+	}
+	for _, n := range timed {
+		if err := env.Client.Delete(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := l.round(ctx); err != nil {
+			return false, err
+		}
+		nodes := &corev1.NodeList{}
+		if err := env.Client.List(ctx, nodes); err != nil {
+			return false, err
+		}
+		return len(nodes.Items) <= 1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Targets.Get("timed"); got.Window != 45*time.Second {
+		t.Errorf("window %s after the timed nodes left, want the 45s learned in, not the 1m launch delay", got.Window)
 	}
 }
