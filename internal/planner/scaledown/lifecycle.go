@@ -103,7 +103,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	movers, _, _ := p.classify(n, g)
 	placed := false
 	_ = p.s.WithFork(func() (bool, error) {
-		_, homeless := p.rehome(n, movers)
+		_, _, homeless := p.rehome(n, movers)
 		placed = homeless == nil
 		return placed, nil
 	})

@@ -48,7 +48,7 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if blocked != nil || retiring(g) {
 		return blocked, nil // a deleted group's pods need no home here
 	}
-	if _, homeless := p.rehome(n, movers); homeless != nil {
+	if _, _, homeless := p.rehome(n, movers); homeless != nil {
 		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNoHome, Pod: &ref, Message: "pod " + ref.String() + " would fit on no other node"}, nil
 	}

@@ -225,7 +225,7 @@ func newPlanner(in Input) (*planner, error) {
 	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
 		now: in.Now, controllers: in.Controllers,
 		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{},
-		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}}
+		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}, moved: map[scaleup.PodRef]moveAt{}}
 	for _, pod := range in.Nominated {
 		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
 			p.nominated[node] = pod
@@ -258,7 +258,8 @@ type planner struct {
 	replacements map[string]bool
 	// nominated is, per node, a pod not bound yet that is nominated to it.
 	nominated map[string]*corev1.Pod
-	// homes are the nodes by name and hint where the last pod went.
+	// homes are the nodes pods may move to (fullest first) and hint
+	// where the last pod went.
 	homes []*snapshot.Node
 	hint  int
 	// unbound caches, per pod, its copy without a node and that copy's
@@ -273,6 +274,10 @@ type planner struct {
 	// being drained): they need a home if their node goes, but are not
 	// evicted from it.
 	settled map[*corev1.Pod]bool
+	// moved are the moves of the plan's removals by pod, so that a pod
+	// moved again, when the node it was moved to goes too, is said to
+	// move where it ends.
+	moved map[scaleup.PodRef]moveAt
 }
 
 type unboundPod struct {
@@ -382,11 +387,18 @@ func (p *planner) consider(c candidate) {
 		p.plan.Blocked = append(p.plan.Blocked, *blocked)
 		return
 	}
-	var moves []Move
+	var moves, again []Move
 	var homeless *snapshot.Pod
+	var refused error
 	_ = p.s.WithFork(func() (bool, error) {
-		moves, homeless = p.rehome(n, movers)
-		return homeless == nil, nil
+		moves, again, homeless = p.rehome(n, movers)
+		if homeless != nil {
+			return false, nil
+		}
+		// The budgets decide before the moves are kept: a node that
+		// stays keeps its pods, and its room, in the simulation.
+		refused = p.budgets.Take(evict)
+		return refused == nil, nil
 	})
 	if homeless != nil && !retiring(g) {
 		reason, what := ReasonNoHome, "pod "
@@ -397,10 +409,14 @@ func (p *planner) consider(c candidate) {
 		p.block(n, g, reason, &ref, what+ref.String()+" would fit on no other node")
 		return
 	}
-	if err := p.budgets.Take(evict); err != nil {
-		p.block(n, g, drain.ReasonPDB, nil, err.Error())
+	if homeless != nil {
+		refused = p.budgets.Take(evict) // a deleted group's node goes, its pods wait
+	}
+	if refused != nil {
+		p.block(n, g, drain.ReasonPDB, nil, refused.Error())
 		return
 	}
+	p.moveOn(again)
 	p.removed[g.Name]++
 	r := Removal{Node: n.Name, NodeGroup: g.Name, Reason: removalReason(g, evict), Empty: len(evict) == 0, Utilization: c.util}
 	if homeless != nil {
@@ -410,7 +426,25 @@ func (p *planner) consider(c candidate) {
 		}
 	}
 	r.Evict = append(r.Evict, moves...)
+	for i, m := range r.Evict {
+		if m.To != "" {
+			p.moved[m.Pod] = moveAt{removal: len(p.plan.Remove), move: i}
+		}
+	}
 	p.plan.Remove = append(p.plan.Remove, r)
+}
+
+// moveAt is where a pod's move is in the plan: Remove[removal].Evict[move].
+type moveAt struct{ removal, move int }
+
+// moveOn records that pods an earlier removal moved have moved on (the
+// node they went to goes too): that removal's moves say where they end.
+func (p *planner) moveOn(again []Move) {
+	for _, m := range again {
+		if at, ok := p.moved[m.Pod]; ok {
+			p.plan.Remove[at.removal].Evict[at.move].To = m.To
+		}
+	}
 }
 
 // refuse checks, before any simulation, what the group allows: its
@@ -467,6 +501,12 @@ func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Re
 // evicted reports whether moving a pod is an eviction: a real pod bound to
 // the node, not a headroom unit or a pod settle placed there.
 func (p *planner) evicted(sp *snapshot.Pod) bool {
+	return p.evictedFrom(sp) && !movedHere(sp)
+}
+
+// evictedFrom reports whether the pod is a real pod a removal evicts from
+// its node: not a headroom unit, not a pod settle placed.
+func (p *planner) evictedFrom(sp *snapshot.Pod) bool {
 	return sp.Annotations[v1alpha1.AnnotationVirtual] == "" && !p.settled[sp.Pod]
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -378,5 +379,57 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				t.Errorf("replacements %+v, want %d nodes replaced", plan.Replace, tt.wantNodes)
 			}
 		})
+	}
+}
+
+// TestAPodMovedTwiceIsEvictedOnceAndSaidToMoveWhereItEnds: a's pod can
+// only go to a zone-1 node; the fullest one with room is b, itself
+// removed next, so in the plan the pod moves on to d (which stays:
+// do-not-disrupt). Users read the moves (berth explain) and budgets count
+// evictions: a's removal says its pod goes to d, not to a node that goes
+// too; b's removal evicts only b's own pod; and the PDB allowing two
+// evictions lets both nodes go, each pod counted once.
+func TestAPodMovedTwiceIsEvictedOnceAndSaidToMoveWhereItEnds(t *testing.T) {
+	g := group("g")
+	zone := func(z string) b.NodeOption { return b.NodeLabels(corev1.LabelTopologyZone, z) }
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
+		Nodes: []*corev1.Node{node("a", g, zone("z1")), node("b", g, zone("z1")), node("c", g, zone("z2")),
+			node("d", g, zone("z1"), b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true"))},
+		Pods: []*corev1.Pod{app("a1", "a", "100m", b.NodeSelector(corev1.LabelTopologyZone, "z1")), app("b1", "b", "200m"),
+			app("c1", "c", "3900m"), b.Pod("d1", b.NodeName("d"), b.CPU("150m"), b.Phase(corev1.PodRunning))},
+		PDBs: []*policyv1.PodDisruptionBudget{pdb("web", 2)}}
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []scaledown.Removal
+	for _, r := range plan.Remove {
+		got = append(got, scaledown.Removal{Node: r.Node, Evict: r.Evict})
+	}
+	want := []scaledown.Removal{
+		{Node: "a", Evict: []scaledown.Move{{Pod: scaleup.PodRef{Namespace: "default", Name: "a1"}, To: "d"}}},
+		{Node: "b", Evict: []scaledown.Move{{Pod: scaleup.PodRef{Namespace: "default", Name: "b1"}, To: "d"}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("removals (-want +got):\n%s\nblocked: %+v", diff, plan.Blocked)
+	}
+}
+
+// TestANodeItsBudgetKeepsKeepsItsPodsInThePlan: a's two web pods would fit
+// elsewhere, but their PDB allows one disruption, so a stays; it stays
+// with its pods and its room, so b's pod moves to a and b goes (the plan
+// must not count a's pods on the nodes they would have moved to, nor a as
+// no home).
+func TestANodeItsBudgetKeepsKeepsItsPodsInThePlan(t *testing.T) {
+	g := group("g")
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
+		Nodes: []*corev1.Node{node("a", g), node("b", g), node("c", g)},
+		Pods: []*corev1.Pod{app("a1", "a", "500m"), app("a2", "a", "500m"),
+			app("b1", "b", "1", b.Labels("app", "api"), b.OwnedBy("ReplicaSet", "api")), app("c1", "c", "3500m", b.Labels("app", "batch"))},
+		PDBs: []*policyv1.PodDisruptionBudget{pdb("web", 1)}}
+	got := run(t, in)
+	want := outcome{removed: []string{"b"}, blocked: map[string]string{"a": "PodDisruptionBudget", "c": "NoHome default/c1"}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -20,8 +20,8 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 	movers := make([]*snapshot.Pod, 0, len(n.Pods))
 	evict := make([]*corev1.Pod, 0, len(n.Pods))
 	for _, sp := range n.Pods {
-		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod] {
-			movers = append(movers, sp) // needs a home, is not evicted
+		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod] || movedHere(sp) {
+			movers = append(movers, sp) // needs a home, is not evicted from this node
 			continue
 		}
 		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {
@@ -37,10 +37,12 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 }
 
 // rehome cordons the node, takes the movers off it and places each on the
-// first node (by name) where the filters pass, largest pods first. It
-// returns the moves of the pods it evicts (not of headroom units or
-// settled pods), or the first pod with no home. Call it in a fork.
-func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *snapshot.Pod) {
+// first node (fullest first, homes) where the filters pass, largest pods
+// first. It returns the moves of the pods it evicts (not of headroom units
+// or settled pods), the new homes of pods an earlier removal of this plan
+// moved to the node (again), or the first pod with no home. Call it in a
+// fork.
+func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again []Move, homeless *snapshot.Pod) {
 	p.s.Cordon(n)
 	pods := slices.Clone(movers)
 	for _, sp := range pods {
@@ -52,20 +54,29 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) ([]Move, *sna
 	if p.homes == nil {
 		p.homes = homes(p.s)
 	}
-	moves := make([]Move, 0, len(pods))
+	moves = make([]Move, 0, len(pods))
 	for _, sp := range pods {
 		unbound, c := p.unboundClass(sp)
 		if c == nil {
-			return nil, sp
+			return nil, nil, sp
 		}
 		to := firstFit(p.s, c, p.homes, &p.hint)
 		if to == nil {
-			return nil, sp
+			return nil, nil, sp
 		}
 		p.s.AddPod(unbound, to)
-		if p.evicted(sp) {
-			moves = append(moves, Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name})
+		move := Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name}
+		switch {
+		case p.evicted(sp):
+			moves = append(moves, move)
+		case movedHere(sp) && p.evictedFrom(sp):
+			again = append(again, move)
 		}
 	}
-	return moves, nil
+	return moves, again, nil
 }
+
+// movedHere reports whether the pod is on its node because this plan moved
+// it there (it was on a node removed before): it needs a home if this node
+// goes too, but it is not on the node, to evict or to check.
+func movedHere(sp *snapshot.Pod) bool { return sp.Unbound || sp.Spec.NodeName == "" }
