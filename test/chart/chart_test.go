@@ -162,6 +162,10 @@ func TestDeploymentIsProductionReady(t *testing.T) {
 	if lim := c.Resources.Limits.Memory(); lim.Cmp(*c.Resources.Requests.Memory()) < 0 {
 		t.Errorf("memory limit %s below the request", lim)
 	}
+	if got := goMemLimits(c); len(got) != 1 || got[0].ValueFrom == nil || got[0].ValueFrom.ResourceFieldRef == nil ||
+		got[0].ValueFrom.ResourceFieldRef.Resource != "limits.memory" || got[0].ValueFrom.ResourceFieldRef.ContainerName != c.Name {
+		t.Errorf("GOMEMLIMIT %+v: want it once, from the container's memory limit", got)
+	}
 
 	pdb := convert[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", "berth-controller"))
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
@@ -308,4 +312,31 @@ func ptrString[T any](p *T) string {
 		return "unset"
 	}
 	return fmt.Sprint(*p)
+}
+
+// TestGOMEMLIMITSetByTheUserWins: a GOMEMLIMIT in env replaces the one
+// from the memory limit (once: a duplicate would leave which one wins to
+// the order), and other variables keep it.
+func TestGOMEMLIMITSetByTheUserWins(t *testing.T) {
+	c := deployment(t, render(t, "--set-json", `env=[{"name":"GOMEMLIMIT","value":"300MiB"},{"name":"TZ","value":"UTC"}]`)).Spec.Template.Spec.Containers[0]
+	if got := goMemLimits(c); len(got) != 1 || got[0].Value != "300MiB" {
+		t.Errorf("GOMEMLIMIT %+v, want the user's 300MiB only", got)
+	}
+	c = deployment(t, render(t, "--set-json", `env=[{"name":"TZ","value":"UTC"}]`)).Spec.Template.Spec.Containers[0]
+	if got := goMemLimits(c); len(got) != 1 || got[0].ValueFrom == nil {
+		t.Errorf("GOMEMLIMIT %+v beside another variable, want the memory limit's", got)
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "TZ" && e.Value == "UTC" }) {
+		t.Errorf("env %+v: the user's TZ is missing", c.Env)
+	}
+}
+
+func goMemLimits(c corev1.Container) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
