@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -100,7 +101,10 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 		deadline := v.Deadline
 		d.Deadline = &deadline
 	}
-	movers, _, _ := p.classify(n, g)
+	movers, _, blocked := p.classify(n, g)
+	if blocked != nil { // interrupted: the cloud takes the node whatever its pods say
+		movers = p.returning(n)
+	}
 	placed := false
 	_ = p.s.WithFork(func() (bool, error) {
 		_, _, homeless := p.rehome(n, movers)
@@ -128,4 +132,19 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	p.removed[name]++
 	p.plan.Disruptions = append(p.plan.Disruptions, d)
 	return nil
+}
+
+// returning are the pods of a node the cloud takes that come back and
+// need a home: all but those that go with the node (DaemonSet and mirror
+// pods, finished ones) and those no controller makes again.
+func (p *planner) returning(n *snapshot.Node) []*snapshot.Pod {
+	var out []*snapshot.Pod
+	for _, sp := range n.Pods {
+		virtual := sp.Annotations[v1alpha1.AnnotationVirtual] != ""
+		if !virtual && ((drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays || metav1.GetControllerOf(sp.Pod) == nil) {
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
 }

@@ -120,3 +120,24 @@ func TestDriftKeepsTheDrainRules(t *testing.T) {
 		t.Error("the interrupted node with a bare pod is not disrupted")
 	}
 }
+
+// TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain: x is
+// interrupted and holds a bare pod (no controller: it would block a
+// drain, and it does not come back) and a Deployment's 3-cpu pod. The
+// cloud takes x anyway, so the 3-cpu pod needs a home: y's room holds it
+// (no launch), and z, whose pod would need the same room, stays.
+func TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain(t *testing.T) {
+	g := group("g")
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
+		Nodes: []*corev1.Node{node("x", g, b.NodeTaint(v1alpha1.TaintInterruption, "provider", corev1.TaintEffectNoSchedule)),
+			node("y", g, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true")), node("z", g)},
+		Pods: []*corev1.Pod{b.Pod("bare", b.NodeName("x"), b.CPU("100m"), b.Phase(corev1.PodRunning)), app("x1", "x", "3000m"),
+			app("y1", "y", "500m"), app("z1", "z", "3000m")}}
+	got, blocked := disruptions(t, in)
+	if d, ok := got["x"]; !ok || d.Reason != v1alpha1.ReasonInterrupted || len(d.Launch) != 0 {
+		t.Errorf("disruption of x: %+v (%v), want Interrupted, drained with no launch (its pod fits on y)", d, ok)
+	}
+	if blocked["z"] != string(scaledown.ReasonNoHome) {
+		t.Errorf("z: %q, want NoHome: y's room is x's pod's (blocked: %v)", blocked["z"], blocked)
+	}
+}

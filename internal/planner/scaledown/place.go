@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -14,12 +15,17 @@ import (
 // homes are the nodes pods may move to: existing and launching nodes
 // (templates and planned nodes are not in the cluster snapshot), not
 // standby nodes (suspended, or booting to be: no pod moves there, even
-// one that tolerates every taint). The fullest come first, by name among
+// one that tolerates every taint), and not the nodes of a node group being
+// deleted (going, even when their own pods have no home and the plan
+// leaves them there). The fullest come first, by name among
 // equals: candidates are tried emptiest first, so a pod placed on a full
 // node is seldom moved again by a later removal, and a plan moves each pod
 // about once instead of several times.
-func homes(s *snapshot.Snapshot) []*snapshot.Node {
-	out := slices.DeleteFunc(slices.Clone(s.Nodes), func(n *snapshot.Node) bool { return nodeutil.Standby(n.Node) })
+func homes(s *snapshot.Snapshot, groups map[string]*v1alpha1.NodeGroup) []*snapshot.Node {
+	out := slices.DeleteFunc(slices.Clone(s.Nodes), func(n *snapshot.Node) bool {
+		g := groups[n.NodeGroup]
+		return nodeutil.Standby(n.Node) || (g != nil && retiring(g))
+	})
 	slices.SortFunc(out, func(a, b *snapshot.Node) int {
 		if c := cmp.Compare(utilization(b), utilization(a)); c != 0 {
 			return c
@@ -53,8 +59,8 @@ func firstFit(s *snapshot.Snapshot, c *snapshot.Class, nodes []*snapshot.Node, h
 // placeVirtual puts the headroom units and buffer chunks that fit on the
 // nodes there, as bound pods: a removal must find them a home too. Units
 // that fit nowhere need new nodes (scale-up's matter) and are left out.
-func placeVirtual(s *snapshot.Snapshot, virtual []*corev1.Pod) {
-	nodes := homes(s)
+func placeVirtual(s *snapshot.Snapshot, groups map[string]*v1alpha1.NodeGroup, virtual []*corev1.Pod) {
+	nodes := homes(s, groups)
 	hint := 0
 	for _, v := range virtual {
 		c, err := s.Classify(v)

@@ -43,7 +43,7 @@ func Recheck(in Input, name string) (*Blocked, error) {
 		}
 	}
 	p.settle(name, in.Pending)
-	placeVirtual(p.s, in.Virtual)
+	placeVirtual(p.s, p.groups, in.Virtual)
 	movers, _, blocked := p.classify(n, g)
 	if blocked != nil || retiring(g) {
 		return blocked, nil // a deleted group's pods need no home here

@@ -194,7 +194,7 @@ func Run(in Input) (*Plan, error) {
 		}
 	}
 	p.plan.Unplaced = p.settle("", in.Pending)
-	placeVirtual(p.s, in.Virtual)
+	placeVirtual(p.s, p.groups, in.Virtual)
 	if err := p.disruptions(in); err != nil {
 		return nil, err
 	}

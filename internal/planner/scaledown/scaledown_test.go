@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -431,5 +432,35 @@ func TestANodeItsBudgetKeepsKeepsItsPodsInThePlan(t *testing.T) {
 	want := outcome{removed: []string{"b"}, blocked: map[string]string{"a": "PodDisruptionBudget", "c": "NoHome default/c1"}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(outcome{})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestNoPodMovesOntoANodeOfADeletedGroup: r's group is being deleted
+// and r's own pod fits nowhere, so r goes with it (the pod waits for a
+// node elsewhere) and stays in the plan's model with its room free: a's
+// pod must move to b, which stays, not to r, the fuller node, which goes.
+func TestNoPodMovesOntoANodeOfADeletedGroup(t *testing.T) {
+	g := group("g")
+	old := group("old", func(ng *v1alpha1.NodeGroup) {
+		ng.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		ng.Spec.DeletionPolicy = v1alpha1.DeletionDrain
+	})
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g, old},
+		Nodes: []*corev1.Node{node("a", g), node("b", g, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true")), node("r", old)},
+		Pods:  []*corev1.Pod{app("a1", "a", "100m"), app("b1", "b", "600m"), app("r1", "r", "3500m")}}
+	plan, err := scaledown.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := map[string][]scaledown.Move{}
+	for _, r := range plan.Remove {
+		moves[r.Node] = r.Evict
+	}
+	want := map[string][]scaledown.Move{
+		"a": {{Pod: scaleup.PodRef{Namespace: "default", Name: "a1"}, To: "b"}},
+		"r": {{Pod: scaleup.PodRef{Namespace: "default", Name: "r1"}}},
+	}
+	if diff := cmp.Diff(want, moves); diff != "" {
+		t.Errorf("removals and their moves (-want +got):\n%s", diff)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // hold no removal back.
 func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 	if p.homes == nil {
-		p.homes = homes(p.s)
+		p.homes = homes(p.s, p.groups)
 	}
 	for _, n := range p.s.Nodes {
 		if n.Name == keep || !n.Unschedulable || !nodeutil.Disrupted(n.Node) {

@@ -52,7 +52,7 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		return cmp.Compare(b.Class.Requests.MilliCPU+b.Class.Requests.Memory>>20, a.Class.Requests.MilliCPU+a.Class.Requests.Memory>>20)
 	})
 	if p.homes == nil {
-		p.homes = homes(p.s)
+		p.homes = homes(p.s, p.groups)
 	}
 	moves = make([]Move, 0, len(pods))
 	for _, sp := range pods {
