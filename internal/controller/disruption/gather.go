@@ -26,7 +26,7 @@ type world struct {
 	podsOn map[string][]*corev1.Pod
 	// index is each node's place in nodes; owned the nodes own copied.
 	index map[string]int
-	owned map[*corev1.Node]bool
+	owned map[string]bool
 }
 
 // own returns the round's own copy of the node, to change before patching
@@ -34,14 +34,11 @@ type world struct {
 // once a round, takes the node's place in the world, so that the rest of
 // the round (the plan included) sees what the round wrote.
 func (w *world) own(n *corev1.Node) *corev1.Node {
-	if w.owned[n] {
-		return n
-	}
-	if cur := w.byName[n.Name]; w.owned[cur] {
-		return cur
+	if w.owned[n.Name] {
+		return w.byName[n.Name]
 	}
 	cp := n.DeepCopy()
-	w.owned[cp] = true
+	w.owned[n.Name] = true
 	w.byName[n.Name] = cp
 	if i, ok := w.index[n.Name]; ok {
 		w.nodes[i] = cp
@@ -74,7 +71,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		return nil, err
 	}
 	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{},
-		index: map[string]int{}, owned: map[*corev1.Node]bool{}}
+		index: map[string]int{}, owned: map[string]bool{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
 	w.input.Base = c.base

@@ -472,15 +472,16 @@ func TestTheLaunchWindowIsTimedOnTheGroupsNodes(t *testing.T) {
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := l.round(ctx); err != nil {
-			return false, err
+		for _, n := range timed {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), &corev1.Node{}); !apierrors.IsNotFound(err) {
+				return false, client.IgnoreNotFound(err)
+			}
 		}
-		nodes := &corev1.NodeList{}
-		if err := env.Client.List(ctx, nodes); err != nil {
-			return false, err
-		}
-		return len(nodes.Items) <= 1, nil
+		return true, nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.round(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := l.Targets.Get("timed"); got.Window != 45*time.Second {

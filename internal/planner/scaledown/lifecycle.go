@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -136,12 +135,14 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 
 // returning are the pods of a node the cloud takes that come back and
 // need a home: all but those that go with the node (DaemonSet and mirror
-// pods, finished ones) and those no controller makes again.
+// pods, finished ones) and those no controller makes again (the drain
+// rules NotReplicated and ControllerExists).
 func (p *planner) returning(n *snapshot.Node) []*snapshot.Pod {
+	ctx := &drain.Context{Now: p.now, Controllers: p.controllers}
+	comesBack := []drain.Rule{drain.GoesWithNode{}, drain.NotReplicated{}, drain.ControllerExists{}}
 	var out []*snapshot.Pod
 	for _, sp := range n.Pods {
-		virtual := sp.Annotations[v1alpha1.AnnotationVirtual] != ""
-		if !virtual && ((drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays || metav1.GetControllerOf(sp.Pod) == nil) {
+		if !p.placedByPlan(sp) && drain.Check(comesBack, sp.Pod, ctx).Verdict != drain.Moves {
 			continue
 		}
 		out = append(out, sp)

@@ -498,16 +498,11 @@ func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Re
 	p.plan.Blocked = append(p.plan.Blocked, Blocked{Node: n.Name, NodeGroup: g.Name, Reason: reason, Pod: pod, Message: msg})
 }
 
-// evicted reports whether moving a pod is an eviction: a real pod bound to
-// the node, not a headroom unit or a pod settle placed there.
-func (p *planner) evicted(sp *snapshot.Pod) bool {
-	return p.evictedFrom(sp) && !movedHere(sp)
-}
-
-// evictedFrom reports whether the pod is a real pod a removal evicts from
-// its node: not a headroom unit, not a pod settle placed.
-func (p *planner) evictedFrom(sp *snapshot.Pod) bool {
-	return sp.Annotations[v1alpha1.AnnotationVirtual] == "" && !p.settled[sp.Pod]
+// placedByPlan reports whether the pod is one the plan placed, not a
+// real pod to evict: a headroom unit or a pod settle placed. It needs a
+// home when its node goes, and is evicted from no node.
+func (p *planner) placedByPlan(sp *snapshot.Pod) bool {
+	return sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod]
 }
 
 // holdingRoom are the pods that hold room on their nodes: all but those

@@ -20,7 +20,7 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 	movers := make([]*snapshot.Pod, 0, len(n.Pods))
 	evict := make([]*corev1.Pod, 0, len(n.Pods))
 	for _, sp := range n.Pods {
-		if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod] || movedHere(sp) {
+		if p.placedByPlan(sp) || movedHere(sp) {
 			movers = append(movers, sp) // needs a home, is not evicted from this node
 			continue
 		}
@@ -67,10 +67,11 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		p.s.AddPod(unbound, to)
 		move := Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name}
 		switch {
-		case p.evicted(sp):
-			moves = append(moves, move)
-		case movedHere(sp) && p.evictedFrom(sp):
+		case p.placedByPlan(sp):
+		case movedHere(sp):
 			again = append(again, move)
+		default:
+			moves = append(moves, move)
 		}
 	}
 	return moves, again, nil
