@@ -16,8 +16,8 @@ import (
 // (templates and planned nodes are not in the cluster snapshot), not
 // standby nodes (suspended, or booting to be: no pod moves there, even
 // one that tolerates every taint), and not the nodes of a node group being
-// deleted (going, even when their own pods have no home and the plan
-// leaves them there). The fullest come first, by name among
+// deleted with deletionPolicy Drain (going, even when their own pods have
+// no home and the plan leaves them there). The fullest come first, by name among
 // equals: candidates are tried emptiest first, so a pod placed on a full
 // node is seldom moved again by a later removal, and a plan moves each pod
 // about once instead of several times.
