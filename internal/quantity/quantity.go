@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/big"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -134,10 +135,37 @@ func Parse(s string) (resource.Quantity, error) {
 	if len(s) > maxLen {
 		return resource.Quantity{}, fmt.Errorf("quantity %.20q... is longer than %d characters", s, maxLen)
 	}
-	if h := HugeExponent([]byte(s)); h != "" {
+	if LongExponent(s) {
 		return resource.Quantity{}, fmt.Errorf("quantity %q has an exponent of more than %d digits", s, MaxExponentDigits)
 	}
 	return resource.ParseQuantity(s)
+}
+
+// LongExponent reports whether s, read as one quantity, has a decimal
+// exponent of more than MaxExponentDigits digits (leading zeros do not
+// count), whether or not digits come before it. HugeExponent, which scans
+// text, needs them to tell a number from a word; a quantity does not:
+// apimachinery reads "e999999999" as zero with that exponent, and reading
+// its millicores then takes a step per unit of the exponent (seconds).
+// The only e or E of a quantity apimachinery reads starts its exponent
+// (or is the exa suffix, followed by no digit).
+func LongExponent(s string) bool {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return false
+	}
+	j := i + 1
+	if j < len(s) && (s[j] == '+' || s[j] == '-') {
+		j++
+	}
+	for j < len(s) && s[j] == '0' {
+		j++
+	}
+	end := j
+	for end < len(s) && isDigit(s[end]) {
+		end++
+	}
+	return end-j > MaxExponentDigits
 }
 
 // InRange reports whether q, counted in name's unit (millicores for cpu,

@@ -37,7 +37,10 @@ func TestHugeExponentFindsStandaloneNumbersOnly(t *testing.T) {
 }
 
 func TestParseRefusesWhatApimachineryCannotParseInTime(t *testing.T) {
-	for _, s := range []string{"1e2147483648", "922E372036854775807", "1e30000000", strings.Repeat("9", 65)} {
+	for _, s := range []string{"1e2147483648", "922E372036854775807", "1e30000000", strings.Repeat("9", 65),
+		// No digits before the exponent: zero, whose millicores took
+		// seconds to read.
+		"e999999999", "e0003000000000000", "+e1000", ".E-1000"} {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("Parse(%.30q) gave no error", s)
 		}
@@ -45,6 +48,11 @@ func TestParseRefusesWhatApimachineryCannotParseInTime(t *testing.T) {
 	q, err := Parse("1.5Gi")
 	if err != nil || q.Value() != 3<<29 {
 		t.Errorf("Parse(1.5Gi) = %v, %v; want 1.5Gi", q.String(), err)
+	}
+	for _, s := range []string{"1e999", "e999", "1e000999", "1Ei", "1E"} {
+		if _, err := Parse(s); err != nil {
+			t.Errorf("Parse(%q): %v", s, err)
+		}
 	}
 	if _, err := Parse("1.5Gx"); err == nil {
 		t.Error("Parse(1.5Gx) gave no error")

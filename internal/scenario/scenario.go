@@ -112,8 +112,10 @@ func Load(r io.Reader) (*Scenario, error) {
 		}
 		if h := quantity.HugeExponent(js); h != "" {
 			// apimachinery's parser does not return on some of these, and
-			// comparisons with the others write out every digit. What is
-			// left (at most 1e999) is cheap, so nothing needs bounding.
+			// comparisons with the others write out every digit. A
+			// quantity with no digits before its exponent ("e999999999",
+			// zero) is not found here, as such a string may be a name;
+			// decode bounds it as the controller's cache does.
 			return nil, fmt.Errorf("document %d: the number %s has an exponent of more than %d digits; berth does not read it", doc, h, quantity.MaxExponentDigits)
 		}
 		if err := s.add(js, fmt.Sprintf("document %d", doc), false); err != nil {
@@ -233,11 +235,15 @@ func defaultNamespace(m *metav1.ObjectMeta, err error) {
 	}
 }
 
+// decode reads one object and bounds its quantities as the controller's
+// cache bounds what it reads (quantity.BoundObject), so that the plan
+// reads the same numbers.
 func decode[T any](js []byte, into *[]*T) error {
 	obj := new(T)
 	if err := sigsyaml.Unmarshal(js, obj); err != nil {
 		return err
 	}
+	quantity.BoundObject(obj)
 	*into = append(*into, obj)
 	return nil
 }

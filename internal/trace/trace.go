@@ -150,6 +150,12 @@ func (r *Reader) Next() (*Event, error) {
 		if err := r.check(e); err != nil {
 			return nil, fmt.Errorf("trace line %d: %w", r.line, err)
 		}
+		if e.Pod != nil {
+			// As the controller's cache bounds what it reads: a request
+			// with no digits before a long exponent ("e999999999") is a
+			// zero whose millicores take a step per unit of exponent.
+			quantity.BoundPodSpec(&e.Pod.Spec)
+		}
 		return e, nil
 	}
 	if err := r.sc.Err(); err != nil {

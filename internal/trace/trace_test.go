@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/quantity"
 )
 
 func TestReaderRejectsBadTraces(t *testing.T) {
@@ -56,6 +60,29 @@ func readAll(in string) error {
 			}
 			return err
 		}
+	}
+}
+
+// TestReaderBoundsRequestsAsTheControllersCacheDoes: apimachinery reads
+// "e999999999" as zero with that exponent, and reading its millicores took
+// a second, on every read by the simulator. The reader bounds it as the
+// controller's cache does: zero, cheap to read; other requests as written.
+func TestReaderBoundsRequestsAsTheControllersCacheDoes(t *testing.T) {
+	r, err := NewReader(strings.NewReader(`{"version":1,"start":"2026-01-05T00:00:00Z"}` + "\n" +
+		`{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"e999999999","memory":"1Gi"}}}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := e.Pod.Spec.Containers[0].Resources.Requests
+	if cpu := req[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, cpu) || !cpu.IsZero() {
+		t.Errorf("cpu %s, scale %d; want a zero cheap to read", cpu.String(), cpu.AsDec().Scale())
+	}
+	if mem := req[corev1.ResourceMemory]; mem.Value() != 1<<30 {
+		t.Errorf("memory %s, want 1Gi as written", mem.String())
 	}
 }
 

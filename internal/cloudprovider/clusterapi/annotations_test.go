@@ -57,6 +57,13 @@ func TestParseAnnotations(t *testing.T) {
 			wantErr: AnnotationCPU + `="1e2147483648" is not a non-negative quantity`,
 		},
 		{
+			// Zero with that exponent: reading its millicores took seconds
+			// on every plan.
+			name:    "a capacity with no digits before a long exponent is an error",
+			in:      map[string]string{AnnotationMemory: "e999999999"},
+			wantErr: AnnotationMemory + `="e999999999" is not a non-negative quantity`,
+		},
+		{
 			name:    "a min size above the max size is an error naming both",
 			in:      map[string]string{AnnotationMinSize: "6", AnnotationMaxSize: "5"},
 			wantErr: AnnotationMinSize + " (6) is larger than " + AnnotationMaxSize + " (5)",

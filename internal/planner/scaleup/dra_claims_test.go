@@ -61,6 +61,7 @@ func TestClaimsWithHugeNumbersInSelectorsAreNotEvaluated(t *testing.T) {
 		{"written plainly", `quantity("1e2147483648").isGreaterThan(quantity("1"))`, "the number 1e2147483648, with an exponent of more than 3 digits"},
 		{"written with a CEL escape", `quantity("1\u00652147483648").isGreaterThan(quantity("1"))`, "the number 1e2147483648, with an exponent of more than 3 digits"},
 		{"written with an octal escape", `isQuantity("1\1452147483648")`, "the number 1e2147483648, with an exponent of more than 3 digits"},
+		{"with no digits before the exponent", `quantity("e999999999").isGreaterThan(quantity("1"))`, "the number e999999999, with an exponent of more than 3 digits"},
 		{"joined when the selector runs", `quantity("1e" + "2147483648").isGreaterThan(quantity("1"))`, "calls quantity() on a value computed when it runs"},
 		{"read from a device attribute", `isQuantity(device.attributes["gpu.example.com"].model)`, "calls isQuantity() on a value computed when it runs"},
 	} {

@@ -110,7 +110,12 @@ func quantityCalls(e celast.Expr) error {
 			if !ok {
 				continue
 			}
-			if h := quantity.HugeExponent([]byte(s)); h != "" {
+			// The literal is one quantity: an exponent counts with no
+			// digits before it too.
+			if h := quantity.HugeExponent([]byte(s)); h != "" || quantity.LongExponent(s) {
+				if h == "" {
+					h = s
+				}
 				err = fmt.Errorf("a selector holds the number %.40s, with an exponent of more than %d digits; berth does not evaluate it",
 					h, quantity.MaxExponentDigits)
 				return
