@@ -57,19 +57,8 @@ func HugeExponent(b []byte) string {
 			return ""
 		}
 		i += e
-		// The exponent: a sign, leading zeros, then its digits.
-		j := i + 1
-		if j < len(b) && (b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		for j < len(b) && b[j] == '0' {
-			j++
-		}
-		end := j
-		for end < len(b) && isDigit(b[end]) {
-			end++
-		}
-		if end-j <= MaxExponentDigits {
+		end, n := exponentAt(b, i)
+		if n <= MaxExponentDigits {
 			continue
 		}
 		// The mantissa: digits with at most one dot, standing alone.
@@ -94,6 +83,24 @@ func HugeExponent(b []byte) string {
 		return string(b[start:end])
 	}
 	return ""
+}
+
+// exponentAt reads the exponent whose e or E is b[i]: a sign, leading
+// zeros, then its digits. It returns where the exponent ends and how many
+// digits it has, leading zeros aside.
+func exponentAt(b []byte, i int) (end, digits int) {
+	j := i + 1
+	if j < len(b) && (b[j] == '+' || b[j] == '-') {
+		j++
+	}
+	for j < len(b) && b[j] == '0' {
+		j++
+	}
+	end = j
+	for end < len(b) && isDigit(b[end]) {
+		end++
+	}
+	return end, end - j
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -154,18 +161,8 @@ func LongExponent(s string) bool {
 	if i < 0 {
 		return false
 	}
-	j := i + 1
-	if j < len(s) && (s[j] == '+' || s[j] == '-') {
-		j++
-	}
-	for j < len(s) && s[j] == '0' {
-		j++
-	}
-	end := j
-	for end < len(s) && isDigit(s[end]) {
-		end++
-	}
-	return end-j > MaxExponentDigits
+	_, n := exponentAt([]byte(s), i)
+	return n > MaxExponentDigits
 }
 
 // InRange reports whether q, counted in name's unit (millicores for cpu,
