@@ -103,6 +103,28 @@ func TestDriftIsPacedByItsBudget(t *testing.T) {
 	}
 }
 
+// TestTheOldestExpiredNodeGoesFirst: with room in the budget for one,
+// the node longest past its expiry goes first, whatever the names.
+func TestTheOldestExpiredNodeGoesFirst(t *testing.T) {
+	one := intstr.FromInt32(1)
+	ng := spotGroup(func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: time.Hour}
+		ng.Spec.Disruption.Budget = &one
+	})
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) // as disruptions plans
+	launched := func(ago time.Duration) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(now.Add(-ago)) }
+	}
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
+		Nodes: []*corev1.Node{spotNode("a", ng, launched(2*time.Hour)), spotNode("b", ng, launched(5*time.Hour)), spotNode("c", ng, launched(3*time.Hour))}})
+	if len(got) != 1 || got["b"].Reason != v1alpha1.ReasonExpired {
+		t.Errorf("disruptions %+v, want b only (launched 5 hours ago)", got)
+	}
+	if blocked["a"] != string(scaledown.ReasonBudget) || blocked["c"] != string(scaledown.ReasonBudget) {
+		t.Errorf("blocked %v, want a and c held by the budget", blocked)
+	}
+}
+
 // TestDriftKeepsTheDrainRules: a drifted node with a bare pod stays; an
 // interrupted one goes anyway (the cloud takes it).
 func TestDriftKeepsTheDrainRules(t *testing.T) {
