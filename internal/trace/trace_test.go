@@ -65,7 +65,7 @@ func readAll(in string) error {
 
 // TestReaderBoundsRequestsAsTheControllersCacheDoes: apimachinery reads
 // "e999999999" as zero with that exponent, and reading its millicores took
-// a second, on every read by the simulator. The reader bounds it as the
+// 1.4 s, on every read by the simulator. The reader bounds it as the
 // controller's cache does: zero, cheap to read; other requests as written.
 func TestReaderBoundsRequestsAsTheControllersCacheDoes(t *testing.T) {
 	r, err := NewReader(strings.NewReader(`{"version":1,"start":"2026-01-05T00:00:00Z"}` + "\n" +

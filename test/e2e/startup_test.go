@@ -26,7 +26,7 @@ func TestCachesThatDoNotSyncInTimeStopTheController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), "timed out waiting for cache to be synced") {
+	if !strings.Contains(string(data), "timed out waiting for") {
 		t.Errorf("berth's log does not say a cache did not sync:\n%s", data)
 	}
 }

