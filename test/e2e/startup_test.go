@@ -27,6 +27,6 @@ func TestCachesThatDoNotSyncInTimeStopTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(data), "timed out waiting for") {
-		t.Errorf("berth's log does not say a cache did not sync:\n%s", data)
+		t.Error("berth's log does not say a cache did not sync") // the harness prints the log's end
 	}
 }

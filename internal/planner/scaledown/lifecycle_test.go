@@ -107,7 +107,7 @@ func TestDriftIsPacedByItsBudget(t *testing.T) {
 }
 
 // TestTheOldestExpiredNodeGoesFirst: with room in the budget for one,
-// the node longest past its expiry goes first, whatever the names.
+// the oldest expired node goes first, whatever the names.
 func TestTheOldestExpiredNodeGoesFirst(t *testing.T) {
 	one := intstr.FromInt32(1)
 	ng := spotGroup(func(ng *v1alpha1.NodeGroup) {

@@ -68,6 +68,7 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		move := Move{Pod: scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}, To: to.Name}
 		switch {
 		case p.placedByPlan(sp):
+			// A headroom unit or a pod settle placed: nothing to evict.
 		case movedHere(sp):
 			again = append(again, move)
 		default:
