@@ -11,38 +11,42 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// maxShared bounds each table of podShare: when one holds this many
-// entries it starts again empty (what pods already share stays shared;
+// maxShared bounds each table of partShare: when one holds this many
+// entries it starts again empty (what objects already share stays shared;
 // at most this many parts are kept alive by the table alone).
 const maxShared = 4096
 
-// podShare makes the pods the cache holds share one copy of the parts
-// that the pods of a workload have alike: the spec (but the node name),
-// labels, annotations and owners. 30,000 pods of 100 Deployments then
-// hold about 100 copies of each instead of 30,000; a pod's own parts (its
-// name, UID, node, conditions) stay its own. The short strings that many
-// pods repeat (namespace, node name, phase, condition types) are interned
-// (unique).
+// partShare makes the pods and nodes the cache holds share one copy of
+// the parts they have alike. Pods: the parts the pods of a workload have
+// alike, the spec (but the node name), labels, annotations and owners.
+// 30,000 pods of 100 Deployments then hold about 100 copies of each
+// instead of 30,000; a pod's own parts (its name, UID, node, conditions)
+// stay its own. Nodes: their capacity and allocatable (the same on every
+// node of an instance type). The short strings that many objects repeat
+// (namespace, node name, phase, condition types, reasons and messages,
+// node label keys and values) are interned (unique).
 //
 // Sharing is invisible because the cache's objects are read-only: a
 // client's Get and List copy them, and the readers that take them without
 // a copy (clusterread, the companion controller) never change them, nor a
 // part of them (a planner changes only its own shallow copies' own
-// fields). A change written into a shared part would show in every pod
+// fields). A change written into a shared part would show in every object
 // sharing it.
-type podShare struct {
+type partShare struct {
 	mu     sync.Mutex
 	specs  map[string]corev1.PodSpec
 	maps   map[string]map[string]string
 	owners map[string][]metav1.OwnerReference
+	lists  map[string]corev1.ResourceList
 }
 
-func newPodShare() *podShare {
-	return &podShare{specs: map[string]corev1.PodSpec{}, maps: map[string]map[string]string{}, owners: map[string][]metav1.OwnerReference{}}
+func newPartShare() *partShare {
+	return &partShare{specs: map[string]corev1.PodSpec{}, maps: map[string]map[string]string{}, owners: map[string][]metav1.OwnerReference{},
+		lists: map[string]corev1.ResourceList{}}
 }
 
-// share points p's parts at the copies pods with the same parts hold.
-func (s *podShare) share(p *corev1.Pod) {
+// sharePod points p's parts at the copies pods with the same parts hold.
+func (s *partShare) sharePod(p *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	node := p.Spec.NodeName
@@ -71,7 +75,7 @@ func (s *podShare) share(p *corev1.Pod) {
 // annotations). Its key spells every key and value with its length first,
 // so that no two maps have the same key (annotation values may hold any
 // character).
-func (s *podShare) stringMap(m map[string]string) map[string]string {
+func (s *partShare) stringMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
@@ -93,6 +97,54 @@ func (s *podShare) stringMap(m map[string]string) map[string]string {
 		b = append(b, v...)
 	}
 	return shared(s.maps, string(b), m)
+}
+
+// shareNode points n's capacity and allocatable at the copies nodes with
+// the same lists hold, and interns its label keys and values and its
+// conditions' strings.
+func (s *partShare) shareNode(n *corev1.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n.Status.Capacity = s.resourceList(n.Status.Capacity)
+	n.Status.Allocatable = s.resourceList(n.Status.Allocatable)
+	if len(n.Labels) > 0 {
+		labels := make(map[string]string, len(n.Labels))
+		for k, v := range n.Labels {
+			labels[intern(k)] = intern(v)
+		}
+		n.Labels = labels
+	}
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		c.Type, c.Status = corev1.NodeConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status)))
+		c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+	}
+}
+
+// resourceList returns the shared copy of a list of quantities. Its key
+// spells each name and quantity (canonical, so equal values share) with
+// their lengths first.
+func (s *partShare) resourceList(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	names := make([]string, 0, len(l))
+	for name := range l {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	var b []byte
+	for _, name := range names {
+		q := l[corev1.ResourceName(name)]
+		v := q.String()
+		b = strconv.AppendInt(b, int64(len(name)), 10)
+		b = append(b, ':')
+		b = append(b, name...)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return shared(s.lists, string(b), l)
 }
 
 // shared returns the value the table holds under key, or holds v there

@@ -17,7 +17,7 @@ import (
 // statuses, its containers' commands, environment, probes, mounts and
 // images, its volumes of secrets, config maps, projected tokens and the
 // downward API, its ephemeral containers and kubectl's last-applied copy;
-// a node's image list; a pod's addresses and its conditions but Ready
+// a node's image list, addresses, versions and volumes (trimNode); a pod's addresses and its conditions but Ready
 // and an unmet PodScheduled. On a large cluster the cache is most of the
 // controller's memory. What stays: names, labels, annotations (but the
 // last-applied copy), owners, every scheduling field (requests, limits,
@@ -36,10 +36,11 @@ import (
 // comparison with it take seconds. Only quantities of more than 1,000
 // digits change, to the number kube-scheduler reads from them.
 //
-// Then the parts pods have alike are shared (podShare; nil: not shared).
-type trimmer struct{ pods *podShare }
+// Then the parts pods and nodes have alike are shared (partShare; nil:
+// not shared).
+type trimmer struct{ parts *partShare }
 
-func newTrimmer() *trimmer { return &trimmer{pods: newPodShare()} }
+func newTrimmer() *trimmer { return &trimmer{parts: newPartShare()} }
 
 // trim is the cache's transform (see trimmer).
 func (t *trimmer) trim(obj any) (any, error) {
@@ -51,16 +52,31 @@ func (t *trimmer) trim(obj any) (any, error) {
 	case *corev1.Pod:
 		trimPod(o)
 	case *corev1.Node:
-		o.Status.Images = nil
-		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		trimNode(o)
 	}
 	// Workloads and PodTemplates too: CapacityBuffers and DaemonSet
 	// overhead read their pod templates' requests.
 	quantity.BoundObject(obj)
-	if p, ok := obj.(*corev1.Pod); ok && t.pods != nil {
-		t.pods.share(p) // after bounding: shared parts are never changed
+	if t.parts != nil { // after bounding: shared parts are never changed
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			t.parts.sharePod(o)
+		case *corev1.Node:
+			t.parts.shareNode(o)
+		}
 	}
 	return obj, nil
+}
+
+// trimNode drops from a node what berth never reads: its image list,
+// addresses, the kubelet's and runtime's versions (NodeInfo), its daemon
+// endpoints, runtime handlers, features and config, the volumes attached
+// and in use, and kubectl's last-applied copy.
+func trimNode(n *corev1.Node) {
+	delete(n.Annotations, corev1.LastAppliedConfigAnnotation)
+	st := &n.Status
+	st.Images, st.Addresses, st.NodeInfo, st.DaemonEndpoints = nil, nil, corev1.NodeSystemInfo{}, corev1.NodeDaemonEndpoints{}
+	st.VolumesAttached, st.VolumesInUse, st.RuntimeHandlers, st.Features, st.Config = nil, nil, nil, nil, nil
 }
 
 func trimPod(p *corev1.Pod) {

@@ -107,3 +107,92 @@ func BenchmarkCachedPod(b *testing.B) {
 		})
 	}
 }
+
+// apiNode is a node as kube-apiserver returns it to an informer: the
+// labels and annotations a cloud's nodes carry, the kubelet's conditions,
+// addresses, versions, endpoints, images, volumes and runtime handlers,
+// and the managedFields of its writers.
+const apiNode = `{"metadata":{"name":"ip-10-0-3-17.ec2.internal","uid":"5b1e8c2a-7d3f-4e6a-9b0c-1d2e3f4a5b6c","resourceVersion":"987654","creationTimestamp":"2026-11-24T09:00:00Z",
+"labels":{"beta.kubernetes.io/arch":"amd64","beta.kubernetes.io/instance-type":"m5.4xlarge","beta.kubernetes.io/os":"linux","failure-domain.beta.kubernetes.io/region":"us-east-1","failure-domain.beta.kubernetes.io/zone":"us-east-1a","kubernetes.io/arch":"amd64","kubernetes.io/hostname":"ip-10-0-3-17.ec2.internal","kubernetes.io/os":"linux","node.kubernetes.io/instance-type":"m5.4xlarge","topology.kubernetes.io/region":"us-east-1","topology.kubernetes.io/zone":"us-east-1a","topology.ebs.csi.aws.com/zone":"us-east-1a","karpenter.sh/capacity-type":"on-demand","berth.dev/nodegroup":"general","berth.dev/instance-type":"m5.4xlarge","berth.dev/capacity-type":"on-demand","team":"shop"},
+"annotations":{"alpha.kubernetes.io/provided-node-ip":"10.0.3.17","csi.volume.kubernetes.io/nodeid":"{\"ebs.csi.aws.com\":\"i-0a1b2c3d4e5f60718\"}","node.alpha.kubernetes.io/ttl":"0","volumes.kubernetes.io/controller-managed-attach-detach":"true"},
+"managedFields":[{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-11-24T09:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:alpha.kubernetes.io/provided-node-ip":{},"f:volumes.kubernetes.io/controller-managed-attach-detach":{}},"f:labels":{".":{},"f:beta.kubernetes.io/arch":{},"f:kubernetes.io/hostname":{}}},"f:spec":{"f:providerID":{}}}},
+{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-11-24T10:00:00Z","fieldsType":"FieldsV1","subresource":"status","fieldsV1":{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}}},"f:images":{},"f:nodeInfo":{}}}}]},
+"spec":{"providerID":"aws:///us-east-1a/i-0a1b2c3d4e5f60718","podCIDR":"10.244.7.0/24","podCIDRs":["10.244.7.0/24"]},
+"status":{"capacity":{"cpu":"16","ephemeral-storage":"104845292Ki","hugepages-1Gi":"0","hugepages-2Mi":"0","memory":"64756292Ki","pods":"234"},
+"allocatable":{"cpu":"15890m","ephemeral-storage":"95551679124","hugepages-1Gi":"0","hugepages-2Mi":"0","memory":"63016516Ki","pods":"234"},
+"conditions":[{"type":"MemoryPressure","status":"False","lastHeartbeatTime":"2026-11-24T10:00:00Z","lastTransitionTime":"2026-11-24T09:00:00Z","reason":"KubeletHasSufficientMemory","message":"kubelet has sufficient memory available"},
+{"type":"DiskPressure","status":"False","lastHeartbeatTime":"2026-11-24T10:00:00Z","lastTransitionTime":"2026-11-24T09:00:00Z","reason":"KubeletHasNoDiskPressure","message":"kubelet has no disk pressure"},
+{"type":"PIDPressure","status":"False","lastHeartbeatTime":"2026-11-24T10:00:00Z","lastTransitionTime":"2026-11-24T09:00:00Z","reason":"KubeletHasSufficientPID","message":"kubelet has sufficient PID available"},
+{"type":"Ready","status":"True","lastHeartbeatTime":"2026-11-24T10:00:00Z","lastTransitionTime":"2026-11-24T09:00:30Z","reason":"KubeletReady","message":"kubelet is posting ready status"}],
+"addresses":[{"type":"InternalIP","address":"10.0.3.17"},{"type":"InternalDNS","address":"ip-10-0-3-17.ec2.internal"},{"type":"Hostname","address":"ip-10-0-3-17.ec2.internal"}],
+"daemonEndpoints":{"kubeletEndpoint":{"Port":10250}},
+"nodeInfo":{"machineID":"ec2a1b2c3d4e5f60718293a4b5c6d7e8","systemUUID":"ec2a1b2c-3d4e-5f60-7182-93a4b5c6d7e8","bootID":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0","kernelVersion":"6.1.115","osImage":"Bottlerocket OS 1.30.0 (aws-k8s-1.36)","containerRuntimeVersion":"containerd://1.7.24+bottlerocket","kubeletVersion":"v1.36.0-eks-7f9249a","kubeProxyVersion":"","operatingSystem":"linux","architecture":"amd64"},
+"images":[{"names":["registry.example.com/shop/web@sha256:2f1e0a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7","registry.example.com/shop/web:1.42.0"],"sizeBytes":123456789},{"names":["public.ecr.aws/eks-distro/kubernetes/pause@sha256:1cb1a8c6f5e4d3b2a1908f7e6d5c4b3a2918f7e6d5c4b3a2918f7e6d5c4b3a29","public.ecr.aws/eks-distro/kubernetes/pause:3.10"],"sizeBytes":299513}],
+"volumesInUse":["kubernetes.io/csi/ebs.csi.aws.com^vol-0a1b2c3d4e5f60718"],"volumesAttached":[{"name":"kubernetes.io/csi/ebs.csi.aws.com^vol-0a1b2c3d4e5f60718","devicePath":""}],
+"runtimeHandlers":[{"name":"runc","features":{"recursiveReadOnlyMounts":true,"userNamespaces":true}},{"name":"","features":{"recursiveReadOnlyMounts":true,"userNamespaces":true}}],
+"features":{"supplementalGroupsPolicy":true}}}`
+
+// BenchmarkCachedNode reports the heap a node of apiNode takes in the
+// informer cache (B/node), for 5,000 nodes held at once: with what the
+// cache dropped before trimNode (managedFields, images, kubectl's copy),
+// trimmed, and as the cache keeps them (trimmed, the strings nodes repeat
+// interned).
+func BenchmarkCachedNode(b *testing.B) {
+	const nodes = 5000
+	raw := make([][]byte, nodes)
+	for i := range raw {
+		r := strings.NewReplacer("10-0-3-17", fmt.Sprintf("10-0-%d-%d", i/250, i%250), "10.0.3.17", fmt.Sprintf("10.0.%d.%d", i/250, i%250),
+			"0a1b2c3d4e5f60718", fmt.Sprintf("%017x", i), "5b1e8c2a-7d3f-4e6a-9b0c-1d2e3f4a5b6c", fmt.Sprintf("5b1e8c2a-7d3f-4e6a-9b0c-%012d", i),
+			"ec2a1b2c3d4e5f60718293a4b5c6d7e8", fmt.Sprintf("ec2%029d", i), "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", fmt.Sprintf("0f1e2d3c-4b5a-6978-8796-%012d", i),
+			"10.244.7.0/24", fmt.Sprintf("10.%d.%d.0/24", 100+i/250, i%250))
+		raw[i] = []byte(r.Replace(apiNode))
+	}
+	trims := []struct {
+		name string
+		trim func() func(*corev1.Node) error
+	}{
+		{"before", func() func(*corev1.Node) error {
+			return func(n *corev1.Node) error {
+				n.ManagedFields, n.Status.Images = nil, nil
+				delete(n.Annotations, corev1.LastAppliedConfigAnnotation)
+				return nil
+			}
+		}},
+		{"trimmed", func() func(*corev1.Node) error {
+			t := &trimmer{}
+			return func(n *corev1.Node) error { _, err := t.trim(n); return err }
+		}},
+		{"shared", func() func(*corev1.Node) error {
+			t := newTrimmer()
+			return func(n *corev1.Node) error { _, err := t.trim(n); return err }
+		}},
+	}
+	for _, tr := range trims {
+		b.Run(tr.name, func(b *testing.B) {
+			var perNode float64
+			for b.Loop() {
+				trim := tr.trim()
+				held := make([]*corev1.Node, nodes)
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for i := range held {
+					n := &corev1.Node{}
+					if err := json.Unmarshal(raw[i], n); err != nil {
+						b.Fatal(err)
+					}
+					if err := trim(n); err != nil {
+						b.Fatal(err)
+					}
+					held[i] = n
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perNode = float64(after.HeapAlloc-before.HeapAlloc) / nodes
+				runtime.KeepAlive(held)
+				runtime.KeepAlive(trim)
+			}
+			b.ReportMetric(perNode, "B/node")
+		})
+	}
+}

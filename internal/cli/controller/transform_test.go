@@ -23,8 +23,10 @@ import (
 // container statuses, what containers run and see (commands, environment,
 // probes, mounts, images), volumes of secrets, config maps, tokens and the
 // downward API, kubectl's last-applied copy, a pod's addresses and
-// conditions but Ready and an unmet PodScheduled, and node images, and
-// keeps what the planners, drain rules and controllers read.
+// conditions but Ready and an unmet PodScheduled, and a node's images,
+// addresses, versions, daemon endpoints, runtime handlers, features,
+// config and volumes, and keeps what the planners, drain rules and
+// controllers read.
 func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	sidecar := corev1.ContainerRestartPolicyAlways
 	requests := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
@@ -93,18 +95,30 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	}
 
 	node := b.Node("n", "4", "16Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "g"))
+	node.Spec.ProviderID = "kwok://n"
+	node.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure,
+		Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"})
+	node.Status.DeclaredFeatures = []string{"InPlacePodVerticalScaling"}
+	wantNode := node.DeepCopy()
 	node.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "cluster.x-k8s.io/machine": "m-1"}
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/app:1"}, SizeBytes: 1 << 30}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.3.17"}}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.36.0", OSImage: "Bottlerocket OS 1.30.0", Architecture: "amd64"}
+	node.Status.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}}
+	node.Status.VolumesInUse = []corev1.UniqueVolumeName{"kubernetes.io/csi/ebs.csi.aws.com^vol-1"}
+	node.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "kubernetes.io/csi/ebs.csi.aws.com^vol-1", DevicePath: "/dev/xvdba"}}
+	node.Status.RuntimeHandlers = []corev1.NodeRuntimeHandler{{Name: "runc"}}
+	node.Status.Features = &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)}
+	node.Status.Config = &corev1.NodeConfigStatus{}
+	wantNode.Annotations = map[string]string{"cluster.x-k8s.io/machine": "m-1"}
 	out, err = newTrimmer().trim(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := out.(*corev1.Node)
-	if n.Status.Images != nil || n.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
-		t.Errorf("node kept its images or kubectl's copy: %v, %v", n.Status.Images, n.Annotations)
-	}
-	if n.Labels[v1alpha1.LabelNodeGroup] != "g" || n.Annotations["cluster.x-k8s.io/machine"] != "m-1" || n.Status.Allocatable.Cpu().String() != "4" || len(n.Status.Conditions) != 1 {
-		t.Errorf("node lost what berth reads: %+v", n)
+	if diff := cmp.Diff(wantNode, out.(*corev1.Node)); diff != "" {
+		t.Errorf("trimmed node (-want +got):\n%s", diff)
 	}
 }
 
@@ -228,7 +242,52 @@ func TestPodsOfAWorkloadShareWhatTheyHaveAlike(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(tr.pods.specs); n > maxShared {
+	if n := len(tr.parts.specs); n > maxShared {
 		t.Errorf("the table of specs holds %d entries, more than %d", n, maxShared)
+	}
+}
+
+// TestNodesOfATypeShareTheirCapacity: as the cache keeps them, two nodes
+// of one instance type hold one copy of their capacity and allocatable,
+// and each is the same as trimmed alone; a node whose allocatable differs
+// (a kubelet that reserves more) keeps its own.
+func TestNodesOfATypeShareTheirCapacity(t *testing.T) {
+	node := func(name, cpu string) *corev1.Node {
+		n := b.Node(name, "4", "16Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "g", corev1.LabelTopologyZone, "a"))
+		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse(cpu)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "kubelet is posting ready status", LastHeartbeatTime: metav1.Unix(int64(len(name)), 0)}}
+		return n
+	}
+	tr := newTrimmer()
+	var got []*corev1.Node
+	for _, n := range []*corev1.Node{node("n-1", "3900m"), node("n-22", "3900m"), node("other", "3500m")} {
+		want, err := (&trimmer{}).trim(n.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tr.trim(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("node %s shared differs from trimmed (-trimmed +shared):\n%s", n.Name, diff)
+		}
+		got = append(got, out.(*corev1.Node))
+	}
+	a, c, other := got[0], got[1], got[2]
+	a.Status.Capacity["probe"] = resource.MustParse("1") // the same map: seen through the other node
+	if _, ok := c.Status.Capacity["probe"]; !ok {
+		t.Error("two nodes of one type hold two copies of their capacity")
+	}
+	delete(a.Status.Capacity, "probe")
+	if cpu := other.Status.Allocatable.Cpu().String(); cpu != "3500m" {
+		t.Errorf("a node with 3500m allocatable reads %s: it shares another node's list", cpu)
+	}
+	if cpu := a.Status.Allocatable.Cpu().String(); cpu != "3900m" {
+		t.Errorf("a node with 3900m allocatable reads %s", cpu)
+	}
+	if a.Labels[corev1.LabelHostname] != "n-1" || c.Labels[corev1.LabelHostname] != "n-22" {
+		t.Errorf("nodes lost their own labels: %v, %v", a.Labels, c.Labels)
 	}
 }
