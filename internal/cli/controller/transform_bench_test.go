@@ -79,32 +79,7 @@ func BenchmarkCachedPod(b *testing.B) {
 		}},
 	}
 	for _, tr := range trims {
-		b.Run(tr.name, func(b *testing.B) {
-			var perPod float64
-			for b.Loop() {
-				trim := tr.trim()
-				held := make([]*corev1.Pod, pods)
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for i := range held {
-					p := &corev1.Pod{}
-					if err := json.Unmarshal(raw[i], p); err != nil {
-						b.Fatal(err)
-					}
-					if err := trim(p); err != nil {
-						b.Fatal(err)
-					}
-					held[i] = p
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perPod = float64(after.HeapAlloc-before.HeapAlloc) / pods
-				runtime.KeepAlive(held)
-				runtime.KeepAlive(trim)
-			}
-			b.ReportMetric(perPod, "B/pod")
-		})
+		b.Run(tr.name, func(b *testing.B) { heldBytes(b, raw, tr.trim, "B/pod") })
 	}
 }
 
@@ -168,31 +143,36 @@ func BenchmarkCachedNode(b *testing.B) {
 		}},
 	}
 	for _, tr := range trims {
-		b.Run(tr.name, func(b *testing.B) {
-			var perNode float64
-			for b.Loop() {
-				trim := tr.trim()
-				held := make([]*corev1.Node, nodes)
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for i := range held {
-					n := &corev1.Node{}
-					if err := json.Unmarshal(raw[i], n); err != nil {
-						b.Fatal(err)
-					}
-					if err := trim(n); err != nil {
-						b.Fatal(err)
-					}
-					held[i] = n
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perNode = float64(after.HeapAlloc-before.HeapAlloc) / nodes
-				runtime.KeepAlive(held)
-				runtime.KeepAlive(trim)
-			}
-			b.ReportMetric(perNode, "B/node")
-		})
+		b.Run(tr.name, func(b *testing.B) { heldBytes(b, raw, tr.trim, "B/node") })
 	}
+}
+
+// heldBytes decodes every object of raw and trims it (with a new trim
+// each round, so that nothing is shared across rounds), holds them all
+// at once, and reports the heap they take, per object, as unit.
+func heldBytes[T any](b *testing.B, raw [][]byte, newTrim func() func(*T) error, unit string) {
+	var per float64
+	for b.Loop() {
+		trim := newTrim()
+		held := make([]*T, len(raw))
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range held {
+			obj := new(T)
+			if err := json.Unmarshal(raw[i], obj); err != nil {
+				b.Fatal(err)
+			}
+			if err := trim(obj); err != nil {
+				b.Fatal(err)
+			}
+			held[i] = obj
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(raw))
+		runtime.KeepAlive(held)
+		runtime.KeepAlive(trim)
+	}
+	b.ReportMetric(per, unit)
 }

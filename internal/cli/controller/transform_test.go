@@ -11,6 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -190,21 +191,7 @@ func TestPodsOfAWorkloadShareWhatTheyHaveAlike(t *testing.T) {
 		return p
 	}
 	tr := newTrimmer()
-	var got []*corev1.Pod
-	for _, p := range []*corev1.Pod{pod("web-1", "node-a", "1"), pod("web-22", "node-b", "1"), pod("other", "node-a", "2")} {
-		want, err := (&trimmer{}).trim(p.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := tr.trim(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, out); diff != "" {
-			t.Errorf("pod %s shared differs from trimmed (-trimmed +shared):\n%s", p.Name, diff)
-		}
-		got = append(got, out.(*corev1.Pod))
-	}
+	got := sharedLikeTrimmed(t, tr, pod("web-1", "node-a", "1"), pod("web-22", "node-b", "1"), pod("other", "node-a", "2"))
 	a, c, other := got[0], got[1], got[2]
 	if &a.Spec.Containers[0] != &c.Spec.Containers[0] || &a.Spec.Tolerations[0] != &c.Spec.Tolerations[0] || &a.OwnerReferences[0] != &c.OwnerReferences[0] {
 		t.Error("two pods of one ReplicaSet hold two copies of their containers, tolerations or owners")
@@ -259,22 +246,7 @@ func TestNodesOfATypeShareTheirCapacity(t *testing.T) {
 			Message: "kubelet is posting ready status", LastHeartbeatTime: metav1.Unix(int64(len(name)), 0)}}
 		return n
 	}
-	tr := newTrimmer()
-	var got []*corev1.Node
-	for _, n := range []*corev1.Node{node("n-1", "3900m"), node("n-22", "3900m"), node("other", "3500m")} {
-		want, err := (&trimmer{}).trim(n.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := tr.trim(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, out); diff != "" {
-			t.Errorf("node %s shared differs from trimmed (-trimmed +shared):\n%s", n.Name, diff)
-		}
-		got = append(got, out.(*corev1.Node))
-	}
+	got := sharedLikeTrimmed(t, newTrimmer(), node("n-1", "3900m"), node("n-22", "3900m"), node("other", "3500m"))
 	a, c, other := got[0], got[1], got[2]
 	a.Status.Capacity["probe"] = resource.MustParse("1") // the same map: seen through the other node
 	if _, ok := c.Status.Capacity["probe"]; !ok {
@@ -290,4 +262,30 @@ func TestNodesOfATypeShareTheirCapacity(t *testing.T) {
 	if a.Labels[corev1.LabelHostname] != "n-1" || c.Labels[corev1.LabelHostname] != "n-22" {
 		t.Errorf("nodes lost their own labels: %v, %v", a.Labels, c.Labels)
 	}
+}
+
+// sharedLikeTrimmed trims each object with tr (sharing) and checks that
+// it equals the object trimmed alone; it returns the shared objects.
+func sharedLikeTrimmed[T interface {
+	*corev1.Pod | *corev1.Node
+	DeepCopyObject() runtime.Object
+	GetName() string
+}](t *testing.T, tr *trimmer, objs ...T) []T {
+	t.Helper()
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		want, err := (&trimmer{}).trim(o.DeepCopyObject())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr.trim(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s shared differs from trimmed (-trimmed +shared):\n%s", o.GetName(), diff)
+		}
+		out = append(out, got.(T))
+	}
+	return out
 }

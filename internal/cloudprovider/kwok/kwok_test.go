@@ -3,6 +3,7 @@ package kwok_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -244,6 +245,52 @@ func TestLaunchersTogetherNeverPassMaxSize(t *testing.T) {
 			_ = env.Client.Delete(context.Background(), &n)
 		}
 	})
+}
+
+// TestAReplacementPassesMaxSizeByOneAtMost: a full group (maxSize 2)
+// takes a replacement for both its nodes (3 nodes while they leave).
+// Once that replacement is given up and its node stays, the group is
+// past maxSize: another replacement for the same two nodes is refused
+// with a MaxSizeError (it would make 4), as is a plain launch.
+func TestAReplacementPassesMaxSizeByOneAtMost(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("kwok-replace", b.Size(0, 2), b.InstanceType("small-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
+	ng.UID = "uid-kwok-replace"
+	p := kwok.New(env.Client, clock.RealClock{})
+	req := cloudprovider.CreateRequest{NodeGroup: ng, Offering: cloudprovider.Offering{InstanceType: "small-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}
+	var names []string
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	for range 2 {
+		inst, err := p.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, inst.NodeName)
+	}
+	replace := req
+	replace.Replaces = slices.Clone(names)
+	inst, err := p.Create(ctx, replace)
+	if err != nil {
+		t.Fatalf("a replacement in the full group: %v, want it launched", err)
+	}
+	names = append(names, inst.NodeName)
+	if _, err := p.Create(ctx, replace); !cloudprovider.IsMaxSize(err) {
+		t.Errorf("a second replacement of the same nodes in a group of 3 nodes (maxSize 2) returned %v, want a MaxSizeError", err)
+	}
+	if _, err := p.Create(ctx, req); !cloudprovider.IsMaxSize(err) {
+		t.Errorf("a launch into a group of 3 nodes (maxSize 2) returned %v, want a MaxSizeError", err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: "kwok-replace"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 3 {
+		t.Errorf("the group has %d nodes, want 3 (maxSize 2 and one replacement)", len(nodes.Items))
+	}
 }
 
 // TestALaunchCountsUntilTheCacheShowsIt: a cache that has not shown the

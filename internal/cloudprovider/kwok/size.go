@@ -50,7 +50,8 @@ func newSizes(c clock.PassiveClock) *sizes {
 // as it exists, or "" when the create failed. At maxSize it returns a
 // MaxSizeError. Nodes named in replaces are not counted (a replacement
 // launched before the nodes it replaces leave, which the scale-down
-// planner counted as gone). The list is read under the lock: lists taken
+// planner counted as gone) unless the group would then have more than
+// maxSize+1 nodes. The list is read under the lock: lists taken
 // in lock order never show less of a cache than an earlier one, so a
 // node forgotten from created because a list showed it is in every later
 // list.
@@ -67,11 +68,15 @@ func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGro
 		g = &groupLaunches{created: map[string]time.Time{}}
 		s.groups[ng.Name] = g
 	}
-	nodes := int32(0)
+	nodes, replaced := int32(0), int32(0)
 	for i := range list.Items {
 		n := &list.Items[i]
 		delete(g.created, n.Name) // the list shows it: counted below
-		if n.DeletionTimestamp == nil && !slices.Contains(replaces, n.Name) {
+		switch {
+		case n.DeletionTimestamp != nil:
+		case slices.Contains(replaces, n.Name):
+			replaced++
+		default:
 			nodes++
 		}
 	}
@@ -81,7 +86,10 @@ func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGro
 		}
 	}
 	nodes += int32(len(g.created)) + g.creating
-	if nodes >= ng.Spec.MaxSize {
+	// A replacement may pass maxSize by one while the nodes it replaces
+	// leave, not more: a group already past it (a replacement given up
+	// kept its node) takes no other.
+	if nodes >= ng.Spec.MaxSize || nodes+replaced > ng.Spec.MaxSize {
 		return nil, &cloudprovider.MaxSizeError{NodeGroup: ng.Name, MaxSize: ng.Spec.MaxSize, Nodes: nodes}
 	}
 	g.creating++

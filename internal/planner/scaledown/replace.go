@@ -88,7 +88,7 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.Unschedulable) > 0 || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
+	if len(plan.Unschedulable) > 0 || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old || p.overMax(plan.NewNodes[0].NodeGroup) {
 		return nil, nil
 	}
 	r := &Replacement{New: plan.NewNodes[0], OldPrice: old, NewPrice: plan.NewNodes[0].PricePerHour}
@@ -96,6 +96,17 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 		r.Nodes = append(r.Nodes, c.node.Name)
 	}
 	return r, nil
+}
+
+// overMax reports whether the group already has more nodes than its
+// maxSize. A replacement is launched before the nodes it replaces leave
+// (the group passes its maxSize by one meanwhile); when it is given up,
+// the replaced nodes stay and so does the replacement. Another
+// replacement in that group would pass maxSize by one more each time:
+// none is planned there until its nodes are back within maxSize.
+func (p *planner) overMax(group string) bool {
+	g := p.groups[group]
+	return g != nil && p.size[group] > int(g.Spec.MaxSize)
 }
 
 // planElsewhere plans, with the scale-up planner, the pods (and headroom

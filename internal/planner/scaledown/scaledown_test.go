@@ -330,22 +330,31 @@ func TestRecheck(t *testing.T) {
 
 // TestReplaceByACheaperNode: three 2-cpu nodes at 0.10 each hold one
 // 1200m pod each; none can take another's pod. The group also offers an
-// 8-cpu node at 0.20: the three are replaced by it (0.20 <= 90 % of 0.30).
-// At 0.28 it saves less than 10 % and nothing is replaced; bare pods are
-// never moved for a replacement either.
+// 8-cpu node at 0.20: the three are replaced by it (0.20 <= 90 % of 0.30),
+// also when the group is at its maxSize (the replacement counts without
+// the nodes it replaces). At 0.28 it saves less than 10 % and nothing is
+// replaced; bare pods are never moved for a replacement either; and a
+// group already over its maxSize (a replacement given up left its node)
+// gets no other replacement, which would pass maxSize by one more.
 func TestReplaceByACheaperNode(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		large     string
 		bare      bool
+		maxSize   int32
 		wantNodes int
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
+		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
 		{name: "not when the large node saves less than 10 %", large: "0.28"},
 		{name: "not when a pod is bare", large: "0.20", bare: true},
+		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
+				if tt.maxSize > 0 {
+					ng.Spec.MaxSize = tt.maxSize
+				}
 				ng.Spec.InstanceTypes = nil
 				b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))(ng)
 				b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.large))(ng)
