@@ -36,7 +36,8 @@ type CreateRequest struct {
 	StandbyFor string
 	// Replaces names the nodes this launch replaces, which berth drains
 	// and removes once it is Ready: the scale-down planner counted the
-	// group without them, and so does the maxSize check.
+	// group without them, and so does the maxSize check, unless the group
+	// would then pass maxSize by more than one node.
 	Replaces []string
 }
 

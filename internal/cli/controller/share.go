@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +20,15 @@ const maxShared = 4096
 // alike, the spec (but the node name), labels, annotations and owners.
 // 30,000 pods of 100 Deployments then hold about 100 copies of each
 // instead of 30,000; a pod's own parts (its name, UID, node, conditions)
-// stay its own. Nodes: their capacity and allocatable (the same on every
-// node of an instance type). The short strings that many objects repeat
+// stay its own. Nodes: their capacity and allocatable (equal on most
+// nodes of an instance type). The short strings that many objects repeat
 // (namespace, node name, phase, condition types, reasons and messages,
-// node label keys and values) are interned (unique).
+// node label keys and values) are interned (intern).
 //
 // Sharing is invisible because the cache's objects are read-only: a
 // client's Get and List copy them, and the readers that take them without
-// a copy (clusterread, the companion controller) never change them, nor a
+// a copy (clusterread, the companion, headroom, headroom target and node
+// reserve controllers, the KWOK provider's size check) never change them, nor a
 // part of them (a planner changes only its own shallow copies' own
 // fields). A change written into a shared part would show in every object
 // sharing it.
@@ -38,11 +38,13 @@ type partShare struct {
 	maps   map[string]map[string]string
 	owners map[string][]metav1.OwnerReference
 	lists  map[string]corev1.ResourceList
+	// strings are the interned strings (intern).
+	strings map[string]string
 }
 
 func newPartShare() *partShare {
 	return &partShare{specs: map[string]corev1.PodSpec{}, maps: map[string]map[string]string{}, owners: map[string][]metav1.OwnerReference{},
-		lists: map[string]corev1.ResourceList{}}
+		lists: map[string]corev1.ResourceList{}, strings: map[string]string{}}
 }
 
 // sharePod points p's parts at the copies pods with the same parts hold.
@@ -54,7 +56,7 @@ func (s *partShare) sharePod(p *corev1.Pod) {
 	if key, err := json.Marshal(&p.Spec); err == nil {
 		p.Spec = shared(s.specs, string(key), p.Spec)
 	}
-	p.Spec.NodeName = intern(node)
+	p.Spec.NodeName = s.intern(node)
 	p.Labels = s.stringMap(p.Labels)
 	p.Annotations = s.stringMap(p.Annotations)
 	if len(p.OwnerReferences) > 0 {
@@ -62,12 +64,12 @@ func (s *partShare) sharePod(p *corev1.Pod) {
 			p.OwnerReferences = shared(s.owners, string(key), p.OwnerReferences)
 		}
 	}
-	p.Namespace, p.GenerateName = intern(p.Namespace), intern(p.GenerateName)
-	p.Status.Phase, p.Status.QOSClass = corev1.PodPhase(intern(string(p.Status.Phase))), corev1.PodQOSClass(intern(string(p.Status.QOSClass)))
-	p.Status.NominatedNodeName = intern(p.Status.NominatedNodeName)
+	p.Namespace, p.GenerateName = s.intern(p.Namespace), s.intern(p.GenerateName)
+	p.Status.Phase, p.Status.QOSClass = corev1.PodPhase(s.intern(string(p.Status.Phase))), corev1.PodQOSClass(s.intern(string(p.Status.QOSClass)))
+	p.Status.NominatedNodeName = s.intern(p.Status.NominatedNodeName)
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
-		c.Type, c.Status, c.Reason = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
+		c.Type, c.Status, c.Reason = corev1.PodConditionType(s.intern(string(c.Type))), corev1.ConditionStatus(s.intern(string(c.Status))), s.intern(c.Reason)
 	}
 }
 
@@ -110,14 +112,14 @@ func (s *partShare) shareNode(n *corev1.Node) {
 	if len(n.Labels) > 0 {
 		labels := make(map[string]string, len(n.Labels))
 		for k, v := range n.Labels {
-			labels[intern(k)] = intern(v)
+			labels[s.intern(k)] = s.intern(v)
 		}
 		n.Labels = labels
 	}
 	for i := range n.Status.Conditions {
 		c := &n.Status.Conditions[i]
-		c.Type, c.Status = corev1.NodeConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status)))
-		c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+		c.Type, c.Status = corev1.NodeConditionType(s.intern(string(c.Type))), corev1.ConditionStatus(s.intern(string(c.Status)))
+		c.Reason, c.Message = s.intern(c.Reason), s.intern(c.Message)
 	}
 }
 
@@ -160,10 +162,24 @@ func shared[T any](table map[string]T, key string, v T) T {
 	return v
 }
 
-// intern returns the one copy of s that every caller shares.
-func intern(s string) string {
-	if s == "" {
-		return s
+// maxInterned bounds the table of interned strings: node names, label
+// keys and values, condition texts (about 4 MB when full).
+const maxInterned = 1 << 16
+
+// intern returns the copy of v the table holds, or holds v there. The
+// table keeps its copies alive, so objects decoded at any time share
+// them; when full it starts again empty (what objects share stays
+// shared).
+func (s *partShare) intern(v string) string {
+	if v == "" {
+		return v
 	}
-	return unique.Make(s).Value()
+	if have, ok := s.strings[v]; ok {
+		return have
+	}
+	if len(s.strings) >= maxInterned {
+		clear(s.strings)
+	}
+	s.strings[v] = v
+	return v
 }

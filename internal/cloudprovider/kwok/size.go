@@ -90,7 +90,7 @@ func (s *sizes) admit(ctx context.Context, c client.Reader, ng *v1alpha1.NodeGro
 	// leave, not more: a group already past it (a replacement given up
 	// kept its node) takes no other.
 	if nodes >= ng.Spec.MaxSize || nodes+replaced > ng.Spec.MaxSize {
-		return nil, &cloudprovider.MaxSizeError{NodeGroup: ng.Name, MaxSize: ng.Spec.MaxSize, Nodes: nodes}
+		return nil, &cloudprovider.MaxSizeError{NodeGroup: ng.Name, MaxSize: ng.Spec.MaxSize, Nodes: nodes + replaced}
 	}
 	g.creating++
 	var once sync.Once
