@@ -26,12 +26,12 @@ const maxShared = 4096
 // node label keys and values) are interned (intern).
 //
 // Sharing is invisible because the cache's objects are read-only: a
-// client's Get and List copy them, and the readers that take them without
-// a copy (clusterread, the companion, headroom, headroom target and node
-// reserve controllers, the KWOK provider's size check) never change them, nor a
-// part of them (a planner changes only its own shallow copies' own
-// fields). A change written into a shared part would show in every object
-// sharing it.
+// client's Get and List copy them, and the readers that take them
+// without a copy (clusterread, the companion, headroom, headroom target
+// and node reserve controllers, the KWOK provider's size check) never
+// change them, nor a part of them (a planner changes only its own
+// shallow copies' own fields). A change written into a shared part would
+// show in every object sharing it.
 type partShare struct {
 	mu     sync.Mutex
 	specs  map[string]corev1.PodSpec

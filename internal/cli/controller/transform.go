@@ -17,8 +17,9 @@ import (
 // statuses, its containers' commands, environment, probes, mounts and
 // images, its volumes of secrets, config maps, projected tokens and the
 // downward API, its ephemeral containers and kubectl's last-applied copy;
-// a node's image list, addresses, versions and volumes (trimNode); a pod's addresses and its conditions but Ready
-// and an unmet PodScheduled. On a large cluster the cache is most of the
+// a node's image list, addresses, versions and volumes (trimNode); a
+// pod's addresses and its conditions but Ready and an unmet
+// PodScheduled. On a large cluster the cache is most of the
 // controller's memory. What stays: names, labels, annotations (but the
 // last-applied copy), owners, every scheduling field (requests, limits,
 // claims, ports, restart policies of sidecars, affinity, tolerations,
