@@ -69,14 +69,8 @@ func BenchmarkCachedPod(b *testing.B) {
 				return nil
 			}
 		}},
-		{"trimmed", func() func(*corev1.Pod) error {
-			t := &trimmer{}
-			return func(p *corev1.Pod) error { _, err := t.trim(p); return err }
-		}},
-		{"shared", func() func(*corev1.Pod) error {
-			t := newTrimmer()
-			return func(p *corev1.Pod) error { _, err := t.trim(p); return err }
-		}},
+		{"trimmed", byTrimmer[corev1.Pod](false)},
+		{"shared", byTrimmer[corev1.Pod](true)},
 	}
 	for _, tr := range trims {
 		b.Run(tr.name, func(b *testing.B) { heldBytes(b, raw, tr.trim, "B/pod") })
@@ -133,17 +127,23 @@ func BenchmarkCachedNode(b *testing.B) {
 				return nil
 			}
 		}},
-		{"trimmed", func() func(*corev1.Node) error {
-			t := &trimmer{}
-			return func(n *corev1.Node) error { _, err := t.trim(n); return err }
-		}},
-		{"shared", func() func(*corev1.Node) error {
-			t := newTrimmer()
-			return func(n *corev1.Node) error { _, err := t.trim(n); return err }
-		}},
+		{"trimmed", byTrimmer[corev1.Node](false)},
+		{"shared", byTrimmer[corev1.Node](true)},
 	}
 	for _, tr := range trims {
 		b.Run(tr.name, func(b *testing.B) { heldBytes(b, raw, tr.trim, "B/node") })
+	}
+}
+
+// byTrimmer returns a new trim through a trimmer of its own, that shares
+// parts (newTrimmer) or not.
+func byTrimmer[T any](share bool) func() func(*T) error {
+	return func() func(*T) error {
+		t := &trimmer{}
+		if share {
+			t = newTrimmer()
+		}
+		return func(o *T) error { _, err := t.trim(o); return err }
 	}
 }
 
