@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,31 +75,32 @@ func (s *partShare) sharePod(p *corev1.Pod) {
 }
 
 // stringMap returns the shared copy of a map of strings (labels,
-// annotations). Its key spells every key and value with its length first,
-// so that no two maps have the same key (annotation values may hold any
-// character).
+// annotations), found by pairsKey.
 func (s *partShare) stringMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	keys := make([]string, 0, len(m))
-	size := 0
-	for k, v := range m {
+	return shared(s.maps, pairsKey(m, func(v string) string { return v }), m)
+}
+
+// pairsKey spells a map's keys, sorted, and values (as text) with each
+// one's length first, so that no two maps have the same key (annotation
+// values may hold any character).
+func pairsKey[K ~string, V any](m map[K]V, text func(V) string) string {
+	keys := make([]K, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
-		size += len(k) + len(v) + 16
 	}
 	slices.Sort(keys)
-	b := make([]byte, 0, size)
+	var b []byte
 	for _, k := range keys {
-		b = strconv.AppendInt(b, int64(len(k)), 10)
-		b = append(b, ':')
-		b = append(b, k...)
-		v := m[k]
-		b = strconv.AppendInt(b, int64(len(v)), 10)
-		b = append(b, ':')
-		b = append(b, v...)
+		for _, part := range [2]string{string(k), text(m[k])} {
+			b = strconv.AppendInt(b, int64(len(part)), 10)
+			b = append(b, ':')
+			b = append(b, part...)
+		}
 	}
-	return shared(s.maps, string(b), m)
+	return string(b)
 }
 
 // shareNode points n's capacity and allocatable at the copies nodes with
@@ -123,30 +125,13 @@ func (s *partShare) shareNode(n *corev1.Node) {
 	}
 }
 
-// resourceList returns the shared copy of a list of quantities. Its key
-// spells each name and quantity (canonical, so equal values share) with
-// their lengths first.
+// resourceList returns the shared copy of a list of quantities, found
+// by pairsKey of their canonical text (equal values share).
 func (s *partShare) resourceList(l corev1.ResourceList) corev1.ResourceList {
 	if len(l) == 0 {
 		return l
 	}
-	names := make([]string, 0, len(l))
-	for name := range l {
-		names = append(names, string(name))
-	}
-	slices.Sort(names)
-	var b []byte
-	for _, name := range names {
-		q := l[corev1.ResourceName(name)]
-		v := q.String()
-		b = strconv.AppendInt(b, int64(len(name)), 10)
-		b = append(b, ':')
-		b = append(b, name...)
-		b = strconv.AppendInt(b, int64(len(v)), 10)
-		b = append(b, ':')
-		b = append(b, v...)
-	}
-	return shared(s.lists, string(b), l)
+	return shared(s.lists, pairsKey(l, func(q resource.Quantity) string { return q.String() }), l)
 }
 
 // shared returns the value the table holds under key, or holds v there
