@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -354,4 +355,59 @@ func TestReplaceByACheaperNodeFirst(t *testing.T) {
 			t.Errorf("pod %s runs on %s, want the replacement %s", p.Name, p.Spec.NodeName, repl)
 		}
 	}
+}
+
+// TestNoReplacementWhileWaitingPodsWouldTakeItsRoom: as in
+// TestReplaceByACheaperNodeFirst, one 8-cpu node could replace the three
+// 2-cpu nodes, but four more pods of 1200m wait for a node (the provisioner
+// is not running). kube-scheduler would give them the new node's room as
+// soon as it is Ready, and the three pods to move would find none: no
+// replacement is launched while they wait. Once they are gone, it is.
+func TestNoReplacementWhileWaitingPodsWouldTakeItsRoom(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, "sd-replace-waiting", 3)
+	f.deploymentOf(3, "1200m")
+	burst := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "burst", Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "burst"}}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
+			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1200m")}}}},
+		}},
+	}}
+	if err := env.Client.Create(ctx, burst); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns), client.MatchingLabels{"app": "burst"}); err != nil {
+			return false, "", err
+		}
+		marked := 0
+		for _, p := range pods.Items {
+			if podutil.FailedToSchedule(&p) {
+				marked++
+			}
+		}
+		return marked == 4, fmt.Sprintf("%d of 4 waiting pods marked unschedulable", marked), nil
+	})
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g) })
+	// The plan is made from the cache: give it the time to see the group
+	// and the pods, over rounds a minute apart on the fake clock.
+	for range 10 {
+		if res := f.run(); len(res.Replacements) != 0 || len(res.Plan.Replace) != 0 {
+			t.Fatalf("planned %+v, launched %v while four pods wait that would take the new node's room", res.Plan.Replace, res.Replacements)
+		}
+		f.clk.Step(time.Minute)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := env.Client.Delete(ctx, burst, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		res := f.run()
+		f.clk.Step(time.Minute)
+		return len(res.Replacements) == 1, "no replacement launched once the waiting pods are gone", nil
+	})
 }

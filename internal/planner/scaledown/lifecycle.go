@@ -119,7 +119,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			l := n.Node.Labels
 			avoid = append(avoid, scaleup.Offering{NodeGroup: name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone], CapacityType: l[v1alpha1.LabelCapacityType]})
 		}
-		plan, err := p.planElsewhere(in, []*snapshot.Node{n}, avoid)
+		plan, err := p.planElsewhere(in, in.NodeGroups, []*snapshot.Node{n}, nil, avoid)
 		if err != nil {
 			return err
 		}

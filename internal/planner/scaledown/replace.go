@@ -25,9 +25,10 @@ type Replacement struct {
 
 // replace looks, when nothing could simply be removed, for the cheapest
 // replacement of the 3, 2 or 1 least-utilised candidates that only lack
-// room (their pods pass every drain rule): their pods are planned by the
-// scale-up planner on the rest of the cluster plus new nodes; it must need
-// exactly one new node, saving at least the group's share.
+// room (their pods pass every drain rule): their pods, with the pods that
+// wait for a node, are planned by the scale-up planner on the rest of the
+// cluster plus new nodes; it must place every pod of theirs on exactly one
+// new node, saving at least the group's share.
 func (p *planner) replace(in Input, cands []candidate) error {
 	var stuck []candidate
 	for _, c := range cands {
@@ -84,11 +85,11 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 	for _, c := range set {
 		nodes = append(nodes, c.node)
 	}
-	plan, err := p.planElsewhere(in, nodes, nil)
+	plan, err := p.planElsewhere(in, p.replaceable(in.NodeGroups), nodes, p.waiting, nil)
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.Unschedulable) > 0 || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old || p.overMax(plan.NewNodes[0].NodeGroup) {
+	if !p.onlyWaitingLeft(plan) || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
 		return nil, nil
 	}
 	r := &Replacement{New: plan.NewNodes[0], OldPrice: old, NewPrice: plan.NewNodes[0].PricePerHour}
@@ -98,27 +99,58 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 	return r, nil
 }
 
-// overMax reports whether the group already has more nodes than its
-// maxSize. A replacement is launched before the nodes it replaces leave
-// (the group passes its maxSize by one meanwhile); when it is given up,
-// the replaced nodes stay and so does the replacement. Another
-// replacement in that group would pass maxSize by one more each time:
-// none is planned there until its nodes are back within maxSize.
-func (p *planner) overMax(group string) bool {
-	g := p.groups[group]
-	return g != nil && p.size[group] > int(g.Spec.MaxSize)
+// replaceable returns the node groups a replacement may be launched in:
+// the groups already past their maxSize are copied with no room left. A
+// replacement is launched before the nodes it replaces leave (the group
+// passes its maxSize by one meanwhile); when it is given up, the replaced
+// nodes stay and so does the replacement. Another replacement in that
+// group would pass maxSize by one more each time: none is planned there
+// until its nodes are back within maxSize, and the planner looks for one
+// in the other groups instead.
+func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGroup {
+	out := make([]*v1alpha1.NodeGroup, 0, len(groups))
+	for _, g := range groups {
+		if p.size[g.Name] > int(g.Spec.MaxSize) {
+			full := g.DeepCopy()
+			full.Spec.MaxSize = 0
+			g = full
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// onlyWaitingLeft reports whether every pod the plan leaves unschedulable
+// was waiting for a node before: the replaced nodes' pods all have a
+// home. A waiting pod that fits nowhere holds no replacement back; one
+// that fits takes its room in the plan first, as kube-scheduler may give
+// it the new node's room before the old nodes are drained.
+func (p *planner) onlyWaitingLeft(plan *scaleup.Plan) bool {
+	if len(plan.Unschedulable) == 0 {
+		return true
+	}
+	waiting := make(map[scaleup.PodRef]bool, len(p.waiting))
+	for _, pod := range p.waiting {
+		waiting[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] = true
+	}
+	for _, u := range plan.Unschedulable {
+		if !waiting[u.Pod] {
+			return false
+		}
+	}
+	return true
 }
 
 // planElsewhere plans, with the scale-up planner, the pods (and headroom
-// units) that must leave the given nodes on the cluster without them plus
-// new nodes, without the offerings in avoid: what would have to be
-// launched for them.
-func (p *planner) planElsewhere(in Input, gone []*snapshot.Node, avoid []scaleup.Offering) (*scaleup.Plan, error) {
+// units) that must leave the given nodes, and the waiting pods given, on
+// the cluster without those nodes plus new nodes of groups, without the
+// offerings in avoid: what would have to be launched for them.
+func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*snapshot.Node, waiting []*corev1.Pod, avoid []scaleup.Offering) (*scaleup.Plan, error) {
 	out := map[string]bool{}
 	for _, n := range gone {
 		out[n.Name] = true
 	}
-	sin := scaleup.Input{NodeGroups: in.NodeGroups, DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
+	sin := scaleup.Input{NodeGroups: groups, Pending: slices.Clone(waiting), DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
 		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: append(slices.Clone(in.Unavailable), avoid...)}
 	for _, n := range in.Nodes {
 		if !out[n.Name] {

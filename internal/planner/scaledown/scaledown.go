@@ -193,7 +193,10 @@ func Run(in Input) (*Plan, error) {
 			p.replacements[by] = true
 		}
 	}
-	p.plan.Unplaced = p.settle("", in.Pending)
+	p.waiting = p.settle("", in.Pending)
+	for _, pod := range p.waiting {
+		p.plan.Unplaced = append(p.plan.Unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
+	}
 	placeVirtual(p.s, p.groups, in.Virtual)
 	if err := p.disruptions(in); err != nil {
 		return nil, err
@@ -274,6 +277,8 @@ type planner struct {
 	// being drained): they need a home if their node goes, but are not
 	// evicted from it.
 	settled map[*corev1.Pod]bool
+	// waiting are the pending pods that fit on no node (Plan.Unplaced).
+	waiting []*corev1.Pod
 	// moved are the moves of the plan's removals by pod, so that a pod
 	// moved again, when the node it was moved to goes too, is said to
 	// move where it ends.

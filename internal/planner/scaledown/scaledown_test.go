@@ -336,19 +336,33 @@ func TestRecheck(t *testing.T) {
 // replaced; bare pods are never moved for a replacement either; and a
 // group already over its maxSize (a replacement given up left its node)
 // gets no other replacement, which would pass maxSize by one more.
+// TestReplaceByACheaperNode: three small nodes (0.10/h, 1.2 cpu used of
+// 2 each) whose pods fit one large node of 8 cpu.
 func TestReplaceByACheaperNode(t *testing.T) {
 	for _, tt := range []struct {
-		name      string
-		large     string
-		bare      bool
-		maxSize   int32
+		name    string
+		large   string
+		bare    bool
+		maxSize int32
+		// waiting are the cpu requests of pods that wait for a node.
+		waiting []string
+		// other, when set, is the price of a large node in a second group.
+		other     string
 		wantNodes int
+		wantGroup string
+		wantPrice float64
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
 		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
 		{name: "not when the large node saves less than 10 %", large: "0.28"},
 		{name: "not when a pod is bare", large: "0.20", bare: true},
 		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2},
+		{name: "over its maxSize, into another group", large: "0.20", maxSize: 2, other: "0.22", wantNodes: 3, wantGroup: "other", wantPrice: 0.22},
+		{name: "a waiting pod that fits beside the moved pods", large: "0.20", waiting: []string{"1200m"}, wantNodes: 3},
+		{name: "a waiting pod that fits nowhere holds nothing back", large: "0.20", waiting: []string{"64"}, wantNodes: 3},
+		// kube-scheduler gives the waiting pods the large node's room as
+		// soon as it is Ready: the moved pods would find none.
+		{name: "not when waiting pods would take the new node's room", large: "0.20", waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
@@ -359,8 +373,15 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))(ng)
 				b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.large))(ng)
 			})
+			groups := []*v1alpha1.NodeGroup{ng}
+			if tt.other != "" {
+				groups = append(groups, group("other", func(ng *v1alpha1.NodeGroup) {
+					ng.Spec.InstanceTypes = nil
+					b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.other))(ng)
+				}))
+			}
 			var nodes []*corev1.Node
-			var pods []*corev1.Pod
+			var pods, pending []*corev1.Pod
 			for i := range 3 {
 				name := fmt.Sprintf("small-%d", i)
 				nodes = append(nodes, b.Node(name, "2", "8Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "small-2",
@@ -371,7 +392,10 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				}
 				pods = append(pods, b.Pod(fmt.Sprintf("w-%d", i), opts...))
 			}
-			plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, Pods: pods})
+			for i, cpu := range tt.waiting {
+				pending = append(pending, b.Pod(fmt.Sprintf("wait-%d", i), b.CPU(cpu), b.OwnedBy("ReplicaSet", "burst")))
+			}
+			plan, err := scaledown.Run(scaledown.Input{NodeGroups: groups, Nodes: nodes, Pods: pods, Pending: pending})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,8 +405,12 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			got := 0
 			if len(plan.Replace) == 1 {
 				got = len(plan.Replace[0].Nodes)
-				if r := plan.Replace[0]; r.New.InstanceType != "large-8" || r.NewPrice != 0.20 || r.OldPrice < 0.2999 || r.OldPrice > 0.3001 {
-					t.Errorf("replacement %+v, want large-8 at 0.20 for 0.30", r)
+				wantGroup, wantPrice := "mix", 0.20
+				if tt.wantGroup != "" {
+					wantGroup, wantPrice = tt.wantGroup, tt.wantPrice
+				}
+				if r := plan.Replace[0]; r.New.InstanceType != "large-8" || r.New.NodeGroup != wantGroup || r.NewPrice != wantPrice || r.OldPrice < 0.2999 || r.OldPrice > 0.3001 {
+					t.Errorf("replacement %+v, want large-8 of %s at %.2f for 0.30", r, wantGroup, wantPrice)
 				}
 			}
 			if got != tt.wantNodes || len(plan.Replace) > 1 {

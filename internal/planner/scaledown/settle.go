@@ -8,7 +8,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
-	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -19,8 +18,8 @@ import (
 // removal counts on room they are about to fill. A pod of a drained node
 // that fits nowhere stays where it is (it will wait for a new node); the
 // waiting pods that fit nowhere are returned: scale-up's matter, they
-// hold no removal back.
-func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
+// hold no removal back (a replacement plans them, see tryReplace).
+func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 	if p.homes == nil {
 		p.homes = homes(p.s, p.groups)
 	}
@@ -42,17 +41,17 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []scaleup.PodRef {
 			}
 		}
 	}
-	var unplaced []scaleup.PodRef
+	var unplaced []*corev1.Pod
 	for _, pod := range pending {
 		c, err := p.s.Classify(pod)
 		if err != nil {
-			unplaced = append(unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
+			unplaced = append(unplaced, pod)
 			continue
 		}
 		p.s.Prepare(c)
 		to := firstFit(p.s, c, p.homes, &p.hint)
 		if to == nil {
-			unplaced = append(unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})
+			unplaced = append(unplaced, pod)
 			continue
 		}
 		p.place(&snapshot.Pod{Pod: pod, Class: c}, to)
