@@ -266,11 +266,12 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		NodeGroups: s.NodeGroups, Nodes: s.Nodes, DaemonSets: s.DaemonSets,
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA,
 	}
+	burst := podutil.NewBurst(s.Pods)
 	for _, p := range s.Pods {
 		switch {
 		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
-		case awaitsNode(p):
+		case awaitsNode(burst, p):
 			in.Pending = append(in.Pending, p)
 		}
 	}
@@ -289,13 +290,14 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 	return in, nil
 }
 
-// awaitsNode is the controller's rule (podutil.AwaitsNode: the scheduler
-// found no node for the pod, not a DaemonSet pod), so that `berth plan` on a
-// dump of a cluster plans the pods the controller would. A pod written by
-// hand carries no status; it is planned as if the scheduler had found no
-// node for it.
-func awaitsNode(p *corev1.Pod) bool {
-	return podutil.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p))
+// awaitsNode is the controller's rule (podutil.Burst: the scheduler found
+// no node for the pod, or has not tried it and found none for another pod
+// of its controller; not a DaemonSet pod), so that `berth plan` on a dump
+// of a cluster plans the pods the controller would. A pod written by hand
+// carries no status; it is planned as if the scheduler had found no node
+// for it.
+func awaitsNode(burst podutil.Burst, p *corev1.Pod) bool {
+	return burst.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p))
 }
 
 // ScaleDownInput turns the scenario into a scale-down planner input: the

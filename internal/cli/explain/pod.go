@@ -192,7 +192,7 @@ func podHints(verdicts []GroupVerdict) []string {
 func pendingNotes(p *corev1.Pod) []string {
 	var out []string
 	if !podutil.AwaitsNode(p) {
-		out = append(out, "the scheduler has not reported the pod unschedulable yet: the controller plans it only once it has (it is planned here anyway)")
+		out = append(out, "the scheduler has not reported the pod unschedulable yet: the controller plans it once it has, for the pod or another pod of its controller (it is planned here anyway)")
 	}
 	return append(out, "not visible from outside the controller: its launches of the last seconds not registered as nodes yet, "+
 		"offerings that failed after the groups' status.unavailableOfferings was written, Cluster API machines still booting")

@@ -97,6 +97,7 @@ func scaleUpInput(cl *clusterread.Cluster, asked *corev1.Pod, s settings) scaleu
 			}
 		}
 	}
+	burst := podutil.NewBurst(cl.Pods)
 	for _, p := range cl.Pods {
 		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
 			continue
@@ -108,7 +109,7 @@ func scaleUpInput(cl *clusterread.Cluster, asked *corev1.Pod, s settings) scaleu
 			held := p.DeepCopy()
 			held.Spec.NodeName = p.Status.NominatedNodeName
 			in.Pods = append(in.Pods, held)
-		case podutil.AwaitsNode(p):
+		case burst.AwaitsNode(p):
 			in.Pending = append(in.Pending, p)
 		}
 	}
@@ -172,13 +173,14 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now}
+	burst := podutil.NewBurst(cl.Pods)
 	for _, p := range cl.Pods {
 		switch {
 		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
 		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
 			in.Nominated = append(in.Nominated, p)
-		case podutil.AwaitsNode(p):
+		case burst.AwaitsNode(p):
 			in.Pending = append(in.Pending, p)
 		}
 	}

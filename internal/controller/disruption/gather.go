@@ -86,6 +86,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.byName[n.Name] = n
 		w.index[n.Name] = i
 	}
+	burst := podutil.NewBurst(cl.Pods)
 	for _, p := range cl.Pods {
 		switch {
 		case p.Spec.NodeName != "":
@@ -93,7 +94,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 			w.podsOn[p.Spec.NodeName] = append(w.podsOn[p.Spec.NodeName], p)
 		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
 			w.input.Nominated = append(w.input.Nominated, p)
-		case podutil.AwaitsNode(p):
+		case burst.AwaitsNode(p):
 			// It takes its room before any removal; if it fits nowhere it
 			// is scale-up's matter and holds nothing back.
 			w.input.Pending = append(w.input.Pending, p)

@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -852,4 +855,71 @@ func (f *fixture) suspendedStandbyNode(instanceType string) *cloudprovider.Insta
 		f.t.Fatal(err)
 	}
 	return inst
+}
+
+// TestABurstIsPlannedWhole: a ReplicaSet of six 1-cpu pods that the
+// scheduler has tried only one of so far (they name a scheduler that does
+// not run: the test marks the one pod as kube-scheduler would). The round
+// plans the six: one m-8 node, not an m-2 for the one pod marked, which
+// would leave the others to rounds that each see a slice. A pod of another
+// ReplicaSet that no scheduler tried is not planned.
+func TestABurstIsPlannedWhole(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("prov-burst",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.28")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	replicaSet := func(name string, replicas int32) {
+		labels := map[string]string{"app": name}
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				SchedulerName: "not-running",
+				NodeSelector:  map[string]string{v1alpha1.LabelNodeGroup: f.group},
+				Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+			}},
+		}}
+		if err := env.Client.Create(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replicaSet("burst", 6)
+	replicaSet("alone", 1)
+	var burst []corev1.Pod
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
+			return false, "", err
+		}
+		burst = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Labels["app"] != "burst" })
+		return len(pods.Items) == 7 && len(burst) == 6, fmt.Sprintf("%d pods created", len(pods.Items)), nil
+	})
+	first := &burst[0]
+	patch := client.MergeFrom(first.DeepCopy())
+	first.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/0 nodes are available", LastTransitionTime: metav1.Now()}}
+	if err := env.Client.Status().Patch(ctx, first, patch); err != nil {
+		t.Fatal(err)
+	}
+	res := f.run()
+	var want []types.NamespacedName
+	for _, p := range burst {
+		want = append(want, client.ObjectKeyFromObject(&p))
+	}
+	slices.SortFunc(want, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	// Other tests' pods may still wait in namespaces being deleted.
+	planned := slices.DeleteFunc(slices.Clone(res.PendingPods), func(k types.NamespacedName) bool { return k.Namespace != f.ns })
+	if diff := cmp.Diff(want, planned); diff != "" {
+		t.Errorf("planned pods (-the burst +planned):\n%s", diff)
+	}
+	var kinds []string
+	for _, nn := range res.Plan.NewNodes {
+		if nn.NodeGroup == f.group {
+			kinds = append(kinds, nn.InstanceType)
+		}
+	}
+	if !slices.Equal(kinds, []string{"m-8"}) {
+		t.Errorf("planned nodes of types %v, want one m-8 for the six pods", kinds)
+	}
 }

@@ -64,12 +64,15 @@ func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[
 // input as placed, and pods that need a node as pending; it fills the
 // round's pending and waiting sets. A pod held by a nomination moves
 // recheckAt to the end of its grace. in.Pods may hold bound pods already
-// (sorted by the index as the events came); pods are the others.
+// (sorted by the index as the events came); pods are the others. A pod
+// the scheduler has not tried yet needs a node when it has for another pod
+// of its controller (podutil.Burst): a round plans the burst whole.
 func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod) {
 	in, known, now := &r.in, r.known, r.now
 	pending := map[types.NamespacedName]*corev1.Pod{}
 	waiting := map[types.NamespacedName]bool{}
 	r.pending, r.waiting = pending, waiting
+	burst := podutil.NewBurst(pods)
 	for _, pod := range pods {
 		if podutil.IsBound(pod) {
 			in.Pods = append(in.Pods, pod)
@@ -87,7 +90,7 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
-		case podutil.AwaitsNode(pod):
+		case burst.AwaitsNode(pod):
 			if berth := p.nominated.get(key); berth != "" {
 				// berth had planned this pod on a node; the scheduler did
 				// not put it there (or not within the grace): plan again.
