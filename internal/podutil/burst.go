@@ -7,22 +7,25 @@ import (
 )
 
 // Burst is the set of workload controllers (ReplicaSets, Jobs,
-// StatefulSets) one of whose pods the scheduler found no node for. Their
-// other pods that the scheduler has not tried yet await a node as well:
-// in a large cluster kube-scheduler takes minutes to try a burst of
-// thousands of pods one by one, and a round that planned only the pods
-// marked so far would choose nodes for a slice of the burst (small ones,
-// filling a group's maxSize) and leave the rest to later rounds. The
-// planner still places such a pod on free room first, as the scheduler
-// will.
+// StatefulSets, any owner marked controller) one of whose pods the
+// scheduler found no node for. Their other pods that the scheduler has
+// not tried yet await a node as well: in a large cluster kube-scheduler
+// takes minutes to try a burst of thousands of pods one by one, and a
+// round that planned only the pods marked so far would choose nodes for
+// a slice of the burst (small ones, filling a group's maxSize) and leave
+// the rest to later rounds. The planner still places such a pod on free
+// room first, as the scheduler will.
 type Burst map[types.UID]bool
 
-// NewBurst returns the controllers of the pods that await a node and are
-// nominated to none (IsProvisionable).
+// NewBurst returns the controllers of the pods the scheduler found no
+// node for (FailedToSchedule; companion-gated pods were never tried),
+// nominated to a node or not: once berth nominates the marked pods to the
+// nodes it launched, the pods the controller creates after them are part
+// of the same burst.
 func NewBurst(pods []*corev1.Pod) Burst {
 	var b Burst
 	for _, p := range pods {
-		if !IsProvisionable(p) {
+		if !IsUnbound(p) || IsOwnedByDaemonSet(p) || !FailedToSchedule(p) {
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
@@ -50,15 +53,17 @@ func (b Burst) AwaitsNode(p *corev1.Pod) bool {
 }
 
 // NotTried reports whether the pod waits for the scheduler's first try:
-// unbound, without scheduling gates, no PodScheduled condition, not a
-// DaemonSet pod.
+// unbound, without scheduling gates, not a DaemonSet pod, and no
+// PodScheduled condition but the one the API server sets on a pod created
+// with gates (reason SchedulingGated), which stays until the scheduler
+// tries the pod once its gates are removed.
 func NotTried(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 || !IsUnbound(p) || IsOwnedByDaemonSet(p) {
 		return false
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
-			return false
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonSchedulingGated
 		}
 	}
 	return true

@@ -306,11 +306,17 @@ func awaitsNode(burst podutil.Burst, p *corev1.Pod) bool {
 func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA}
+	burst := podutil.NewBurst(s.Pods)
 	for _, p := range s.Pods {
-		if p.Spec.NodeName != "" {
+		switch {
+		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
-		} else if podutil.IsUnbound(p) && p.Status.NominatedNodeName != "" {
+		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
 			in.Nominated = append(in.Nominated, p)
+		case awaitsNode(burst, p):
+			// They take their room first, and a replacement is planned
+			// with them, as the controller does (disruption/gather.go).
+			in.Pending = append(in.Pending, p)
 		}
 	}
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,

@@ -28,6 +28,10 @@ type podFacts struct {
 	// event is berth's latest scale-up event about the pod, if any.
 	event *eventsv1.Event
 	now   time.Time
+	// awaits is whether the controller plans a node for the pod now
+	// (podutil.Burst): the scheduler found none for it, or for another
+	// pod of its controller.
+	awaits bool
 }
 
 // notPlanned says why berth plans no node for the pod at all, or "".
@@ -83,7 +87,7 @@ func explainPod(f podFacts) Explanation {
 		}
 	default:
 		explainPlanned(&e, f)
-		e.Notes = pendingNotes(p)
+		e.Notes = pendingNotes(f.awaits)
 	}
 	e.Live = podLive(f)
 	return e
@@ -189,9 +193,9 @@ func podHints(verdicts []GroupVerdict) []string {
 }
 
 // pendingNotes are what this command cannot see about a pending pod.
-func pendingNotes(p *corev1.Pod) []string {
+func pendingNotes(awaits bool) []string {
 	var out []string
-	if !podutil.AwaitsNode(p) {
+	if !awaits {
 		out = append(out, "the scheduler has not reported the pod unschedulable yet: the controller plans it once it has, for the pod or another pod of its controller (it is planned here anyway)")
 	}
 	return append(out, "not visible from outside the controller: its launches of the last seconds not registered as nodes yet, "+

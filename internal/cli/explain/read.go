@@ -66,7 +66,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits 
 // planPod plans scale-up for the pod when berth would plan it (not bound,
 // not nominated to a node that exists, not excluded by notPlanned).
 func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s settings) (podFacts, error) {
-	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now}
+	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now, awaits: podutil.NewBurst(cl.Pods).AwaitsNode(pod)}
 	for _, g := range cl.Active() {
 		f.groups = append(f.groups, g.Name)
 	}

@@ -395,12 +395,18 @@ func TestNoReplacementWhileWaitingPodsWouldTakeItsRoom(t *testing.T) {
 	f.updateGroup(func(g *v1alpha1.NodeGroup) { b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g) })
 	// The plan is made from the cache: give it the time to see the group
 	// and the pods, over rounds a minute apart on the fake clock.
+	saw := false
 	for range 10 {
-		if res := f.run(); len(res.Replacements) != 0 || len(res.Plan.Replace) != 0 {
+		res := f.run()
+		if len(res.Replacements) != 0 || len(res.Plan.Replace) != 0 {
 			t.Fatalf("planned %+v, launched %v while four pods wait that would take the new node's room", res.Plan.Replace, res.Replacements)
 		}
+		saw = saw || len(res.Plan.Unplaced) == 4
 		f.clk.Step(time.Minute)
 		time.Sleep(200 * time.Millisecond)
+	}
+	if !saw {
+		t.Fatal("no round saw the four waiting pods: the test proves nothing")
 	}
 	if err := env.Client.Delete(ctx, burst, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)

@@ -96,7 +96,8 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 			w.input.Nominated = append(w.input.Nominated, p)
 		case burst.AwaitsNode(p):
 			// It takes its room before any removal; if it fits nowhere it
-			// is scale-up's matter and holds nothing back.
+			// is scale-up's matter and holds no removal back (no
+			// replacement whose room it could take is planned).
 			w.input.Pending = append(w.input.Pending, p)
 		}
 	}

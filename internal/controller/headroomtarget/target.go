@@ -229,7 +229,10 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		if old != nil && len(old.Spec.SchedulingGates) > 0 && len(p.Spec.SchedulingGates) == 0 {
 			pp.since = now // schedulable from now on
 		}
-		if podutil.FailedToSchedule(p) {
+		// It waits for capacity once the scheduler found no node for it,
+		// or a node was launched (or room freed) for it before the
+		// scheduler tried it (a burst's pod, nominated).
+		if podutil.FailedToSchedule(p) || p.Status.NominatedNodeName != "" {
 			pp.failed = true
 		}
 		l.pending[key] = pp

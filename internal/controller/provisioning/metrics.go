@@ -28,7 +28,7 @@ const (
 var (
 	pendingPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "pending_pods",
-		Help: "Pods the scheduler could not place, seen in the last provisioning round.",
+		Help: "Pods waiting for a node in the last provisioning round: the scheduler found none for them, or for another pod of their controller.",
 	})
 	oldestPending = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "oldest_pending_pod_seconds",

@@ -153,8 +153,12 @@ func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
 
 // nominationFailed reports whether a pod berth nominated is still unbound
 // after its grace: the scheduler placed others there, and the pod needs a
-// node again.
+// node again. A pod the scheduler has not tried yet (one of a burst, in a
+// busy scheduler's queue) keeps its room.
 func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
+	if podutil.NotTried(pod) {
+		return false
+	}
 	end, ok := p.graceEnd(pod)
 	return ok && now.After(end)
 }

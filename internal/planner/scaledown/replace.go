@@ -1,6 +1,7 @@
 package scaledown
 
 import (
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,8 +90,11 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.onlyWaitingLeft(plan) || len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
+	if len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
 		return nil, nil
+	}
+	if ok, err := p.onlyHomelessLeft(in, plan); !ok || err != nil {
+		return nil, err
 	}
 	r := &Replacement{New: plan.NewNodes[0], OldPrice: old, NewPrice: plan.NewNodes[0].PricePerHour}
 	for _, c := range set {
@@ -120,25 +124,54 @@ func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGrou
 	return out
 }
 
-// onlyWaitingLeft reports whether every pod the plan leaves unschedulable
-// was waiting for a node before: the replaced nodes' pods all have a
-// home. A waiting pod that fits nowhere holds no replacement back; one
-// that fits takes its room in the plan first, as kube-scheduler may give
-// it the new node's room before the old nodes are drained.
-func (p *planner) onlyWaitingLeft(plan *scaleup.Plan) bool {
+// onlyHomelessLeft reports whether every pod the plan leaves unschedulable
+// is a waiting pod that fits on no new node of any group, even without
+// maxSize, limits or unavailable offerings: the replaced nodes' pods all
+// have a home, and no waiting pod left out could take the new node's room
+// (kube-scheduler gives it to the waiting pods as soon as the node is
+// Ready, before the old nodes are drained). A waiting pod that fits takes
+// its room in the plan like the others.
+func (p *planner) onlyHomelessLeft(in Input, plan *scaleup.Plan) (bool, error) {
 	if len(plan.Unschedulable) == 0 {
-		return true
+		return true, nil
 	}
-	waiting := make(map[scaleup.PodRef]bool, len(p.waiting))
-	for _, pod := range p.waiting {
-		waiting[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] = true
+	if p.homeless == nil {
+		homeless, err := p.fitNowhere(in)
+		if err != nil {
+			return false, err
+		}
+		p.homeless = homeless
 	}
 	for _, u := range plan.Unschedulable {
-		if !waiting[u.Pod] {
-			return false
+		if !p.homeless[u.Pod] {
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
+}
+
+// fitNowhere returns the waiting pods that the scale-up planner leaves
+// unschedulable on the cluster with every group unbounded (no maxSize, no
+// limits, every offering available). It is planned once a round, when a
+// replacement first needs it.
+func (p *planner) fitNowhere(in Input) (map[scaleup.PodRef]bool, error) {
+	groups := make([]*v1alpha1.NodeGroup, 0, len(in.NodeGroups))
+	for _, g := range in.NodeGroups {
+		open := g.DeepCopy()
+		open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
+		groups = append(groups, open)
+	}
+	unbounded := in
+	unbounded.ClusterLimits, unbounded.Unavailable = corev1.ResourceList{}, nil
+	plan, err := p.planElsewhere(unbounded, groups, nil, p.waiting, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[scaleup.PodRef]bool, len(plan.Unschedulable))
+	for _, u := range plan.Unschedulable {
+		out[u.Pod] = true
+	}
+	return out, nil
 }
 
 // planElsewhere plans, with the scale-up planner, the pods (and headroom

@@ -65,7 +65,8 @@ type Input struct {
 	// Pending are pods that wait for a node and are not nominated to one.
 	// Those that fit on a node that stays take their room there before
 	// any removal is tried; those that fit nowhere are scale-up's matter
-	// and hold no removal back (Plan.Unplaced lists them).
+	// and hold no removal back (Plan.Unplaced lists them), but a
+	// replacement is planned with them: none whose room they could take.
 	Pending []*corev1.Pod
 	// Held are the node groups where no removal starts now, with why
 	// (berth is bringing capacity there for a pod that waits).
@@ -277,8 +278,11 @@ type planner struct {
 	// being drained): they need a home if their node goes, but are not
 	// evicted from it.
 	settled map[*corev1.Pod]bool
-	// waiting are the pending pods that fit on no node (Plan.Unplaced).
-	waiting []*corev1.Pod
+	// waiting are the pending pods that fit on no node (Plan.Unplaced);
+	// homeless those of them that fit on no new node either (fitNowhere,
+	// nil until a replacement needs it).
+	waiting  []*corev1.Pod
+	homeless map[scaleup.PodRef]bool
 	// moved are the moves of the plan's removals by pod, so that a pod
 	// moved again, when the node it was moved to goes too, is said to
 	// move where it ends.

@@ -335,9 +335,10 @@ func TestRecheck(t *testing.T) {
 // the nodes it replaces). At 0.28 it saves less than 10 % and nothing is
 // replaced; bare pods are never moved for a replacement either; and a
 // group already over its maxSize (a replacement given up left its node)
-// gets no other replacement, which would pass maxSize by one more.
-// TestReplaceByACheaperNode: three small nodes (0.10/h, 1.2 cpu used of
-// 2 each) whose pods fit one large node of 8 cpu.
+// gets no other replacement, which would pass maxSize by one more, but
+// another group may take it. Pods that wait for a node are planned with
+// the moved ones: one that fits beside them, or fits nowhere, holds
+// nothing back; four that would need the large node's room do.
 func TestReplaceByACheaperNode(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -415,6 +416,48 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			}
 			if got != tt.wantNodes || len(plan.Replace) > 1 {
 				t.Errorf("replacements %+v, want %d nodes replaced", plan.Replace, tt.wantNodes)
+			}
+		})
+	}
+}
+
+// TestNoReplacementWhoseRoomAWaitingPodCouldTake: a group at its maxSize
+// of 1 runs a 6-cpu pod on an 8-cpu node at 0.40; a cheaper 8-cpu type at
+// 0.20 would hold it. A 5-cpu pod waits, at maxSize. The new node would
+// hold one of the two, and kube-scheduler gives it to the waiting pod as
+// soon as it is Ready: the replacement would be given up and the group
+// left past its maxSize. The waiting pod is left out of the what-if by
+// maxSize alone, so it does not count as fitting nowhere.
+func TestNoReplacementWhoseRoomAWaitingPodCouldTake(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		waiting string
+		want    bool
+	}{
+		{name: "a waiting pod that fits the new node, held back by maxSize", waiting: "5"},
+		{name: "a waiting pod that fits no node", waiting: "64", want: true},
+		{name: "no waiting pod", want: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ng := group("full", func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.MaxSize = 1
+				ng.Spec.InstanceTypes = nil
+				b.InstanceType("big-8", "8", "32Gi", b.OnDemand("zone-a", "0.40"))(ng)
+				b.InstanceType("cheap-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(ng)
+			})
+			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
+				Nodes: []*corev1.Node{b.Node("old", "8", "32Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "big-8",
+					v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand"))},
+				Pods: []*corev1.Pod{b.Pod("run", b.NodeName("old"), b.CPU("6"), b.OwnedBy("ReplicaSet", "web"), b.Phase(corev1.PodRunning))}}
+			if tt.waiting != "" {
+				in.Pending = []*corev1.Pod{b.Pod("wait", b.CPU(tt.waiting), b.OwnedBy("ReplicaSet", "burst"))}
+			}
+			plan, err := scaledown.Run(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(plan.Replace) == 1; got != tt.want {
+				t.Errorf("replaced: %v (%+v), want %v", got, plan.Replace, tt.want)
 			}
 		})
 	}
