@@ -64,7 +64,8 @@ func burstPod(name string, created time.Time, node string) (pending, bound *core
 // straddles two 30 s steps' windows in a way that adds another), so 95 %
 // of the demand needs 6 units (the 6 pods that waited, 8 % of 72, raise
 // the share asked of the history to 98.3 %: still 6). Pods that waited
-// (a failed scheduling attempt, bound 70 s later) are measured: the last
+// (a failed scheduling attempt, or a nomination to a node launched for a
+// burst before the scheduler tried them; bound 70 s later) are measured: the last
 // hour's and day's shares within 5 s are what the test made them. The history is saved to its ConfigMap,
 // owned by the Headroom, and a new learner (a restart) estimates the same
 // from it before it sees another pod.
@@ -102,7 +103,11 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 			l.podSeen(nil, p)
 			if i == 5 && burst%2 == 0 { // one pod in two bursts waits for a node
 				failed := p.DeepCopy()
-				failed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+				if burst%4 == 0 {
+					failed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+				} else { // nominated to a node berth launched before the scheduler tried it
+					failed.Status.NominatedNodeName = "learn-a"
+				}
 				l.podSeen(p, failed)
 				p = failed
 				clk.SetTime(at.Add(70 * time.Second))
