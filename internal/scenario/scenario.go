@@ -307,18 +307,7 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA}
 	burst := podutil.NewBurst(s.Pods)
-	for _, p := range s.Pods {
-		switch {
-		case p.Spec.NodeName != "":
-			in.Pods = append(in.Pods, p)
-		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
-			in.Nominated = append(in.Nominated, p)
-		case awaitsNode(burst, p):
-			// They take their room first, and a replacement is planned
-			// with them, as the controller does (disruption/gather.go).
-			in.Pending = append(in.Pending, p)
-		}
-	}
+	in.AddPods(s.Pods, func(p *corev1.Pod) bool { return awaitsNode(burst, p) })
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,
 		DaemonSets: daemonset.Pods(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...))}
 	for _, h := range s.Headrooms {

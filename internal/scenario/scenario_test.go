@@ -3,7 +3,9 @@ package scenario_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/internal/quantity"
@@ -43,5 +45,52 @@ spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "500m", memo
 	}
 	if cpu := s.Pods[0].Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.MilliValue() != 500 {
 		t.Errorf("the pod's cpu %s, want 500m as written", cpu.String())
+	}
+}
+
+// TestScaleDownInputHasThePodsThatWait: `berth plan --scale-down` sorts a
+// dump's pods as the controller does: on a node, nominated to one, and
+// waiting for one (the scheduler found none for it, or has not tried it
+// and found none for another pod of its ReplicaSet; a pod written by
+// hand, without status, waits too). A replacement is planned with the
+// pods that wait, so without them the plan would show replacements the
+// controller does not make.
+func TestScaleDownInputHasThePodsThatWait(t *testing.T) {
+	pod := func(name, owner, extra string) string {
+		meta := "{name: " + name + ", namespace: default"
+		if owner != "" {
+			meta += ", ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: " + owner + ", uid: uid-" + owner + ", controller: true}]"
+		}
+		return "apiVersion: v1\nkind: Pod\nmetadata: " + meta + "}\n" +
+			"spec: {" + extra + "containers: [{name: c, image: i, resources: {requests: {cpu: 100m}}}]}\n"
+	}
+	marked := "status: {phase: Pending, conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]}\n"
+	tried := "status: {phase: Pending}\n"
+	s, err := scenario.Load(strings.NewReader(strings.Join([]string{
+		pod("bound", "", "nodeName: n, ") + "status: {phase: Running}\n",
+		pod("nominated", "web", "") + "status: {phase: Pending, nominatedNodeName: n, conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]}\n",
+		pod("marked", "web", "") + marked,
+		pod("untried-web", "web", "") + tried,
+		pod("untried-other", "other", "") + tried,
+		pod("by-hand", "", ""),
+	}, "---\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.ScaleDownInput(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(pods []*corev1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	got := [][]string{names(in.Pods), names(in.Nominated), names(in.Pending)}
+	want := [][]string{{"bound"}, {"nominated"}, {"marked", "untried-web", "by-hand"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bound, nominated, waiting (-want +got):\n%s", diff)
 	}
 }

@@ -66,14 +66,15 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits 
 // planPod plans scale-up for the pod when berth would plan it (not bound,
 // not nominated to a node that exists, not excluded by notPlanned).
 func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s settings) (podFacts, error) {
-	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now, awaits: podutil.NewBurst(cl.Pods).AwaitsNode(pod)}
+	burst := podutil.NewBurst(cl.Pods)
+	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now, awaits: burst.AwaitsNode(pod)}
 	for _, g := range cl.Active() {
 		f.groups = append(f.groups, g.Name)
 	}
 	if reason, _ := notPlanned(pod); reason != "" || podutil.IsBound(pod) || nominatedTo(pod, f.nodes) != "" {
 		return f, nil
 	}
-	in := scaleUpInput(cl, pod, s)
+	in := scaleUpInput(cl, burst, pod, s)
 	in.Pending = append(in.Pending, units...)
 	plan, err := scaleup.Run(in)
 	if err != nil {
@@ -85,8 +86,9 @@ func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s se
 
 // scaleUpInput is the provisioner's input (provisioning/gather.go and
 // round.go): bound pods, pods nominated to a node that exists as bound to
-// it, pods awaiting a node as pending, and the asked pod pending too.
-func scaleUpInput(cl *clusterread.Cluster, asked *corev1.Pod, s settings) scaleup.Input {
+// it, pods awaiting a node (burst: podutil.NewBurst of the cluster's
+// pods) as pending, and the asked pod pending too.
+func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Pod, s settings) scaleup.Input {
 	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
 	nodes := byName(cl.Nodes)
@@ -97,7 +99,6 @@ func scaleUpInput(cl *clusterread.Cluster, asked *corev1.Pod, s settings) scaleu
 			}
 		}
 	}
-	burst := podutil.NewBurst(cl.Pods)
 	for _, p := range cl.Pods {
 		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
 			continue
@@ -173,17 +174,7 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now}
-	burst := podutil.NewBurst(cl.Pods)
-	for _, p := range cl.Pods {
-		switch {
-		case p.Spec.NodeName != "":
-			in.Pods = append(in.Pods, p)
-		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
-			in.Nominated = append(in.Nominated, p)
-		case burst.AwaitsNode(p):
-			in.Pending = append(in.Pending, p)
-		}
-	}
+	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
 	for _, g := range cl.NodeGroups {
 		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c != nil && c.Status == metav1.ConditionTrue {
 			if in.Held == nil {

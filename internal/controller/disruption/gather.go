@@ -86,20 +86,12 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.byName[n.Name] = n
 		w.index[n.Name] = i
 	}
-	burst := podutil.NewBurst(cl.Pods)
-	for _, p := range cl.Pods {
-		switch {
-		case p.Spec.NodeName != "":
-			w.input.Pods = append(w.input.Pods, p)
-			w.podsOn[p.Spec.NodeName] = append(w.podsOn[p.Spec.NodeName], p)
-		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
-			w.input.Nominated = append(w.input.Nominated, p)
-		case burst.AwaitsNode(p):
-			// It takes its room before any removal; if it fits nowhere it
-			// is scale-up's matter and holds no removal back (no
-			// replacement whose room it could take is planned).
-			w.input.Pending = append(w.input.Pending, p)
-		}
+	// A pod that waits takes its room before any removal; if it fits
+	// nowhere it is scale-up's matter and holds no removal back (no
+	// replacement whose room it could take is planned).
+	w.input.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
+	for _, p := range w.input.Pods {
+		w.podsOn[p.Spec.NodeName] = append(w.podsOn[p.Spec.NodeName], p)
 	}
 	sets, err := clusterread.Units(ctx, c.Client, w.input.NodeGroups)
 	if err != nil {

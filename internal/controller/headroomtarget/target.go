@@ -43,7 +43,7 @@ const (
 	tick = 10 * time.Second
 	// saveEvery writes a changed history to its ConfigMap.
 	saveEvery = 5 * time.Minute
-	// maxTracked bounds the pending pods remembered (failed scheduling,
+	// maxTracked bounds the pending pods remembered (waited for capacity,
 	// gates removed): a cluster with more pending pods loses the oldest
 	// waits' precision, not memory.
 	maxTracked = 200_000
@@ -91,13 +91,15 @@ type Learner struct {
 	mu      sync.Mutex
 	tracked map[string]*tracked
 	// pending pods: when each became schedulable (created, or its gates
-	// removed) and whether a scheduling attempt failed for lack of room.
+	// removed) and whether it waited for capacity.
 	pending map[types.NamespacedName]pendingPod
 }
 
 type pendingPod struct {
-	since  time.Time
-	failed bool
+	since time.Time
+	// waited: a scheduling attempt found no room, or the pod was
+	// nominated to a node (launched for it, or freed by preemption).
+	waited bool
 }
 
 // tracked is one Headroom with a target.
@@ -208,7 +210,7 @@ func (l *Learner) Start(ctx context.Context) error {
 }
 
 // podSeen follows a pod from pending to bound: when it became schedulable,
-// whether scheduling failed for lack of room, and at binding its wait and
+// whether it waited for capacity, and at binding its wait and
 // its arrival in the demand of the Headrooms whose scope it landed in.
 func (l *Learner) podSeen(old, p *corev1.Pod) {
 	key := client.ObjectKeyFromObject(p)
@@ -229,11 +231,10 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		if old != nil && len(old.Spec.SchedulingGates) > 0 && len(p.Spec.SchedulingGates) == 0 {
 			pp.since = now // schedulable from now on
 		}
-		// It waits for capacity once the scheduler found no node for it,
-		// or a node was launched (or room freed) for it before the
-		// scheduler tried it (a burst's pod, nominated).
+		// A burst's pod may be nominated to the node launched for it
+		// before the scheduler ever tries it.
 		if podutil.FailedToSchedule(p) || p.Status.NominatedNodeName != "" {
-			pp.failed = true
+			pp.waited = true
 		}
 		l.pending[key] = pp
 		return
@@ -247,7 +248,7 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		pp = pendingPod{since: p.CreationTimestamp.Time}
 	}
 	wait := time.Duration(0)
-	if pp.failed {
+	if pp.waited {
 		wait = max(0, now.Sub(pp.since))
 	}
 	group := l.groupOf(p.Spec.NodeName)

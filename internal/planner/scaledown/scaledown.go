@@ -103,6 +103,24 @@ type Input struct {
 	Base *snapshot.Base
 }
 
+// AddPods sorts the cluster's pods into the input: pods on a node, pods
+// not bound and nominated to one, and the pods that wait for a node
+// (awaits says which: podutil.Burst's AwaitsNode, as the controller
+// plans). The controller, `berth explain` and `berth plan` sort them
+// alike.
+func (in *Input) AddPods(pods []*corev1.Pod, awaits func(*corev1.Pod) bool) {
+	for _, p := range pods {
+		switch {
+		case p.Spec.NodeName != "":
+			in.Pods = append(in.Pods, p)
+		case podutil.IsUnbound(p) && p.Status.NominatedNodeName != "":
+			in.Nominated = append(in.Nominated, p)
+		case awaits(p):
+			in.Pending = append(in.Pending, p)
+		}
+	}
+}
+
 // RemovalReason says why a node is removed.
 type RemovalReason string
 
