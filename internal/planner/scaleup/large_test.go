@@ -18,8 +18,10 @@ import (
 // hostname anti-affinity share a node; the pods of each zone affinity
 // group share a zone; and the plan costs at most the given multiple of
 // the lower bound (the figures docs/performance.md reports, with the
-// passes that move pods between planned nodes: without the step-down pass
-// 1.129 and 1.117; without the balance pass's trades, 5,000 pods 1.099).
+// passes that move pods between planned nodes; against the bound of
+// requests alone, without the step-down pass 1.129 and 1.117, without the
+// balance pass's trades, 5,000 pods 1.099) and no less than the bound
+// (a plan under it would show the bound wrong).
 func TestLargePlansStayNearTheBound(t *testing.T) {
 	ng := workload.NodeGroup(400)
 	types := map[string]v1alpha1.InstanceType{}
@@ -29,7 +31,7 @@ func TestLargePlansStayNearTheBound(t *testing.T) {
 	for _, tc := range []struct {
 		pods int
 		most float64
-	}{{1000, 1.122}, {5000, 1.096}} {
+	}{{1000, 1.119}, {5000, 1.064}} {
 		pods := workload.Pods(tc.pods, 42)
 		byName := map[string]*corev1.Pod{}
 		for _, p := range pods {
@@ -75,8 +77,8 @@ func TestLargePlansStayNearTheBound(t *testing.T) {
 		if placed != tc.pods || len(plan.Unschedulable) > 0 {
 			t.Fatalf("%d pods: %d placed, %d unschedulable", tc.pods, placed, len(plan.Unschedulable))
 		}
-		if got := plan.PricePerHour / workload.LowerBound(ng, pods); got > tc.most {
-			t.Errorf("%d pods: the plan costs %.4f times the lower bound, want at most %.3f", tc.pods, got, tc.most)
+		if got := plan.PricePerHour / workload.LowerBound(ng, pods); got > tc.most || got < 1 {
+			t.Errorf("%d pods: the plan costs %.4f times the lower bound, want 1 to %.3f", tc.pods, got, tc.most)
 		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 // BenchmarkPlan plans N pending pods of the mixed workload (plain, zone
 // spread, hostname spread, zone self-affinity, hostname self-anti-affinity)
 // against one node group of 400 instance types, from zero nodes. It reports
-// pods/sec and the plan's price divided by a lower bound (price/lb).
+// pods/sec and the plan's price divided by a lower bound (price/lb:
+// workload.LowerBound; price/lb-req: the bound of requests alone, that of
+// measurements before 2026-11-28).
 func BenchmarkPlan(b *testing.B) {
 	ng := workload.NodeGroup(400)
 	// As read from the API server: the provisioner keeps its options
@@ -31,7 +33,7 @@ func BenchmarkPlan(b *testing.B) {
 			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")},
 				Options: scaleup.NewOptions()}
-			lb := workload.LowerBound(ng, pods)
+			lb, lbReq := workload.LowerBound(ng, pods), workload.RequestsLowerBound(ng, pods)
 			if *fresh {
 				in.Options = nil
 			} else if _, err := scaleup.Run(in); err != nil { // the first round, which builds the options
@@ -51,6 +53,7 @@ func BenchmarkPlan(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/sec")
 			b.ReportMetric(float64(len(plan.NewNodes)), "nodes")
 			b.ReportMetric(plan.PricePerHour/lb, "price/lb")
+			b.ReportMetric(plan.PricePerHour/lbReq, "price/lb-req")
 		})
 	}
 }

@@ -8,13 +8,16 @@
 package workload
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -137,27 +140,130 @@ func (g *gen) add(labels map[string]string, mutate func(*corev1.Pod)) {
 }
 
 // LowerBound is a lower bound on the hourly price of any plan that runs
-// the pods on nodes of the group: the cheapest price per cpu times the
-// total cpu requested, or the cheapest price per byte of memory times the
-// total memory requested, whichever is larger.
+// the pods on new nodes of the group, for cpu and for memory, whichever
+// is larger. Two facts hold for every plan: its nodes' allocatable adds
+// up to at least what the pods request (R), and it has at least
+// MinNodes(pods) nodes (K). Take any line price >= a*allocatable + b with
+// a, b >= 0 that stays at or under every offering's price: a plan of n
+// nodes then costs at least a*R + b*n >= a*R + b*K. The best such line is
+// the cheapest price per unit through the origin (b = 0: the bound of
+// requests alone, RequestsLowerBound) or an edge of the lower convex hull
+// of the offerings' (allocatable, price) points. In this catalogue every
+// offering costs the same per unit of capacity, and capacity is
+// allocatable plus the 100m (10Mi) each type reserves, so the line is
+// price per unit times (allocatable + reserve): each of the K nodes pays
+// for its reserve.
 func LowerBound(ng *v1alpha1.NodeGroup, pods []*corev1.Pod) float64 {
-	perCPU, perByte := math.Inf(1), math.Inf(1)
+	cpuPts, memPts := offeringPoints(ng)
+	cpu, mem := requests(pods)
+	k := float64(MinNodes(pods))
+	return max(lineBound(cpuPts, cpu, k), lineBound(memPts, mem, k))
+}
+
+// RequestsLowerBound is the bound of earlier measurements: the cheapest
+// price per cpu times the total cpu requested, or the cheapest price per
+// byte of memory times the total memory requested, whichever is larger.
+// It leaves out what each node reserves.
+func RequestsLowerBound(ng *v1alpha1.NodeGroup, pods []*corev1.Pod) float64 {
+	cpuPts, memPts := offeringPoints(ng)
+	cpu, mem := requests(pods)
+	return max(lineBound(cpuPts, cpu, 0), lineBound(memPts, mem, 0))
+}
+
+// MinNodes is the number of nodes any plan needs at least: one when there
+// are pods, and one for each pod of the largest set of pods that carry the
+// same required hostname anti-affinity term and match its selector (no two
+// of them may share a node).
+func MinNodes(pods []*corev1.Pod) int {
+	if len(pods) == 0 {
+		return 0
+	}
+	type term struct{ namespace, selector string }
+	most, count := 1, map[term]int{}
+	for _, p := range pods {
+		if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
+			continue
+		}
+		for _, t := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
+			if t.TopologyKey != corev1.LabelHostname || err != nil || t.NamespaceSelector != nil ||
+				len(t.Namespaces) > 0 || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			key := term{p.Namespace, metav1.FormatLabelSelector(t.LabelSelector)}
+			count[key]++
+			most = max(most, count[key])
+		}
+	}
+	return most
+}
+
+// point is an offering's allocatable of one resource and its price.
+type point struct{ alloc, price float64 }
+
+func offeringPoints(ng *v1alpha1.NodeGroup) (cpu, mem []point) {
 	for _, it := range ng.Spec.InstanceTypes {
-		cpu := it.Capacity.Cpu().AsApproximateFloat64()
-		mem := it.Capacity.Memory().AsApproximateFloat64()
+		c := it.Capacity.Cpu().AsApproximateFloat64()
+		m := it.Capacity.Memory().AsApproximateFloat64()
 		for _, o := range it.Offerings {
 			var price float64
 			_, _ = fmt.Sscanf(o.PricePerHour, "%g", &price)
-			perCPU = min(perCPU, price/cpu)
-			perByte = min(perByte, price/mem)
+			cpu = append(cpu, point{c, price})
+			mem = append(mem, point{m, price})
 		}
 	}
-	var cpu, mem float64
+	return cpu, mem
+}
+
+func requests(pods []*corev1.Pod) (cpu, mem float64) {
 	for _, p := range pods {
 		for _, c := range p.Spec.Containers {
 			cpu += c.Resources.Requests.Cpu().AsApproximateFloat64()
 			mem += c.Resources.Requests.Memory().AsApproximateFloat64()
 		}
 	}
-	return max(perCPU*cpu, perByte*mem)
+	return cpu, mem
+}
+
+// lineBound is the largest a*requested + b*nodes over the lines
+// price = a*alloc + b (a, b >= 0) that no point lies under: the two lines
+// through an axis (b = 0 at the cheapest price per unit, a = 0 at the
+// cheapest price) and the edges of the points' lower convex hull.
+func lineBound(pts []point, requested, nodes float64) float64 {
+	if len(pts) == 0 {
+		return 0
+	}
+	perUnit, cheapest := math.Inf(1), math.Inf(1)
+	for _, p := range pts {
+		perUnit, cheapest = min(perUnit, p.price/p.alloc), min(cheapest, p.price)
+	}
+	best := max(perUnit*requested, cheapest*nodes)
+	sorted := slices.Clone(pts)
+	slices.SortFunc(sorted, func(x, y point) int {
+		return cmp.Or(cmp.Compare(x.alloc, y.alloc), cmp.Compare(x.price, y.price))
+	})
+	var hull []point // lower hull, left to right (Andrew's monotone chain)
+	for _, p := range sorted {
+		for len(hull) >= 2 && cross(hull[len(hull)-2], hull[len(hull)-1], p) <= 0 {
+			hull = hull[:len(hull)-1]
+		}
+		hull = append(hull, p)
+	}
+	for i := 1; i < len(hull); i++ {
+		l, r := hull[i-1], hull[i]
+		if r.alloc == l.alloc {
+			continue
+		}
+		a := (r.price - l.price) / (r.alloc - l.alloc)
+		b := l.price - a*l.alloc
+		if a >= 0 && b >= 0 {
+			best = max(best, a*requested+b*nodes)
+		}
+	}
+	return best
+}
+
+// cross is the z of (b-o) x (c-o): positive when o, b, c turn left.
+func cross(o, b, c point) float64 {
+	return (b.alloc-o.alloc)*(c.price-o.price) - (b.price-o.price)*(c.alloc-o.alloc)
 }
