@@ -39,6 +39,8 @@ var nodeHints = map[drain.Reason]string{
 	scaledown.ReasonRecentlyGivenUp: "berth gave up draining this node a moment ago: it tries again after a cool-down of " + disruption.GiveUpCooldown.String(),
 	scaledown.ReasonGroupHeld: `berth is bringing capacity to this node group for a pod that waits (condition ScaleDownSuspended): ` +
 		`removals start again once that pod runs or its launch stops failing`,
+	scaledown.ReasonReplacementHeld: `a cheaper node would replace this one: it is planned once the pods that wait for a node have one ` +
+		"(`berth explain pod` for one of them; raise the group's spec.maxSize if they wait at it) and the group is back within its spec.maxSize",
 	scaledown.ReasonUnplaceable: `the node's pods fit nowhere else and no node can be launched for them: see ` +
 		"`berth explain pod` for one of them, or raise the group's spec.maxSize or limits",
 	// Why a node goes: what keeps it instead.

@@ -16,7 +16,7 @@ func TestEveryRuleThatKeepsANodeHasAHint(t *testing.T) {
 	reasons := []drain.Reason{
 		scaledown.ReasonNodeDoNotDisrupt, scaledown.ReasonPolicy, scaledown.ReasonMinSize, scaledown.ReasonBudget,
 		scaledown.ReasonNoHome, scaledown.ReasonHeadroom, scaledown.ReasonNotOwned, scaledown.ReasonNominated,
-		scaledown.ReasonWorkloadClaim, scaledown.ReasonRecentlyGivenUp, scaledown.ReasonGroupHeld, scaledown.ReasonUnplaceable,
+		scaledown.ReasonWorkloadClaim, scaledown.ReasonRecentlyGivenUp, scaledown.ReasonGroupHeld, scaledown.ReasonUnplaceable, scaledown.ReasonReplacementHeld,
 	}
 	for _, r := range drain.Rules() {
 		if r.Name() != drain.ReasonGoesWithNode { // it never blocks

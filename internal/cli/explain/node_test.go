@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
@@ -60,6 +61,15 @@ func TestExplainNode(t *testing.T) {
 	atMin.Spec.MinSize = 1
 	windowed.Spec.Disruption.Window = &v1alpha1.DisruptionWindow{Cron: "0 22 * * *", Duration: metav1.Duration{Duration: time.Hour}}
 	a, other := launched(g, "small-a"), launched(g, "small-b")
+	// One large node at 0.15 would hold the pods of both small nodes
+	// (0.20), but not them and the four pods that wait.
+	withLarge := group("small", b.InstanceType("large-8", "8", "16Gi", b.OnDemand("zone-a", "0.15")))
+	all := intstr.FromString("100%")
+	withLarge.Spec.Disruption.Budget = &all
+	var waiting []*corev1.Pod
+	for _, name := range []string{"burst-1", "burst-2", "burst-3", "burst-4"} {
+		waiting = append(waiting, b.Pod(name, b.CPU("1500m"), b.OwnedBy("ReplicaSet", "burst"), unschedulable))
+	}
 	tests := []struct {
 		name   string
 		groups []*v1alpha1.NodeGroup
@@ -87,6 +97,11 @@ func TestExplainNode(t *testing.T) {
 			groups: []*v1alpha1.NodeGroup{g}, nodes: []*corev1.Node{a, other},
 			pods: []*corev1.Pod{replicated("web-1", "small-a", "1500m"), replicated("web-2", "small-b", "1")},
 			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonNoHome), Pod: "default/web-1", said: "fits on no other node"}},
+		{name: "a replacement that pods waiting would take the room of is said to be held back",
+			groups: []*v1alpha1.NodeGroup{withLarge}, nodes: []*corev1.Node{a, other},
+			pods: append([]*corev1.Pod{replicated("web-1", "small-a", "1500m"), replicated("web-2", "small-b", "1500m")}, waiting...),
+			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonReplacementHeld),
+				said: "one large-8 node of node group small (0.1500/h) would replace small-a, small-b (0.2000/h), but pods wait for a node"}},
 		{name: "a drifted node is disrupted",
 			groups: []*v1alpha1.NodeGroup{drifted}, nodes: []*corev1.Node{a},
 			want: nodeWant{Decision: DecisionDisrupt, Reason: string(v1alpha1.ReasonDrifted), said: `reasons: [Drifted]`}},

@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -178,6 +179,17 @@ func (f *fixture) node(name string) *corev1.Node {
 		f.t.Fatal(err)
 	}
 	return n
+}
+
+// condition is the node's BerthDisruption condition as the API server
+// has it (empty when it has none).
+func (f *fixture) condition(name string) corev1.NodeCondition {
+	for _, c := range f.node(name).Status.Conditions {
+		if c.Type == v1alpha1.NodeConditionDisruption {
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
 }
 
 func tainted(n *corev1.Node) bool {
@@ -407,6 +419,13 @@ func TestNoReplacementWhileWaitingPodsWouldTakeItsRoom(t *testing.T) {
 	}
 	if !saw {
 		t.Fatal("no round saw the four waiting pods: the test proves nothing")
+	}
+	// kubectl describe node says why they stay.
+	for _, name := range f.nodes {
+		if c := f.condition(name); c.Reason != string(scaledown.ReasonReplacementHeld) || !strings.Contains(c.Message, "l-8") ||
+			!strings.Contains(c.Message, "pods wait for a node") {
+			t.Errorf("condition of node %s: %+v, want ReplacementHeld naming the l-8 node and the waiting pods", name, c)
+		}
 	}
 	if err := env.Client.Delete(ctx, burst, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)

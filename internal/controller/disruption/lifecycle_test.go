@@ -252,14 +252,7 @@ func TestEachNodeSaysWhatBerthDoesWithIt(t *testing.T) {
 		g.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: time.Hour}
 	})
 	f.tolerantRun()
-	cond := func(name string) corev1.NodeCondition {
-		for _, c := range f.node(name).Status.Conditions {
-			if c.Type == v1alpha1.NodeConditionDisruption {
-				return c
-			}
-		}
-		return corev1.NodeCondition{}
-	}
+	cond := f.condition
 	if c := cond(held); c.Status != corev1.ConditionFalse || c.Reason != "NotReplicated" || !strings.Contains(c.Message, "bare") {
 		t.Errorf("condition of the held node: %+v, want False NotReplicated naming the pod", c)
 	}

@@ -40,9 +40,10 @@ func (p *planner) replace(in Input, cands []candidate) error {
 			stuck = append(stuck, c)
 		}
 	}
+	groups := p.replaceable(in.NodeGroups)
 	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
 		set := stuck[:k]
-		r, err := p.tryReplace(in, set)
+		r, err := p.tryReplace(in, set, groups, p.waiting)
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 			return nil
 		}
 	}
-	return nil
+	return p.holdBack(in, stuck)
 }
 
 // budgetAllows reports whether the group may disrupt n more nodes.
@@ -64,8 +65,9 @@ func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
 		p.disrupting[name]+p.removed[name]+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
 }
 
-// tryReplace plans the pods of set as pending on the cluster without it.
-func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
+// tryReplace plans the pods of set as pending on the cluster without it,
+// with the waiting pods given, on new nodes of groups.
+func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeGroup, waiting []*corev1.Pod) (*Replacement, error) {
 	old, savings := 0.0, 1.0
 	perGroup := map[string]int{}
 	for _, c := range set {
@@ -86,7 +88,7 @@ func (p *planner) tryReplace(in Input, set []candidate) (*Replacement, error) {
 	for _, c := range set {
 		nodes = append(nodes, c.node)
 	}
-	plan, err := p.planElsewhere(in, p.replaceable(in.NodeGroups), nodes, p.waiting, nil)
+	plan, err := p.planElsewhere(in, groups, nodes, waiting, nil)
 	if err != nil {
 		return nil, err
 	}

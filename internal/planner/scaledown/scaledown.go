@@ -51,6 +51,10 @@ const (
 	// pod that waits (a node launching for it, or a launch for it that
 	// failed there); no removal starts in the group meanwhile.
 	ReasonGroupHeld drain.Reason = "NodeGroupHeld"
+	// ReasonReplacementHeld: one cheaper node would replace the node (and
+	// others) but is not planned: pods that wait for a node could take
+	// its room, or its node group is past its maxSize.
+	ReasonReplacementHeld drain.Reason = "ReplacementHeld"
 )
 
 // Input is the cluster to plan a scale-down for.

@@ -352,18 +352,26 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		wantNodes int
 		wantGroup string
 		wantPrice float64
+		// held, when set, is what the three nodes say keeps them
+		// (ReplacementHeld): a replacement the rules hold back.
+		held string
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
 		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
 		{name: "not when the large node saves less than 10 %", large: "0.28"},
 		{name: "not when a pod is bare", large: "0.20", bare: true},
-		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2},
+		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2, held: "node group mix has 3 nodes, past its maxSize 2"},
 		{name: "over its maxSize, into another group", large: "0.20", maxSize: 2, other: "0.22", wantNodes: 3, wantGroup: "other", wantPrice: 0.22},
 		{name: "a waiting pod that fits beside the moved pods", large: "0.20", waiting: []string{"1200m"}, wantNodes: 3},
 		{name: "a waiting pod that fits nowhere holds nothing back", large: "0.20", waiting: []string{"64"}, wantNodes: 3},
 		// kube-scheduler gives the waiting pods the large node's room as
 		// soon as it is Ready: the moved pods would find none.
-		{name: "not when waiting pods would take the new node's room", large: "0.20", waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
+		{name: "not when waiting pods would take the new node's room", large: "0.20", waiting: []string{"1200m", "1200m", "1200m", "1200m"},
+			held: "one large-8 node of node group mix (0.2000/h) would replace small-0, small-1, small-2 (0.3000/h), but pods wait for a node"},
+		// Nothing would replace them without the waiting pods either: the
+		// nodes say their pods have no home, not that pods waiting hold
+		// a replacement back.
+		{name: "not when it saves too little, pods waiting or not", large: "0.28", waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
@@ -416,6 +424,19 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			}
 			if got != tt.wantNodes || len(plan.Replace) > 1 {
 				t.Errorf("replacements %+v, want %d nodes replaced", plan.Replace, tt.wantNodes)
+			}
+			held := 0
+			for _, bl := range plan.Blocked {
+				if bl.Reason != scaledown.ReasonReplacementHeld {
+					continue
+				}
+				held++
+				if tt.held == "" || !strings.Contains(bl.Message, tt.held) {
+					t.Errorf("node %s stays: %q, want no replacement said to be held back (%q)", bl.Node, bl.Message, tt.held)
+				}
+			}
+			if tt.held != "" && held != 3 {
+				t.Errorf("%d nodes say a replacement is held back (%+v), want 3", held, plan.Blocked)
 			}
 		})
 	}
