@@ -28,8 +28,9 @@ type Replacement struct {
 // replacement of the 3, 2 or 1 least-utilised candidates that only lack
 // room (their pods pass every drain rule): their pods, with the pods that
 // wait for a node, are planned by the scale-up planner on the rest of the
-// cluster plus new nodes; it must place every pod of theirs on exactly one
-// new node, saving at least the group's share.
+// cluster plus new nodes; it must place every pod of theirs on the nodes
+// that stay or exactly one new node, saving at least the group's share,
+// and leave off that node no waiting pod that could take its room.
 func (p *planner) replace(in Input, cands []candidate) error {
 	var stuck []candidate
 	for _, c := range cands {
@@ -92,17 +93,56 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 	if err != nil {
 		return nil, err
 	}
-	if len(plan.NewNodes) != 1 || plan.NewNodes[0].PricePerHour > (1-savings)*old {
+	nn, ok := oneNewNode(plan, p.moverRefs(nodes))
+	if !ok || nn.PricePerHour > (1-savings)*old {
 		return nil, nil
 	}
-	if ok, err := p.onlyHomelessLeft(in, plan); !ok || err != nil {
+	if ok, err := p.noneCouldTakeItsRoom(in, plan, nn, waiting); !ok || err != nil {
 		return nil, err
 	}
-	r := &Replacement{New: plan.NewNodes[0], OldPrice: old, NewPrice: plan.NewNodes[0].PricePerHour}
+	r := &Replacement{New: nn, OldPrice: old, NewPrice: nn.PricePerHour}
 	for _, c := range set {
 		r.Nodes = append(r.Nodes, c.node.Name)
 	}
 	return r, nil
+}
+
+// moverRefs are the pods (and headroom units) that must leave the nodes.
+func (p *planner) moverRefs(nodes []*snapshot.Node) map[scaleup.PodRef]bool {
+	out := map[scaleup.PodRef]bool{}
+	for _, n := range nodes {
+		movers, _, _ := p.classify(n, p.groups[n.NodeGroup])
+		for _, sp := range movers {
+			out[scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}] = true
+		}
+	}
+	return out
+}
+
+// oneNewNode returns the one new node of the plan that the replaced
+// nodes' pods go to: every one of them is placed, on a node that stays or
+// on that node. The plan's other new nodes hold waiting pods only, and are
+// scale-up's matter.
+func oneNewNode(plan *scaleup.Plan, movers map[scaleup.PodRef]bool) (scaleup.NewNode, bool) {
+	for _, u := range plan.Unschedulable {
+		if movers[u.Pod] {
+			return scaleup.NewNode{}, false
+		}
+	}
+	found := -1
+	for i, nn := range plan.NewNodes {
+		if !slices.ContainsFunc(nn.Pods, func(r scaleup.PodRef) bool { return movers[r] }) {
+			continue
+		}
+		if found >= 0 {
+			return scaleup.NewNode{}, false
+		}
+		found = i
+	}
+	if found < 0 {
+		return scaleup.NewNode{}, false
+	}
+	return plan.NewNodes[found], true
 }
 
 // replaceable returns the node groups a replacement may be launched in:
@@ -126,54 +166,64 @@ func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGrou
 	return out
 }
 
-// onlyHomelessLeft reports whether every pod the plan leaves unschedulable
-// is a waiting pod that fits on no new node of any group, even without
-// maxSize, limits or unavailable offerings: the replaced nodes' pods all
-// have a home, and no waiting pod left out could take the new node's room
-// (kube-scheduler gives it to the waiting pods as soon as the node is
-// Ready, before the old nodes are drained). A waiting pod that fits takes
-// its room in the plan like the others.
-func (p *planner) onlyHomelessLeft(in Input, plan *scaleup.Plan) (bool, error) {
-	if len(plan.Unschedulable) == 0 {
+// noneCouldTakeItsRoom reports whether no waiting pod that the plan
+// leaves off the new node could take its room: kube-scheduler gives that
+// room to the waiting pods as soon as the node is Ready, before the
+// replaced nodes' pods move. One that fits on a new node of the same
+// group, with its maxSize, limits and unavailable offerings lifted, could
+// (a pod held back by maxSize alone too); pods that wait for other groups,
+// or fit nowhere, hold nothing back.
+func (p *planner) noneCouldTakeItsRoom(in Input, plan *scaleup.Plan, nn scaleup.NewNode, waiting []*corev1.Pod) (bool, error) {
+	if len(waiting) == 0 {
 		return true, nil
 	}
-	if p.homeless == nil {
-		homeless, err := p.fitNowhere(in)
-		if err != nil {
-			return false, err
-		}
-		p.homeless = homeless
+	fit, err := p.fitIn(in, nn.NodeGroup)
+	if err != nil {
+		return false, err
 	}
-	for _, u := range plan.Unschedulable {
-		if !p.homeless[u.Pod] {
+	on := make(map[scaleup.PodRef]bool, len(nn.Pods))
+	for _, ref := range nn.Pods {
+		on[ref] = true
+	}
+	for _, pod := range waiting {
+		if ref := (scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}); fit[ref] && !on[ref] {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// fitNowhere returns the waiting pods that the scale-up planner leaves
-// unschedulable on the cluster with every group unbounded (no maxSize, no
-// limits, every offering available). It is planned once a round, when a
-// replacement first needs it.
-func (p *planner) fitNowhere(in Input) (map[scaleup.PodRef]bool, error) {
-	groups := make([]*v1alpha1.NodeGroup, 0, len(in.NodeGroups))
-	for _, g := range in.NodeGroups {
-		open := g.DeepCopy()
-		open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
-		groups = append(groups, open)
+// fitIn returns the waiting pods that fit on new nodes of the group with
+// its maxSize, limits and unavailable offerings lifted: those that could
+// take the room of a node launched there. Planned once a round per group,
+// when a replacement there first needs it.
+func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error) {
+	if fit, ok := p.fit[group]; ok {
+		return fit, nil
 	}
+	g := p.groups[group]
+	if g == nil {
+		return nil, nil
+	}
+	open := g.DeepCopy()
+	open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
 	unbounded := in
 	unbounded.ClusterLimits, unbounded.Unavailable = corev1.ResourceList{}, nil
-	plan, err := p.planElsewhere(unbounded, groups, nil, p.waiting, nil)
+	plan, err := p.planElsewhere(unbounded, []*v1alpha1.NodeGroup{open}, nil, p.waiting, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[scaleup.PodRef]bool, len(plan.Unschedulable))
-	for _, u := range plan.Unschedulable {
-		out[u.Pod] = true
+	fit := map[scaleup.PodRef]bool{}
+	for _, nn := range plan.NewNodes {
+		for _, ref := range nn.Pods {
+			fit[ref] = true
+		}
 	}
-	return out, nil
+	if p.fit == nil {
+		p.fit = map[string]map[scaleup.PodRef]bool{}
+	}
+	p.fit[group] = fit
+	return fit, nil
 }
 
 // planElsewhere plans, with the scale-up planner, the pods (and headroom

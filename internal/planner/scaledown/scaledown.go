@@ -301,10 +301,11 @@ type planner struct {
 	// evicted from it.
 	settled map[*corev1.Pod]bool
 	// waiting are the pending pods that fit on no node (Plan.Unplaced);
-	// homeless those of them that fit on no new node either (fitNowhere,
-	// nil until a replacement needs it).
-	waiting  []*corev1.Pod
-	homeless map[scaleup.PodRef]bool
+	// fit, per node group, those of them that fit on its new nodes
+	// without its maxSize and limits (fitIn, planned when a replacement
+	// there needs it).
+	waiting []*corev1.Pod
+	fit     map[string]map[scaleup.PodRef]bool
 	// moved are the moves of the plan's removals by pod, so that a pod
 	// moved again, when the node it was moved to goes too, is said to
 	// move where it ends.

@@ -353,14 +353,22 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		wantGroup string
 		wantPrice float64
 		// held, when set, is what the three nodes say keeps them
-		// (ReplacementHeld): a replacement the rules hold back.
-		held string
+		// (ReplacementHeld): a replacement the rules hold back; unsaid
+		// what they must not say.
+		held, unsaid string
+		// waitFor, when set, is the node group the waiting pods select;
+		// otherFull leaves the group "other" no room (maxSize 0).
+		waitFor   string
+		otherFull bool
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
 		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
 		{name: "not when the large node saves less than 10 %", large: "0.28"},
 		{name: "not when a pod is bare", large: "0.20", bare: true},
-		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2, held: "node group mix has 3 nodes, past its maxSize 2"},
+		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2,
+			held: "node group mix is past its maxSize 2 (its maxSize is below its size)", unsaid: "pods wait"},
+		{name: "not when the group is over its maxSize, a pod waiting that fits nowhere", large: "0.20", maxSize: 2, waiting: []string{"64"},
+			held: "node group mix is past its maxSize 2", unsaid: "pods wait"},
 		{name: "over its maxSize, into another group", large: "0.20", maxSize: 2, other: "0.22", wantNodes: 3, wantGroup: "other", wantPrice: 0.22},
 		{name: "a waiting pod that fits beside the moved pods", large: "0.20", waiting: []string{"1200m"}, wantNodes: 3},
 		{name: "a waiting pod that fits nowhere holds nothing back", large: "0.20", waiting: []string{"64"}, wantNodes: 3},
@@ -372,6 +380,16 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		// nodes say their pods have no home, not that pods waiting hold
 		// a replacement back.
 		{name: "not when it saves too little, pods waiting or not", large: "0.28", waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
+		// Pods that only another group's nodes take cannot take the new
+		// node's room: at that group's maxSize they hold nothing back.
+		// While it has room, the what-if puts two of the moved pods on
+		// the node it plans for them (cheaper than a large-8 of mix):
+		// no one node replaces the three, until scale-up has launched
+		// theirs.
+		{name: "pods waiting at another group's maxSize hold nothing back", large: "0.20", other: "0.30", waitFor: "other", otherFull: true,
+			waiting: []string{"1200m", "1200m", "1200m", "1200m"}, wantNodes: 3},
+		{name: "not while pods wait for another group's new node", large: "0.20", other: "0.30", waitFor: "other",
+			waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
@@ -387,6 +405,9 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				groups = append(groups, group("other", func(ng *v1alpha1.NodeGroup) {
 					ng.Spec.InstanceTypes = nil
 					b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.other))(ng)
+					if tt.otherFull {
+						ng.Spec.MaxSize = 0
+					}
 				}))
 			}
 			var nodes []*corev1.Node
@@ -402,7 +423,11 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				pods = append(pods, b.Pod(fmt.Sprintf("w-%d", i), opts...))
 			}
 			for i, cpu := range tt.waiting {
-				pending = append(pending, b.Pod(fmt.Sprintf("wait-%d", i), b.CPU(cpu), b.OwnedBy("ReplicaSet", "burst")))
+				opts := []b.PodOption{b.CPU(cpu), b.OwnedBy("ReplicaSet", "burst")}
+				if tt.waitFor != "" {
+					opts = append(opts, b.NodeSelector(v1alpha1.LabelNodeGroup, tt.waitFor))
+				}
+				pending = append(pending, b.Pod(fmt.Sprintf("wait-%d", i), opts...))
 			}
 			plan, err := scaledown.Run(scaledown.Input{NodeGroups: groups, Nodes: nodes, Pods: pods, Pending: pending})
 			if err != nil {
@@ -431,7 +456,7 @@ func TestReplaceByACheaperNode(t *testing.T) {
 					continue
 				}
 				held++
-				if tt.held == "" || !strings.Contains(bl.Message, tt.held) {
+				if tt.held == "" || !strings.Contains(bl.Message, tt.held) || (tt.unsaid != "" && strings.Contains(bl.Message, tt.unsaid)) {
 					t.Errorf("node %s stays: %q, want no replacement said to be held back (%q)", bl.Node, bl.Message, tt.held)
 				}
 			}

@@ -170,10 +170,13 @@ func RequestsLowerBound(ng *v1alpha1.NodeGroup, pods []*corev1.Pod) float64 {
 	return max(lineBound(cpuPts, cpu, 0), lineBound(memPts, mem, 0))
 }
 
-// MinNodes is the number of nodes any plan needs at least: one when there
+// MinNodes is a number of nodes every plan needs at least: one when there
 // are pods, and one for each pod of the largest set of pods that carry the
 // same required hostname anti-affinity term and match its selector (no two
-// of them may share a node).
+// of them may share a node). A pod counts once in a set, however many
+// times it carries the term; terms that name namespaces or merge the
+// pod's own label values (matchLabelKeys, mismatchLabelKeys) are left
+// out, which can only lower the count.
 func MinNodes(pods []*corev1.Pod) int {
 	if len(pods) == 0 {
 		return 0
@@ -184,13 +187,18 @@ func MinNodes(pods []*corev1.Pod) int {
 		if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
 			continue
 		}
+		seen := map[term]bool{}
 		for _, t := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 			sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
-			if t.TopologyKey != corev1.LabelHostname || err != nil || t.NamespaceSelector != nil ||
-				len(t.Namespaces) > 0 || !sel.Matches(labels.Set(p.Labels)) {
+			if t.TopologyKey != corev1.LabelHostname || err != nil || t.NamespaceSelector != nil || len(t.Namespaces) > 0 ||
+				len(t.MatchLabelKeys) > 0 || len(t.MismatchLabelKeys) > 0 || !sel.Matches(labels.Set(p.Labels)) {
 				continue
 			}
 			key := term{p.Namespace, metav1.FormatLabelSelector(t.LabelSelector)}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
 			count[key]++
 			most = max(most, count[key])
 		}
@@ -235,7 +243,13 @@ func lineBound(pts []point, requested, nodes float64) float64 {
 	}
 	perUnit, cheapest := math.Inf(1), math.Inf(1)
 	for _, p := range pts {
-		perUnit, cheapest = min(perUnit, p.price/p.alloc), min(cheapest, p.price)
+		if p.alloc > 0 { // a type without the resource bounds b alone
+			perUnit = min(perUnit, p.price/p.alloc)
+		}
+		cheapest = min(cheapest, p.price)
+	}
+	if math.IsInf(perUnit, 1) {
+		perUnit = 0
 	}
 	best := max(perUnit*requested, cheapest*nodes)
 	sorted := slices.Clone(pts)

@@ -83,6 +83,7 @@ func TestMinNodesCountsTheLargestSetThatMayNotShareANode(t *testing.T) {
 		{"no pods", nil, 0},
 		{"pods without anti-affinity", pods(3), 1},
 		{"the largest set of one namespace", mix, 4},
+		{"a pod that carries its term twice counts once", pods(3, Labels("app", "web"), web, web), 3},
 	} {
 		if got := workload.MinNodes(tc.pods); got != tc.want {
 			t.Errorf("%s: %d nodes, want %d", tc.name, got, tc.want)
