@@ -5,85 +5,70 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
 // holdBack says why no replacement is planned when one would be without
-// the two rules that hold replacements back: waiting pods that could take
-// the new node's room before the old nodes' pods move (noneCouldTakeItsRoom)
-// and a group past its maxSize (it gets none: replaceable). The nodes of
-// the first replacement found with both rules lifted (the largest set
-// first, as replace tries them) say which of the two apply to it, instead
-// of that a pod has no home. It runs only in a round where pods wait or a
-// group is past its maxSize, and plans at most maxReplaced times more,
-// plus fitIn for the replacement's group if the round had not planned it.
-func (p *planner) holdBack(in Input, stuck []candidate) error {
-	pastMax := false
-	for _, g := range in.NodeGroups {
-		pastMax = pastMax || p.size[g.Name] > int(g.Spec.MaxSize)
+// the two rules that hold replacements back: waiting pods that would take
+// the new node's room before the old nodes' pods move (tryReplace's
+// contenders) and a group past its maxSize (it gets none: replaceable).
+// held is the first replacement the contenders alone held back, if any.
+// Else, while a group is past its maxSize, the replacements are planned
+// once more in every group (at most maxReplaced plans). The nodes of the
+// replacement found say which rules apply to it, instead of that a pod
+// has no home.
+func (p *planner) holdBack(in Input, stuck []candidate, held *Replacement) error {
+	if held != nil {
+		p.sayHeld(held, false, true)
+		return nil
 	}
-	if len(p.waiting) == 0 && !pastMax {
+	if !slices.ContainsFunc(in.NodeGroups, func(g *v1alpha1.NodeGroup) bool { return p.pastMaxSize(g.Name) }) {
 		return nil
 	}
 	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
-		r, err := p.tryReplace(in, stuck[:k], in.NodeGroups, nil)
+		r, heldBack, err := p.tryReplace(in, stuck[:k], in.NodeGroups, true)
 		if err != nil {
 			return err
 		}
 		if r == nil {
-			continue
+			r = heldBack
 		}
-		why, err := p.heldBy(in, r)
-		if err != nil || len(why) == 0 { // found without either rule's help: nothing to say
-			return err
+		if r != nil {
+			p.sayHeld(r, p.pastMaxSize(r.New.NodeGroup), heldBack != nil)
+			return nil
 		}
-		msg := fmt.Sprintf("one %s node of node group %s (%.4f/h) would replace %s (%.4f/h), but %s",
-			r.New.InstanceType, r.New.NodeGroup, r.NewPrice, strings.Join(r.Nodes, ", "), r.OldPrice, strings.Join(why, "; and "))
-		for i := range p.plan.Blocked {
-			if b := &p.plan.Blocked[i]; b.Reason == ReasonNoHome && slices.Contains(r.Nodes, b.Node) {
-				b.Reason, b.Pod, b.Message = ReasonReplacementHeld, nil, msg
-			}
-		}
-		return nil
 	}
 	return nil
 }
 
-// heldBy says which of the rules hold the replacement back. No count is
-// in the words: they are an event deduplicated by its text and a node
-// condition patched when it changes.
-func (p *planner) heldBy(in Input, r *Replacement) ([]string, error) {
-	var why []string
-	if g := p.groups[r.New.NodeGroup]; g != nil && p.size[g.Name] > int(g.Spec.MaxSize) {
-		cause := "its maxSize is below its size"
-		if p.replacingIn(g.Name) {
-			cause = "a replacement launched before is still there"
-		}
-		why = append(why, fmt.Sprintf("node group %s is past its maxSize %d (%s) and gets no replacement until it is back within it",
-			g.Name, g.Spec.MaxSize, cause))
-	}
-	if len(p.waiting) > 0 {
-		fit, err := p.fitIn(in, r.New.NodeGroup)
-		if err != nil {
-			return nil, err
-		}
-		if slices.ContainsFunc(p.waiting, func(pod *corev1.Pod) bool { return fit[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] }) {
-			why = append(why, "pods wait for a node of node group "+r.New.NodeGroup+" and would take the new node's room before these nodes' pods move: "+
-				"no replacement is planned there while they wait")
-		}
-	}
-	return why, nil
+// pastMaxSize reports whether the group has more nodes than its maxSize.
+func (p *planner) pastMaxSize(group string) bool {
+	g := p.groups[group]
+	return g != nil && p.size[group] > int(g.Spec.MaxSize)
 }
 
-// replacingIn reports whether a node of the group was launched to replace
-// others that are still there.
-func (p *planner) replacingIn(group string) bool {
-	for _, n := range p.s.Nodes {
-		if n.NodeGroup == group && p.replacements[n.Name] {
-			return true
+// sayHeld rewrites the NoHome entries of the replacement's nodes to say
+// which rules hold it back, if any. No count is in the words: they are an
+// event deduplicated by its text and a node condition patched when it
+// changes.
+func (p *planner) sayHeld(r *Replacement, pastMax, contended bool) {
+	var why []string
+	if pastMax {
+		why = append(why, fmt.Sprintf("node group %s is past its maxSize %d (a replacement under way or given up leaves a node past it, "+
+			"as does a lowered maxSize) and gets no replacement until it is back within it", r.New.NodeGroup, p.groups[r.New.NodeGroup].Spec.MaxSize))
+	}
+	if contended {
+		why = append(why, "pods wait for a node of node group "+r.New.NodeGroup+" that would take the new node's room before these nodes' pods move: "+
+			"no replacement is planned there while they wait")
+	}
+	if len(why) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("one %s node of node group %s (%.4f/h) would replace %s (%.4f/h), but %s",
+		r.New.InstanceType, r.New.NodeGroup, r.NewPrice, strings.Join(r.Nodes, ", "), r.OldPrice, strings.Join(why, "; and "))
+	for i := range p.plan.Blocked {
+		if b := &p.plan.Blocked[i]; b.Reason == ReasonNoHome && slices.Contains(r.Nodes, b.Node) {
+			b.Reason, b.Pod, b.Message = ReasonReplacementHeld, nil, msg
 		}
 	}
-	return false
 }

@@ -1,7 +1,6 @@
 package scaledown
 
 import (
-	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,11 +25,11 @@ type Replacement struct {
 
 // replace looks, when nothing could simply be removed, for the cheapest
 // replacement of the 3, 2 or 1 least-utilised candidates that only lack
-// room (their pods pass every drain rule): their pods, with the pods that
-// wait for a node, are planned by the scale-up planner on the rest of the
-// cluster plus new nodes; it must place every pod of theirs on the nodes
-// that stay or exactly one new node, saving at least the group's share,
-// and leave off that node no waiting pod that could take its room.
+// room (their pods pass every drain rule): their pods are planned by the
+// scale-up planner on the rest of the cluster plus new nodes; they must
+// go to the nodes that stay or exactly one new node, saving at least the
+// group's share, and the waiting pods that could take that node's room
+// must fit on it with them (tryReplace).
 func (p *planner) replace(in Input, cands []candidate) error {
 	var stuck []candidate
 	for _, c := range cands {
@@ -42,9 +41,10 @@ func (p *planner) replace(in Input, cands []candidate) error {
 		}
 	}
 	groups := p.replaceable(in.NodeGroups)
+	var held *Replacement
 	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
 		set := stuck[:k]
-		r, err := p.tryReplace(in, set, groups, p.waiting)
+		r, heldBack, err := p.tryReplace(in, set, groups, true)
 		if err != nil {
 			return err
 		}
@@ -55,8 +55,11 @@ func (p *planner) replace(in Input, cands []candidate) error {
 			}
 			return nil
 		}
+		if held == nil {
+			held = heldBack
+		}
 	}
-	return p.holdBack(in, stuck)
+	return p.holdBack(in, stuck, held)
 }
 
 // budgetAllows reports whether the group may disrupt n more nodes.
@@ -67,62 +70,88 @@ func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
 }
 
 // tryReplace plans the pods of set as pending on the cluster without it,
-// with the waiting pods given, on new nodes of groups.
-func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeGroup, waiting []*corev1.Pod) (*Replacement, error) {
+// on new nodes of groups: they must all go to the nodes that stay or one
+// new node that saves at least the group's share. With contend, the
+// waiting pods that could take that node's room (contenders) are planned
+// with them and must land on it too, on a plan of that one new node;
+// when they do not, the replacement found without them is returned as
+// heldBack.
+func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeGroup, contend bool) (r, heldBack *Replacement, err error) {
 	old, savings := 0.0, 1.0
 	perGroup := map[string]int{}
+	var nodes []*snapshot.Node
 	for _, c := range set {
 		price, ok := nodePrice(c.group, c.node)
 		if !ok {
-			return nil, nil
+			return nil, nil, nil
 		}
 		old += price
 		savings = min(savings, c.group.Spec.Disruption.Savings())
 		perGroup[c.group.Name]++
+		nodes = append(nodes, c.node)
 	}
 	for _, c := range set {
 		if !p.budgetAllows(c.group, perGroup[c.group.Name]) {
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
-	var nodes []*snapshot.Node
-	for _, c := range set {
-		nodes = append(nodes, c.node)
-	}
-	plan, err := p.planElsewhere(in, groups, nodes, waiting, nil)
+	refs, movers := p.movers(nodes)
+	plan, err := p.planElsewhere(in, groups, nodes, nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	nn, ok := oneNewNode(plan, p.moverRefs(nodes))
+	nn, ok := oneNewNode(plan, refs)
 	if !ok || nn.PricePerHour > (1-savings)*old {
-		return nil, nil
+		return nil, nil, nil
 	}
-	if ok, err := p.noneCouldTakeItsRoom(in, plan, nn, waiting); !ok || err != nil {
-		return nil, err
+	r = replacement(set, nn, old)
+	if !contend || len(p.waiting) == 0 {
+		return r, nil, nil
 	}
+	rivals, err := p.contenders(in, nn.NodeGroup, movers)
+	if err != nil || len(rivals) == 0 {
+		return r, nil, err
+	}
+	if !mayShareANode(p.groups[nn.NodeGroup], rivals) {
+		return nil, r, nil
+	}
+	plan, err = p.planElsewhere(in, groups, nodes, rivals, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	nn, ok = oneNewNode(plan, refs)
+	if !ok || len(plan.NewNodes) != 1 || len(plan.Unschedulable) > 0 || nn.NodeGroup != r.New.NodeGroup || nn.PricePerHour > (1-savings)*old {
+		return nil, r, nil
+	}
+	return replacement(set, nn, old), nil, nil
+}
+
+func replacement(set []candidate, nn scaleup.NewNode, old float64) *Replacement {
 	r := &Replacement{New: nn, OldPrice: old, NewPrice: nn.PricePerHour}
 	for _, c := range set {
 		r.Nodes = append(r.Nodes, c.node.Name)
 	}
-	return r, nil
+	return r
 }
 
-// moverRefs are the pods (and headroom units) that must leave the nodes.
-func (p *planner) moverRefs(nodes []*snapshot.Node) map[scaleup.PodRef]bool {
-	out := map[scaleup.PodRef]bool{}
+// movers are the pods (and headroom units) that must leave the nodes, by
+// reference and as they are.
+func (p *planner) movers(nodes []*snapshot.Node) (map[scaleup.PodRef]bool, []*corev1.Pod) {
+	refs := map[scaleup.PodRef]bool{}
+	var pods []*corev1.Pod
 	for _, n := range nodes {
 		movers, _, _ := p.classify(n, p.groups[n.NodeGroup])
 		for _, sp := range movers {
-			out[scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}] = true
+			refs[scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}] = true
+			pods = append(pods, sp.Pod)
 		}
 	}
-	return out
+	return refs, pods
 }
 
 // oneNewNode returns the one new node of the plan that the replaced
 // nodes' pods go to: every one of them is placed, on a node that stays or
-// on that node. The plan's other new nodes hold waiting pods only, and are
-// scale-up's matter.
+// on that node.
 func oneNewNode(plan *scaleup.Plan, movers map[scaleup.PodRef]bool) (scaleup.NewNode, bool) {
 	for _, u := range plan.Unschedulable {
 		if movers[u.Pod] {
@@ -164,66 +193,6 @@ func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGrou
 		out = append(out, g)
 	}
 	return out
-}
-
-// noneCouldTakeItsRoom reports whether no waiting pod that the plan
-// leaves off the new node could take its room: kube-scheduler gives that
-// room to the waiting pods as soon as the node is Ready, before the
-// replaced nodes' pods move. One that fits on a new node of the same
-// group, with its maxSize, limits and unavailable offerings lifted, could
-// (a pod held back by maxSize alone too); pods that wait for other groups,
-// or fit nowhere, hold nothing back.
-func (p *planner) noneCouldTakeItsRoom(in Input, plan *scaleup.Plan, nn scaleup.NewNode, waiting []*corev1.Pod) (bool, error) {
-	if len(waiting) == 0 {
-		return true, nil
-	}
-	fit, err := p.fitIn(in, nn.NodeGroup)
-	if err != nil {
-		return false, err
-	}
-	on := make(map[scaleup.PodRef]bool, len(nn.Pods))
-	for _, ref := range nn.Pods {
-		on[ref] = true
-	}
-	for _, pod := range waiting {
-		if ref := (scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}); fit[ref] && !on[ref] {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// fitIn returns the waiting pods that fit on new nodes of the group with
-// its maxSize, limits and unavailable offerings lifted: those that could
-// take the room of a node launched there. Planned once a round per group,
-// when a replacement there first needs it.
-func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error) {
-	if fit, ok := p.fit[group]; ok {
-		return fit, nil
-	}
-	g := p.groups[group]
-	if g == nil {
-		return nil, nil
-	}
-	open := g.DeepCopy()
-	open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
-	unbounded := in
-	unbounded.ClusterLimits, unbounded.Unavailable = corev1.ResourceList{}, nil
-	plan, err := p.planElsewhere(unbounded, []*v1alpha1.NodeGroup{open}, nil, p.waiting, nil)
-	if err != nil {
-		return nil, err
-	}
-	fit := map[scaleup.PodRef]bool{}
-	for _, nn := range plan.NewNodes {
-		for _, ref := range nn.Pods {
-			fit[ref] = true
-		}
-	}
-	if p.fit == nil {
-		p.fit = map[string]map[scaleup.PodRef]bool{}
-	}
-	p.fit[group] = fit
-	return fit, nil
 }
 
 // planElsewhere plans, with the scale-up planner, the pods (and headroom

@@ -357,16 +357,18 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		// what they must not say.
 		held, unsaid string
 		// waitFor, when set, is the node group the waiting pods select;
-		// otherFull leaves the group "other" no room (maxSize 0).
-		waitFor   string
-		otherFull bool
+		// otherFull leaves the group "other" no room (maxSize 0); follow
+		// gives the waiting pods a required hostname affinity to the
+		// moved pods (app=web); pinned pins a moved pod to its node.
+		waitFor                   string
+		otherFull, follow, pinned bool
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
 		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
 		{name: "not when the large node saves less than 10 %", large: "0.28"},
 		{name: "not when a pod is bare", large: "0.20", bare: true},
 		{name: "not when the group is over its maxSize", large: "0.20", maxSize: 2,
-			held: "node group mix is past its maxSize 2 (its maxSize is below its size)", unsaid: "pods wait"},
+			held: "node group mix is past its maxSize 2 (a replacement under way or given up", unsaid: "pods wait"},
 		{name: "not when the group is over its maxSize, a pod waiting that fits nowhere", large: "0.20", maxSize: 2, waiting: []string{"64"},
 			held: "node group mix is past its maxSize 2", unsaid: "pods wait"},
 		{name: "over its maxSize, into another group", large: "0.20", maxSize: 2, other: "0.22", wantNodes: 3, wantGroup: "other", wantPrice: 0.22},
@@ -381,15 +383,19 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		// a replacement back.
 		{name: "not when it saves too little, pods waiting or not", large: "0.28", waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
 		// Pods that only another group's nodes take cannot take the new
-		// node's room: at that group's maxSize they hold nothing back.
-		// While it has room, the what-if puts two of the moved pods on
-		// the node it plans for them (cheaper than a large-8 of mix):
-		// no one node replaces the three, until scale-up has launched
-		// theirs.
+		// node's room, whether that group has room or is at its maxSize;
+		// the node planned for them is scale-up's, and no moved pod is
+		// planned there.
 		{name: "pods waiting at another group's maxSize hold nothing back", large: "0.20", other: "0.30", waitFor: "other", otherFull: true,
 			waiting: []string{"1200m", "1200m", "1200m", "1200m"}, wantNodes: 3},
-		{name: "not while pods wait for another group's new node", large: "0.20", other: "0.30", waitFor: "other",
-			waiting: []string{"1200m", "1200m", "1200m", "1200m"}},
+		{name: "pods waiting for another group's new node hold nothing back", large: "0.20", other: "0.30", waitFor: "other",
+			waiting: []string{"1200m", "1200m", "1200m", "1200m"}, wantNodes: 3},
+		// A 5-cpu pod that must run beside the moved pods fits on no new
+		// node now, but would on the large node once one of them is
+		// there, and take the room the other two need.
+		{name: "not when a waiting pod would follow the moved pods onto the new node", large: "0.20", follow: true, waiting: []string{"5"},
+			held: "pods wait for a node of node group mix"},
+		{name: "not when a pod of theirs fits on no other node", large: "0.20", pinned: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
@@ -416,9 +422,12 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				name := fmt.Sprintf("small-%d", i)
 				nodes = append(nodes, b.Node(name, "2", "8Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "small-2",
 					v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")))
-				opts := []b.PodOption{b.NodeName(name), b.CPU("1200m"), b.Phase(corev1.PodRunning)}
+				opts := []b.PodOption{b.NodeName(name), b.CPU("1200m"), b.Phase(corev1.PodRunning), b.Labels("app", "web")}
 				if !tt.bare {
 					opts = append(opts, b.OwnedBy("ReplicaSet", "web"))
+				}
+				if tt.pinned && i == 0 {
+					opts = append(opts, b.NodeSelector(corev1.LabelHostname, name))
 				}
 				pods = append(pods, b.Pod(fmt.Sprintf("w-%d", i), opts...))
 			}
@@ -426,6 +435,9 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				opts := []b.PodOption{b.CPU(cpu), b.OwnedBy("ReplicaSet", "burst")}
 				if tt.waitFor != "" {
 					opts = append(opts, b.NodeSelector(v1alpha1.LabelNodeGroup, tt.waitFor))
+				}
+				if tt.follow {
+					opts = append(opts, b.PodAffinity(b.AffinityTerm(corev1.LabelHostname, "app", "web")))
 				}
 				pending = append(pending, b.Pod(fmt.Sprintf("wait-%d", i), opts...))
 			}

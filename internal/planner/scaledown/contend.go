@@ -1,0 +1,141 @@
+package scaledown
+
+import (
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+)
+
+// contenders are the waiting pods that could take the room of a new node
+// of the group before the replaced nodes' pods move there: kube-scheduler
+// gives a new node's room to the pods that wait as soon as it is Ready. A
+// pod contends when it fits on a new node of the group with its maxSize,
+// limits and unavailable offerings lifted (fitIn: a pod held back by
+// maxSize alone contends too), or when one of its required pod
+// (anti-)affinity terms or DoNotSchedule spreads selects a moving pod:
+// fitIn plans on the cluster before the move, and where those pods go
+// changes where such a pod fits. Pods that wait for other groups only, or
+// fit nowhere, do not contend.
+func (p *planner) contenders(in Input, group string, movers []*corev1.Pod) ([]*corev1.Pod, error) {
+	fit, err := p.fitIn(in, group)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, pod := range p.waiting {
+		if fit[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] || selectsAny(pod, movers) {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+// fitIn returns the waiting pods that fit on new nodes of the group with
+// its maxSize, limits and unavailable offerings lifted. Planned once a
+// round per group, when a replacement there first needs it.
+func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error) {
+	if fit, ok := p.fit[group]; ok {
+		return fit, nil
+	}
+	g := p.groups[group]
+	if g == nil {
+		return nil, nil
+	}
+	open := g.DeepCopy()
+	open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
+	unbounded := in
+	unbounded.ClusterLimits, unbounded.Unavailable = corev1.ResourceList{}, nil
+	plan, err := p.planElsewhere(unbounded, []*v1alpha1.NodeGroup{open}, nil, p.waiting, nil)
+	if err != nil {
+		return nil, err
+	}
+	fit := map[scaleup.PodRef]bool{}
+	for _, nn := range plan.NewNodes {
+		for _, ref := range nn.Pods {
+			fit[ref] = true
+		}
+	}
+	if p.fit == nil {
+		p.fit = map[string]map[scaleup.PodRef]bool{}
+	}
+	p.fit[group] = fit
+	return fit, nil
+}
+
+// selectsAny reports whether a required pod affinity or anti-affinity
+// term, or a DoNotSchedule topology spread, of the pod selects one of the
+// others by their labels (namespaces aside: a match in another namespace
+// counts too, which only makes the pod contend more often). A selector
+// that does not parse counts as a match.
+func selectsAny(pod *corev1.Pod, others []*corev1.Pod) bool {
+	var sels []*metav1.LabelSelector
+	if a := pod.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sels = append(sels, t.LabelSelector)
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sels = append(sels, t.LabelSelector)
+			}
+		}
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			sels = append(sels, c.LabelSelector)
+		}
+	}
+	for _, ls := range sels {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return true
+		}
+		for _, o := range others {
+			if sel.Matches(labels.Set(o.Labels)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayShareANode reports whether the pods' requests added up stay within
+// the allocatable of some instance type of the group, resource by
+// resource, and their count within its pods (resources a type does not
+// list are not compared). When they do not, no plan puts them all on one
+// new node, and none is made: a burst of waiting pods costs no plan.
+func mayShareANode(g *v1alpha1.NodeGroup, pods []*corev1.Pod) bool {
+	if g == nil {
+		return true
+	}
+	sum := corev1.ResourceList{}
+	for _, pod := range pods {
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			total := sum[name]
+			total.Add(q)
+			sum[name] = total
+		}
+	}
+	sum[corev1.ResourcePods] = *resource.NewQuantity(int64(len(pods)), resource.DecimalSI)
+	for _, it := range g.Spec.InstanceTypes {
+		fits := true
+		for name, q := range sum {
+			if c, ok := it.Capacity[name]; ok && q.Cmp(c) > 0 {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return true
+		}
+	}
+	return false
+}
