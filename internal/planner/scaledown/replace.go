@@ -109,8 +109,11 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return r, nil, nil
 	}
 	rivals, err := p.contenders(in, nn.NodeGroup, movers)
-	if err != nil || len(rivals) == 0 {
-		return r, nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rivals) == 0 {
+		return r, nil, nil
 	}
 	if !mayShareANode(p.groups[nn.NodeGroup], rivals) {
 		return nil, r, nil
@@ -126,6 +129,7 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 	return replacement(set, nn, old), nil, nil
 }
 
+// replacement is the set's replacement by the new node.
 func replacement(set []candidate, nn scaleup.NewNode, old float64) *Replacement {
 	r := &Replacement{New: nn, OldPrice: old, NewPrice: nn.PricePerHour}
 	for _, c := range set {
