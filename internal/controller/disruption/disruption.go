@@ -136,8 +136,9 @@ type Controller struct {
 	// group with an unreadable window.
 	lastBlocked, lastWarned, lastWindow map[string]string
 	// base is the model of the cluster kept from round to round (rounds
-	// run one at a time, from Start).
-	base *snapshot.Base
+	// run one at a time, from Start); whatIf the one the plans'
+	// what-ifs keep (scaledown.Input.WhatIf).
+	base, whatIf *snapshot.Base
 	// informers is the manager's cache, when registered with one: rounds
 	// read pods from its stores (clusterread.Parts.Informers).
 	informers crcache.Informers
@@ -153,7 +154,7 @@ func New(d Deps, o Options) *Controller {
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
 		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
-		base: snapshot.NewBase()}
+		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create

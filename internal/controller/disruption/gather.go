@@ -74,7 +74,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		index: map[string]int{}, owned: map[string]bool{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
-	w.input.Base = c.base
+	w.input.Base, w.input.WhatIf = c.base, c.whatIf
 	for _, g := range cl.NodeGroups {
 		w.groups[g.Name] = g
 	}

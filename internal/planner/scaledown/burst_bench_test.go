@@ -14,15 +14,17 @@ import (
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
-// BenchmarkScaleDownDuringABurst plans a scale-down round of 1,000 full
-// 16-cpu nodes (32 pods of 500m each, 0.80/h) while pods of 1 cpu wait
+// BenchmarkScaleDownDuringABurst plans a scale-down round of 1,000 (and
+// 5,000) full 16-cpu nodes (32 pods of 500m each, 0.80/h) while pods of 1 cpu wait
 // for a node: no node can be removed, so the replacement of the 3 least
 // utilised nodes by one node of 48 cpu (1.30/h) is planned, with the pods
 // that wait, then of 2 and 1. Reports the replacements planned (1 without
 // waiting pods, 0 while pods wait that would take the new node's room).
 func BenchmarkScaleDownDuringABurst(b_ *testing.B) {
-	for _, waiting := range []int{0, 500} {
-		b_.Run(fmt.Sprintf("nodes=1000/waiting=%d", waiting), func(bb *testing.B) { benchmarkBurst(bb, 1000, waiting) })
+	for _, n := range []int{1000, 5000} {
+		for _, waiting := range []int{0, 500} {
+			b_.Run(fmt.Sprintf("nodes=%d/waiting=%d", n, waiting), func(bb *testing.B) { benchmarkBurst(bb, n, waiting) })
+		}
 	}
 }
 
@@ -34,7 +36,7 @@ func benchmarkBurst(bb *testing.B, n, waiting int) {
 	ng.Spec.InstanceTypes = nil
 	b.InstanceType("m-16", "16", "64Gi", b.OnDemand("zone-a", "0.80"))(ng)
 	b.InstanceType("m-48", "48", "192Gi", b.OnDemand("zone-a", "1.30"))(ng)
-	// The 1,000 nodes alone pass the default cluster limits.
+	// The nodes alone pass the default cluster limits.
 	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
 		ClusterLimits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100k"), corev1.ResourceMemory: resource.MustParse("1000Ti")}}
 	for i := range n {
@@ -51,7 +53,7 @@ func benchmarkBurst(bb *testing.B, n, waiting int) {
 	for i := range waiting {
 		in.Pending = append(in.Pending, b.Pod(fmt.Sprintf("w-%d", i), b.CPU("1"), b.Memory("1Gi"), b.OwnedBy("ReplicaSet", "burst")))
 	}
-	in.Base = snapshot.NewBase()
+	in.Base, in.WhatIf = snapshot.NewBase(), snapshot.NewBase()
 	var plan *scaledown.Plan
 	for bb.Loop() {
 		var err error

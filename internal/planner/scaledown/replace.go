@@ -202,14 +202,17 @@ func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGrou
 // planElsewhere plans, with the scale-up planner, the pods (and headroom
 // units) that must leave the given nodes, and the waiting pods given, on
 // the cluster without those nodes plus new nodes of groups, without the
-// offerings in avoid: what would have to be launched for them.
+// offerings in avoid: what would have to be launched for them. With
+// in.WhatIf, the model of the cluster is kept from one what-if to the
+// next, across rounds: each changes only the nodes that go or come back
+// and what changed in the cluster.
 func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*snapshot.Node, waiting []*corev1.Pod, avoid []scaleup.Offering) (*scaleup.Plan, error) {
 	out := map[string]bool{}
 	for _, n := range gone {
 		out[n.Name] = true
 	}
 	sin := scaleup.Input{NodeGroups: groups, Pending: slices.Clone(waiting), DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
-		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: append(slices.Clone(in.Unavailable), avoid...)}
+		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Unavailable: append(slices.Clone(in.Unavailable), avoid...), Base: in.WhatIf}
 	for _, n := range in.Nodes {
 		if !out[n.Name] {
 			sin.Nodes = append(sin.Nodes, n)

@@ -105,6 +105,12 @@ type Input struct {
 	// Base, as in scale-up: the model of the cluster kept from the
 	// previous plan.
 	Base *snapshot.Base
+	// WhatIf is a second model of the cluster, kept for the what-if plans
+	// of replacements and disruptions (the scale-up planner's plans of
+	// the pods that would move, on the cluster without their nodes): the
+	// plan holds Base's snapshot while it makes them. Nil: each what-if
+	// builds its model anew.
+	WhatIf *snapshot.Base
 }
 
 // AddPods sorts the cluster's pods into the input: pods on a node, pods

@@ -441,9 +441,23 @@ func TestReplaceByACheaperNode(t *testing.T) {
 				}
 				pending = append(pending, b.Pod(fmt.Sprintf("wait-%d", i), opts...))
 			}
-			plan, err := scaledown.Run(scaledown.Input{NodeGroups: groups, Nodes: nodes, Pods: pods, Pending: pending})
+			in := scaledown.Input{NodeGroups: groups, Nodes: nodes, Pods: pods, Pending: pending}
+			plan, err := scaledown.Run(in)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The controller keeps the what-ifs' model from round to
+			// round: built in the first, brought up to date in the next,
+			// it must plan the same.
+			in.WhatIf = snapshot.NewBase()
+			for round := range 2 {
+				kept, err := scaledown.Run(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(plan, kept); diff != "" {
+					t.Errorf("round %d with the what-ifs' model kept plans otherwise (-fresh +kept):\n%s", round+1, diff)
+				}
 			}
 			if len(plan.Remove) != 0 {
 				t.Fatalf("removed %+v: no node can be removed outright", plan.Remove)
