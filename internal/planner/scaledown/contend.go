@@ -38,26 +38,39 @@ func (p *planner) contenders(in Input, group string, movers []*corev1.Pod) ([]*c
 }
 
 // fitIn returns the waiting pods that fit on new nodes of the group with
-// its maxSize, limits and unavailable offerings lifted. Planned once a
-// round per group, when a replacement there first needs it.
+// its maxSize, limits and unavailable offerings lifted. The other groups
+// are there with no room (maxSize and minSize 0), so that their nodes
+// read as in every other what-if (their startup taints come from their
+// group) and the kept model need not take them off. Planned once a round
+// per group, when a replacement there first needs it.
 func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error) {
 	if fit, ok := p.fit[group]; ok {
 		return fit, nil
 	}
-	g := p.groups[group]
-	if g == nil {
+	if p.groups[group] == nil {
 		return nil, nil
 	}
-	open := g.DeepCopy()
-	open.Spec.MaxSize, open.Spec.Limits = math.MaxInt32, nil
+	groups := make([]*v1alpha1.NodeGroup, 0, len(in.NodeGroups))
+	for _, g := range in.NodeGroups {
+		g = g.DeepCopy()
+		if g.Name == group {
+			g.Spec.MaxSize, g.Spec.Limits = math.MaxInt32, nil
+		} else {
+			g.Spec.MaxSize, g.Spec.MinSize = 0, 0
+		}
+		groups = append(groups, g)
+	}
 	unbounded := in
 	unbounded.ClusterLimits, unbounded.Unavailable = corev1.ResourceList{}, nil
-	plan, err := p.planElsewhere(unbounded, []*v1alpha1.NodeGroup{open}, nil, p.waiting, nil)
+	plan, err := p.planElsewhere(unbounded, groups, nil, p.waiting, nil)
 	if err != nil {
 		return nil, err
 	}
 	fit := map[scaleup.PodRef]bool{}
 	for _, nn := range plan.NewNodes {
+		if nn.NodeGroup != group {
+			continue
+		}
 		for _, ref := range nn.Pods {
 			fit[ref] = true
 		}

@@ -446,18 +446,35 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The controller keeps the what-ifs' model from round to
-			// round: built in the first, brought up to date in the next,
-			// it must plan the same.
-			in.WhatIf = snapshot.NewBase()
-			for round := range 2 {
-				kept, err := scaledown.Run(in)
+			// The controller keeps both models from round to round: built
+			// in the first, brought up to date in the next, they must plan
+			// as models built anew, also after the cluster changed (a node
+			// read again as another object, a waiting pod gone).
+			kept := in
+			kept.Base, kept.WhatIf = snapshot.NewBase(), snapshot.NewBase()
+			for round := range 3 {
+				want := plan
+				if round == 2 {
+					kept.Nodes = append([]*corev1.Node{nodes[0].DeepCopy()}, nodes[1:]...)
+					if len(pending) > 0 {
+						kept.Pending = pending[1:]
+					}
+					fresh := kept
+					fresh.Base, fresh.WhatIf = nil, nil
+					if want, err = scaledown.Run(fresh); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := scaledown.Run(kept)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(plan, kept); diff != "" {
-					t.Errorf("round %d with the what-ifs' model kept plans otherwise (-fresh +kept):\n%s", round+1, diff)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("round %d with the models kept plans otherwise (-fresh +kept):\n%s", round+1, diff)
 				}
+			}
+			if b := kept.WhatIf; b.Builds > 1 {
+				t.Errorf("the what-ifs' model was built %d times in three rounds (synced %d), want once", b.Builds, b.Syncs)
 			}
 			if len(plan.Remove) != 0 {
 				t.Fatalf("removed %+v: no node can be removed outright", plan.Remove)
