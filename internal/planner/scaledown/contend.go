@@ -2,15 +2,15 @@ package scaledown
 
 import (
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // contenders are the waiting pods that could take the room of a new node
@@ -19,10 +19,10 @@ import (
 // pod contends when it fits on a new node of the group with its maxSize,
 // limits and unavailable offerings lifted (fitIn: a pod held back by
 // maxSize alone contends too), or when one of its required pod
-// (anti-)affinity terms or DoNotSchedule spreads selects a moving pod:
-// fitIn plans on the cluster before the move, and where those pods go
-// changes where such a pod fits. Pods that wait for other groups only, or
-// fit nowhere, do not contend.
+// (anti-)affinity terms or DoNotSchedule spreads selects a moving pod
+// (podutil.RequiredTermSelects): fitIn plans on the cluster before the
+// move, and where those pods go changes where such a pod fits. Pods that
+// wait for other groups only, or fit nowhere, do not contend.
 func (p *planner) contenders(in Input, group string, movers []*corev1.Pod) ([]*corev1.Pod, error) {
 	fit, err := p.fitIn(in, group)
 	if err != nil {
@@ -30,7 +30,8 @@ func (p *planner) contenders(in Input, group string, movers []*corev1.Pod) ([]*c
 	}
 	var out []*corev1.Pod
 	for _, pod := range p.waiting {
-		if fit[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] || selectsAny(pod, movers) {
+		if fit[scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}] ||
+			slices.ContainsFunc(movers, func(m *corev1.Pod) bool { return podutil.RequiredTermSelects(pod, m, true) }) {
 			out = append(out, pod)
 		}
 	}
@@ -80,44 +81,6 @@ func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error)
 	}
 	p.fit[group] = fit
 	return fit, nil
-}
-
-// selectsAny reports whether a required pod affinity or anti-affinity
-// term, or a DoNotSchedule topology spread, of the pod selects one of the
-// others by their labels (namespaces aside: a match in another namespace
-// counts too, which only makes the pod contend more often). A selector
-// that does not parse counts as a match.
-func selectsAny(pod *corev1.Pod, others []*corev1.Pod) bool {
-	var sels []*metav1.LabelSelector
-	if a := pod.Spec.Affinity; a != nil {
-		if a.PodAffinity != nil {
-			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				sels = append(sels, t.LabelSelector)
-			}
-		}
-		if a.PodAntiAffinity != nil {
-			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				sels = append(sels, t.LabelSelector)
-			}
-		}
-	}
-	for _, c := range pod.Spec.TopologySpreadConstraints {
-		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
-			sels = append(sels, c.LabelSelector)
-		}
-	}
-	for _, ls := range sels {
-		sel, err := metav1.LabelSelectorAsSelector(ls)
-		if err != nil {
-			return true
-		}
-		for _, o := range others {
-			if sel.Matches(labels.Set(o.Labels)) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // mayShareANode reports whether the pods' requests added up stay within

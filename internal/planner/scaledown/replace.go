@@ -189,7 +189,7 @@ func oneNewNode(plan *scaleup.Plan, movers map[scaleup.PodRef]bool) (scaleup.New
 func (p *planner) replaceable(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGroup {
 	out := make([]*v1alpha1.NodeGroup, 0, len(groups))
 	for _, g := range groups {
-		if p.size[g.Name] > int(g.Spec.MaxSize) {
+		if p.pastMaxSize(g.Name) {
 			full := g.DeepCopy()
 			full.Spec.MaxSize = 0
 			g = full
@@ -229,11 +229,9 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 			sin.Pods = append(sin.Pods, boundTo(sp, n.Name))
 		}
 	}
-	for _, n := range gone {
-		movers, _, _ := p.classify(n, p.groups[n.NodeGroup])
-		for _, sp := range movers {
-			sin.Pending = append(sin.Pending, unboundCopy(sp.Pod))
-		}
+	_, movers := p.movers(gone)
+	for _, pod := range movers {
+		sin.Pending = append(sin.Pending, unboundCopy(pod))
 	}
 	return scaleup.Run(sin)
 }

@@ -2,11 +2,10 @@ package scaleup
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // Followers form chains: b follows a, c follows b (each requires the one
@@ -137,56 +136,14 @@ func seen(f *corev1.Pod, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Po
 		if q == f || (in[q] && leaderOf[q] == f) {
 			continue
 		}
-		if selectsIn(q, f, true) {
+		if podutil.RequiredTermSelects(q, f, true) {
 			return true
 		}
 	}
 	for _, q := range bound {
-		if selectsIn(q, f, false) {
+		if podutil.RequiredTermSelects(q, f, false) {
 			return true
 		}
 	}
 	return false
-}
-
-// selectsIn reports whether a required term of q selects f: all of q's
-// terms when q is pending, only its anti-affinity when it is bound.
-func selectsIn(q, f *corev1.Pod, pending bool) bool {
-	if pending {
-		for _, c := range q.Spec.TopologySpreadConstraints {
-			if c.WhenUnsatisfiable == corev1.DoNotSchedule && q.Namespace == f.Namespace && selects(c.LabelSelector, f) {
-				return true
-			}
-		}
-	}
-	a := q.Spec.Affinity
-	if a == nil {
-		return false
-	}
-	var terms []corev1.PodAffinityTerm
-	if a.PodAntiAffinity != nil {
-		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-	}
-	if pending && a.PodAffinity != nil {
-		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-	}
-	for i := range terms {
-		t := &terms[i]
-		inNamespace := t.NamespaceSelector != nil || (len(t.Namespaces) == 0 && q.Namespace == f.Namespace)
-		for _, ns := range t.Namespaces {
-			inNamespace = inNamespace || ns == f.Namespace
-		}
-		if inNamespace && selects(t.LabelSelector, f) {
-			return true
-		}
-	}
-	return false
-}
-
-// selects reports whether a label selector matches f's labels (an empty
-// one matches every pod); one that cannot be read selects nothing (the
-// planner refuses its pod anyway).
-func selects(ls *metav1.LabelSelector, f *corev1.Pod) bool {
-	sel, err := metav1.LabelSelectorAsSelector(ls)
-	return err == nil && sel.Matches(labels.Set(f.Labels))
 }

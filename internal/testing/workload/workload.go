@@ -214,8 +214,10 @@ func offeringPoints(ng *v1alpha1.NodeGroup) (cpu, mem []point) {
 		c := it.Capacity.Cpu().AsApproximateFloat64()
 		m := it.Capacity.Memory().AsApproximateFloat64()
 		for _, o := range it.Offerings {
-			var price float64
-			_, _ = fmt.Sscanf(o.PricePerHour, "%g", &price)
+			price, err := o.Price()
+			if err != nil {
+				continue // an offering berth cannot price, it never plans
+			}
 			cpu = append(cpu, point{c, price})
 			mem = append(mem, point{m, price})
 		}
