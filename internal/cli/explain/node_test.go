@@ -66,6 +66,10 @@ func TestExplainNode(t *testing.T) {
 	withLarge := group("small", b.InstanceType("large-8", "8", "16Gi", b.OnDemand("zone-a", "0.15")))
 	all := intstr.FromString("100%")
 	withLarge.Spec.Disruption.Budget = &all
+	// The same large node's offering failed to launch a minute ago.
+	largeFailed := withLarge.DeepCopy()
+	largeFailed.Status.UnavailableOfferings = []v1alpha1.UnavailableOffering{{InstanceType: "large-8", Zone: "zone-a",
+		CapacityType: v1alpha1.CapacityTypeOnDemand, Until: metav1.NewTime(now.Add(4 * time.Minute)), Streak: 1}}
 	var waiting []*corev1.Pod
 	for _, name := range []string{"burst-1", "burst-2", "burst-3", "burst-4"} {
 		waiting = append(waiting, b.Pod(name, b.CPU("1500m"), b.OwnedBy("ReplicaSet", "burst"), unschedulable))
@@ -102,6 +106,14 @@ func TestExplainNode(t *testing.T) {
 			pods: append([]*corev1.Pod{replicated("web-1", "small-a", "1500m"), replicated("web-2", "small-b", "1500m")}, waiting...),
 			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonReplacementHeld),
 				said: "one large-8 node of node group small (0.1500/h) would replace small-a, small-b (0.2000/h), but pods wait for a node"}},
+		{name: "a replacement is planned on two nodes that fit one cheaper node",
+			groups: []*v1alpha1.NodeGroup{withLarge}, nodes: []*corev1.Node{a, other},
+			pods: []*corev1.Pod{replicated("web-1", "small-a", "1500m"), replicated("web-2", "small-b", "1500m")},
+			want: nodeWant{Decision: DecisionReplace, Reason: string(scaledown.RemovalUnderutilized), said: "large-8"}},
+		{name: "no replacement is planned on an offering the controller avoids after a failed launch",
+			groups: []*v1alpha1.NodeGroup{largeFailed}, nodes: []*corev1.Node{a, other},
+			pods: []*corev1.Pod{replicated("web-1", "small-a", "1500m"), replicated("web-2", "small-b", "1500m")},
+			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonNoHome), Pod: "default/web-1", said: "fits on no other node"}},
 		{name: "a drifted node is disrupted",
 			groups: []*v1alpha1.NodeGroup{drifted}, nodes: []*corev1.Node{a},
 			want: nodeWant{Decision: DecisionDisrupt, Reason: string(v1alpha1.ReasonDrifted), said: `reasons: [Drifted]`}},

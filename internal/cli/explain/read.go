@@ -92,13 +92,7 @@ func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Po
 	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
 	nodes := byName(cl.Nodes)
-	for _, g := range in.NodeGroups {
-		for _, u := range g.Status.UnavailableOfferings {
-			if u.Until.After(s.now) {
-				in.Unavailable = append(in.Unavailable, scaleup.Offering{NodeGroup: g.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)})
-			}
-		}
-	}
+	in.Unavailable = unavailable(in.NodeGroups, s.now)
 	for _, p := range cl.Pods {
 		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
 			continue
@@ -174,6 +168,7 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now}
+	in.Unavailable = unavailable(cl.NodeGroups, s.now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
 	for _, g := range cl.NodeGroups {
 		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c != nil && c.Status == metav1.ConditionTrue {
@@ -184,6 +179,20 @@ func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
 		}
 	}
 	return in
+}
+
+// unavailable are the offerings the controller avoids now, as the node
+// groups' status publishes them (both planners are given them).
+func unavailable(groups []*v1alpha1.NodeGroup, now time.Time) []scaleup.Offering {
+	var out []scaleup.Offering
+	for _, g := range groups {
+		for _, u := range g.Status.UnavailableOfferings {
+			if u.Until.After(now) {
+				out = append(out, scaleup.Offering{NodeGroup: g.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)})
+			}
+		}
+	}
+	return out
 }
 
 // units are the Headroom units and CapacityBuffer chunks, capped as the

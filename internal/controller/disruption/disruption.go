@@ -96,8 +96,10 @@ type Deps struct {
 	// Holds are the node groups where the provisioner is bringing
 	// capacity for a waiting pod (nil: none).
 	Holds Holds
-	// Offerings are told of interrupted offerings, so that scale-up
-	// avoids them for a while (nil: not told).
+	// Offerings are the offerings to avoid for a while, shared with
+	// scale-up: replacements are planned without them, and they are told
+	// of interrupted offerings and of replacements that failed to launch
+	// (nil: none avoided, none told).
 	Offerings Unavailable
 	// Activity receives every removal and replacement launch, for
 	// NodeGroup status (nil: none).

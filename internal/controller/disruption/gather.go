@@ -75,6 +75,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits}
 	w.input.Base, w.input.WhatIf = c.base, c.whatIf
+	if c.Offerings != nil {
+		w.input.Unavailable = c.Offerings.Unavailable()
+	}
 	for _, g := range cl.NodeGroups {
 		w.groups[g.Name] = g
 	}

@@ -24,9 +24,13 @@ const (
 	ReasonUnhealthy   = "Unhealthy"
 )
 
-// Unavailable marks offerings that should not be launched for a while.
+// Unavailable are the offerings that should not be launched for a while
+// (state.Offerings): replacements are planned without them, and an
+// interrupted node's offering or one whose replacement launch failed is
+// marked.
 type Unavailable interface {
 	MarkUnavailable(off v1alpha1.OfferingKey, message string)
+	Unavailable() []v1alpha1.OfferingKey
 }
 
 // disrupt acts on a node whose life takes it out: an interrupted node's
@@ -58,7 +62,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: []string{n.Name}})
 		if err != nil {
-			log.FromContext(ctx).Info("could not launch a replacement; trying again next round", "node", n.Name, "offering", off.String(), "error", err.Error())
+			c.launchFailed(ctx, ng, off, []string{n.Name}, err)
 			if !interrupted {
 				return nil // nothing is marked: the next round plans again
 			}

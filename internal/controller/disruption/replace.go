@@ -17,8 +17,13 @@ import (
 	"github.com/berth-dev/berth/internal/state"
 )
 
-// ReasonReplacing is the event reason on nodes being replaced.
-const ReasonReplacing = "Replacing"
+// Event reasons: ReasonReplacing on nodes being replaced;
+// ReasonReplacementLaunchFailed on the node group whose replacement (for
+// a cheaper node or a node's lifecycle) could not be launched.
+const (
+	ReasonReplacing               = "Replacing"
+	ReasonReplacementLaunchFailed = "ReplacementLaunchFailed"
+)
 
 // replacementGrace is how long a replacement may be missing from the
 // cache after its launch before berth gives the replacement up (a launch
@@ -35,7 +40,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 	off := cloudprovider.Offering{InstanceType: r.New.InstanceType, Zone: r.New.Zone, CapacityType: v1alpha1.CapacityType(r.New.CapacityType)}
 	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: r.Nodes})
 	if err != nil {
-		log.FromContext(ctx).Info("could not launch a replacement; trying again later", "offering", off.String(), "error", err.Error())
+		c.launchFailed(ctx, ng, off, r.Nodes, err)
 		return nil
 	}
 	c.lastReplacement = c.Clock.Now()
@@ -119,4 +124,26 @@ func (c *Controller) unmark(ctx context.Context, w *world, n *corev1.Node, msg s
 	}
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonDrainStopped, "ScaleDown", "%s", msg)
 	return nil
+}
+
+// launchFailed handles a replacement whose launch failed: the next round
+// plans again. Unless the call itself failed (a transient error, or the
+// controller stopping) or the provider refused at the group's maxSize,
+// the offering is at fault: it is avoided, as the provisioner avoids an
+// offering it could not launch (for longer each time it fails again), so
+// that the next round's replacement is planned on another offering
+// instead of failing on the same one round after round; and the node
+// group gets a Warning event.
+func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, off cloudprovider.Offering, replaces []string, err error) {
+	log.FromContext(ctx).Info("could not launch a replacement; planning again next round", "nodeGroup", ng.Name, "offering", off.String(),
+		"replacing", replaces, "error", err.Error())
+	if ctx.Err() != nil || cloudprovider.IsTransient(err) || cloudprovider.IsMaxSize(err) {
+		return
+	}
+	if c.Offerings != nil {
+		c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: off.InstanceType, Zone: off.Zone,
+			CapacityType: string(off.CapacityType)}, err.Error())
+	}
+	c.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonReplacementLaunchFailed, "Replace",
+		"Could not launch %s to replace %s: %v; the offering is avoided for a while", off, strings.Join(replaces, ", "), err)
 }
