@@ -186,10 +186,29 @@ func (p *Provisioner) fullOfferings(groups map[string]*v1alpha1.NodeGroup) []sca
 			delete(p.full, name)
 			continue
 		}
-		for _, it := range ng.Spec.InstanceTypes {
-			for _, o := range it.Offerings {
-				out = append(out, scaleup.Offering{NodeGroup: name, InstanceType: it.Name, Zone: o.Zone, CapacityType: string(o.CapacityType)})
-			}
+		out = append(out, offeringsOf(ng)...)
+	}
+	return out
+}
+
+// unrecoveredOfferings are the offerings of the groups whose instances
+// could not be listed since this replica leads (recoverGroups).
+func (p *Provisioner) unrecoveredOfferings(groups map[string]*v1alpha1.NodeGroup) []scaleup.Offering {
+	var out []scaleup.Offering
+	for name := range p.unrecovered {
+		if ng := groups[name]; ng != nil {
+			out = append(out, offeringsOf(ng)...)
+		}
+	}
+	return out
+}
+
+// offeringsOf are all the offerings of a node group.
+func offeringsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
+	var out []scaleup.Offering
+	for _, it := range ng.Spec.InstanceTypes {
+		for _, o := range it.Offerings {
+			out = append(out, scaleup.Offering{NodeGroup: ng.Name, InstanceType: it.Name, Zone: o.Zone, CapacityType: string(o.CapacityType)})
 		}
 	}
 	return out

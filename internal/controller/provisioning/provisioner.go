@@ -44,6 +44,10 @@ const (
 	// not refresh it (Cluster API: malformed autoscaler annotations, or
 	// the MachineDeployment cannot be read); berth plans with its spec.
 	ReasonProviderRefreshFailed = "ProviderRefreshFailed"
+	// ReasonProviderListFailed is on a NodeGroup whose provider could not
+	// list its instances when this replica began leading: berth launches
+	// nothing in it until a listing succeeds (recoverGroups).
+	ReasonProviderListFailed = "ProviderListFailed"
 )
 
 // maxAttempts bounds how often one round re-plans after launch failures.
@@ -136,6 +140,10 @@ type Provisioner struct {
 	// full are the node groups whose provider refused a launch at
 	// maxSize, until when the rounds plan without them (fullGroups).
 	full map[string]time.Time
+	// unrecovered are the node groups whose instances the provider could
+	// not list when this replica began leading (their error): the rounds
+	// plan without them, and list them again, until a listing succeeds.
+	unrecovered map[string]string
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -150,7 +158,7 @@ func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
 		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(), options: scaleup.NewOptions(),
-		full: map[string]time.Time{}}
+		full: map[string]time.Time{}, unrecovered: map[string]string{}}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -262,6 +270,9 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 		}
 		p.recovered = true
 	}
+	if err := p.recoverGroups(ctx); err != nil {
+		return nil, fmt.Errorf("recovering state: %w", err)
+	}
 	r, err := p.newRound(ctx)
 	if err != nil {
 		return nil, err
@@ -276,7 +287,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	in.Nominated = p.nominated.snapshot()
 	dss := daemonset.Pods(in.DaemonSets)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		in.Unavailable = append(p.Offerings.Unavailable(), p.fullOfferings(groups)...)
+		in.Unavailable = append(append(p.Offerings.Unavailable(), p.fullOfferings(groups)...), p.unrecoveredOfferings(groups)...)
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		cached := in.Nodes
 		var resumable map[string]bool

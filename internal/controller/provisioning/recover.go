@@ -19,7 +19,9 @@ import (
 //   - offerings it was avoiding after failed launches (NodeGroup status
 //     unavailableOfferings), so a broken offering is not retried at once;
 //   - instances the cloud provider has launched whose Node has not
-//     registered yet (provider List), so they are not launched again;
+//     registered yet (provider List), so they are not launched again; a
+//     group whose instances the provider cannot list is left out of the
+//     rounds until it can (recoverGroups), and stops no other group;
 //   - the nominations of pods waiting on nodes of berth's groups, so that
 //     it restores them when the scheduler clears them while the node
 //     boots, and plans such a pod again once the node is up and the pod
@@ -40,19 +42,11 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 			})
 			restored++
 		}
-		instances, err := p.Cloud.List(ctx, ng.Name)
+		n, err := p.recoverInstances(ctx, ng)
 		if err != nil {
-			return fmt.Errorf("listing instances of node group %s: %w", ng.Name, err)
+			return err
 		}
-		for _, inst := range instances {
-			err := p.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, &corev1.Node{})
-			if apierrors.IsNotFound(err) {
-				p.inflight.add(syntheticNode(ng, inst))
-				launching++
-			} else if err != nil {
-				return fmt.Errorf("reading node %s: %w", inst.NodeName, err)
-			}
-		}
+		launching += n
 	}
 	pods := &corev1.PodList{}
 	if err := p.Client.List(ctx, pods); err != nil {
@@ -76,6 +70,62 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 			nominated++
 		}
 	}
-	log.FromContext(ctx).Info("recovered state from the cluster", "unavailableOfferings", restored, "launchingInstances", launching, "nominations", nominated)
+	log.FromContext(ctx).Info("recovered state from the cluster", "unavailableOfferings", restored, "launchingInstances", launching, "nominations", nominated,
+		"unlistedNodeGroups", len(p.unrecovered))
+	return nil
+}
+
+// recoverInstances adds to the nodes in flight the group's instances
+// whose Node has not registered yet, and returns how many. When the
+// provider cannot list them (a Cluster API group without --clusterapi,
+// its management cluster down, RBAC missing), the group is recorded as
+// unrecovered: the rounds launch nothing in it, since an instance launched
+// before this replica led could be launched again, and list it again
+// (recoverGroups). An error reading a Node is returned.
+func (p *Provisioner) recoverInstances(ctx context.Context, ng *v1alpha1.NodeGroup) (int, error) {
+	instances, err := p.Cloud.List(ctx, ng.Name)
+	if err != nil {
+		if _, known := p.unrecovered[ng.Name]; !known {
+			log.FromContext(ctx).Info("could not list the node group's instances; launching nothing in it until its provider can", "nodeGroup", ng.Name, "error", err.Error())
+			p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonProviderListFailed, "Recover",
+				"Could not list the group's instances from its provider: %v; berth launches nothing in this group until it can", err)
+		}
+		p.unrecovered[ng.Name] = err.Error()
+		return 0, nil
+	}
+	launching := 0
+	for _, inst := range instances {
+		err := p.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, &corev1.Node{})
+		if apierrors.IsNotFound(err) {
+			p.inflight.add(syntheticNode(ng, inst))
+			launching++
+		} else if err != nil {
+			return 0, fmt.Errorf("reading node %s: %w", inst.NodeName, err)
+		}
+	}
+	delete(p.unrecovered, ng.Name)
+	return launching, nil
+}
+
+// recoverGroups lists again, before each round, the instances of the
+// groups recoverState could not list; a group the listing succeeds for
+// (or that is gone) is planned for again.
+func (p *Provisioner) recoverGroups(ctx context.Context) error {
+	for name := range p.unrecovered {
+		ng := &v1alpha1.NodeGroup{}
+		if err := p.Client.Get(ctx, client.ObjectKey{Name: name}, ng); apierrors.IsNotFound(err) {
+			delete(p.unrecovered, name)
+			continue
+		} else if err != nil {
+			return fmt.Errorf("reading node group %s: %w", name, err)
+		}
+		n, err := p.recoverInstances(ctx, ng)
+		if err != nil {
+			return err
+		}
+		if _, still := p.unrecovered[name]; !still {
+			log.FromContext(ctx).Info("listed the node group's instances; planning for it again", "nodeGroup", name, "launchingInstances", n)
+		}
+	}
 	return nil
 }

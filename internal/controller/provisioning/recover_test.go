@@ -1,0 +1,90 @@
+package provisioning_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/podutil"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// unlisted is a cloud that cannot list one node group's instances (a
+// Cluster API group while the controller runs without --clusterapi, or
+// its management cluster down) while broken; it launches with KWOK.
+type unlisted struct {
+	cloudprovider.CloudProvider
+	group  string
+	broken bool
+}
+
+func (c *unlisted) List(ctx context.Context, group string) ([]*cloudprovider.Instance, error) {
+	if c.broken && group == c.group {
+		return nil, errors.New("no kind is registered for the type v1beta2.MachineDeployment")
+	}
+	return c.CloudProvider.List(ctx, group)
+}
+
+// TestAGroupWhoseInstancesCannotBeListedStopsNoOtherGroup: when the
+// provisioner starts leading, the provider cannot list the instances of
+// the cheaper of two groups a pod may use. The round does not fail: it
+// launches in the other group, leaves the unlisted one out (an instance
+// launched there before could be launched again), and says why on it;
+// once the provider lists it again, the next pod gets the cheaper group.
+func TestAGroupWhoseInstancesCannotBeListedStopsNoOtherGroup(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-listed", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-list")))
+	cheap := b.NodeGroup("prov-unlisted", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-list"))
+	if err := env.Client.Create(context.Background(), cheap); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), cheap)
+		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: cheap.Name})
+	})
+	cloud := &unlisted{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name, broken: true}
+	f.useCloud(cloud)
+	launch := func(name string) *cloudprovider.Instance {
+		t.Helper()
+		pod := b.Pod(name, b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-list"), b.CPU("1500m"))
+		if err := env.Client.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+			got := &corev1.Pod{}
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+			return err == nil && podutil.IsProvisionable(got), "pod " + name + " not marked unschedulable yet", err
+		})
+		res, err := f.prov.RunOnce(context.Background())
+		if err != nil {
+			t.Fatalf("the round for %s failed: %v", name, err)
+		}
+		if len(res.Launched) != 1 {
+			t.Fatalf("the round for %s launched %d nodes, want 1", name, len(res.Launched))
+		}
+		return res.Launched[0]
+	}
+	if got := launch("first"); got.NodeGroup != "prov-listed" {
+		t.Errorf("launched in %s while the cheaper group's instances could not be listed, want prov-listed", got.NodeGroup)
+	}
+	said := false
+	for _, e := range f.events.For(cheap.Name) {
+		said = said || (e.Reason == provisioning.ReasonProviderListFailed && e.Type == corev1.EventTypeWarning)
+	}
+	if !said {
+		t.Errorf("no %s event on %s: %+v", provisioning.ReasonProviderListFailed, cheap.Name, f.events.For(cheap.Name))
+	}
+	cloud.broken = false
+	if got := launch("second"); got.NodeGroup != cheap.Name {
+		t.Errorf("launched in %s once the provider lists the cheaper group again, want %s", got.NodeGroup, cheap.Name)
+	}
+}
