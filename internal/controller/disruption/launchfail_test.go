@@ -2,12 +2,16 @@ package disruption_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -89,4 +93,43 @@ func TestALifecycleReplacementThatFailsToLaunchIsPlannedOnAnotherOffering(t *tes
 	f.clk.SetTime(time.Now())
 	f.removedWithin(f.nodes[0], 2*time.Minute)
 	f.waitRunning(1)
+}
+
+// atReplicaLimit is a cloud that refuses every launch at the group's
+// maxSize, as Cluster API does for a group at its replica limit (it
+// cannot add a replacement before the node it replaces goes).
+type atReplicaLimit struct{ cloudprovider.CloudProvider }
+
+func (atReplicaLimit) Create(_ context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	return nil, &cloudprovider.MaxSizeError{NodeGroup: req.NodeGroup.Name, MaxSize: req.NodeGroup.Spec.MaxSize}
+}
+
+// TestAReplacementRefusedAtMaxSizeSaysSoAndAvoidsNothing: an expired
+// node's replacement is refused at the group's maxSize. No offering is
+// blamed (scale-up keeps launching it), and the node group says why the
+// node is not replaced.
+func TestAReplacementRefusedAtMaxSizeSaysSoAndAvoidsNothing(t *testing.T) {
+	f := setup(t, "life-expire-full", 1)
+	offerings := state.NewOfferings(f.clk, time.Hour)
+	f.ctrl.Offerings = offerings
+	f.ctrl.Cloud = atReplicaLimit{kwok.New(env.Client, clock.RealClock{})}
+	f.deployment(1)
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: time.Hour} })
+	f.clk.Step(90 * time.Minute)
+	if res := f.tolerantRun(); len(res.Replacements) != 0 {
+		t.Fatalf("launched %v through a provider that refuses every launch", res.Replacements)
+	}
+	said := false
+	for _, e := range f.events.For(f.group.Name) {
+		said = said || (e.Reason == disruption.ReasonReplacementLaunchFailed && strings.Contains(e.Message, "wait until the group has room"))
+	}
+	if !said {
+		t.Errorf("events on the node group %v, want a %s saying the nodes wait for room", f.events.For(f.group.Name), disruption.ReasonReplacementLaunchFailed)
+	}
+	if u := offerings.Unavailable(); len(u) != 0 {
+		t.Errorf("unavailable offerings %v after a refusal at maxSize, want none", u)
+	}
+	if n := f.node(f.nodes[0]); n == nil || tainted(n) {
+		t.Errorf("the expired node was tainted or removed without its replacement: %v", n)
+	}
 }

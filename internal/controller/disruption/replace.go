@@ -133,11 +133,18 @@ func (c *Controller) unmark(ctx context.Context, w *world, n *corev1.Node, msg s
 // offering it could not launch (for longer each time it fails again), so
 // that the next round's replacement is planned on another offering
 // instead of failing on the same one round after round; and the node
-// group gets a Warning event.
+// group gets a Warning event. A refusal at maxSize (a Cluster API group
+// at its replica limit cannot add a replacement first) blames no
+// offering but is said on the node group too: its nodes wait for room.
 func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, off cloudprovider.Offering, replaces []string, err error) {
 	log.FromContext(ctx).Info("could not launch a replacement; planning again next round", "nodeGroup", ng.Name, "offering", off.String(),
 		"replacing", replaces, "error", err.Error())
-	if ctx.Err() != nil || cloudprovider.IsTransient(err) || cloudprovider.IsMaxSize(err) {
+	if ctx.Err() != nil || cloudprovider.IsTransient(err) {
+		return
+	}
+	if cloudprovider.IsMaxSize(err) {
+		c.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonReplacementLaunchFailed, "Replace",
+			"The provider refused to launch %s to replace %s: %v; the nodes wait until the group has room for a replacement", off, strings.Join(replaces, ", "), err)
 		return
 	}
 	if c.Offerings != nil {

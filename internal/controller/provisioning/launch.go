@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,14 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 	pending map[types.NamespacedName]*corev1.Pod, res *Result) (bool, error) {
 	outcomes := make([]launchOutcome, len(plan.NewNodes))
 	workqueue.ParallelizeUntil(ctx, launchWorkers, len(plan.NewNodes), func(i int) {
+		// A panic in a worker (a provider's) would end the process:
+		// ParallelizeUntil's crash handler panics again, on a goroutine
+		// the round's own recover does not cover. It fails this launch.
+		defer func() {
+			if r := recover(); r != nil {
+				outcomes[i] = launchOutcome{err: fmt.Errorf("launching a node of node group %s panicked: %v\n%s", plan.NewNodes[i].NodeGroup, r, debug.Stack())}
+			}
+		}()
 		outcomes[i] = p.launchOne(ctx, plan.NewNodes[i], groups[plan.NewNodes[i].NodeGroup], pending)
 	})
 	failed := false
@@ -116,6 +125,9 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 			"Launching %s failed: %v; avoiding it for a while and trying the next cheapest offering", off, err)
 		logger.Info("launch failed, planning again without the offering", "nodeGroup", nn.NodeGroup, "offering", off.String(), "error", err.Error())
 		return launchOutcome{unavailable: &failed}
+	}
+	if inst == nil {
+		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: the provider returned no instance and no error", off, nn.NodeGroup)}
 	}
 	p.inflight.add(syntheticNode(ng, inst))
 	p.launched(ctx, nn, ng, off, inst, resultLaunched, pending)

@@ -3,6 +3,7 @@ package provisioning_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +87,25 @@ func TestAGroupWhoseInstancesCannotBeListedStopsNoOtherGroup(t *testing.T) {
 	cloud.broken = false
 	if got := launch("second"); got.NodeGroup != cheap.Name {
 		t.Errorf("launched in %s once the provider lists the cheaper group again, want %s", got.NodeGroup, cheap.Name)
+	}
+}
+
+// panicking is a cloud whose launches panic (a provider's bug).
+type panicking struct{ cloudprovider.CloudProvider }
+
+func (panicking) Create(context.Context, cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	panic("provider bug")
+}
+
+// TestAPanickingLaunchFailsTheRoundNotTheProcess: a provider's panic in
+// one of the round's parallel launches is the round's error (the
+// controller retries it); the process goes on.
+func TestAPanickingLaunchFailsTheRoundNotTheProcess(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-panic", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f.useCloud(panicking{kwok.New(env.Client, clock.RealClock{})})
+	f.pods(1, b.CPU("1"))
+	_, err := f.prov.RunOnce(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "panicked: provider bug") {
+		t.Fatalf("round error %v, want the launch's panic", err)
 	}
 }
