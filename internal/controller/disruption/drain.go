@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -90,15 +93,34 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.giveUp(ctx, w, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: %s (%s)", blocked.Message, blocked.Reason))
 	}
+	evicting := 0
 	for _, p := range moving {
+		if comesBack(p) {
+			continue
+		}
+		evicting++
 		if p.DeletionTimestamp == nil {
 			c.evict(ctx, p)
 		}
 	}
-	if len(moving) > 0 {
+	if evicting > 0 {
 		return nil
 	}
 	return c.remove(ctx, g, n, started, res)
+}
+
+// disruptedTaint is the taint a draining node carries.
+var disruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+
+// comesBack reports whether p tolerates the taint of a draining node (a
+// toleration of every taint, as agents deployed by Deployments often
+// carry): evicted, the pod its controller makes again may be scheduled
+// onto the same node, the emptiest, and evicted again, until the drain
+// times out and starts again later. Such a pod is not evicted: it goes
+// with the node, as Karpenter does with pods that tolerate its
+// disruption taint. Its room elsewhere is still simulated.
+func comesBack(p *corev1.Pod) bool {
+	return v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &disruptedTaint, snapshot.TolerationComparisonOperators)
 }
 
 // remove deletes a drained node through the cloud provider, after reading

@@ -128,6 +128,9 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 			}
 			continue
 		}
+		if comesBack(p) {
+			continue // it goes with the node (comesBack)
+		}
 		left++
 		if p.DeletionTimestamp == nil {
 			c.evict(ctx, p)
