@@ -27,6 +27,11 @@ type world struct {
 	// index is each node's place in nodes; owned the nodes own copied.
 	index map[string]int
 	owned map[string]bool
+	// launching are the instances the provider still launches (their
+	// node names; nil until a replacement past its grace asks), and
+	// launchingUnsure whether it could not answer for some group.
+	launching       map[string]bool
+	launchingUnsure bool
 }
 
 // own returns the round's own copy of the node, to change before patching

@@ -86,7 +86,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	for _, name := range names {
 		repl := w.byName[name]
 		switch {
-		case repl == nil && c.Clock.Since(started) > replacementGrace:
+		case repl == nil && c.Clock.Since(started) > replacementGrace && !c.stillLaunching(ctx, w, name):
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.unmark(ctx, w, n, "Replacement "+name+" is gone; the node stays")
 		case repl == nil || !nodeutil.Schedulable(repl):
@@ -110,6 +110,32 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	}
 	res.Started = append(res.Started, n.Name)
 	return nil
+}
+
+// stillLaunching reports whether the provider still launches the named
+// replacement: a Cluster API Machine registers its Node minutes after it
+// was created, long after replacementGrace, and a replacement given up
+// meanwhile would be planned and launched again. The providers' pending
+// instances are asked once a round, and only when a replacement is
+// missing past its grace; a group the provider cannot answer for counts
+// as still launching (the nodes stay marked, nothing is destroyed).
+func (c *Controller) stillLaunching(ctx context.Context, w *world, name string) bool {
+	if w.launching == nil {
+		w.launching = map[string]bool{}
+		pending, failed := cloudprovider.Pending(ctx, c.Cloud, w.input.NodeGroups)
+		for group, err := range failed {
+			log.FromContext(ctx).Info("could not list the node group's launching instances; waiting for replacements", "nodeGroup", group, "error", err.Error())
+		}
+		w.launchingUnsure = len(failed) > 0
+		for _, insts := range pending {
+			for _, inst := range insts {
+				if !inst.GivenUp {
+					w.launching[inst.NodeName] = true
+				}
+			}
+		}
+	}
+	return w.launchingUnsure || w.launching[name]
 }
 
 // unmark removes the replacement annotations: the node stays.

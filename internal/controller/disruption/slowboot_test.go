@@ -1,0 +1,107 @@
+package disruption_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// slowBoot launches instances whose Node does not register (a Cluster API
+// Machine booting for minutes): Create makes no Node, and Pending reports
+// the instance until the provider stops launching it (gone).
+type slowBoot struct {
+	cloudprovider.CloudProvider
+	mu       sync.Mutex
+	launched []*cloudprovider.Instance
+	gone     bool
+}
+
+func (c *slowBoot) Create(_ context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inst := &cloudprovider.Instance{NodeName: fmt.Sprintf("%s-booting-%d", req.NodeGroup.Name, len(c.launched)), NodeGroup: req.NodeGroup.Name,
+		Offering: req.Offering, CreatedAt: time.Now()}
+	c.launched = append(c.launched, inst)
+	return inst, nil
+}
+
+func (c *slowBoot) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*cloudprovider.Instance
+	for _, inst := range c.launched {
+		if !c.gone && inst.NodeGroup == ng.Name {
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+// TestAReplacementStillBootingIsAwaited: a cheaper node replaces three
+// (as in TestReplaceByACheaperNodeFirst), but its Node takes longer to
+// register than the two minutes after which a missing replacement is
+// given up. While the provider still launches it, the old nodes stay
+// marked and no other replacement is launched; once the provider no
+// longer launches it, the replacement is given up and the nodes stay.
+func TestAReplacementStillBootingIsAwaited(t *testing.T) {
+	f := setup(t, "sd-replace-slow", 3)
+	cloud := &slowBoot{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
+	f.ctrl.Cloud = cloud
+	f.deploymentOf(3, "1200m")
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g) })
+	var repl string
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		if res := f.run(); len(res.Replacements) == 1 {
+			repl = res.Replacements[0]
+		}
+		return repl != "", "no replacement launched", nil
+	})
+	marked := func() int {
+		n := 0
+		for _, old := range f.nodes {
+			if node := f.node(old); node != nil && node.Annotations[v1alpha1.AnnotationReplacedBy] == repl {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		f.clk.Step(5 * time.Minute)
+		if res := f.run(); len(res.Replacements) != 0 || len(res.GivenUp) != 0 {
+			t.Fatalf("while %s boots: launched %v, gave up %v", repl, res.Replacements, res.GivenUp)
+		}
+		if got := marked(); got != 3 {
+			t.Fatalf("%d of the 3 old nodes marked replaced by %s while it boots, want 3", got, repl)
+		}
+	}
+	cloud.mu.Lock()
+	cloud.gone = true
+	cloud.mu.Unlock()
+	if res := f.run(); len(res.GivenUp) != 3 {
+		t.Errorf("gave up %v once the provider stopped launching %s, want the 3 old nodes", res.GivenUp, repl)
+	}
+	if got := marked(); got != 0 {
+		t.Errorf("%d old nodes still marked after the replacement was given up", got)
+	}
+	gone := false
+	for _, old := range f.nodes {
+		for _, e := range f.events.For(old) {
+			gone = gone || (e.Reason == disruption.ReasonDrainStopped && strings.Contains(e.Message, repl+" is gone"))
+		}
+	}
+	if !gone {
+		t.Errorf("no event says the replacement %s is gone", repl)
+	}
+}
