@@ -56,6 +56,14 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	return r, pods, nil
 }
 
+// neverRegistered reports whether a launching instance is older than
+// MaxProvisionTime without a Node (a Cluster API Machine that got its
+// infrastructure but whose kubelet never joined): it no longer counts as
+// capacity, and the pods planned on it are planned again.
+func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
+	return p.opts.MaxProvisionTime > 0 && !inst.CreatedAt.IsZero() && p.Clock.Since(inst.CreatedAt) > p.opts.MaxProvisionTime
+}
+
 // pendingNodes are the launching nodes of instances the provider launched
 // whose Node has not registered yet (a Cluster API Machine booting), as
 // the planner assumes them, so that a slow boot is not launched again.
@@ -74,7 +82,7 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 	var out []*corev1.Node
 	for _, ng := range groups {
 		for _, inst := range pending[ng.Name] {
-			if inst.GivenUp {
+			if inst.GivenUp || p.neverRegistered(inst) {
 				p.inflight.forget(inst.NodeName)
 				continue
 			}
