@@ -80,6 +80,30 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 	return failed, errors.Join(errs...)
 }
 
+// maxTransientFailures is how many launches of an offering in a row may
+// fail with an error of the API call itself (a conflict, a timeout, a
+// 5xx, throttling) before the failure is the offering's after all: a
+// webhook that denies with a 500, or throttling that never ends, would
+// otherwise be retried on the same offering for ever, with no other
+// offering tried and no pod told.
+const maxTransientFailures = 3
+
+// transientFailure counts a launch of off that failed with a transient
+// error and returns how many did in a row.
+func (p *Provisioner) transientFailure(off scaleup.Offering) int {
+	p.transientMu.Lock()
+	defer p.transientMu.Unlock()
+	p.transient[off]++
+	return p.transient[off]
+}
+
+// transientOver ends off's run of transient failures.
+func (p *Provisioner) transientOver(off scaleup.Offering) {
+	p.transientMu.Lock()
+	defer p.transientMu.Unlock()
+	delete(p.transient, off)
+}
+
 // launchOne launches one planned node and nominates its pods to it. Safe
 // to run concurrently for different nodes.
 func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
@@ -96,12 +120,13 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		logger.Info("launch refused: the node group is at its maxSize", "nodeGroup", nn.NodeGroup, "offering", off.String(), "reason", err.Error())
 		return launchOutcome{atMaxSize: true, group: nn.NodeGroup}
 	}
-	if err != nil && cloudprovider.IsTransient(err) {
+	if err != nil && cloudprovider.IsTransient(err) && p.transientFailure(nn.Offering()) < maxTransientFailures {
 		// The API call failed, not the offering: the round is retried at
 		// once (with backoff) instead of avoiding the offering for minutes.
 		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
 		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)}
 	}
+	p.transientOver(nn.Offering())
 	if err != nil {
 		// Every failed launch is the offering's: it is avoided (for longer
 		// each time it fails again) and the round plans again without it, so

@@ -144,6 +144,11 @@ type Provisioner struct {
 	// not list when this replica began leading (their error): the rounds
 	// plan without them, and list them again, until a listing succeeds.
 	unrecovered map[string]string
+	// transient counts, per offering, the launches in a row that failed
+	// with a transient error (maxTransientFailures); launches of one round
+	// run in parallel.
+	transientMu sync.Mutex
+	transient   map[scaleup.Offering]int
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -158,7 +163,7 @@ func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
 		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(), options: scaleup.NewOptions(),
-		full: map[string]time.Time{}, unrecovered: map[string]string{}}
+		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]int{}}
 }
 
 // Trigger asks for a round soon (after the batch window).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -142,5 +143,69 @@ func TestAMachineWhoseNodeNeverRegistersStopsCountingAsCapacity(t *testing.T) {
 	cloud.since = time.Now().Add(-20 * time.Minute)
 	if res := f.run(); len(res.Launched) != 1 {
 		t.Errorf("launched %d nodes while the only machine has not registered its node for 20 minutes, want 1", len(res.Launched))
+	}
+}
+
+// denying is a cloud whose launches in one group fail with an error of the
+// API call itself (a webhook that denies nodes with a 500); it launches
+// the others with KWOK.
+type denying struct {
+	cloudprovider.CloudProvider
+	group string
+}
+
+func (c *denying) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	if req.NodeGroup.Name == c.group {
+		return nil, apierrors.NewInternalError(errors.New(`failed calling webhook "nodes.example.com": connection refused`))
+	}
+	return c.CloudProvider.Create(ctx, req)
+}
+
+// TestATransientErrorThatPersistsIsTheOfferingsAfterAll: launches in the
+// cheaper of two groups fail with a 500 every time. The first two are
+// taken for the API call's failure (the round is retried, the offering
+// kept); the third in a row is the offering's: it is avoided, the group
+// is told, and the round launches in the other group.
+func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-other", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-deny")))
+	cheap := b.NodeGroup("prov-deny", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-deny"))
+	if err := env.Client.Create(context.Background(), cheap); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), cheap)
+		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: cheap.Name})
+	})
+	f.useCloud(&denying{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name})
+	pod := b.Pod("denied", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-deny"), b.CPU("1"))
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
+	})
+	for i := range 2 {
+		if _, err := f.prov.RunOnce(context.Background()); err == nil {
+			t.Fatalf("round %d with a failed API call reported no error", i+1)
+		}
+		if u := f.offerings.Unavailable(); len(u) != 0 {
+			t.Fatalf("round %d: unavailable offerings %v after %d transient errors, want none", i+1, u, i+1)
+		}
+	}
+	res := f.run()
+	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != f.group {
+		t.Errorf("third round launched %+v, want one node of %s", res.Launched, f.group)
+	}
+	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].NodeGroup != cheap.Name {
+		t.Errorf("unavailable offerings %v, want the offering of %s", u, cheap.Name)
+	}
+	told := false
+	for _, e := range f.events.For(cheap.Name) {
+		told = told || e.Reason == provisioning.ReasonLaunchFailed
+	}
+	if !told {
+		t.Errorf("no %s event on %s", provisioning.ReasonLaunchFailed, cheap.Name)
 	}
 }
