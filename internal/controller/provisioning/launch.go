@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,21 +81,35 @@ func (p *Provisioner) launch(ctx context.Context, plan *scaleup.Plan, groups map
 	return failed, errors.Join(errs...)
 }
 
-// maxTransientFailures is how many launches of an offering in a row may
-// fail with an error of the API call itself (a conflict, a timeout, a
+// maxTransientFailures is how many rounds in a row may fail to launch an
+// offering with an error of the API call itself (a conflict, a timeout, a
 // 5xx, throttling) before the failure is the offering's after all: a
 // webhook that denies with a 500, or throttling that never ends, would
 // otherwise be retried on the same offering for ever, with no other
-// offering tried and no pod told.
+// offering tried and no pod told. The launches of one round count once:
+// they run in parallel and one outage fails them all. A conflict never
+// counts: parallel launches into one Cluster API object conflict as a
+// matter of course.
 const maxTransientFailures = 3
 
+// transientStreak is an offering's run of rounds whose launches of it
+// failed with a transient error, and the last of them.
+type transientStreak struct {
+	rounds int
+	last   uint64
+}
+
 // transientFailure counts a launch of off that failed with a transient
-// error and returns how many did in a row.
+// error, once a round, and returns in how many rounds in a row one did.
 func (p *Provisioner) transientFailure(off scaleup.Offering) int {
 	p.transientMu.Lock()
 	defer p.transientMu.Unlock()
-	p.transient[off]++
-	return p.transient[off]
+	s := p.transient[off]
+	if s.rounds == 0 || s.last != p.roundID {
+		s.rounds, s.last = s.rounds+1, p.roundID
+	}
+	p.transient[off] = s
+	return s.rounds
 }
 
 // transientOver ends off's run of transient failures.
@@ -120,13 +135,16 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		logger.Info("launch refused: the node group is at its maxSize", "nodeGroup", nn.NodeGroup, "offering", off.String(), "reason", err.Error())
 		return launchOutcome{atMaxSize: true, group: nn.NodeGroup}
 	}
-	if err != nil && cloudprovider.IsTransient(err) && p.transientFailure(nn.Offering()) < maxTransientFailures {
+	transient := err != nil && cloudprovider.IsTransient(err)
+	if transient && (apierrors.IsConflict(err) || p.transientFailure(nn.Offering()) < maxTransientFailures) {
 		// The API call failed, not the offering: the round is retried at
 		// once (with backoff) instead of avoiding the offering for minutes.
 		launches.WithLabelValues(nn.NodeGroup, resultFailed, reasonError).Inc()
 		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: %w", off, nn.NodeGroup, err)}
 	}
-	p.transientOver(nn.Offering())
+	if !transient {
+		p.transientOver(nn.Offering()) // a success, or a failure of the offering's own, ends the run
+	}
 	if err != nil {
 		// Every failed launch is the offering's: it is avoided (for longer
 		// each time it fails again) and the round plans again without it, so

@@ -144,11 +144,12 @@ type Provisioner struct {
 	// not list when this replica began leading (their error): the rounds
 	// plan without them, and list them again, until a listing succeeds.
 	unrecovered map[string]string
-	// transient counts, per offering, the launches in a row that failed
-	// with a transient error (maxTransientFailures); launches of one round
-	// run in parallel.
+	// transient counts, per offering, the rounds in a row whose launches
+	// of it failed with a transient error (maxTransientFailures); launches
+	// of one round run in parallel. roundID numbers the rounds (RunOnce).
 	transientMu sync.Mutex
-	transient   map[scaleup.Offering]int
+	transient   map[scaleup.Offering]transientStreak
+	roundID     uint64
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -163,7 +164,7 @@ func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
 		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(), options: scaleup.NewOptions(),
-		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]int{}}
+		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]transientStreak{}}
 }
 
 // Trigger asks for a round soon (after the batch window).
@@ -278,6 +279,9 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	if err := p.recoverGroups(ctx); err != nil {
 		return nil, fmt.Errorf("recovering state: %w", err)
 	}
+	p.transientMu.Lock()
+	p.roundID++
+	p.transientMu.Unlock()
 	r, err := p.newRound(ctx)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package provisioning_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -162,10 +163,12 @@ func (c *denying) Create(ctx context.Context, req cloudprovider.CreateRequest) (
 }
 
 // TestATransientErrorThatPersistsIsTheOfferingsAfterAll: launches in the
-// cheaper of two groups fail with a 500 every time. The first two are
-// taken for the API call's failure (the round is retried, the offering
-// kept); the third in a row is the offering's: it is avoided, the group
-// is told, and the round launches in the other group.
+// cheaper of two groups fail with a 500 every time. The first two rounds'
+// (three launches each, in parallel, for three pods that need a node each)
+// are taken for the API call's failure (the round is retried, the
+// offering kept); in the third round in a row the failure is the
+// offering's: it is avoided, the group is told, and the round launches in
+// the other group.
 func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-other", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-deny")))
 	cheap := b.NodeGroup("prov-deny", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-deny"))
@@ -177,15 +180,17 @@ func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: cheap.Name})
 	})
 	f.useCloud(&denying{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name})
-	pod := b.Pod("denied", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-deny"), b.CPU("1"))
-	if err := env.Client.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
+	for i := range 3 {
+		pod := b.Pod(fmt.Sprintf("denied-%d", i), b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-deny"), b.CPU("1500m"))
+		if err := env.Client.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+			got := &corev1.Pod{}
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+			return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
+		})
 	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		got := &corev1.Pod{}
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
-	})
 	for i := range 2 {
 		if _, err := f.prov.RunOnce(context.Background()); err == nil {
 			t.Fatalf("round %d with a failed API call reported no error", i+1)
@@ -195,8 +200,8 @@ func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 		}
 	}
 	res := f.run()
-	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != f.group {
-		t.Errorf("third round launched %+v, want one node of %s", res.Launched, f.group)
+	if len(res.Launched) != 3 || res.Launched[0].NodeGroup != f.group {
+		t.Errorf("third round launched %+v, want three nodes of %s", res.Launched, f.group)
 	}
 	if u := f.offerings.Unavailable(); len(u) != 1 || u[0].NodeGroup != cheap.Name {
 		t.Errorf("unavailable offerings %v, want the offering of %s", u, cheap.Name)
