@@ -12,6 +12,7 @@ package clusterapi
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -103,14 +104,10 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if tmpl.MaxSize != nil && *tmpl.MaxSize < limit {
 		limit = *tmpl.MaxSize
 	}
-	replicas, err := p.addReplica(ctx, r, ng.Name, limit)
-	if err != nil {
+	if err := p.addReplica(ctx, r, ng.Name, limit); err != nil {
 		return nil, err
 	}
-	// Until its Machine shows, the launch is named as Pending names a
-	// replica without a Machine (the last, when every other has one), so
-	// that the two are one launching node, not two.
-	inst := &cloudprovider.Instance{NodeName: fmt.Sprintf("%s-replica-%d", ng.Name, replicas-1), NodeGroup: ng.Name, Offering: req.Offering, CreatedAt: p.clock.Now()}
+	inst := &cloudprovider.Instance{NodeName: ng.Name + "-" + randomSuffix(), NodeGroup: ng.Name, Offering: req.Offering, CreatedAt: p.clock.Now()}
 	if m, ok := p.awaitNewMachine(ctx, r, ms); ok {
 		// Named after its Machine, the launch is the same launching node
 		// that Pending reports in later rounds.
@@ -247,4 +244,15 @@ func instance(ng *v1alpha1.NodeGroup, m machine) *cloudprovider.Instance {
 		inst.Offering = cloudprovider.Offering{InstanceType: it[0].Name, Zone: it[0].Offerings[0].Zone, CapacityType: it[0].Offerings[0].CapacityType}
 	}
 	return inst
+}
+
+// randomSuffix returns 5 lowercase letters and digits.
+func randomSuffix() string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }

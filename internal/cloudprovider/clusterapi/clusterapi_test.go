@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,20 +184,6 @@ func (f *fixture) replicas(t *testing.T) int64 {
 	}
 	r, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 	return r
-}
-
-func (f *fixture) setReplicas(t *testing.T, replicas int64) {
-	t.Helper()
-	d := capiObj("MachineDeployment", f.md, nil)
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(d.Object, replicas, "spec", "replicas"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Update(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func machineAnnotations(t *testing.T, name string) map[string]string {
@@ -408,51 +393,6 @@ func TestPendingListsMachinesStillBooting(t *testing.T) {
 	f.clock.Step(11 * time.Minute)
 	if got, err := f.provider.Pending(ctx, f.ng); err != nil || len(got) != 1 || !got[0].GivenUp {
 		t.Fatalf("pending past the machine timeout = %+v, %v; want pending-booting given up", got, err)
-	}
-}
-
-// TestPendingCountsReplicasWithoutMachines: the MachineDeployment asks
-// for 3 replicas and the MachineSet controller has made one Machine (it
-// lags, or is down): the two missing are launching too, and a launch
-// whose Machine has not shown is named as Pending names it, so the two
-// views count it once. The count is bounded by the group's maxSize.
-func TestPendingCountsReplicasWithoutMachines(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t, "lagging", 3, nil, "lagging-joined")
-	m := capiObj("Machine", "lagging-joined", nil)
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedField(m.Object, "lagging-joined", "status", "nodeRef", "name")
-	if err := env.Client.Status().Update(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	names := func() []string {
-		t.Helper()
-		got, err := f.provider.Pending(ctx, f.ng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, inst := range got {
-			out = append(out, inst.NodeName)
-		}
-		return out
-	}
-	if got, want := names(), []string{"lagging-replica-1", "lagging-replica-2"}; !slices.Equal(got, want) {
-		t.Fatalf("pending = %v, want %v", got, want)
-	}
-	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
-	inst, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := names(); inst.NodeName != "lagging-replica-3" || !slices.Contains(got, inst.NodeName) || len(got) != 3 {
-		t.Fatalf("launched %s, pending %v: want the launch named lagging-replica-3 among three pending", inst.NodeName, got)
-	}
-	f.setReplicas(t, 1_000_000)
-	if got := names(); len(got) != 9 {
-		t.Fatalf("%d pending at a million replicas, want 9 (maxSize 10, one Machine)", len(got))
 	}
 }
 

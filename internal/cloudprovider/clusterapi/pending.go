@@ -2,7 +2,6 @@ package clusterapi
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -11,11 +10,7 @@ import (
 
 // Pending returns the group's live Machines without a Node yet, named by
 // the Machine; those without infrastructure past the machine timeout are
-// GivenUp. Replicas the object asks for that have no Machine yet (the
-// MachineSet controller lags, or is down) are launching too, named
-// <group>-replica-<n>: without them, a launch whose Machine had not
-// appeared when the provisioner's record of it ran out would be launched
-// again, one replica more each time.
+// GivenUp.
 func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
 	if ng.Spec.Provider.ClusterAPI == nil {
 		return nil, nil
@@ -28,30 +23,15 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	if err != nil {
 		return nil, err
 	}
-	_, replicas, err := p.getScale(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	now := p.clock.Now()
 	var out []*cloudprovider.Instance
-	live := 0
 	for _, m := range ms {
-		if m.Deleting {
-			continue
-		}
-		live++
-		if m.NodeName != "" {
+		if m.Deleting || m.NodeName != "" {
 			continue
 		}
 		inst := instance(ng, m)
 		inst.NodeName = m.Name
 		inst.GivenUp = m.ProviderID == "" && now.Sub(m.Created) > r.timeout
-		out = append(out, inst)
-	}
-	// Bounded by maxSize: the replicas are a user's number.
-	for n := live; int64(n) < min(replicas, int64(ng.Spec.MaxSize)); n++ {
-		inst := instance(ng, machine{})
-		inst.NodeName, inst.CreatedAt = fmt.Sprintf("%s-replica-%d", ng.Name, n), now
 		out = append(out, inst)
 	}
 	return out, nil

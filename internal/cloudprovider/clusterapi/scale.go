@@ -41,13 +41,11 @@ func (p *Provider) setScale(ctx context.Context, r ref, scale *unstructured.Unst
 }
 
 // addReplica adds one replica unless that would exceed limit (a
-// MaxSizeError: the replicas count every launch, Node or not), and returns
-// the replicas it set. Launches of one round run in parallel: a conflict
-// means another launch (or anyone) changed the replicas; it reads them
-// again and adds one.
-func (p *Provider) addReplica(ctx context.Context, r ref, group string, limit int32) (int64, error) {
-	var set int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// MaxSizeError: the replicas count every launch, Node or not). Launches of
+// one round run in parallel: a conflict means another launch (or anyone)
+// changed the replicas; it reads them again and adds one.
+func (p *Provider) addReplica(ctx context.Context, r ref, group string, limit int32) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		scale, replicas, err := p.getScale(ctx, r)
 		if err != nil {
 			return err
@@ -56,8 +54,6 @@ func (p *Provider) addReplica(ctx context.Context, r ref, group string, limit in
 			return fmt.Errorf("%s has %d replicas, its maximum (node group maxSize and %s): not adding one: %w", r, replicas, AnnotationMaxSize,
 				&cloudprovider.MaxSizeError{NodeGroup: group, MaxSize: limit, Nodes: int32(min(replicas, math.MaxInt32))})
 		}
-		set = replicas + 1
-		return p.setScale(ctx, r, scale, set)
+		return p.setScale(ctx, r, scale, replicas+1)
 	})
-	return set, err
 }
