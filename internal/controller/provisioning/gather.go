@@ -56,12 +56,14 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	return r, pods, nil
 }
 
-// neverRegistered reports whether a launching instance is older than
-// MaxProvisionTime without a Node (a Cluster API Machine that got its
-// infrastructure but whose kubelet never joined): it no longer counts as
-// capacity, and the pods planned on it are planned again.
+// neverRegistered reports whether a launching instance that has its
+// infrastructure (a provider ID) is older than MaxProvisionTime without a
+// Node (a Cluster API Machine whose kubelet never joined): it no longer
+// counts as capacity, and the pods planned on it are planned again. One
+// still waiting for infrastructure is the provider's to give up
+// (GivenUp, after its machine timeout).
 func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
-	return p.opts.MaxProvisionTime > 0 && !inst.CreatedAt.IsZero() && p.Clock.Since(inst.CreatedAt) > p.opts.MaxProvisionTime
+	return inst.ProviderID != "" && p.opts.MaxProvisionTime > 0 && !inst.CreatedAt.IsZero() && p.Clock.Since(inst.CreatedAt) > p.opts.MaxProvisionTime
 }
 
 // pendingNodes are the launching nodes of instances the provider launched

@@ -116,32 +116,39 @@ func TestAPanickingLaunchFailsTheRoundNotTheProcess(t *testing.T) {
 // launching, without a Node, since a given time (a Cluster API Machine).
 type booting struct {
 	cloudprovider.CloudProvider
-	group string
-	since time.Time
+	group      string
+	since      time.Time
+	providerID string
 }
 
 func (c *booting) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
 	if ng.Name != c.group {
 		return nil, nil
 	}
-	return []*cloudprovider.Instance{{NodeName: c.group + "-machine-0", NodeGroup: c.group, CreatedAt: c.since,
+	return []*cloudprovider.Instance{{NodeName: c.group + "-machine-0", NodeGroup: c.group, CreatedAt: c.since, ProviderID: c.providerID,
 		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}}, nil
 }
 
 // TestAMachineWhoseNodeNeverRegistersStopsCountingAsCapacity: a machine
 // launching for a minute counts as a booting node, and the pod that fits
-// on it gets no other node; one launching for longer than the max
-// provision time (15 minutes here) without its Node registering (its
-// kubelet never joined) no longer counts, and the pod gets a node.
+// on it gets no other node; so does one waiting for its infrastructure
+// for 20 minutes (the provider gives that up); one that has its
+// infrastructure and launches for longer than the max provision time (15
+// minutes here) without its Node registering (its kubelet never joined)
+// no longer counts, and the pod gets a node.
 func TestAMachineWhoseNodeNeverRegistersStopsCountingAsCapacity(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-stuck", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
-	cloud := &booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-time.Minute)}
+	cloud := &booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-time.Minute), providerID: "test:///m-0"}
 	f.useCloud(cloud)
 	f.pods(1, b.CPU("1"))
 	if res := f.run(); len(res.Launched) != 0 {
 		t.Fatalf("launched %d nodes while a machine boots that holds the pod, want 0", len(res.Launched))
 	}
-	cloud.since = time.Now().Add(-20 * time.Minute)
+	cloud.since, cloud.providerID = time.Now().Add(-20*time.Minute), ""
+	if res := f.run(); len(res.Launched) != 0 {
+		t.Fatalf("launched %d nodes while a machine waits for its infrastructure, want 0 (the provider gives it up)", len(res.Launched))
+	}
+	cloud.providerID = "test:///m-0"
 	if res := f.run(); len(res.Launched) != 1 {
 		t.Errorf("launched %d nodes while the only machine has not registered its node for 20 minutes, want 1", len(res.Launched))
 	}
