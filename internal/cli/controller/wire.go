@@ -120,7 +120,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	if o.scaleDown {
 		disruption.RegisterMetrics()
 		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings, Activity: activity},
-			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits})
+			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
 		}

@@ -82,7 +82,14 @@ type Options struct {
 	MaxRemovalsPerRound int
 	// ClusterLimits as for scale-up.
 	ClusterLimits corev1.ResourceList
+	// MaxProvisionTime bounds how long a replacement whose Node has not
+	// registered is awaited while its provider still launches it (0:
+	// DefaultMaxProvisionTime).
+	MaxProvisionTime time.Duration
 }
+
+// DefaultMaxProvisionTime is the controller's default --max-provision-time.
+const DefaultMaxProvisionTime = 15 * time.Minute
 
 // Deps are what the controller works with.
 type Deps struct {

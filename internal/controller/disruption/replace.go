@@ -86,7 +86,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	for _, name := range names {
 		repl := w.byName[name]
 		switch {
-		case repl == nil && c.Clock.Since(started) > replacementGrace && !c.stillLaunching(ctx, w, name):
+		case repl == nil && c.Clock.Since(started) > replacementGrace && !c.stillLaunching(ctx, w, name, started):
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.unmark(ctx, w, n, "Replacement "+name+" is gone; the node stays")
 		case repl == nil || !nodeutil.Schedulable(repl):
@@ -113,13 +113,22 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 }
 
 // stillLaunching reports whether the provider still launches the named
-// replacement: a Cluster API Machine registers its Node minutes after it
-// was created, long after replacementGrace, and a replacement given up
-// meanwhile would be planned and launched again. The providers' pending
-// instances are asked once a round, and only when a replacement is
-// missing past its grace; a group the provider cannot answer for counts
-// as still launching (the nodes stay marked, nothing is destroyed).
-func (c *Controller) stillLaunching(ctx context.Context, w *world, name string) bool {
+// replacement, launched at started: a Cluster API Machine registers its
+// Node minutes after it was created, long after replacementGrace, and a
+// replacement given up meanwhile would be planned and launched again. The
+// providers' pending instances are asked once a round, and only when a
+// replacement is missing past its grace; while the provider cannot answer
+// for some group, every replacement counts as still launching (the nodes
+// stay marked, nothing is destroyed). None is awaited past the max
+// provision time, whatever the provider says.
+func (c *Controller) stillLaunching(ctx context.Context, w *world, name string, started time.Time) bool {
+	limit := c.opts.MaxProvisionTime
+	if limit <= 0 {
+		limit = DefaultMaxProvisionTime
+	}
+	if c.Clock.Since(started) > limit {
+		return false
+	}
 	if w.launching == nil {
 		w.launching = map[string]bool{}
 		pending, failed := cloudprovider.Pending(ctx, c.Cloud, w.input.NodeGroups)

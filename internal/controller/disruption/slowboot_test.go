@@ -56,28 +56,9 @@ func (c *slowBoot) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudp
 // marked and no other replacement is launched; once the provider no
 // longer launches it, the replacement is given up and the nodes stay.
 func TestAReplacementStillBootingIsAwaited(t *testing.T) {
-	f := setup(t, "sd-replace-slow", 3)
-	cloud := &slowBoot{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
-	f.ctrl.Cloud = cloud
-	f.deploymentOf(3, "1200m")
-	f.updateGroup(func(g *v1alpha1.NodeGroup) { b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g) })
-	var repl string
-	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
-		if res := f.run(); len(res.Replacements) == 1 {
-			repl = res.Replacements[0]
-		}
-		return repl != "", "no replacement launched", nil
-	})
-	marked := func() int {
-		n := 0
-		for _, old := range f.nodes {
-			if node := f.node(old); node != nil && node.Annotations[v1alpha1.AnnotationReplacedBy] == repl {
-				n++
-			}
-		}
-		return n
-	}
-	for range 3 {
+	f, cloud, repl := slowReplacement(t, "sd-replace-slow")
+	marked := func() int { return f.markedBy(repl) }
+	for range 2 {
 		f.clk.Step(5 * time.Minute)
 		if res := f.run(); len(res.Replacements) != 0 || len(res.GivenUp) != 0 {
 			t.Fatalf("while %s boots: launched %v, gave up %v", repl, res.Replacements, res.GivenUp)
@@ -104,4 +85,50 @@ func TestAReplacementStillBootingIsAwaited(t *testing.T) {
 	if !gone {
 		t.Errorf("no event says the replacement %s is gone", repl)
 	}
+}
+
+// TestAReplacementBootingPastTheMaxProvisionTimeIsGivenUp: the provider
+// still launches the replacement 16 minutes later, past the max provision
+// time (15 minutes by default): it is given up and the nodes stay.
+func TestAReplacementBootingPastTheMaxProvisionTimeIsGivenUp(t *testing.T) {
+	f, _, repl := slowReplacement(t, "sd-replace-slower")
+	f.clk.Step(10 * time.Minute)
+	if res := f.run(); len(res.GivenUp) != 0 || f.markedBy(repl) != 3 {
+		t.Fatalf("10 minutes after the launch: gave up %v, %d nodes marked; want none given up, 3 marked", res.GivenUp, f.markedBy(repl))
+	}
+	f.clk.Step(6 * time.Minute)
+	if res := f.run(); len(res.GivenUp) != 3 || f.markedBy(repl) != 0 {
+		t.Errorf("16 minutes after the launch: gave up %v, %d nodes still marked; want the 3 old nodes given up", res.GivenUp, f.markedBy(repl))
+	}
+}
+
+// slowReplacement launches, through a slowBoot cloud, one cheaper node
+// to replace the fixture's three (as TestReplaceByACheaperNodeFirst), and
+// returns its name.
+func slowReplacement(t *testing.T, name string) (*fixture, *slowBoot, string) {
+	t.Helper()
+	f := setup(t, name, 3)
+	cloud := &slowBoot{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
+	f.ctrl.Cloud = cloud
+	f.deploymentOf(3, "1200m")
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g) })
+	var repl string
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		if res := f.run(); len(res.Replacements) == 1 {
+			repl = res.Replacements[0]
+		}
+		return repl != "", "no replacement launched", nil
+	})
+	return f, cloud, repl
+}
+
+// markedBy counts the fixture's nodes marked replaced by repl.
+func (f *fixture) markedBy(repl string) int {
+	n := 0
+	for _, old := range f.nodes {
+		if node := f.node(old); node != nil && node.Annotations[v1alpha1.AnnotationReplacedBy] == repl {
+			n++
+		}
+	}
+	return n
 }
