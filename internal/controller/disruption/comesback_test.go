@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,65 +18,80 @@ import (
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
-// TestAPodThatToleratesTheDrainTaintGoesWithTheNode: two nodes, one pod
-// each of a Deployment whose pods tolerate every taint (as agents often
-// do), so one node's pod fits on the other. Evicted, such a pod's
-// successor could land on the draining node again, the emptiest, and be
-// evicted again until the drain times out. berth does not evict it: the
-// node is removed with the pod on it, and the Deployment's pods run again
-// on the node that stays.
-func TestAPodThatToleratesTheDrainTaintGoesWithTheNode(t *testing.T) {
+// preferring is a Deployment of one pod of cpu that prefers node and may
+// tolerate every taint (as agents often do).
+func (f *fixture) preferring(name, cpu, node string, tolerateAll bool) {
+	f.t.Helper()
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{
+		NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
+		Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: v1alpha1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
+		Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
+	}
+	if tolerateAll {
+		spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+	}}
+	if err := env.Client.Create(context.Background(), d); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestAPodThatComesBackToTheDrainingNodeGoesWithIt: an agent (500m, a
+// toleration of every taint, preferring node x) and a web pod (1 cpu,
+// preferring y). x is the emptier and its agent fits on y: x is drained.
+// The agent is evicted (its PodDisruptionBudget would decide), and the
+// pod made again for it lands on x again, which it tolerates and
+// prefers. Evicted again, it would come back again until the drain timed
+// out; berth leaves it: x is removed with it, and the agent runs again on
+// y.
+func TestAPodThatComesBackToTheDrainingNodeGoesWithIt(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, "sd-comes-back", 2)
-	labels := map[string]string{"app": "agent"}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
-		Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
-			Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
-				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
-			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}},
-		}},
-	}}
-	if err := env.Client.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	x, y := f.nodes[0], f.nodes[1]
+	f.preferring("agent", "500m", x, true)
+	f.preferring("web", "1", y, false)
 	f.waitRunning(2)
 	pods := &corev1.PodList{}
 	if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
 		t.Fatal(err)
 	}
-	on := map[string]corev1.Pod{}
+	var agent types.NamespacedName
+	var agentUID types.UID
 	for _, p := range pods.Items {
-		on[p.Spec.NodeName] = p
+		if p.Labels["app"] == "agent" {
+			if p.Spec.NodeName != x {
+				t.Fatalf("the agent runs on %s, want %s", p.Spec.NodeName, x)
+			}
+			agent, agentUID = client.ObjectKeyFromObject(&p), p.UID
+		}
 	}
-	var gone string
+	f.clk.SetTime(time.Now()) // the drain starts now: the pods there are older
+	evicted, removed := false, false
 	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
 		f.run()
-		for _, name := range f.nodes {
-			n := f.node(name)
-			if n == nil || n.DeletionTimestamp != nil {
-				gone = name
-				continue
-			}
-			if !tainted(n) {
-				continue
-			}
-			p := &corev1.Pod{}
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(ptr.To(on[name])), p)
-			if client.IgnoreNotFound(err) != nil {
-				return false, "", err
-			}
-			if err != nil || p.UID != on[name].UID || p.DeletionTimestamp != nil {
-				return false, "", expect.Permanent(fmt.Errorf("pod %s was evicted from the draining node %s although it tolerates the taint", on[name].Name, name))
-			}
+		if n := f.node(x); n == nil || n.DeletionTimestamp != nil {
+			removed = true
+			return true, "", nil
 		}
-		return gone != "", "no node removed yet", nil
+		p := &corev1.Pod{}
+		err := env.Client.Get(ctx, agent, p)
+		if client.IgnoreNotFound(err) != nil {
+			return false, "", err
+		}
+		evicted = evicted || err != nil || p.UID != agentUID || p.DeletionTimestamp != nil
+		return false, fmt.Sprintf("%s not removed yet (the agent evicted: %v)", x, evicted), nil
 	})
-	// The pod of the removed node is deleted once its node is gone
-	// (kube-controller-manager's pod garbage collector) and made again.
+	if !removed || !evicted {
+		t.Fatalf("node %s removed %v, the agent that ran there evicted before %v; want both", x, removed, evicted)
+	}
 	expect.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
 		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns)); err != nil {
@@ -83,10 +99,10 @@ func TestAPodThatToleratesTheDrainTaintGoesWithTheNode(t *testing.T) {
 		}
 		running := 0
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName != gone {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName == y {
 				running++
 			}
 		}
-		return running == 2, fmt.Sprintf("%d of 2 pods running on the node that stays", running), nil
+		return running == 2, fmt.Sprintf("%d of 2 pods running on %s, the node that stays", running, y), nil
 	})
 }

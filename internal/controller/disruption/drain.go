@@ -95,7 +95,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	}
 	evicting := 0
 	for _, p := range moving {
-		if comesBack(p) {
+		if cameBack(p, started) {
 			continue
 		}
 		evicting++
@@ -112,15 +112,18 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 // disruptedTaint is the taint a draining node carries.
 var disruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
 
-// comesBack reports whether p tolerates the taint of a draining node (a
-// toleration of every taint, as agents deployed by Deployments often
-// carry): evicted, the pod its controller makes again may be scheduled
-// onto the same node, the emptiest, and evicted again, until the drain
-// times out and starts again later. Such a pod is not evicted: it goes
-// with the node, as Karpenter does with pods that tolerate its
-// disruption taint. Its room elsewhere is still simulated.
-func comesBack(p *corev1.Pod) bool {
-	return v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &disruptedTaint, snapshot.TolerationComparisonOperators)
+// cameBack reports whether p came to the node after its drain started
+// (at started) and tolerates the taint of a draining node (a toleration
+// of every taint, as agents deployed by Deployments often carry): the
+// pod its controller made again for one evicted was scheduled onto the
+// same node, the emptiest. Evicted again, it would come back again, until
+// the drain times out and starts again later. Such a pod is not evicted:
+// it goes with the node, its room elsewhere still simulated. The pods
+// that were on the node when the drain started are evicted, whatever
+// they tolerate, so their PodDisruptionBudgets decide.
+func cameBack(p *corev1.Pod, started time.Time) bool {
+	return p.CreationTimestamp.After(started) &&
+		v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &disruptedTaint, snapshot.TolerationComparisonOperators)
 }
 
 // remove deletes a drained node through the cloud provider, after reading

@@ -128,8 +128,8 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 			}
 			continue
 		}
-		if comesBack(p) {
-			continue // it goes with the node (comesBack)
+		if cameBack(p, started) {
+			continue // it goes with the node (cameBack)
 		}
 		left++
 		if p.DeletionTimestamp == nil {
