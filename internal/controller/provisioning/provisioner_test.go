@@ -82,6 +82,19 @@ func setup(t *testing.T, ng *v1alpha1.NodeGroup) *fixture {
 	return f
 }
 
+// alsoGroup creates a second node group for the test, deleted with its
+// nodes when the test ends.
+func (f *fixture) alsoGroup(ng *v1alpha1.NodeGroup) {
+	f.t.Helper()
+	if err := env.Client.Create(context.Background(), ng); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), ng)
+		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: ng.Name})
+	})
+}
+
 // useCloud gives the fixture a new provisioner that launches with cloud.
 func (f *fixture) useCloud(cloud cloudprovider.CloudProvider) {
 	f.prov = provisioning.New(provisioning.Deps{
@@ -678,13 +691,7 @@ func TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault(t *testing.T) {
 		b.TemplateLabel("pool", "prov-full"), b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
 	other := b.NodeGroup("prov-full-b", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")),
 		b.TemplateLabel("pool", "prov-full"), b.LaunchDelay(metav1.Duration{Duration: time.Hour}))
-	if err := env.Client.Create(context.Background(), other); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), other)
-		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: other.Name})
-	})
+	f.alsoGroup(other)
 	f.useCloud(&otherLauncher{CloudProvider: kwok.New(env.Client, clock.RealClock{})})
 	pod := b.Pod("either-group", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-full"), b.CPU("1"))
 	if err := env.Client.Create(context.Background(), pod); err != nil {

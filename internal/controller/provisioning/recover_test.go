@@ -47,13 +47,7 @@ func (c *unlisted) List(ctx context.Context, group string) ([]*cloudprovider.Ins
 func TestAGroupWhoseInstancesCannotBeListedStopsNoOtherGroup(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-listed", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-list")))
 	cheap := b.NodeGroup("prov-unlisted", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-list"))
-	if err := env.Client.Create(context.Background(), cheap); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), cheap)
-		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: cheap.Name})
-	})
+	f.alsoGroup(cheap)
 	cloud := &unlisted{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name, broken: true}
 	f.useCloud(cloud)
 	launch := func(name string) *cloudprovider.Instance {
@@ -179,13 +173,7 @@ func (c *denying) Create(ctx context.Context, req cloudprovider.CreateRequest) (
 func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-other", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-deny")))
 	cheap := b.NodeGroup("prov-deny", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-deny"))
-	if err := env.Client.Create(context.Background(), cheap); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), cheap)
-		_ = env.Client.DeleteAllOf(context.Background(), &corev1.Node{}, client.MatchingLabels{v1alpha1.LabelNodeGroup: cheap.Name})
-	})
+	f.alsoGroup(cheap)
 	f.useCloud(&denying{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name})
 	for i := range 3 {
 		pod := b.Pod(fmt.Sprintf("denied-%d", i), b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-deny"), b.CPU("1500m"))
