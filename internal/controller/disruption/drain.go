@@ -31,7 +31,7 @@ import (
 func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason v1alpha1.DisruptionReason, why string) error {
 	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	n.Spec.Taints = append(n.Spec.Taints, disruptedTaint)
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}
@@ -109,7 +109,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	return c.remove(ctx, g, n, started, res)
 }
 
-// disruptedTaint is the taint a draining node carries.
+// disruptedTaint is the taint a draining node carries (start).
 var disruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
 
 // cameBack reports whether p came to the node after its drain started

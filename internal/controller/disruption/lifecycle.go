@@ -62,7 +62,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
 		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: []string{n.Name}})
 		if err != nil {
-			c.launchFailed(ctx, ng, off, []string{n.Name}, err)
+			c.launchFailed(ctx, ng, nn, off, []string{n.Name}, err)
 			if !interrupted {
 				return nil // nothing is marked: the next round plans again
 			}

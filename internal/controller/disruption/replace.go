@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -40,7 +41,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 	off := cloudprovider.Offering{InstanceType: r.New.InstanceType, Zone: r.New.Zone, CapacityType: v1alpha1.CapacityType(r.New.CapacityType)}
 	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: r.Nodes})
 	if err != nil {
-		c.launchFailed(ctx, ng, off, r.Nodes, err)
+		c.launchFailed(ctx, ng, r.New, off, r.Nodes, err)
 		return nil
 	}
 	c.lastReplacement = c.Clock.Now()
@@ -171,7 +172,7 @@ func (c *Controller) unmark(ctx context.Context, w *world, n *corev1.Node, msg s
 // group gets a Warning event. A refusal at maxSize (a Cluster API group
 // at its replica limit cannot add a replacement first) blames no
 // offering but is said on the node group too: its nodes wait for room.
-func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, off cloudprovider.Offering, replaces []string, err error) {
+func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, nn scaleup.NewNode, off cloudprovider.Offering, replaces []string, err error) {
 	log.FromContext(ctx).Info("could not launch a replacement; planning again next round", "nodeGroup", ng.Name, "offering", off.String(),
 		"replacing", replaces, "error", err.Error())
 	if ctx.Err() != nil || cloudprovider.IsTransient(err) {
@@ -183,8 +184,7 @@ func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, o
 		return
 	}
 	if c.Offerings != nil {
-		c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: off.InstanceType, Zone: off.Zone,
-			CapacityType: string(off.CapacityType)}, err.Error())
+		c.Offerings.MarkUnavailable(nn.Offering(), err.Error())
 	}
 	c.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonReplacementLaunchFailed, "Replace",
 		"Could not launch %s to replace %s: %v; the offering is avoided for a while", off, strings.Join(replaces, ", "), err)

@@ -57,13 +57,12 @@ func (c *slowBoot) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudp
 // longer launches it, the replacement is given up and the nodes stay.
 func TestAReplacementStillBootingIsAwaited(t *testing.T) {
 	f, cloud, repl := slowReplacement(t, "sd-replace-slow")
-	marked := func() int { return f.markedBy(repl) }
 	for range 2 {
 		f.clk.Step(5 * time.Minute)
 		if res := f.run(); len(res.Replacements) != 0 || len(res.GivenUp) != 0 {
 			t.Fatalf("while %s boots: launched %v, gave up %v", repl, res.Replacements, res.GivenUp)
 		}
-		if got := marked(); got != 3 {
+		if got := f.markedBy(repl); got != 3 {
 			t.Fatalf("%d of the 3 old nodes marked replaced by %s while it boots, want 3", got, repl)
 		}
 	}
@@ -73,7 +72,7 @@ func TestAReplacementStillBootingIsAwaited(t *testing.T) {
 	if res := f.run(); len(res.GivenUp) != 3 {
 		t.Errorf("gave up %v once the provider stopped launching %s, want the 3 old nodes", res.GivenUp, repl)
 	}
-	if got := marked(); got != 0 {
+	if got := f.markedBy(repl); got != 0 {
 		t.Errorf("%d old nodes still marked after the replacement was given up", got)
 	}
 	gone := false

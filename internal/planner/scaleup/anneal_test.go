@@ -3,6 +3,7 @@ package scaleup_test
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -218,7 +219,7 @@ func (n *searchNode) add(pods []searchPod, i int) {
 	n.cpu, n.mem = n.cpu+p.cpu, n.mem+p.mem
 	n.antiOf, n.spreadOf = n.antiOf|p.anti, n.spreadOf|p.spread
 	for m := p.member; m != 0; m &= m - 1 {
-		n.count[bitIndex(m)]++
+		n.count[bits.TrailingZeros64(m)]++
 	}
 }
 
@@ -232,17 +233,8 @@ func (n *searchNode) remove(pods []searchPod, k int) {
 		n.antiOf, n.spreadOf = n.antiOf|pods[j].anti, n.spreadOf|pods[j].spread
 	}
 	for m := p.member; m != 0; m &= m - 1 {
-		n.count[bitIndex(m)]--
+		n.count[bits.TrailingZeros64(m)]--
 	}
-}
-
-func bitIndex(m uint64) int {
-	i := 0
-	for m&1 == 0 {
-		m >>= 1
-		i++
-	}
-	return i
 }
 
 // admits reports whether p may join n, placed after n's pods: none of
@@ -251,7 +243,7 @@ func bitIndex(m uint64) int {
 // spreads over a selector p matches sees more than 1 with p there.
 func (n *searchNode) admits(p *searchPod) bool {
 	for m := p.anti; m != 0; m &= m - 1 {
-		if n.count[bitIndex(m)] > 0 {
+		if n.count[bits.TrailingZeros64(m)] > 0 {
 			return false
 		}
 	}
@@ -259,13 +251,13 @@ func (n *searchNode) admits(p *searchPod) bool {
 		return false
 	}
 	for m := p.spread; m != 0; m &= m - 1 {
-		j := bitIndex(m)
+		j := bits.TrailingZeros64(m)
 		if n.count[j]+int(p.member>>j&1) > 1 {
 			return false
 		}
 	}
 	for m := p.member & n.spreadOf; m != 0; m &= m - 1 {
-		if n.count[bitIndex(m)] > 0 {
+		if n.count[bits.TrailingZeros64(m)] > 0 {
 			return false
 		}
 	}
