@@ -21,6 +21,12 @@ type Offering struct {
 	CapacityType v1alpha1.CapacityType
 }
 
+// OfferingOf is the offering a node group's offering key names (the key
+// the planners plan with and status records).
+func OfferingOf(k v1alpha1.OfferingKey) Offering {
+	return Offering{InstanceType: k.InstanceType, Zone: k.Zone, CapacityType: v1alpha1.CapacityType(k.CapacityType)}
+}
+
 func (o Offering) String() string {
 	return fmt.Sprintf("%s/%s/%s", o.InstanceType, o.Zone, o.CapacityType)
 }

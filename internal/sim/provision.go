@@ -89,7 +89,7 @@ func (e *Engine) holds(p *pod) bool {
 // nominates the plan's pods to it.
 func (e *Engine) launch(nn scaleup.NewNode) *node {
 	g := e.groups[nn.NodeGroup]
-	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+	off := cloudprovider.OfferingOf(nn.Offering())
 	e.nodeSeq++
 	name := fmt.Sprintf("%s-%d", g.Name, e.nodeSeq)
 	obj := cloudprovider.NodeFor(g, off, name)

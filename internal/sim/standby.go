@@ -66,7 +66,7 @@ func (e *Engine) launchStandby(x *v1alpha1.Headroom, shape corev1.ResourceList, 
 	if !ok {
 		return
 	}
-	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
+	off := cloudprovider.OfferingOf(c.Key)
 	for range min(int32(math.Ceil(float64(missing)/float64(c.PerNode))), 10) {
 		e.nodeSeq++
 		name := fmt.Sprintf("%s-%d", c.Group.Name, e.nodeSeq)

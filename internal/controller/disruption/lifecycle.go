@@ -59,7 +59,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		if ng == nil {
 			continue
 		}
-		off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+		off := cloudprovider.OfferingOf(nn.Offering())
 		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: []string{n.Name}})
 		if err != nil {
 			c.launchFailed(ctx, ng, nn, off, []string{n.Name}, err)

@@ -38,7 +38,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 	if ng == nil {
 		return nil
 	}
-	off := cloudprovider.Offering{InstanceType: r.New.InstanceType, Zone: r.New.Zone, CapacityType: v1alpha1.CapacityType(r.New.CapacityType)}
+	off := cloudprovider.OfferingOf(r.New.Offering())
 	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: r.Nodes})
 	if err != nil {
 		c.launchFailed(ctx, ng, r.New, off, r.Nodes, err)

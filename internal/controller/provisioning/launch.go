@@ -123,7 +123,7 @@ func (p *Provisioner) transientOver(off scaleup.Offering) {
 // to run concurrently for different nodes.
 func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1alpha1.NodeGroup, pending map[types.NamespacedName]*corev1.Pod) launchOutcome {
 	logger := log.FromContext(ctx)
-	off := cloudprovider.Offering{InstanceType: nn.InstanceType, Zone: nn.Zone, CapacityType: v1alpha1.CapacityType(nn.CapacityType)}
+	off := cloudprovider.OfferingOf(nn.Offering())
 	inst, err := p.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off})
 	if err != nil && ctx.Err() != nil {
 		return launchOutcome{err: ctx.Err()} // shutting down: not the offering's fault

@@ -481,7 +481,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	}
 	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
 	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size[c.Group.Name]))
-	off := cloudprovider.Offering{InstanceType: c.Key.InstanceType, Zone: c.Key.Zone, CapacityType: v1alpha1.CapacityType(c.Key.CapacityType)}
+	off := cloudprovider.OfferingOf(c.Key)
 	for range launch {
 		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
 		if cloudprovider.IsMaxSize(err) {
