@@ -62,6 +62,11 @@ func TestTargetKeepsUnitsOfTheLearnedShapes(t *testing.T) {
 			target:    v1alpha1.HeadroomTarget{MaxCostPerHour: "0.50"},
 			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},
 			wantCount: 1, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 2}}, wantCost: "0.5000", wantPhase: v1alpha1.TargetCapped},
+		{name: "a maxCostPerHour of more units than an int32 counts caps nothing",
+			target:    v1alpha1.HeadroomTarget{MaxCostPerHour: "1000000000000"},
+			input:     headroom.TargetInput{Estimate: known(10), Shapes: []demand.ShapeEstimate{large("2", "4Gi", known(3))}},
+			wantCount: 4, wantLearned: []v1alpha1.LearnedUnits{{Resources: rl("2", "4Gi"), Count: 3}},
+			wantCost: "1.0000", wantPhase: v1alpha1.TargetSized},
 		{name: "maxCostPerHour cuts learned units that cost more than the units they replace",
 			target: v1alpha1.HeadroomTarget{MaxCostPerHour: "1.10"},
 			// 3 cpu, 1Gi: one a c4 node (0.40), in the place of 3 units (0.30)

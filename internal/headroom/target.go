@@ -364,8 +364,10 @@ func bound(t *v1alpha1.HeadroomTarget, n int32, res *Resolved) int32 {
 	if limit, ok := costLimit(t); ok {
 		price, _ := UnitPrices(GroupsOrAll(res.Groups, res.all), res.Shape.Resources, res.dss)
 		if price > 0 {
-			if most := int32(math.Floor(limit/price + 1e-9)); n > most {
-				n, res.cappedBy = max(most, 0), fmt.Sprintf("maxCostPerHour %s at %.4f a unit", t.MaxCostPerHour, price)
+			// In float64 before any conversion: a budget of more units than
+			// an int32 holds caps nothing (a conversion would wrap).
+			if most := math.Floor(limit/price + 1e-9); float64(n) > most {
+				n, res.cappedBy = int32(max(most, 0)), fmt.Sprintf("maxCostPerHour %s at %.4f a unit", t.MaxCostPerHour, price)
 			}
 		}
 	}
