@@ -265,6 +265,33 @@ func TestDeleteRefusesWhileAnotherMachineCarriesAForeignDeleteMark(t *testing.T)
 	}
 }
 
+// TestDeleteWaitsForAMachineStillToBeCreated: the deployment asks for 3
+// replicas and has 2 Machines (a scale-up the MachineSet has not acted on
+// yet). Lowering to 2 now would leave the marked Machine and cancel the
+// one to come: berth marks its Machine, keeps the replicas and says it
+// waits; once the third Machine is there, the replicas go down by one.
+func TestDeleteWaitsForAMachineStillToBeCreated(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "creating", 3, nil, "creating-a", "creating-b")
+	err := f.provider.Delete(ctx, "creating-b")
+	if err == nil || !strings.Contains(err.Error(), "waiting for Cluster API: 3 replicas but 2 live Machines") {
+		t.Fatalf("Delete = %v, want it to wait for the Machine to be created", err)
+	}
+	if got := f.replicas(t); got != 3 {
+		t.Errorf("replicas = %d while a Machine is still to be created, want 3 (unchanged)", got)
+	}
+	if _, marked := machineAnnotations(t, "creating-b")[clusterapi.AnnotationDeleteMachine]; !marked {
+		t.Errorf("creating-b not marked: the mark comes first")
+	}
+	addMachine(t, f.ng, f.md, "creating-c", true)
+	if err := f.provider.Delete(ctx, "creating-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.replicas(t); got != 2 {
+		t.Errorf("replicas = %d once the Machine is there, want 2", got)
+	}
+}
+
 // TestDeleteLeavesANodeWithoutTheOwnerMark: a node labelled with the group
 // by hand, without berth's owner mark, is not removed.
 func TestDeleteLeavesANodeWithoutTheOwnerMark(t *testing.T) {

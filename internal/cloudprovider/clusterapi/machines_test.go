@@ -74,8 +74,18 @@ func TestReplicasAfterRemoval(t *testing.T) {
 			ms:   []machine{m("a", "p://a"), m("b", "p://b"), m("c", "p://c", berthMarked, deleting)}, replicas: 2, want: 2,
 		},
 		{
-			name: "a scale-up still creating a machine is kept",
-			ms:   []machine{m("a", "p://a"), m("b", "p://b", berthMarked)}, replicas: 3, want: 2,
+			name: "a machine still to be created makes berth wait: lowering now would cancel it and keep the marked one",
+			ms:   []machine{m("a", "p://a"), m("b", "p://b", berthMarked)}, replicas: 3,
+			wantErr: "waiting for Cluster API: 3 replicas but 2 live Machines",
+		},
+		{
+			name: "a machine being deleted by someone else makes berth wait: Cluster API would count it as the one removed",
+			ms:   []machine{m("a", "p://a", deleting), m("b", "p://b", berthMarked), m("c", "p://c")}, replicas: 3,
+			wantErr: "waiting for Cluster API: 3 replicas but 2 live Machines",
+		},
+		{
+			name: "replicas already lowered for a marked machine not yet deleted count it once",
+			ms:   []machine{m("a", "p://a", berthMarked), m("b", "p://b", berthMarked), m("c", "p://c")}, replicas: 2, want: 1,
 		},
 		{
 			name: "two machines marked lower replicas by two",

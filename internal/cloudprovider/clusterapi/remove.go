@@ -2,6 +2,7 @@ package clusterapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -76,6 +77,14 @@ func (p *Provider) lowerReplicas(ctx context.Context, r ref) error {
 
 // replicasAfterRemoval is the replica count that removes exactly the live
 // Machines berth marked, given the Machines and the current replicas.
+//
+// The MachineSet deletes as many Machines as it holds past its replicas,
+// counting those being deleted, and picks those being deleted first, then
+// the marked ones. Lowering while it has more replicas than live Machines
+// (a Machine still to be created, or one being deleted that it will
+// replace) would match that difference instead of removing a marked
+// Machine: the marked one stays, and the Machine to come is never made.
+// So it refuses until the live Machines reach the replicas.
 func replicasAfterRemoval(ms []machine, replicas int64) (int64, error) {
 	live, marked := int64(0), int64(0)
 	for _, m := range ms {
@@ -91,9 +100,16 @@ func replicasAfterRemoval(ms []machine, replicas int64) (int64, error) {
 				m.Namespace, m.Name, AnnotationDeleteMachine)
 		}
 	}
-	creating := max(replicas-live, 0)
-	return min(replicas, live-marked+creating), nil
+	if replicas > live {
+		return 0, fmt.Errorf("%w: %d replicas but %d live Machines (one is being created or replaced); berth lowers the replicas once the Machines are there",
+			errNotSettled, replicas, live)
+	}
+	return min(replicas, live-marked), nil
 }
+
+// errNotSettled: Cluster API has not yet made the Machines its replicas
+// ask for; a removal waits for it.
+var errNotSettled = errors.New("waiting for Cluster API")
 
 // machineSets are the MachineSets of the live Machines, sorted.
 func machineSets(ms []machine) []string {

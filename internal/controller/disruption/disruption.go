@@ -70,6 +70,12 @@ const (
 // away at once.
 const GiveUpCooldown = 5 * time.Minute
 
+// DeleteRetryInterval is how often the provider is asked again to remove
+// a drained node it accepted to remove that is still there: a Cluster API
+// MachineSet that had not yet made a Machine its replicas asked for, or
+// one deleting another Machine, may not have deleted berth's.
+const DeleteRetryInterval = time.Minute
+
 // DefaultMaxRemovalsPerRound caps how many drains one round may start,
 // over all node groups (each group's budget applies too).
 const DefaultMaxRemovalsPerRound = 10
@@ -134,10 +140,12 @@ type Controller struct {
 	accounted map[string]map[types.UID]bool
 	// givenUp is when this replica last gave up each node's drain.
 	givenUp map[string]time.Time
-	// deleted holds the nodes whose removal the cloud provider accepted
-	// that still exist: a Cluster API Machine takes a while to go, and
-	// asking again every round would count and announce it again.
-	deleted map[string]bool
+	// deleted holds when the cloud provider accepted the removal of nodes
+	// that still exist: a Cluster API Machine takes a while to go. The
+	// removal is counted and announced once, and asked again (the
+	// providers' Delete is safe to repeat) every DeleteRetryInterval, in
+	// case the provider accepted it but did not act on it.
+	deleted map[string]time.Time
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
@@ -162,7 +170,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]bool{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 

@@ -58,7 +58,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // are evicted; and once none is left the node is deleted.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	if n.DeletionTimestamp != nil || c.deleted[n.Name] {
+	if at, ok := c.deleted[n.Name]; n.DeletionTimestamp != nil || ok && c.Clock.Since(at) < DeleteRetryInterval {
 		return nil // going already
 	}
 	if !owns(g, n) {
@@ -144,7 +144,12 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	} else if err != nil {
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
-	c.deleted[n.Name] = true
+	_, again := c.deleted[n.Name]
+	c.deleted[n.Name] = c.Clock.Now()
+	if again {
+		log.FromContext(ctx).Info("asked the provider again to remove a node it accepted to remove earlier", "node", n.Name, "nodeGroup", g.Name)
+		return nil // counted and announced the first time
+	}
 	why := n.Annotations[v1alpha1.AnnotationDisruptionReason]
 	if why == "" {
 		why = "ScaleDown"
