@@ -149,3 +149,37 @@ func TestHostnameSpreadFromZeroSpreads(t *testing.T) {
 			want: []string{"new zone-a/on-demand/m-4: web-1,web-3", "new zone-a/on-demand/m-4: web-2,web-4"}},
 	})
 }
+
+// TestZonesOnlyAGroupThePodCannotUseAreNoSpreadDomains: web spreads over
+// zones (maxSkew 1) with one replica in zone-a and one in zone-b; the
+// general group launches into both, a tainted gpu group into zone-c too,
+// and no node exists there. kube-scheduler counts the zones of existing
+// nodes: a new general node in zone-a takes the third replica at skew 1.
+// A zone only a group the pod cannot use (its taint, or a node selector
+// the group's nodes fail) offers is no domain the pod waits on.
+func TestZonesOnlyAGroupThePodCannotUseAreNoSpreadDomains(t *testing.T) {
+	general := b.NodeGroup("general", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.11")))
+	gpu := b.NodeGroup("gpu", b.TemplateTaint("gpu", "true", corev1.TaintEffectNoSchedule),
+		b.InstanceType("g-8", "8", "32Gi", b.OnDemand("zone-a", "1"), b.OnDemand("zone-b", "1"), b.OnDemand("zone-c", "1")))
+	labelled := b.NodeGroup("labelled", b.TemplateLabel("pool", "other"),
+		b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "1"), b.OnDemand("zone-b", "1"), b.OnDemand("zone-c", "1")))
+	nodes := []*corev1.Node{groupNode("a1", general, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand), groupNode("b1", general, "m-2", "zone-b", v1alpha1.CapacityTypeOnDemand)}
+	web := func(name string, opts ...b.PodOption) *corev1.Pod {
+		return b.Pod(name, append([]b.PodOption{b.CPU("1500m"), b.Labels("app", "web"), b.Spread(zone, 1, "app", "web")}, opts...)...)
+	}
+	bound := []*corev1.Pod{boundTo(web("web-1"), "a1"), boundTo(web("web-2"), "b1")}
+	runPlanCases(t, []planCase{
+		{name: "a tainted group's zone",
+			groups: []*v1alpha1.NodeGroup{general, gpu}, nodes: nodes, bound: bound, pending: []*corev1.Pod{web("web-3")},
+			want: []string{"new zone-a/on-demand/m-2: web-3"}},
+		{name: "the zone of a group whose nodes the pod's node affinity excludes",
+			groups: []*v1alpha1.NodeGroup{general, labelled}, nodes: nodes, bound: bound,
+			pending: []*corev1.Pod{web("web-3", b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "pool", Operator: corev1.NodeSelectorOpDoesNotExist}}}))},
+			want: []string{"new zone-a/on-demand/m-2: web-3"}},
+		{name: "a tainted group's zone the pod tolerates is a domain: the third replica goes there",
+			groups: []*v1alpha1.NodeGroup{general, gpu}, nodes: nodes, bound: bound,
+			pending: []*corev1.Pod{web("web-3", b.Tolerate("gpu", "true", corev1.TaintEffectNoSchedule))},
+			want:    []string{"new zone-c/on-demand/g-8: web-3"}},
+	})
+}

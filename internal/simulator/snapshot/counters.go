@@ -329,11 +329,31 @@ func (k *Counter) addPotential(v string, delta int) {
 // node, and once the planned nodes exist kube-scheduler accepts each on
 // its node (its minimum is at least zero).
 
+//
+// A template is a potential domain of a spread only if the constraint's
+// pods could be placed on its nodes (they tolerate its taints and their
+// node selection matches one of its options), whatever the constraint's
+// inclusion policies: the domain comes to exist only when a node is
+// launched there, and berth launches a node for pods that fit it.
+// kube-scheduler counts only the domains of nodes that exist, so a zone
+// only a tainted group offers is none of its domains until such a node
+// exists; counted here, it would hold every other zone at its minimum of
+// zero and the pods would wait for a node never launched for them.
+func (k *Counter) potentialFrom(t *Node) bool {
+	if k.kind != kindSpread || !k.eligible(t) {
+		return false
+	}
+	if _, untolerated := UntoleratedTaint(t.Taints, k.owner.Tolerations); untolerated {
+		return false
+	}
+	return matchesSomeOption(k.owner, t)
+}
+
 func (k *Counter) resetPotential(s *Snapshot) {
 	k.potential = map[string]int{}
 	k.potentialOnly = 0
 	for _, t := range s.templates {
-		if s.templateOff[t] || !k.eligible(t) {
+		if s.templateOff[t] || !k.potentialFrom(t) {
 			continue
 		}
 		k.addPotential(t.Labels()[k.key], 1)

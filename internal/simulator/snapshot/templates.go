@@ -46,7 +46,7 @@ func (s *Snapshot) EnableTemplate(t *Node) {
 func (s *Snapshot) enableTemplate(t *Node) {
 	delete(s.templateOff, t)
 	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(t) {
+		if k.potentialFrom(t) {
 			k.addPotential(t.Labels()[k.key], 1)
 		}
 	}
@@ -55,7 +55,7 @@ func (s *Snapshot) enableTemplate(t *Node) {
 func (s *Snapshot) disableTemplate(t *Node) {
 	s.templateOff[t] = true
 	for _, k := range s.counters {
-		if k.kind == kindSpread && k.eligible(t) {
+		if k.potentialFrom(t) {
 			k.addPotential(t.Labels()[k.key], -1)
 		}
 	}
