@@ -22,6 +22,14 @@ const (
 	LabelOS = "kubernetes.io/os"
 	// LabelArch is the well-known architecture label.
 	LabelArch = "kubernetes.io/arch"
+	// LabelOSBeta and LabelArchBeta are the deprecated labels the kubelet
+	// still sets beside LabelOS and LabelArch; LabelInstanceTypeBeta and
+	// LabelZoneBeta those the cloud node controller still sets beside
+	// LabelInstanceType and LabelZone. Pods written long ago select them.
+	LabelOSBeta           = "beta.kubernetes.io/os"
+	LabelArchBeta         = "beta.kubernetes.io/arch"
+	LabelInstanceTypeBeta = "beta.kubernetes.io/instance-type"
+	LabelZoneBeta         = "failure-domain.beta.kubernetes.io/zone"
 
 	// AnnotationLaunchedBy is the owner mark berth writes on every node it
 	// launches: the UID of the NodeGroup it was launched for. Berth deletes

@@ -18,12 +18,13 @@ import (
 )
 
 // NodeLabels returns the labels of a node launched for this group from an
-// instance type and offering: the template labels plus the well-known ones.
-// The planner's templates and the cloud providers both use it, so that
-// what berth plans for is what it launches. The hostname label is added by
-// whoever names the node.
+// instance type and offering: the template labels plus the well-known ones,
+// with the deprecated beta names the kubelet and the cloud node controller
+// still set beside them. The planner's templates and the cloud providers
+// both use it, so that what berth plans for is what it launches. The
+// hostname label is added by whoever names the node.
 func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string {
-	l := make(map[string]string, len(ng.Spec.Template.Labels)+7)
+	l := make(map[string]string, len(ng.Spec.Template.Labels)+11)
 	for k, v := range ng.Spec.Template.Labels {
 		l[k] = string(v)
 	}
@@ -37,6 +38,8 @@ func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string
 		arch = "amd64"
 	}
 	l[LabelArch] = arch
+	l[LabelOSBeta], l[LabelArchBeta] = l[LabelOS], arch
+	l[LabelZoneBeta], l[LabelInstanceTypeBeta] = o.Zone, it.Name
 	return l
 }
 

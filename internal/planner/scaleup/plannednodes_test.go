@@ -183,3 +183,27 @@ func TestZonesOnlyAGroupThePodCannotUseAreNoSpreadDomains(t *testing.T) {
 			want:    []string{"new zone-c/on-demand/g-8: web-3"}},
 	})
 }
+
+// TestPodsSelectingTheBetaLabelsGetNodes: the kubelet still sets
+// beta.kubernetes.io/os and /arch, and cloud node controllers
+// failure-domain.beta.kubernetes.io/zone and beta.kubernetes.io/instance-type,
+// beside the GA labels; pods written against them get nodes, and a spread
+// over the beta zone label spreads over zones.
+func TestPodsSelectingTheBetaLabelsGetNodes(t *testing.T) {
+	general := b.NodeGroup("general", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.11")))
+	spread := []b.PodOption{b.CPU("1500m"), b.Labels("app", "web"), b.Spread(v1alpha1.LabelZoneBeta, 1, "app", "web")}
+	runPlanCases(t, []planCase{
+		{name: "a node selector on the beta os and arch labels",
+			groups:  []*v1alpha1.NodeGroup{general},
+			pending: []*corev1.Pod{b.Pod("old", b.CPU("1"), b.NodeSelector(v1alpha1.LabelOSBeta, "linux", v1alpha1.LabelArchBeta, "amd64"))},
+			want:    []string{"new zone-a/on-demand/m-2: old"}},
+		{name: "a node selector on the beta zone and instance type labels",
+			groups:  []*v1alpha1.NodeGroup{general},
+			pending: []*corev1.Pod{b.Pod("old", b.CPU("1"), b.NodeSelector(v1alpha1.LabelZoneBeta, "zone-b", v1alpha1.LabelInstanceTypeBeta, "m-2"))},
+			want:    []string{"new zone-b/on-demand/m-2: old"}},
+		{name: "a spread over the beta zone label",
+			groups:  []*v1alpha1.NodeGroup{general},
+			pending: replicas("web", 2, spread...),
+			want:    []string{"new zone-a/on-demand/m-2: web-1", "new zone-b/on-demand/m-2: web-2"}},
+	})
+}
