@@ -51,6 +51,7 @@ const (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=hr,categories=berth
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="name must be at most 63 characters: berth labels the Headroom's placeholder pods, node reserve and learned history with it, and label values are at most 63 characters"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredUnits`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyUnits`
@@ -209,6 +210,7 @@ type HeadroomTarget struct {
 	MaxCostPerHour string `json:"maxCostPerHour,omitempty"`
 	// History is how far back bursts count: a burst's weight halves
 	// every half of it. 1h to 2160h (90 days), default 168h (a week).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('2160h')",message="history must be between 1h and 2160h (90 days)"
 	// +optional
 	History *metav1.Duration `json:"history,omitempty"`
 	// Shapes says which shapes the target keeps units of. Learned (the

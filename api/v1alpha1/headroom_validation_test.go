@@ -74,6 +74,14 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 		{name: "a target with units to keep while learning is accepted", obj: headroom("hr-target", func(s *v1alpha1.HeadroomSpec) {
 			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95, MinUnits: ptr(int32(1)), MaxUnits: ptr(int32(40)), MaxCostPerHour: "12.5"}
 		})},
+		{name: "a name longer than a label value is rejected", obj: headroom(strings.Repeat("h", 64), nil),
+			wantErr: []string{"name must be at most 63 characters"}},
+		{name: "a history of a nanosecond is rejected naming target.history", obj: headroom("hr-history", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, History: &metav1.Duration{Duration: time.Nanosecond}}
+		}), wantErr: []string{"spec.target.history", "history must be between 1h and 2160h"}},
+		{name: "a history of 90 days is accepted", obj: headroom("hr-history-90d", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, History: &metav1.Duration{Duration: 2160 * time.Hour}}
+		})},
 		{name: "a target without units or automatic is rejected naming target", obj: headroom("hr-target-alone", func(s *v1alpha1.HeadroomSpec) {
 			s.Units = nil
 			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}}

@@ -7,6 +7,7 @@ package headroom
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -95,6 +96,9 @@ func (r Resolved) GroupNames() []string {
 // common request shape of the workload in scope.
 func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 	sp := &h.Spec
+	if err := negativeQuantities(sp); err != nil {
+		return Resolved{}, err
+	}
 	groups, err := ScopeGroups(h, in.NodeGroups)
 	if err != nil {
 		return Resolved{}, err
@@ -314,4 +318,32 @@ func parseCron(expr string) (s cron.Schedule, err error) {
 		}
 	}()
 	return cron.ParseStandard(expr)
+}
+
+// negativeQuantities rejects a spec that asks for a negative quantity (the
+// API's quantity pattern admits a sign): a unit of -1 cpu would fit
+// anywhere and report Ready while holding nothing, and lower what a node
+// seems to hold for the units beside it.
+func negativeQuantities(sp *v1alpha1.HeadroomSpec) error {
+	lists := map[string]corev1.ResourceList{}
+	if sp.Units != nil {
+		lists["spec.units.resources"] = sp.Units.Resources
+	}
+	for _, w := range sp.Schedules {
+		lists[fmt.Sprintf("spec.schedules[%s].units.resources", w.Name)] = w.Units.Resources
+	}
+	if sp.Automatic != nil && sp.Automatic.Unit != nil {
+		lists["spec.automatic.unit.resources"] = sp.Automatic.Unit.Resources
+	}
+	if sp.PerNode != nil {
+		lists["spec.perNode.resources"] = sp.PerNode.Resources
+	}
+	for _, field := range slices.Sorted(maps.Keys(lists)) {
+		for _, name := range slices.Sorted(maps.Keys(lists[field])) {
+			if q := lists[field][name]; q.Sign() < 0 {
+				return fmt.Errorf("%s.%s: %s is negative; a quantity must be 0 or more", field, name, q.String())
+			}
+		}
+	}
+	return nil
 }

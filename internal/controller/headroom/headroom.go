@@ -151,6 +151,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if res.Total() == 0 {
+		// No units to keep (a perNode-only Headroom, an automatic one whose
+		// workload is gone): the provisioner never plans for it, and
+		// nothing is missing.
+		ready, planned = 0, true
+	}
 	status.DesiredUnits, status.ReservedNodes = res.Total(), reserved
 	status.LearnedUnits = res.Learned
 	status.ActiveSchedule = res.ActiveSchedule
@@ -288,10 +294,13 @@ func (r *Reconciler) readyUnits(ctx context.Context, h *v1alpha1.Headroom, res h
 func (r *Reconciler) transition(h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus) {
 	was := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady)
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: h.Generation}
-	if status.ReadyUnits >= status.DesiredUnits {
+	switch {
+	case status.DesiredUnits == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonAllUnitsReady, "the headroom keeps no units now"
+	case status.ReadyUnits >= status.DesiredUnits:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonAllUnitsReady
 		c.Message = fmt.Sprintf("%d of %d units fit in free capacity", status.ReadyUnits, status.DesiredUnits)
-	} else {
+	default:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUnitsMissing
 		c.Message = fmt.Sprintf("%d of %d units fit in free capacity; berth launches nodes for the rest", status.ReadyUnits, status.DesiredUnits)
 	}

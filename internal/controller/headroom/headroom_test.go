@@ -156,6 +156,26 @@ func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
 	}
 }
 
+// TestAHeadroomOfNoUnitsIsReadyAndLeftAlone: a Headroom of 0 units (a
+// perNode-only one, an automatic one whose workload is gone) is never
+// planned for by the provisioner; it is Ready, saying it keeps nothing,
+// and not looked at again every 2 seconds.
+func TestAHeadroomOfNoUnitsIsReadyAndLeftAlone(t *testing.T) {
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "none"}, Spec: v1alpha1.HeadroomSpec{Units: units(0)}})
+	r, _, _ := reconciler() // the provisioner has planned nothing for it
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 0 {
+		t.Errorf("requeued after %s, want not at all (nothing to wait for)", res.RequeueAfter)
+	}
+	c := meta.FindStatusCondition(get(t, "none").Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Message != "the headroom keeps no units now" {
+		t.Errorf("Ready condition %+v, want True: it keeps no units", c)
+	}
+}
+
 // TestRestartKeepsReadyStatus: after a restart the provisioner has not
 // planned yet. A headroom that was Ready stays Ready (no HeadroomConsumed
 // event, no flap) until the first plan says otherwise.
