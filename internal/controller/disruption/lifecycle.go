@@ -48,10 +48,8 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 	if (d.Reason == v1alpha1.ReasonDrifted || d.Reason == v1alpha1.ReasonExpired) && !c.windowOpen(g, c.Clock.Now()) {
 		return nil
 	}
-	if interrupted && c.Offerings != nil {
-		l := n.Labels
-		c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone],
-			CapacityType: l[v1alpha1.LabelCapacityType]}, "node "+n.Name+" of this offering got an interruption notice")
+	if interrupted {
+		c.avoidInterrupted(g, n)
 	}
 	var launched []string
 	for _, nn := range d.Launch {
@@ -174,4 +172,16 @@ func (c *Controller) syncInterruptions(ctx context.Context, w *world) []error {
 		}
 	}
 	return errs
+}
+
+// avoidInterrupted marks the offering of an interrupted node unavailable:
+// the cloud is taking its capacity back, and a replacement launched on it
+// would likely be interrupted too.
+func (c *Controller) avoidInterrupted(g *v1alpha1.NodeGroup, n *corev1.Node) {
+	if c.Offerings == nil {
+		return
+	}
+	l := n.Labels
+	c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone],
+		CapacityType: l[v1alpha1.LabelCapacityType]}, "node "+n.Name+" of this offering got an interruption notice")
 }

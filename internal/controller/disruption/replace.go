@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
@@ -80,9 +81,21 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	if err != nil {
 		started = time.Time{}
 	}
-	if !owns(w.groups[n.Labels[v1alpha1.LabelNodeGroup]], n) {
+	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
+	if !owns(g, n) {
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, w, n, "Replacement given up: the node's node group no longer exists or is not the one that launched it; the node stays")
+	}
+	if v := lifecycle.Interrupted(g, n, c.Clock.Now()); v != nil {
+		// The cloud takes the node at its deadline, replaced or not: its
+		// drain starts now, within the notice (advance evicts by the
+		// deadline); the replacement takes pods once it is Ready.
+		c.avoidInterrupted(g, n)
+		if err := c.start(ctx, w, n, v1alpha1.ReasonInterrupted, "it is interrupted ("+v.Message+") while its replacement "+strings.Join(names, ", ")+" launches"); err != nil {
+			return err
+		}
+		res.Started = append(res.Started, n.Name)
+		return nil
 	}
 	for _, name := range names {
 		repl := w.byName[name]

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
@@ -130,4 +132,39 @@ func (f *fixture) markedBy(repl string) int {
 		}
 	}
 	return n
+}
+
+// TestAnInterruptionDoesNotWaitForAReplacementStillBooting: three nodes
+// wait for a replacement that takes minutes to boot; one of them gets an
+// interruption notice with two minutes left. Its drain starts in that
+// round (the cloud takes it at the deadline whether or not the
+// replacement is Ready), its offering is avoided, and the two others keep
+// waiting.
+func TestAnInterruptionDoesNotWaitForAReplacementStillBooting(t *testing.T) {
+	f, _, repl := slowReplacement(t, "sd-replace-interrupted")
+	offerings := state.NewOfferings(f.clk, time.Hour)
+	f.ctrl.Offerings = offerings
+	victim := f.nodes[0]
+	f.patchNode(victim, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
+		n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = f.clk.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)
+	})
+	res := f.run()
+	if len(res.Started) != 1 || res.Started[0] != victim {
+		t.Fatalf("started %v in the round after the notice, want [%s] while %s boots", res.Started, victim, repl)
+	}
+	if n := f.node(victim); n == nil || !tainted(n) || n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
+		t.Errorf("node %s: want it tainted %s and draining for the interruption", victim, v1alpha1.TaintDisrupted)
+	}
+	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" {
+		t.Errorf("unavailable offerings %v, want the interrupted node's m-2", u)
+	}
+	if got := f.markedBy(repl); got != 3 {
+		t.Errorf("%d nodes still marked replaced by %s, want all 3 (the interrupted one drains with its mark)", got, repl)
+	}
+	for _, other := range f.nodes[1:] {
+		if n := f.node(other); n == nil || tainted(n) {
+			t.Errorf("node %s tainted: only the interrupted node drains before %s is Ready", other, repl)
+		}
+	}
 }
