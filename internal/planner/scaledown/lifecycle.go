@@ -92,6 +92,10 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows")
 			return nil
 		}
+		if OptedOut(n.Node) {
+			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+optedOutWhy)
+			return nil
+		}
 		if _, _, blocked := p.classify(n, g); blocked != nil {
 			blocked.Message = "node " + n.Name + " is " + string(v.Reason) + " but stays: " + blocked.Message
 			p.plan.Blocked = append(p.plan.Blocked, *blocked)

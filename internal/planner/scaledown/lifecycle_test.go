@@ -145,6 +145,31 @@ func TestDriftKeepsTheDrainRules(t *testing.T) {
 	}
 }
 
+// TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway: the group's
+// template changed, so every node drifted; a is annotated do-not-disrupt
+// and l labelled scale-down-disabled, and both stay (NodeDoNotDisrupt);
+// i is annotated too but interrupted, and goes (the cloud takes it).
+func TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway(t *testing.T) {
+	launchedWith := spotGroup()
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"))
+	drifted.UID = launchedWith.UID
+	optOut := b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true")
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith, optOut), spotNode("l", launchedWith, b.NodeLabels(v1alpha1.LabelScaleDownDisabled, "true")),
+			spotNode("i", launchedWith, optOut, notice), spotNode("z", launchedWith)}})
+	for _, name := range []string{"a", "l"} {
+		if _, ok := got[name]; ok || blocked[name] != string(scaledown.ReasonNodeDoNotDisrupt) {
+			t.Errorf("drifted node %s opted out: disrupted %v, blocked %q; want it kept (NodeDoNotDisrupt)", name, ok, blocked[name])
+		}
+	}
+	if _, ok := got["i"]; !ok {
+		t.Error("the interrupted node annotated do-not-disrupt is not disrupted")
+	}
+	if _, ok := got["z"]; !ok {
+		t.Error("the drifted node without an opt-out is not disrupted")
+	}
+}
+
 // TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain: x is
 // interrupted and holds a bare pod (no controller: it would block a
 // drain, and it does not come back) and a Deployment's 3-cpu pod. The

@@ -386,8 +386,8 @@ func (p *planner) candidates() []candidate {
 			p.block(n, g, ReasonNotOwned, nil, "node "+n.Name+" was not launched by berth for this node group")
 		case n.Node.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n.Node):
 			continue // launching or unhealthy: not a scale-down matter
-		case n.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true" || n.Node.Labels[v1alpha1.LabelScaleDownDisabled] == "true":
-			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
+		case OptedOut(n.Node):
+			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" "+optedOutWhy)
 		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever && !retiring(g):
 			continue
 		case p.cooling[n.Name] != "":
@@ -564,3 +564,12 @@ func (p *planner) taken(node string) bool {
 	}
 	return false
 }
+
+// OptedOut reports whether the node's owner asked berth to leave it alone:
+// no consolidation, drift, expiry or repair takes it (an interruption
+// does: the cloud takes the node anyway).
+func OptedOut(n *corev1.Node) bool {
+	return n.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true" || n.Labels[v1alpha1.LabelScaleDownDisabled] == "true"
+}
+
+const optedOutWhy = "is annotated " + v1alpha1.AnnotationDoNotDisrupt + " or labelled " + v1alpha1.LabelScaleDownDisabled
