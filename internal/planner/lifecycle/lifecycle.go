@@ -128,16 +128,28 @@ func Interrupted(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict
 // it carries differs from the group's, or its offering (instance type,
 // zone, capacity type) left the group. A node launched before berth wrote
 // launch hashes carries none, and one without an instance type label says
-// nothing of its offering: neither has drifted for that.
+// nothing of its offering: neither has drifted for that. Nor has a Cluster
+// API group's node for its offering: its MachineDeployment, not berth,
+// chooses the machine and the zone (the cloud's labels say what it chose),
+// so a replacement would be bought the same way and drift again; a change
+// of the Cluster API object changes the launch hash.
 func Drifted(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 	l := n.Labels
 	if l[v1alpha1.LabelInstanceType] == "" {
 		return nil // berth does not know what the node was bought as
 	}
+	if ng.Spec.Provider.ClusterAPI != nil {
+		return launchHashDrift(ng, n)
+	}
 	if it, o := ng.FindOffering(l[v1alpha1.LabelInstanceType], l[v1alpha1.LabelZone], v1alpha1.CapacityType(l[v1alpha1.LabelCapacityType])); it == nil || o == nil {
 		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: fmt.Sprintf("its offering %s/%s/%s is no longer one of node group %s's",
 			l[v1alpha1.LabelInstanceType], l[v1alpha1.LabelZone], l[v1alpha1.LabelCapacityType], ng.Name)}
 	}
+	return launchHashDrift(ng, n)
+}
+
+// launchHashDrift reports a node whose launch hash differs from its group's.
+func launchHashDrift(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 	if h := n.Annotations[v1alpha1.AnnotationLaunchHash]; h != "" && h != ng.LaunchHash() {
 		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "node group " + ng.Name + "'s template (labels, taints) or provider changed since the node was launched"}
 	}

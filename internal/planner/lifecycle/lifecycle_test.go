@@ -86,6 +86,13 @@ func TestAssess(t *testing.T) {
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
 				return launched(ng, old, b.NodeLabels(v1alpha1.LabelInstanceType, "gone-4"))
 			}},
+		{name: "a Cluster API node in a zone the group does not list has not drifted: Cluster API chose it, and a replacement lands there too",
+			ng: group(func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Provider.ClusterAPI = &v1alpha1.ClusterAPIProvider{Namespace: "default", Name: "md"}
+			}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				return launched(ng, old, b.NodeLabels(v1alpha1.LabelZone, "eu-west-1b"))
+			}},
 		{name: "a node without a launch hash has not drifted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
 				n := launched(ng, old)
