@@ -355,9 +355,10 @@ type ClusterAPIProvider struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Namespace string `json:"namespace"`
-	// Name of the object.
+	// Name of the object. At most 63 characters: Cluster API labels the
+	// object's Machines with it, and berth finds them by that label.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Name string `json:"name"`
 	// MachineTimeout is how long a Machine may go without infrastructure

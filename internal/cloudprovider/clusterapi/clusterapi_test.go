@@ -15,10 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
@@ -289,6 +291,44 @@ func TestDeleteWaitsForAMachineStillToBeCreated(t *testing.T) {
 	}
 	if got := f.replicas(t); got != 2 {
 		t.Errorf("replicas = %d once the Machine is there, want 2", got)
+	}
+}
+
+// TestAGroupWhoseMachinesCannotBeReadKeepsNoOtherGroupFromAdopting: a
+// node group whose Machines berth may not list (the management cluster
+// forbids its namespace) sorts first; the node of another group's Machine
+// is still adopted by that group.
+func TestAGroupWhoseMachinesCannotBeReadKeepsNoOtherGroupFromAdopting(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "adopt-ok", 1, nil, "adopt-ok-a")
+	forbidding := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			lo := &client.ListOptions{}
+			lo.ApplyOptions(opts)
+			if lo.Namespace == "forbidden" {
+				return apierrors.NewForbidden(schema.GroupResource{Group: "cluster.x-k8s.io", Resource: "machines"}, "", errors.New("berth may not list machines here"))
+			}
+			return c.List(ctx, l, opts...)
+		}})
+	f.provider = clusterapi.New(env.Client, forbidding, f.clock)
+	broken := b.NodeGroup("aaa-broken", b.Size(0, 10))
+	broken.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "forbidden", Name: "md"}}
+	if err := env.Client.Create(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), broken) })
+	node := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "adopt-ok-a"}, node); err != nil {
+		t.Fatal(err)
+	}
+	ng, err := f.provider.Adopt(ctx, node)
+	if err != nil || ng == nil || ng.Name != f.ng.Name {
+		t.Fatalf("Adopt = %v, %v; want group %s and no error", ng, err, f.ng.Name)
+	}
+	stranger := node.DeepCopy()
+	stranger.Spec.ProviderID = "test:///nobody"
+	if ng, err := f.provider.Adopt(ctx, stranger); ng != nil || err == nil || !strings.Contains(err.Error(), "node group aaa-broken") {
+		t.Errorf("Adopt of a node no group owns = %v, %v; want no group and the broken group's error (it might own it)", ng, err)
 	}
 }
 

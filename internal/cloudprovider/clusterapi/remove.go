@@ -138,6 +138,11 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 	if err := p.cluster.List(ctx, groups); err != nil {
 		return nil, fmt.Errorf("listing node groups: %w", err)
 	}
+	// A group whose Machines cannot be read (an API version the management
+	// cluster no longer serves, a namespace berth may not list) keeps no
+	// other group from adopting its nodes; it is reported only when no
+	// group owns the node.
+	var errs []error
 	for i := range groups.Items {
 		ng := &groups.Items[i]
 		if ng.Spec.Provider.ClusterAPI == nil || ng.DeletionTimestamp != nil {
@@ -145,17 +150,19 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 		}
 		r, err := refOf(ng)
 		if err != nil {
-			return nil, err
+			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
+			continue
 		}
 		ms, err := p.machines(ctx, r)
 		if err != nil {
-			return nil, err
+			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
+			continue
 		}
 		if m, ok := machineForProviderID(ms, node.Spec.ProviderID); ok && !m.Deleting {
 			return ng, nil
 		}
 	}
-	return nil, nil
+	return nil, errors.Join(errs...)
 }
 
 // CancelRemoval takes berth's delete mark off the Machine behind the node
