@@ -89,6 +89,10 @@ func (c *Certs) Ensure(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("storing webhook certificate: %w", err)
 		}
 	} else {
+		// The CA bundle keeps the CA of the certificate replaced: another
+		// replica serves that one until its next check, and a bundle of
+		// the new CA alone would fail its handshakes until then.
+		data[keyCACert] = append(data[keyCACert], validCA(s.Data[keyCACert], c.Clock.Now())...)
 		s.Data = data
 		if err := c.Client.Update(ctx, s); err != nil {
 			return false, fmt.Errorf("renewing webhook certificate: %w", err)
@@ -136,6 +140,20 @@ func (c *Certs) load(data map[string][]byte) (bool, error) {
 	changed := c.leaf == nil || !bytes.Equal(c.leaf.Raw, leaf.Raw)
 	c.cert, c.leaf, c.ca = &pair, leaf, slices.Clone(data[keyCACert])
 	return changed, nil
+}
+
+// validCA returns the first certificate of a PEM bundle (the CA that
+// signed the stored certificate) while it is still valid, else nothing.
+func validCA(bundle []byte, now time.Time) []byte {
+	block, _ := pem.Decode(bundle)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || !now.Before(ca.NotAfter) {
+		return nil
+	}
+	return pem.EncodeToMemory(block)
 }
 
 // generate makes a CA and a serving certificate signed by it.
@@ -194,7 +212,8 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.cert, nil
 }
 
-// CABundle is the PEM CA that signed the current certificate.
+// CABundle is the PEM CA that signed the current certificate, followed,
+// after a renewal, by the one that signed the certificate before it.
 func (c *Certs) CABundle() []byte {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -158,6 +158,11 @@ func (o *options) wireCompanion(mgr ctrl.Manager, hook *hookSetup, recorder even
 		return err
 	}
 	pr := &companion.ProfileReconciler{Client: mgr.GetClient(), Recorder: recorder, Sync: func(ctx context.Context, want bool) error {
+		// The Secret's bundle, not this replica's last copy: another
+		// replica may have renewed the certificate since.
+		if _, err := hook.certs.Ensure(ctx); err != nil {
+			return err
+		}
 		return hook.config.Ensure(ctx, want, hook.certs.CABundle())
 	}}
 	if err := pr.Register(mgr); err != nil {
