@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -48,7 +49,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 		p.Recorder.Eventf(r.groups[name], nil, corev1.EventTypeWarning, ReasonProviderRefreshFailed, "Refresh",
 			"Planning with the NodeGroup's spec: %v", err)
 	}
-	in.Nodes = append(cl.Nodes, p.pendingNodes(ctx, in.NodeGroups, cl.Nodes)...)
+	in.Nodes = append(cl.Nodes, p.pendingNodes(ctx, in.NodeGroups, cl.Nodes, daemonset.Pods(cl.DaemonSets))...)
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
@@ -69,7 +70,7 @@ func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
 // pendingNodes are the launching nodes of instances the provider launched
 // whose Node has not registered yet (a Cluster API Machine booting), as
 // the planner assumes them, so that a slow boot is not launched again.
-func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeGroup, nodes []*corev1.Node) []*corev1.Node {
+func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, dss []daemonset.Pod) []*corev1.Node {
 	pending, failed := cloudprovider.Pending(ctx, p.Cloud, groups)
 	for name, err := range failed {
 		log.FromContext(ctx).Info("could not list the node group's launching instances; planning without them", "nodeGroup", name, "error", err.Error())
@@ -89,7 +90,7 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 				continue
 			}
 			if !have[inst.NodeName] {
-				if n := syntheticNode(ng, inst); n != nil {
+				if n := syntheticNode(ng, inst, dss); n != nil {
 					out = append(out, n)
 				}
 			}

@@ -5,11 +5,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // inflightTTL is how long a launched node that the cache has not shown yet
@@ -100,7 +102,38 @@ func (f *inflight) merge(cached []*corev1.Node) []*corev1.Node {
 	return out
 }
 
-// syntheticNode is what a launched node will look like to the planner.
-func syntheticNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) *corev1.Node {
-	return cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
+// syntheticNode is what a launched node will look like to the planner:
+// with room kept for the pods of the DaemonSets that will run on it, as
+// the plan that launched it kept it. Once it registers, the DaemonSet
+// controller binds those pods at once; without the room, a round before
+// that would place pending pods there that then do not fit.
+func syntheticNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance, dss []daemonset.Pod) *corev1.Node {
+	n := cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
+	if n == nil {
+		return nil
+	}
+	alloc := n.Status.Allocatable
+	runs := int64(0)
+	// Which DaemonSets run there is judged as for the planned node: on its
+	// template's taints, not its startup taints (those agents remove).
+	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: ng.NodeTaints()}}
+	for _, ds := range dss {
+		if !ds.RunsOn(planned) {
+			continue
+		}
+		runs++
+		for name, q := range ds.List {
+			if a, ok := alloc[name]; ok {
+				a.Sub(q)
+				if a.Sign() < 0 {
+					a.Set(0)
+				}
+				alloc[name] = a
+			}
+		}
+	}
+	if q, ok := alloc[corev1.ResourcePods]; ok && runs > 0 {
+		alloc[corev1.ResourcePods] = *resource.NewQuantity(max(q.Value()-runs, 0), resource.DecimalSI)
+	}
+	return n
 }

@@ -172,7 +172,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 	if inst == nil {
 		return launchOutcome{err: fmt.Errorf("launching %s in node group %s: the provider returned no instance and no error", off, nn.NodeGroup)}
 	}
-	p.inflight.add(syntheticNode(ng, inst))
+	p.inflight.add(syntheticNode(ng, inst, p.daemons))
 	p.launched(ctx, nn, ng, off, inst, resultLaunched, pending)
 	return launchOutcome{instance: inst}
 }

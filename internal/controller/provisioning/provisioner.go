@@ -150,6 +150,9 @@ type Provisioner struct {
 	transientMu sync.Mutex
 	transient   map[scaleup.Offering]transientStreak
 	roundID     uint64
+	// daemons are the round's DaemonSet pods: a node launched in the
+	// round keeps room for those that will run on it (syntheticNode).
+	daemons []daemonset.Pod
 }
 
 // nominationGrace is how long after its node is Ready a pod berth nominated
@@ -295,6 +298,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	slices.SortFunc(res.PendingPods, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	in.Nominated = p.nominated.snapshot()
 	dss := daemonset.Pods(in.DaemonSets)
+	p.daemons = dss
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		in.Unavailable = append(append(p.Offerings.Unavailable(), p.fullOfferings(groups)...), p.unrecoveredOfferings(groups)...)
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet

@@ -97,7 +97,10 @@ func (p *Provisioner) recoverInstances(ctx context.Context, ng *v1alpha1.NodeGro
 	for _, inst := range instances {
 		err := p.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, &corev1.Node{})
 		if apierrors.IsNotFound(err) {
-			p.inflight.add(syntheticNode(ng, inst))
+			// Without DaemonSet room: a provider that reports it launching
+			// gives each round a node with that room (pendingNodes), which
+			// takes its place.
+			p.inflight.add(syntheticNode(ng, inst, nil))
 			launching++
 		} else if err != nil {
 			return 0, fmt.Errorf("reading node %s: %w", inst.NodeName, err)

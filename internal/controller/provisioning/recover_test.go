@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -207,5 +210,28 @@ func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 	}
 	if !told {
 		t.Errorf("no %s event on %s", provisioning.ReasonLaunchFailed, cheap.Name)
+	}
+}
+
+// TestABootingMachineKeepsRoomForItsDaemonSets: a machine of 2 cpu boots
+// without a Node yet, and a DaemonSet of 1 cpu runs on the group's nodes.
+// Two pending pods of 1 cpu: the machine holds one of them beside the
+// DaemonSet's pod once it registers, not both, so the other gets a node.
+func TestABootingMachineKeepsRoomForItsDaemonSets(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-ds-room", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f.useCloud(&booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-time.Minute), providerID: "test:///m-0"})
+	labels := map[string]string{"app": "agent"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
+			Containers: []corev1.Container{{Name: "agent", Image: "agent", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}}}
+	if err := env.Client.Create(context.Background(), ds); err != nil {
+		t.Fatal(err)
+	}
+	f.pods(2, b.CPU("1"))
+	if res := f.run(); len(res.Launched) != 1 {
+		t.Errorf("launched %d nodes, want 1: the booting machine holds one pod beside the DaemonSet's, not two", len(res.Launched))
 	}
 }
