@@ -196,6 +196,11 @@ func TestHostPortsAndVolumes(t *testing.T) {
 	withClaim := func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
 	}
+	// A generic ephemeral volume's claim is named <pod>-<volume>.
+	ephemeralClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-scratch", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
+	withEphemeral := func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
+	}
 	run(t, []scenario{
 		{name: "a host port in use fails", nodes: []*corev1.Node{node}, node: "n1",
 			placed: []*corev1.Pod{b.Pod("a", b.NodeName("n1"), b.HostPort(8080, corev1.ProtocolTCP))},
@@ -211,5 +216,13 @@ func TestHostPortsAndVolumes(t *testing.T) {
 			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},
 		{name: "a missing claim fails and says so", nodes: []*corev1.Node{node}, node: "n1",
 			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: `persistentvolumeclaim "data" not found`},
+		{name: "a generic ephemeral volume's claim bound in another zone fails", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{ephemeralClaim}, volumes: []*corev1.PersistentVolume{pv("zone-b")},
+			pod: b.Pod("p", withEphemeral), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},
+		{name: "a generic ephemeral volume's claim bound in the node's zone passes", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{ephemeralClaim}, volumes: []*corev1.PersistentVolume{pv("zone-a")},
+			pod: b.Pod("p", withEphemeral), want: ok},
+		{name: "a generic ephemeral volume whose claim is not made yet passes", nodes: []*corev1.Node{node}, node: "n1",
+			pod: b.Pod("p", withEphemeral), want: ok},
 	})
 }

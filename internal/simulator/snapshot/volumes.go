@@ -27,18 +27,30 @@ func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.P
 }
 
 // nodeAffinities returns the required node affinity of every bound volume
-// the pod uses. A claim that does not exist makes the pod unschedulable, as
-// in kube-scheduler; an unbound claim is ignored (its volume will be
-// provisioned where the pod lands, WaitForFirstConsumer).
+// the pod uses, its generic ephemeral volumes' too (their claim is named
+// <pod>-<volume>). A claim that does not exist makes the pod
+// unschedulable, as in kube-scheduler, but an ephemeral volume's claim
+// not made yet (the ephemeral volume controller makes it); an unbound
+// claim is ignored (its volume will be provisioned where the pod lands,
+// WaitForFirstConsumer).
 func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelector, string) {
 	var out []*nodeaffinity.NodeSelector
 	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+		var name string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			name = pod.Name + "-" + v.Name
+		default:
 			continue
 		}
-		claim, ok := l.claims[types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}]
+		claim, ok := l.claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
+		if !ok && v.Ephemeral != nil {
+			continue
+		}
 		if !ok {
-			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName)
+			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
 		}
 		if claim.Spec.VolumeName == "" {
 			continue
