@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-helpers/resource"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/berth-dev/berth/internal/quantity"
@@ -14,7 +15,8 @@ import (
 // never reads, before it is stored: managedFields everywhere, and from
 // pods and nodes (the objects of which a cluster has thousands) what no
 // planner, drain rule or controller looks at: a pod's container
-// statuses, its containers' commands, environment, probes, mounts and
+// statuses (but what an in-place resize makes it request:
+// resizeStatuses), its containers' commands, environment, probes, mounts and
 // images, its volumes of secrets, config maps, projected tokens and the
 // downward API, its ephemeral containers and kubectl's last-applied copy;
 // a node's image list, addresses, versions and volumes (trimNode); a
@@ -82,8 +84,9 @@ func trimNode(n *corev1.Node) {
 
 func trimPod(p *corev1.Pod) {
 	delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
-	p.Status.ContainerStatuses = nil
-	p.Status.InitContainerStatuses = nil
+	infeasible := resource.IsPodResizeInfeasible(p)
+	p.Status.ContainerStatuses = resizeStatuses(p.Spec.Containers, p.Status.ContainerStatuses, infeasible)
+	p.Status.InitContainerStatuses = resizeStatuses(p.Spec.InitContainers, p.Status.InitContainerStatuses, infeasible)
 	p.Status.EphemeralContainerStatuses = nil
 	p.Status.HostIP, p.Status.HostIPs, p.Status.PodIP, p.Status.PodIPs = "", nil, "", nil
 	// A copy of what is kept: the decoded slice has room for 8 (120 bytes
@@ -112,12 +115,52 @@ func trimPod(p *corev1.Pod) {
 }
 
 // keptCondition reports whether the cache keeps a pod condition: Ready
-// (whether a pod is ready and since when), and PodScheduled while it is
-// not True (why the scheduler found no node: the provisioner, node
-// reserve and tenant status read it). PodScheduled=True, on every bound
-// pod, is read by nothing and would cost 120 bytes a pod.
+// (whether a pod is ready and since when), PodScheduled while it is not
+// True (why the scheduler found no node: the provisioner, node reserve
+// and tenant status read it), and an infeasible resize (what the pod
+// counts as requesting, snapshot.RequestsOf). PodScheduled=True, on every
+// bound pod, is read by nothing and would cost 120 bytes a pod.
 func keptCondition(c *corev1.PodCondition) bool {
-	return c.Type == corev1.PodReady || (c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue)
+	return c.Type == corev1.PodReady || (c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue) ||
+		(c.Type == corev1.PodResizePending && c.Reason == corev1.PodReasonInfeasible)
+}
+
+// resizeStatuses keeps of a pod's container statuses what kube-scheduler
+// counts of an in-place resize (snapshot.RequestsOf): the name, actuated
+// requests and allocated resources of each container that the kubelet
+// reports above its spec's requests (a resize pending or in progress), or
+// of every container reported while the resize is infeasible. Nil for
+// every pod not being resized, which is almost all.
+func resizeStatuses(specs []corev1.Container, css []corev1.ContainerStatus, infeasible bool) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for i := range css {
+		cs := &css[i]
+		var actuated corev1.ResourceList
+		if cs.Resources != nil {
+			actuated = cs.Resources.Requests
+		}
+		var spec corev1.ResourceList
+		if j := slices.IndexFunc(specs, func(c corev1.Container) bool { return c.Name == cs.Name }); j >= 0 {
+			spec = specs[j].Resources.Requests
+		}
+		reported := len(actuated) > 0 || len(cs.AllocatedResources) > 0
+		if !reported || !infeasible && !above(actuated, spec) && !above(cs.AllocatedResources, spec) {
+			continue
+		}
+		out = append(out, corev1.ContainerStatus{Name: cs.Name, Resources: &corev1.ResourceRequirements{Requests: actuated},
+			AllocatedResources: cs.AllocatedResources})
+	}
+	return out
+}
+
+// above reports whether a list asks for more of some resource than spec.
+func above(list, spec corev1.ResourceList) bool {
+	for name, q := range list {
+		if s, ok := spec[name]; !ok && !q.IsZero() || ok && q.Cmp(s) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var _ cache.TransformFunc = newTrimmer().trim

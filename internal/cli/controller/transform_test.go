@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/quantity"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -123,6 +124,55 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantNode, out.(*corev1.Node)); diff != "" {
 		t.Errorf("trimmed node (-want +got):\n%s", diff)
+	}
+}
+
+// TestTrimKeepsWhatAnInPlaceResizeMakesAPodRequest: a pod resized from 3
+// cpu down to 1 whose resize the kubelet has not actuated (it still runs
+// with 3) counts as 3 cpu to kube-scheduler, and so to berth once trimmed;
+// with the resize infeasible (an increase to 6 the node cannot hold), as
+// the 2 cpu it runs with. A pod whose status matches its spec keeps no
+// container status.
+func TestTrimKeepsWhatAnInPlaceResizeMakesAPodRequest(t *testing.T) {
+	cpu := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)} }
+	running := func(spec, actuated string, conditions ...corev1.PodCondition) *corev1.Pod {
+		p := b.Pod("p", b.NodeName("n"), b.CPU(spec))
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: "app", ImageID: "sha256:1",
+			Resources: &corev1.ResourceRequirements{Requests: cpu(actuated)}, AllocatedResources: cpu(actuated)}}
+		p.Status.Conditions = conditions
+		return p
+	}
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		want       string
+		wantStatus bool
+	}{
+		{name: "a resize down not yet actuated counts the cpu the pod still runs with", pod: running("1", "3",
+			corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue}), want: "3", wantStatus: true},
+		{name: "an infeasible resize counts what the pod runs with, not the spec", pod: running("6", "2",
+			corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible}), want: "2", wantStatus: true},
+		{name: "a pod running as its spec asks keeps no container status", pod: running("2", "2"), want: "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := newTrimmer().trim(tt.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*corev1.Pod)
+			if q := snapshot.RequestsOf(got)[corev1.ResourceCPU]; q.Cmp(resource.MustParse(tt.want)) != 0 {
+				t.Errorf("the trimmed pod requests %s cpu, want %s", q.String(), tt.want)
+			}
+			if kept := len(got.Status.ContainerStatuses) > 0; kept != tt.wantStatus {
+				t.Errorf("container statuses kept: %v, want %v (%+v)", kept, tt.wantStatus, got.Status.ContainerStatuses)
+			}
+			for _, cs := range got.Status.ContainerStatuses {
+				if cs.Image != "" || cs.ImageID != "" {
+					t.Errorf("a kept container status keeps its image %q, %q: only the resources are read", cs.Image, cs.ImageID)
+				}
+			}
+		})
 	}
 }
 

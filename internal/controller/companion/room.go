@@ -50,7 +50,7 @@ func (r *Reconciler) nodeHasRoom(ctx context.Context, n *corev1.Node, w *corev1.
 		nominated := pending && o.Status.NominatedNodeName == n.Name && len(o.Spec.SchedulingGates) == 0 && corev1helpers.PodPriority(o) >= prio
 		pinned := pending && companion.PinnedNode(o) == n.Name && promised(o, n.Name, profiles)
 		if bound || nominated || pinned {
-			req := snapshot.FromList(resource.PodRequests(o, resource.PodResourcesOptions{}))
+			req := snapshot.FromList(snapshot.RequestsOf(o))
 			used.Add(&req)
 		}
 	}

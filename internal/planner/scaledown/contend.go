@@ -6,11 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // contenders are the waiting pods that could take the room of a new node
@@ -94,7 +94,7 @@ func mayShareANode(g *v1alpha1.NodeGroup, pods []*corev1.Pod) bool {
 	}
 	sum := corev1.ResourceList{}
 	for _, pod := range pods {
-		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range snapshot.RequestsOf(pod) {
 			total := sum[name]
 			total.Add(q)
 			sum[name] = total

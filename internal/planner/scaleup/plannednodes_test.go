@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -205,5 +206,24 @@ func TestPodsSelectingTheBetaLabelsGetNodes(t *testing.T) {
 			groups:  []*v1alpha1.NodeGroup{general},
 			pending: replicas("web", 2, spread...),
 			want:    []string{"new zone-a/on-demand/m-2: web-1", "new zone-b/on-demand/m-2: web-2"}},
+	})
+}
+
+// TestAPodBeingResizedCountsWhatItRunsWith: a bound pod resized in place
+// from 3 cpu to 1 still runs with 3 until the kubelet actuates it;
+// kube-scheduler counts 3 on its node of 4, so a pending pod of 2 cpu
+// needs a new node.
+func TestAPodBeingResizedCountsWhatItRunsWith(t *testing.T) {
+	general := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.19")))
+	resized := boundTo(b.Pod("resized", b.CPU("1")), "n1")
+	three := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	resized.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resized.Spec.Containers[0].Name,
+		Resources: &corev1.ResourceRequirements{Requests: three}, AllocatedResources: three}}
+	resized.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue}}
+	runPlanCases(t, []planCase{
+		{name: "resize in progress", groups: []*v1alpha1.NodeGroup{general},
+			nodes: []*corev1.Node{groupNode("n1", general, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)},
+			bound: []*corev1.Pod{resized}, pending: []*corev1.Pod{b.Pod("p", b.CPU("2"))},
+			want: []string{"new zone-a/on-demand/m-4: p"}},
 	})
 }

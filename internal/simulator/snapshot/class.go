@@ -208,7 +208,7 @@ func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draM
 	if pod.Spec.Priority != nil {
 		c.Priority = *pod.Spec.Priority
 	}
-	c.Base = FromList(resource.PodRequests(pod, resource.PodResourcesOptions{}))
+	c.Base = FromList(RequestsOf(pod))
 	c.ShareKey = pod.Labels[v1alpha1.LabelCompanionShareKey]
 	c.AddOn = companionRequests(pod)
 	if !c.AddOn.IsZero() {
@@ -444,4 +444,13 @@ func spreadConstraints(pod *corev1.Pod, when corev1.UnsatisfiableConstraintActio
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+// RequestsOf is what kube-scheduler counts a pod as requesting: its
+// containers' requests (sidecars and overhead as the KEPs say), and while
+// an in-place resize is pending or in progress the larger of those and
+// what the kubelet reports allocated and actuated (only the reported
+// ones when the resize is infeasible).
+func RequestsOf(pod *corev1.Pod) corev1.ResourceList {
+	return resource.PodRequests(pod, resource.PodResourcesOptions{UseStatusResources: true})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -90,6 +91,28 @@ func (f *fingerprinter) containers(cs []corev1.Container, requests bool) {
 	}
 }
 
+// statusResources writes what the kubelet reports of an in-place resize
+// (the containers' actuated and allocated requests, and whether the
+// resize is infeasible): kube-scheduler counts them (RequestsOf).
+func (f *fingerprinter) statusResources(pod *corev1.Pod) {
+	for _, css := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range css {
+			cs := &css[i]
+			if cs.Resources == nil && len(cs.AllocatedResources) == 0 {
+				continue
+			}
+			f.str(cs.Name)
+			if cs.Resources != nil {
+				f.resourceList(cs.Resources.Requests)
+			}
+			f.resourceList(cs.AllocatedResources)
+		}
+	}
+	if resource.IsPodResizeInfeasible(pod) {
+		f.str("infeasible")
+	}
+}
+
 // resources writes a container's limits, requests and claims. Quantities
 // are written by value (canonical digits and exponent), not as text: the
 // protobuf encoding formats every quantity anew, which was most of the
@@ -168,6 +191,9 @@ func (f *fingerprinter) write(pod *corev1.Pod, placed, requests bool) {
 	}
 	f.containers(pod.Spec.InitContainers, requests)
 	f.containers(pod.Spec.Containers, requests)
+	if requests {
+		f.statusResources(pod)
+	}
 	if pod.Spec.Resources != nil && requests {
 		f.proto(pod.Spec.Resources)
 	}
