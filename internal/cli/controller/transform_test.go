@@ -134,7 +134,9 @@ func TestTrimCachedKeepsWhatBerthReads(t *testing.T) {
 // the 2 cpu it runs with. A pod whose status matches its spec keeps no
 // container status.
 func TestTrimKeepsWhatAnInPlaceResizeMakesAPodRequest(t *testing.T) {
-	cpu := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)} }
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
 	running := func(spec, actuated string, conditions ...corev1.PodCondition) *corev1.Pod {
 		p := b.Pod("p", b.NodeName("n"), b.CPU(spec))
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: "app", ImageID: "sha256:1",

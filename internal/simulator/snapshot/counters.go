@@ -329,7 +329,6 @@ func (k *Counter) addPotential(v string, delta int) {
 // node, and once the planned nodes exist kube-scheduler accepts each on
 // its node (its minimum is at least zero).
 
-//
 // A template is a potential domain of a spread only if the constraint's
 // pods could be placed on its nodes (they tolerate its taints and their
 // node selection matches one of its options), whatever the constraint's
