@@ -348,6 +348,8 @@ func (k *Counter) potentialFrom(t *Node) bool {
 	return matchesSomeOption(k.owner, t)
 }
 
+// resetPotential counts anew the potential domains of the templates that
+// can still launch a node.
 func (k *Counter) resetPotential(s *Snapshot) {
 	k.potential = map[string]int{}
 	k.potentialOnly = 0
