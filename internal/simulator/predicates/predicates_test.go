@@ -196,6 +196,10 @@ func TestHostPortsAndVolumes(t *testing.T) {
 	withClaim := func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
 	}
+	labelledPV := func(key, zones string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1", Labels: map[string]string{key: zones}}}
+	}
+	unzoned := b.Node("n2", "4", "8Gi")
 	// A generic ephemeral volume's claim is named <pod>-<volume>.
 	ephemeralClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-scratch", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
 	withEphemeral := func(p *corev1.Pod) {
@@ -224,5 +228,14 @@ func TestHostPortsAndVolumes(t *testing.T) {
 			pod: b.Pod("p", withEphemeral), want: ok},
 		{name: "a generic ephemeral volume whose claim is not made yet passes", nodes: []*corev1.Node{node}, node: "n1",
 			pod: b.Pod("p", withEphemeral), want: ok},
+		{name: "a volume labelled with another zone (in-tree, no node affinity) fails", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{claim}, volumes: []*corev1.PersistentVolume{labelledPV(corev1.LabelFailureDomainBetaZone, "zone-b__zone-c")},
+			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},
+		{name: "a volume whose beta zone label lists the node's zone passes on the GA label", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{claim}, volumes: []*corev1.PersistentVolume{labelledPV(corev1.LabelFailureDomainBetaZone, "zone-b__zone-a")},
+			pod: b.Pod("p", withClaim), want: ok},
+		{name: "a zone-labelled volume passes on a node without topology labels", nodes: []*corev1.Node{unzoned}, node: "n2",
+			claims: []*corev1.PersistentVolumeClaim{claim}, volumes: []*corev1.PersistentVolume{labelledPV(corev1.LabelTopologyZone, "zone-b")},
+			pod: b.Pod("p", withClaim), want: ok},
 	})
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,6 +60,13 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		if !ok {
 			return nil, fmt.Sprintf("persistentvolume %q of claim %q not found", claim.Spec.VolumeName, claim.Name)
 		}
+		for _, zone := range zoneLabelSelectors(pv) {
+			sel, err := nodeaffinity.NewNodeSelector(zone)
+			if err != nil {
+				return nil, fmt.Sprintf("persistentvolume %q has invalid zone labels: %v", pv.Name, err)
+			}
+			out = append(out, sel)
+		}
 		if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 			continue
 		}
@@ -69,4 +77,48 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		out = append(out, sel)
 	}
 	return out, ""
+}
+
+// volumeTopologyLabels are the labels of a PersistentVolume that
+// kube-scheduler's VolumeZone filter reads (volumes provisioned before
+// node affinity, by in-tree plugins), with the GA label a node may carry
+// instead of a beta one.
+var volumeTopologyLabels = []struct{ key, ga string }{
+	{corev1.LabelFailureDomainBetaZone, corev1.LabelTopologyZone},
+	{corev1.LabelFailureDomainBetaRegion, corev1.LabelTopologyRegion},
+	{corev1.LabelTopologyZone, corev1.LabelTopologyZone},
+	{corev1.LabelTopologyRegion, corev1.LabelTopologyRegion},
+}
+
+// zoneLabelSelectors are the node selections a volume's zone and region
+// labels require, as VolumeZone checks them: the node's label (or its GA
+// name) is one of the "__"-separated values, or the node has no topology
+// label at all (a single-zone cluster).
+func zoneLabelSelectors(pv *corev1.PersistentVolume) []*corev1.NodeSelector {
+	var out []*corev1.NodeSelector
+	for _, l := range volumeTopologyLabels {
+		value, ok := pv.Labels[l.key]
+		if !ok {
+			continue
+		}
+		var values []string
+		for v := range strings.SplitSeq(value, "__") {
+			if v = strings.TrimSpace(v); v != "" {
+				values = append(values, v)
+			}
+		}
+		if len(values) == 0 {
+			continue // kube-scheduler ignores a label it cannot read
+		}
+		terms := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: l.key, Operator: corev1.NodeSelectorOpIn, Values: values}}}}
+		if l.ga != l.key {
+			terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: l.ga, Operator: corev1.NodeSelectorOpIn, Values: values}}})
+		}
+		none := corev1.NodeSelectorTerm{}
+		for _, t := range volumeTopologyLabels {
+			none.MatchExpressions = append(none.MatchExpressions, corev1.NodeSelectorRequirement{Key: t.key, Operator: corev1.NodeSelectorOpDoesNotExist})
+		}
+		out = append(out, &corev1.NodeSelector{NodeSelectorTerms: append(terms, none)})
+	}
+	return out
 }
