@@ -193,6 +193,10 @@ func TestZonesOnlyAGroupThePodCannotUseAreNoSpreadDomains(t *testing.T) {
 func TestPodsSelectingTheBetaLabelsGetNodes(t *testing.T) {
 	general := b.NodeGroup("general", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.11")))
 	spread := []b.PodOption{b.CPU("1500m"), b.Labels("app", "web"), b.Spread(v1alpha1.LabelZoneBeta, 1, "app", "web")}
+	// The cheaper a-4 is arm64: a pod that selects amd64 or m-4 must not get it.
+	arm := b.InstanceType("a-4", "4", "16Gi", b.OnDemand("zone-a", "0.10"))
+	mixed := b.NodeGroup("mixed", arm, b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.19")))
+	mixed.Spec.InstanceTypes[0].Architecture = "arm64"
 	runPlanCases(t, []planCase{
 		{name: "a node selector on the beta os and arch labels",
 			groups:  []*v1alpha1.NodeGroup{general},
@@ -206,6 +210,14 @@ func TestPodsSelectingTheBetaLabelsGetNodes(t *testing.T) {
 			groups:  []*v1alpha1.NodeGroup{general},
 			pending: replicas("web", 2, spread...),
 			want:    []string{"new zone-a/on-demand/m-2: web-1", "new zone-b/on-demand/m-2: web-2"}},
+		{name: "the beta arch label picks the option of that arch in a group of two",
+			groups:  []*v1alpha1.NodeGroup{mixed},
+			pending: []*corev1.Pod{b.Pod("old", b.CPU("1"), b.NodeSelector(v1alpha1.LabelArchBeta, "amd64"))},
+			want:    []string{"new zone-a/on-demand/m-4: old"}},
+		{name: "the beta instance-type label picks that type in a group of two",
+			groups:  []*v1alpha1.NodeGroup{mixed},
+			pending: []*corev1.Pod{b.Pod("old", b.CPU("1"), b.NodeSelector(v1alpha1.LabelInstanceTypeBeta, "m-4"))},
+			want:    []string{"new zone-a/on-demand/m-4: old"}},
 	})
 }
 

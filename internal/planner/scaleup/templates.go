@@ -17,7 +17,8 @@ import (
 
 // OptionKeys are the node labels that differ between the options of one
 // node group template.
-var OptionKeys = []string{v1alpha1.LabelInstanceType, v1alpha1.LabelCapacityType, v1alpha1.LabelArch}
+var OptionKeys = []string{v1alpha1.LabelInstanceType, v1alpha1.LabelCapacityType, v1alpha1.LabelArch,
+	v1alpha1.LabelInstanceTypeBeta, v1alpha1.LabelArchBeta}
 
 // Offering names an offering of a node group (v1alpha1.OfferingKey).
 type Offering = v1alpha1.OfferingKey
