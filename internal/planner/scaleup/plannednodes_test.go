@@ -178,6 +178,10 @@ func TestZonesOnlyAGroupThePodCannotUseAreNoSpreadDomains(t *testing.T) {
 			pending: []*corev1.Pod{web("web-3", b.RequireNodeAffinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
 				{Key: "pool", Operator: corev1.NodeSelectorOpDoesNotExist}}}))},
 			want: []string{"new zone-a/on-demand/m-2: web-3"}},
+		{name: "a replica that tolerates the taint first does not make the tainted group's zone a domain for one that does not",
+			groups: []*v1alpha1.NodeGroup{general, gpu}, nodes: nodes, bound: bound,
+			pending: []*corev1.Pod{web("web-3", b.CPU("10"), b.Tolerate("gpu", "true", corev1.TaintEffectNoSchedule)), web("web-4")},
+			want:    []string{"new zone-a/on-demand/m-2: web-4", "unschedulable: web-3"}},
 		{name: "a tainted group's zone the pod tolerates is a domain: the third replica goes there",
 			groups: []*v1alpha1.NodeGroup{general, gpu}, nodes: nodes, bound: bound,
 			pending: []*corev1.Pod{web("web-3", b.Tolerate("gpu", "true", corev1.TaintEffectNoSchedule))},

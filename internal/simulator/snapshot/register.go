@@ -45,8 +45,9 @@ func (s *Snapshot) Prepare(c *Class) {
 
 // spreadID identifies what a spread counter counts: the selector and
 // namespace, the key, and everything that decides which nodes are domains
-// (all of the class's keys, and node selection or tolerations when the
-// policies honour them).
+// (all of the class's keys, and node selection and tolerations: the
+// policies may honour them for nodes, and the templates that are
+// potential domains are those the class's pods can use, potentialFrom).
 func spreadID(c *Class, i int) string {
 	sc := &c.Spread[i]
 	keys := make([]string, len(c.Spread))
@@ -56,13 +57,7 @@ func spreadID(c *Class, i int) string {
 	slices.Sort(keys)
 	id := fmt.Sprintf("spread|%s|%s|%s|%s|%s|%s", c.Namespace, sc.Selector.String(), sc.TopologyKey,
 		sc.NodeAffinityPolicy, sc.NodeTaintsPolicy, strings.Join(keys, ","))
-	if sc.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
-		id += "|" + c.nodeSelection
-	}
-	if sc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
-		id += "|" + c.tolerationsID
-	}
-	return id
+	return id + "|" + c.nodeSelection + "|" + c.tolerationsID
 }
 
 // counter returns the registered counter with k's id, or registers k.
