@@ -146,6 +146,10 @@ type Controller struct {
 	// providers' Delete is safe to repeat) every DeleteRetryInterval, in
 	// case the provider accepted it but did not act on it.
 	deleted map[string]time.Time
+	// emptied holds when the draining nodes whose pods all moved were
+	// first asked of the provider to remove: the drain timeout waits for
+	// the provider up to the max provision time after that.
+	emptied map[string]time.Time
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
@@ -170,7 +174,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, emptied: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -238,6 +242,11 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	for name := range c.deleted {
 		if w.byName[name] == nil {
 			delete(c.deleted, name)
+		}
+	}
+	for name := range c.emptied {
+		if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
+			delete(c.emptied, name)
 		}
 	}
 	for name, at := range c.givenUp {

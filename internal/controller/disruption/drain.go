@@ -58,7 +58,8 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // are evicted; and once none is left the node is deleted.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	if at, ok := c.deleted[n.Name]; n.DeletionTimestamp != nil || ok && c.Clock.Since(at) < DeleteRetryInterval {
+	at, accepted := c.deleted[n.Name]
+	if n.DeletionTimestamp != nil || accepted && c.Clock.Since(at) < DeleteRetryInterval {
 		return nil // going already
 	}
 	if !owns(g, n) {
@@ -68,10 +69,22 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if err != nil {
 		started = c.Clock.Now() // a taint without its start: count from now
 	}
+	if accepted {
+		// The provider accepted the removal and the node is still there:
+		// the drain is over (nothing is evicted, no timeout gives it up,
+		// the removal cannot be undone); the provider is asked again.
+		return c.remove(ctx, g, n, started, res)
+	}
 	if v := lifecycle.Interrupted(g, n, c.Clock.Now()); v != nil {
 		return c.advanceInterrupted(ctx, w, g, n, started, v.Deadline, res)
 	}
-	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout {
+	// A drain that emptied the node and waits only for the provider to
+	// remove it (a Cluster API MachineSet still making a Machine its
+	// replicas ask for) is not given up while the provider may still be
+	// launching that Machine: its pods are gone already.
+	emptied, ok := c.emptied[n.Name]
+	waiting := ok && c.Clock.Since(emptied) < c.maxProvisionTime()
+	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout && !waiting {
 		drainTimeouts.WithLabelValues(g.Name).Inc()
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
@@ -141,6 +154,9 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	}
 	if !owns(g, fresh) || !nodeutil.Disrupted(fresh) || fresh.DeletionTimestamp != nil {
 		return nil // changed since the round read it: the next round decides
+	}
+	if _, ok := c.emptied[n.Name]; !ok {
+		c.emptied[n.Name] = c.Clock.Now()
 	}
 	if err := c.Cloud.Delete(ctx, n.Name); cloudprovider.IsNotFound(err) {
 		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it or the drain times out", err))
@@ -240,6 +256,7 @@ func (c *Controller) evict(ctx context.Context, p *corev1.Pod) {
 // first; when it cannot be undone any more the node goes anyway and the
 // drain goes on.
 func (c *Controller) giveUp(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
+	delete(c.emptied, n.Name)
 	if rc, ok := c.Cloud.(cloudprovider.RemovalCanceler); ok {
 		if err := rc.CancelRemoval(ctx, n.Name); cloudprovider.IsRemovalCommitted(err) {
 			c.warnOnce(n, reason, msg+"; but the provider's removal cannot be undone any more ("+err.Error()+"): the node goes")

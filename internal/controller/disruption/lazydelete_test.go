@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -37,10 +38,10 @@ func (c *lazyDelete) times(node string) int {
 }
 
 // TestARemovalTheProviderAcceptedButDidNotDoIsAskedAgain: the group's one
-// empty node
-// is drained and its removal accepted, but the node stays. It is not asked
-// again every round; after DeleteRetryInterval it is, the node goes, and
-// the removal is counted and announced once.
+// empty node is drained and its removal accepted, but the node stays. It
+// is not asked again every round; after DeleteRetryInterval it is (past
+// the drain timeout too: the drain is over), the node goes, and the
+// removal is counted and announced once.
 func TestARemovalTheProviderAcceptedButDidNotDoIsAskedAgain(t *testing.T) {
 	f := setup(t, "sd-lazy-delete", 1)
 	cloud := &lazyDelete{CloudProvider: f.ctrl.Cloud, asked: map[string]int{}}
@@ -60,10 +61,13 @@ func TestARemovalTheProviderAcceptedButDidNotDoIsAskedAgain(t *testing.T) {
 	if f.node(victim) == nil {
 		t.Fatalf("node %s gone though the provider did nothing", victim)
 	}
-	f.clk.Step(disruption.DeleteRetryInterval + time.Second)
-	removed += len(f.run().Removed)
-	if got := cloud.times(victim); got != 2 {
-		t.Fatalf("asked the provider %d times after %s, want 2", got, disruption.DeleteRetryInterval)
+	// Past the drain timeout (5 minutes here) too: the drain is over, and
+	// only the provider's removal is awaited.
+	f.clk.Step(6 * time.Minute)
+	res := f.run()
+	removed += len(res.Removed)
+	if got := cloud.times(victim); got != 2 || len(res.GivenUp) != 0 {
+		t.Fatalf("asked the provider %d times after 6 minutes, gave up %v; want it asked again and nothing given up", got, res.GivenUp)
 	}
 	if f.node(victim) != nil {
 		t.Errorf("node %s still there after the second removal", victim)
@@ -76,5 +80,54 @@ func TestARemovalTheProviderAcceptedButDidNotDoIsAskedAgain(t *testing.T) {
 	}
 	if removed != 1 || announced != 1 {
 		t.Errorf("removal counted %d times and announced %d times, want once each", removed, announced)
+	}
+}
+
+// waitingDelete refuses removals while the provider waits on something
+// else (a Cluster API MachineSet still making a Machine its replicas ask
+// for).
+type waitingDelete struct {
+	cloudprovider.CloudProvider
+	mu    sync.Mutex
+	asked int
+}
+
+func (c *waitingDelete) Delete(context.Context, string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked++
+	return errors.New("waiting for Cluster API: 3 replicas but 2 live Machines")
+}
+
+// TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout: the group's one
+// empty node is drained; its provider cannot remove it yet. Past the drain
+// timeout it stays draining (its pods are gone; giving up would only start
+// over), and the provider is asked each round; past the max provision
+// time after it emptied, the drain is given up.
+func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
+	f := setup(t, "sd-wait-delete", 1)
+	cloud := &waitingDelete{CloudProvider: f.ctrl.Cloud}
+	f.ctrl.Cloud = cloud
+	round := func() *disruption.Result {
+		res, _ := f.ctrl.RunOnce(context.Background()) // the refusal is the round's error
+		return res
+	}
+	for range 3 {
+		round()
+	}
+	victim := f.nodes[0]
+	if cloud.asked == 0 {
+		t.Fatalf("the provider was never asked to remove %s", victim)
+	}
+	f.clk.Step(6 * time.Minute)
+	if res := round(); len(res.GivenUp) != 0 {
+		t.Fatalf("gave up %v past the drain timeout, want the emptied node to wait for its provider", res.GivenUp)
+	}
+	if n := f.node(victim); n == nil || !tainted(n) {
+		t.Fatalf("node %s: want it still draining", victim)
+	}
+	f.clk.Step(disruption.DefaultMaxProvisionTime)
+	if res := round(); !contains(res.GivenUp, victim) {
+		t.Errorf("gave up %v past the max provision time, want %s", res.GivenUp, victim)
 	}
 }

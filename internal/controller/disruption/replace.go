@@ -136,11 +136,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 // stay marked, nothing is destroyed). None is awaited past the max
 // provision time, whatever the provider says.
 func (c *Controller) stillLaunching(ctx context.Context, w *world, name string, started time.Time) bool {
-	limit := c.opts.MaxProvisionTime
-	if limit <= 0 {
-		limit = DefaultMaxProvisionTime
-	}
-	if c.Clock.Since(started) > limit {
+	if c.Clock.Since(started) > c.maxProvisionTime() {
 		return false
 	}
 	if w.launching == nil {
@@ -201,4 +197,12 @@ func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, n
 	}
 	c.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonReplacementLaunchFailed, "Replace",
 		"Could not launch %s to replace %s: %v; the offering is avoided for a while", off, strings.Join(replaces, ", "), err)
+}
+
+// maxProvisionTime is Options.MaxProvisionTime, or its default.
+func (c *Controller) maxProvisionTime() time.Duration {
+	if c.opts.MaxProvisionTime <= 0 {
+		return DefaultMaxProvisionTime
+	}
+	return c.opts.MaxProvisionTime
 }
