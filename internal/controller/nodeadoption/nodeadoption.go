@@ -110,7 +110,15 @@ func (r *Reconciler) adopt(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, nil
 	}
 	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	for k, v := range Labels(ng) {
+	labels := Labels(ng)
+	// A deprecated label the node lacks takes the value of the GA label
+	// it has (what the cloud says it is), not the group's offering's.
+	for beta, ga := range betaLabels {
+		if v, ok := node.Labels[ga]; ok {
+			labels[beta] = v
+		}
+	}
+	for k, v := range labels {
 		if _, ok := node.Labels[k]; !ok {
 			if node.Labels == nil {
 				node.Labels = map[string]string{}
@@ -139,6 +147,10 @@ func (r *Reconciler) adopt(ctx context.Context, req reconcile.Request) (reconcil
 		"Node of a Machine of node group %s's Cluster API object: labelled as a node of the group", ng.Name)
 	return reconcile.Result{}, nil
 }
+
+// betaLabels are the deprecated labels of NodeLabels and their GA names.
+var betaLabels = map[string]string{v1alpha1.LabelZoneBeta: v1alpha1.LabelZone, v1alpha1.LabelInstanceTypeBeta: v1alpha1.LabelInstanceType,
+	v1alpha1.LabelOSBeta: v1alpha1.LabelOS, v1alpha1.LabelArchBeta: v1alpha1.LabelArch}
 
 // Labels are the labels an adopted node gets (unless it has them): those
 // berth gives every node of the group, for its one offering.

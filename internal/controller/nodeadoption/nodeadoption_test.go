@@ -71,8 +71,8 @@ func TestAdoptsTheNodesOfTheGroupsMachines(t *testing.T) {
 		got.Labels[v1alpha1.LabelCapacityType] != "on-demand" || got.Annotations[v1alpha1.AnnotationLaunchedBy] != string(ng.UID) {
 		t.Errorf("adopted node labels %v annotations %v: want the group's labels and owner mark", got.Labels, got.Annotations)
 	}
-	if got.Labels[v1alpha1.LabelZone] != "eu-1b" {
-		t.Errorf("zone label %q: want the node's own eu-1b kept", got.Labels[v1alpha1.LabelZone])
+	if got.Labels[v1alpha1.LabelZone] != "eu-1b" || got.Labels[v1alpha1.LabelZoneBeta] != "eu-1b" {
+		t.Errorf("zone labels %q and %q (beta): want the node's own eu-1b kept, and the beta label the same", got.Labels[v1alpha1.LabelZone], got.Labels[v1alpha1.LabelZoneBeta])
 	}
 	if len(events.For("adopt-mine")) != 1 {
 		t.Errorf("events on the adopted node: %v, want one", events.For("adopt-mine"))
