@@ -56,26 +56,7 @@ func quotient(a, b resource.Quantity) int64 {
 // it request (those that do not tolerate the standby taint start after
 // the resume, and take their room before the units' pods do).
 func NodeUnits(n *corev1.Node, dss []daemonset.Pod, shape corev1.ResourceList) int32 {
-	return UnitsIn(less(n.Status.Allocatable, daemonset.Overhead(dss, Resumable(n, nil))), shape)
-}
-
-// less is have less used, per resource of have (never below zero).
-func less(have, used corev1.ResourceList) corev1.ResourceList {
-	if len(used) == 0 {
-		return have
-	}
-	out := make(corev1.ResourceList, len(have))
-	for name, q := range have {
-		q = q.DeepCopy()
-		if u, ok := used[name]; ok {
-			q.Sub(u)
-			if q.Sign() < 0 {
-				q = resource.Quantity{}
-			}
-		}
-		out[name] = q
-	}
-	return out
+	return UnitsIn(daemonset.Remaining(n.Status.Allocatable, dss, Resumable(n, nil)), shape)
 }
 
 // UnitOffering is an offering with how many units of a shape its node
@@ -114,7 +95,7 @@ func CheapestPerUnit(groups []*v1alpha1.NodeGroup, shape corev1.ResourceList, ds
 					continue
 				}
 				node.Labels = g.NodeLabels(it, o)
-				k := UnitsIn(less(it.Capacity, daemonset.Overhead(dss, node)), shape)
+				k := UnitsIn(daemonset.Remaining(it.Capacity, dss, node), shape)
 				if k < 1 {
 					continue
 				}
@@ -182,6 +163,6 @@ func Resumable(n *corev1.Node, dss []daemonset.Pod) *corev1.Node {
 			later = append(later, d)
 		}
 	}
-	c.Status.Allocatable = less(c.Status.Allocatable, daemonset.Overhead(later, c))
+	c.Status.Allocatable = daemonset.Remaining(c.Status.Allocatable, later, c)
 	return c
 }

@@ -147,8 +147,11 @@ func resizeStatuses(specs []corev1.Container, css []corev1.ContainerStatus, infe
 		if !reported || !infeasible && !above(actuated, spec) && !above(cs.AllocatedResources, spec) {
 			continue
 		}
-		out = append(out, corev1.ContainerStatus{Name: cs.Name, Resources: &corev1.ResourceRequirements{Requests: actuated},
-			AllocatedResources: cs.AllocatedResources})
+		kept := corev1.ContainerStatus{Name: cs.Name, AllocatedResources: cs.AllocatedResources}
+		if len(actuated) > 0 { // none reported: kube-scheduler counts the spec and the allocated alike
+			kept.Resources = &corev1.ResourceRequirements{Requests: actuated}
+		}
+		out = append(out, kept)
 	}
 	return out
 }

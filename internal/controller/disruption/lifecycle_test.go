@@ -294,11 +294,11 @@ func TestAProvidersInterruptionTakesTheSamePath(t *testing.T) {
 	f.removedWithin(f.nodes[0], time.Minute)
 }
 
-// TestANodeOptedOutDuringItsDrainStaysWhatever: a drain waits on a PDB
+// TestANodeOptedOutDuringItsDrainIsKept: a drain waits on a PDB
 // that allows no disruption; the node's owner annotates it
 // do-not-disrupt. The next round stops the drain and untaints the node,
 // saying why; its pods were not evicted.
-func TestANodeOptedOutDuringItsDrainStaysWhatever(t *testing.T) {
+func TestANodeOptedOutDuringItsDrainIsKept(t *testing.T) {
 	f := setup(t, "sd-optout", 2)
 	f.deployment(2)
 	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -112,28 +111,9 @@ func syntheticNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance, dss []d
 	if n == nil {
 		return nil
 	}
-	alloc := n.Status.Allocatable
-	runs := int64(0)
 	// Which DaemonSets run there is judged as for the planned node: on its
 	// template's taints, not its startup taints (those agents remove).
 	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: ng.NodeTaints()}}
-	for _, ds := range dss {
-		if !ds.RunsOn(planned) {
-			continue
-		}
-		runs++
-		for name, q := range ds.List {
-			if a, ok := alloc[name]; ok {
-				a.Sub(q)
-				if a.Sign() < 0 {
-					a.Set(0)
-				}
-				alloc[name] = a
-			}
-		}
-	}
-	if q, ok := alloc[corev1.ResourcePods]; ok && runs > 0 {
-		alloc[corev1.ResourcePods] = *resource.NewQuantity(max(q.Value()-runs, 0), resource.DecimalSI)
-	}
+	n.Status.Allocatable = daemonset.Remaining(n.Status.Allocatable, dss, planned)
 	return n
 }

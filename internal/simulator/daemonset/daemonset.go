@@ -6,6 +6,7 @@ package daemonset
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
@@ -63,19 +64,36 @@ func (d Pod) RunsOn(node *corev1.Node) bool {
 	return !untolerated
 }
 
-// Overhead is what the pods of the DaemonSets that run on the node
-// request together.
-func Overhead(dss []Pod, node *corev1.Node) corev1.ResourceList {
-	out := corev1.ResourceList{}
+// Remaining is what allocatable leaves once the DaemonSets that run on
+// the node have their pods there: less their requests (never below zero)
+// and one pod each. allocatable is not changed.
+func Remaining(allocatable corev1.ResourceList, dss []Pod, node *corev1.Node) corev1.ResourceList {
+	used, pods := corev1.ResourceList{}, int64(0)
 	for _, d := range dss {
 		if !d.RunsOn(node) {
 			continue
 		}
+		pods++
 		for name, q := range d.List {
-			sum := out[name]
+			sum := used[name]
 			sum.Add(q)
-			out[name] = sum
+			used[name] = sum
 		}
+	}
+	if pods == 0 {
+		return allocatable
+	}
+	used[corev1.ResourcePods] = *apiresource.NewQuantity(pods, apiresource.DecimalSI)
+	out := make(corev1.ResourceList, len(allocatable))
+	for name, q := range allocatable {
+		q = q.DeepCopy()
+		if u, ok := used[name]; ok {
+			q.Sub(u)
+			if q.Sign() < 0 {
+				q = apiresource.Quantity{}
+			}
+		}
+		out[name] = q
 	}
 	return out
 }

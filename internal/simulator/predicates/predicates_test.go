@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -200,8 +201,13 @@ func TestHostPortsAndVolumes(t *testing.T) {
 		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1", Labels: map[string]string{key: zones}}}
 	}
 	unzoned := b.Node("n2", "4", "8Gi")
-	// A generic ephemeral volume's claim is named <pod>-<volume>.
-	ephemeralClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-scratch", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
+	// A generic ephemeral volume's claim is named <pod>-<volume> and
+	// controlled by the pod.
+	ephemeralClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-scratch", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-p", Controller: ptr.To(true)}}},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}}
+	strangersClaim := ephemeralClaim.DeepCopy()
+	strangersClaim.OwnerReferences[0].UID = "uid-of-an-earlier-p"
 	withEphemeral := func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
 	}
@@ -228,6 +234,9 @@ func TestHostPortsAndVolumes(t *testing.T) {
 			pod: b.Pod("p", withEphemeral), want: ok},
 		{name: "a generic ephemeral volume whose claim is not made yet passes", nodes: []*corev1.Node{node}, node: "n1",
 			pod: b.Pod("p", withEphemeral), want: ok},
+		{name: "a claim of the ephemeral volume's name another pod made fails and says so", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{strangersClaim}, volumes: []*corev1.PersistentVolume{pv("zone-a")},
+			pod: b.Pod("p", withEphemeral), want: unresolvable, wantReason: `persistentvolumeclaim "p-scratch" was not created for the pod`},
 		{name: "a volume labelled with another zone (in-tree, no node affinity) fails", nodes: []*corev1.Node{node}, node: "n1",
 			claims: []*corev1.PersistentVolumeClaim{claim}, volumes: []*corev1.PersistentVolume{labelledPV(corev1.LabelFailureDomainBetaZone, "zone-b__zone-c")},
 			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
@@ -53,6 +54,9 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		if !ok {
 			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
 		}
+		if v.Ephemeral != nil && pod.UID != "" && !ownedBy(claim, pod) {
+			return nil, fmt.Sprintf("persistentvolumeclaim %q was not created for the pod", name)
+		}
 		if claim.Spec.VolumeName == "" {
 			continue
 		}
@@ -60,7 +64,11 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		if !ok {
 			return nil, fmt.Sprintf("persistentvolume %q of claim %q not found", claim.Spec.VolumeName, claim.Name)
 		}
-		for _, zone := range zoneLabelSelectors(pv) {
+		zones := zoneLabelSelectors(pv)
+		if v.Ephemeral != nil {
+			zones = nil // VolumeZone reads the zone labels of the claims a pod names only
+		}
+		for _, zone := range zones {
 			sel, err := nodeaffinity.NewNodeSelector(zone)
 			if err != nil {
 				return nil, fmt.Sprintf("persistentvolume %q has invalid zone labels: %v", pv.Name, err)
@@ -121,4 +129,13 @@ func zoneLabelSelectors(pv *corev1.PersistentVolume) []*corev1.NodeSelector {
 		out = append(out, &corev1.NodeSelector{NodeSelectorTerms: append(terms, none)})
 	}
 	return out
+}
+
+// ownedBy reports whether the pod controls the claim, as the ephemeral
+// volume controller makes a generic ephemeral volume's claim: a claim of
+// that name made otherwise is not the pod's, and kube-scheduler refuses
+// the pod.
+func ownedBy(claim *corev1.PersistentVolumeClaim, pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(claim)
+	return owner != nil && owner.UID == pod.UID
 }
