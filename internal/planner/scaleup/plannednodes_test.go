@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -242,4 +243,20 @@ func TestAPodBeingResizedCountsWhatItRunsWith(t *testing.T) {
 			bound: []*corev1.Pod{resized}, pending: []*corev1.Pod{b.Pod("p", b.CPU("2"))},
 			want: []string{"new zone-a/on-demand/m-4: p"}},
 	})
+}
+
+// TestLimitsPastWhatInt64HoldsLimitNothing: a node group limit and a
+// cluster limit of 1e16 cpu (more millicores than an int64 holds, written
+// to mean "no limit") let a pod get its node; they wrapped to negative
+// numbers that refused every node.
+func TestLimitsPastWhatInt64HoldsLimitNothing(t *testing.T) {
+	huge := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e16"), corev1.ResourceMemory: resource.MustParse("1e20")}
+	general := b.NodeGroup("general", b.GroupLimits(huge), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{general}, Pending: []*corev1.Pod{b.Pod("p", b.CPU("1"))}, ClusterLimits: huge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(plan); len(got) != 1 || got[0] != "new zone-a/on-demand/m-2: p" {
+		t.Errorf("plan %v, want one m-2 for p", got)
+	}
 }

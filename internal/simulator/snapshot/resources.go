@@ -2,10 +2,12 @@ package snapshot
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Resources is a request or capacity vector in the units the scheduler
@@ -27,28 +29,50 @@ func isScalar(name corev1.ResourceName) bool {
 	return strings.Contains(string(name), "/") || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }
 
-// FromList converts a ResourceList.
+// FromList converts a ResourceList. A quantity past what an int64 holds
+// (in millicores for cpu) counts as the most it holds, not as the
+// negative number its conversion wraps to: a limit of "1e16" cpu, meant
+// as none, would otherwise refuse every node.
 func FromList(rl corev1.ResourceList) Resources {
 	var r Resources
 	for name, q := range rl {
 		switch name {
 		case corev1.ResourceCPU:
-			r.MilliCPU = q.MilliValue()
+			r.MilliCPU = saturated(q, maxMilli, minMilli, q.MilliValue)
 		case corev1.ResourceMemory:
-			r.Memory = q.Value()
+			r.Memory = saturated(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourceEphemeralStorage:
-			r.EphemeralStorage = q.Value()
+			r.EphemeralStorage = saturated(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourcePods:
 		default:
 			if isScalar(name) {
 				if r.Scalar == nil {
 					r.Scalar = map[corev1.ResourceName]int64{}
 				}
-				r.Scalar[name] = q.Value()
+				r.Scalar[name] = saturated(q, maxUnits, minUnits, q.Value)
 			}
 		}
 	}
 	return r
+}
+
+// The quantities at the ends of int64, in millicores and in units.
+var (
+	maxMilli = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	minMilli = *resource.NewMilliQuantity(math.MinInt64, resource.DecimalSI)
+	maxUnits = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	minUnits = *resource.NewQuantity(math.MinInt64, resource.DecimalSI)
+)
+
+// saturated is value() of q, or the end of int64 q lies beyond.
+func saturated(q, most, least resource.Quantity, value func() int64) int64 {
+	switch {
+	case q.Cmp(most) >= 0:
+		return math.MaxInt64
+	case q.Cmp(least) <= 0:
+		return math.MinInt64
+	}
+	return value()
 }
 
 // IsZero reports whether nothing is requested.
