@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -280,15 +281,37 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 }
 
 // ownTemplate keeps a PodTemplate owned by the buffer with the scalable
-// object's pod template, so that status.podTemplateRef names it.
+// object's pod template, so that status.podTemplateRef names it. A
+// PodTemplate of that name the buffer does not control is someone else's:
+// berth neither changes it nor takes it over (its garbage collection
+// would delete it with the buffer), and says so in the buffer's status.
 func (r *Reconciler) ownTemplate(ctx context.Context, cb *cbv1beta1.CapacityBuffer, template corev1.PodTemplateSpec) (*corev1.PodTemplate, error) {
-	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateName(cb), Namespace: cb.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, pt, func() error {
-		pt.Template = template
-		return controllerutil.SetControllerReference(cb, pt, r.Client.Scheme())
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pod template of buffer %s: %w", cb.Name, err)
+	name := templateName(cb)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, problem(ReasonInvalid, "the buffer's pod template would be named %q: %s; use a shorter buffer name", name, strings.Join(errs, "; "))
+	}
+	pt := &corev1.PodTemplate{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: name}, pt)
+	switch {
+	case apierrors.IsNotFound(err):
+		pt = &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cb.Namespace}, Template: template}
+		if err := controllerutil.SetControllerReference(cb, pt, r.Client.Scheme()); err != nil {
+			return nil, err
+		}
+		if err := r.Client.Create(ctx, pt); err != nil {
+			return nil, fmt.Errorf("creating the pod template of buffer %s: %w", cb.Name, err)
+		}
+		return pt, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the pod template of buffer %s: %w", cb.Name, err)
+	case !metav1.IsControlledBy(pt, cb):
+		return nil, problem(ReasonInvalid, "PodTemplate %s/%s exists and is not this buffer's: berth keeps the pod template of a scalableRef buffer under that name; rename or delete that PodTemplate", cb.Namespace, name)
+	case equality.Semantic.DeepEqual(pt.Template, template):
+		return pt, nil
+	}
+	pt.Template = template
+	if err := r.Client.Update(ctx, pt); err != nil {
+		return nil, fmt.Errorf("updating the pod template of buffer %s: %w", cb.Name, err)
 	}
 	return pt, nil
 }

@@ -3,6 +3,7 @@ package capacitybuffer_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,5 +338,40 @@ func TestBuffersShareTheirNamespacesQuota(t *testing.T) {
 	}
 	if total != 4 {
 		t.Errorf("the two buffers keep %d one-cpu chunks under a 4-cpu quota, want 4", total)
+	}
+}
+
+// TestAPodTemplateOfTheBuffersNameThatIsNotItsStaysTheUsers: a user's
+// PodTemplate is named as the one berth keeps for a scalableRef buffer
+// (capacitybuffer-<name>). berth neither changes it nor takes it over
+// (deleting the buffer would then delete it); the buffer is not ready and
+// says why.
+func TestAPodTemplateOfTheBuffersNameThatIsNotItsStaysTheUsers(t *testing.T) {
+	ctx := context.Background()
+	pod := b.Pod("chunk", b.CPU("1"), b.Memory("1Gi"))
+	replicas := int32(2)
+	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: pod.Spec}}}
+	users := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "capacitybuffer-api-buffer", Namespace: "default"},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"mine": "yes"}}, Spec: pod.Spec}}
+	cb := &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "api-buffer", Namespace: "default"},
+		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "api"}, Percentage: i32(50)}}
+	for _, o := range []client.Object{api, users, cb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	got := reconcileBuffer(t, r, "api-buffer")
+	if c := readyCondition(got); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "is not this buffer's") {
+		t.Errorf("ReadyForProvisioning %+v, want False saying the PodTemplate is not the buffer's", c)
+	}
+	after := &corev1.PodTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(users), after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.OwnerReferences) != 0 || after.Template.Labels["mine"] != "yes" {
+		t.Errorf("the user's PodTemplate was changed: owners %v, labels %v", after.OwnerReferences, after.Template.Labels)
 	}
 }
