@@ -43,6 +43,7 @@ func TestTenantValidation(t *testing.T) {
 		{name: "a name too long for its namespace is rejected", tenant: strings.Repeat("a", 57), wantErr: "at most 56 characters"},
 		{name: "65 config keys are rejected", tenant: "many-keys", config: many, wantErr: "spec.config"},
 		{name: "a config key with a slash is rejected", tenant: "bad-key", config: v1alpha1.ConfigValues{"a/b": "x"}, wantErr: "config keys must be"},
+		{name: "a config key starting with '..' is rejected", tenant: "dots-key", config: v1alpha1.ConfigValues{"..a": "x"}, wantErr: "config keys must be ConfigMap keys"},
 		{name: "a huge config value is rejected", tenant: "big-value", config: v1alpha1.ConfigValues{"a": v1alpha1.ConfigValue(strings.Repeat("x", 4097))}, wantErr: "spec.config.a"},
 	}
 	for _, tc := range tests {
@@ -58,6 +59,10 @@ func TestTenantValidation(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err, tc.wantErr)
 			}
 		})
+	}
+	long := &v1alpha1.TenantType{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("t", 64)}, Spec: tt.Spec}
+	if err := env.Client.Create(ctx, long); err == nil || !strings.Contains(err.Error(), "name must be at most 63 characters") {
+		t.Errorf("a TenantType named by 64 characters: %v, want a refusal (its name is a label value)", err)
 	}
 	ten := &v1alpha1.Tenant{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "standard-1"}, ten); err != nil {

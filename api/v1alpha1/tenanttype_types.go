@@ -13,6 +13,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=tt,categories=berth
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="name must be at most 63 characters: berth labels the tenants' objects with it (berth.dev/tenant-type), and label values are at most 63 characters"
 // +kubebuilder:printcolumn:name="Node Group",type=string,JSONPath=`.spec.nodeGroup`
 // +kubebuilder:printcolumn:name="Dedicated",type=boolean,JSONPath=`.spec.dedicatedNode`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.template.image`
@@ -59,7 +60,7 @@ func (s *TenantTypeSpec) Dedicated() bool { return s.DedicatedNode == nil || *s.
 // ConfigValues are configuration keys and values: keys as a ConfigMap's,
 // at most 64 of them, values of at most 4096 characters.
 // +kubebuilder:validation:MaxProperties=64
-// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="config keys must be at most 253 characters of alphanumerics, '-', '_' or '.'"
+// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 253 && k.matches('^[-._a-zA-Z0-9]+$') && k != '.' && !k.startsWith('..'))",message="config keys must be ConfigMap keys: at most 253 characters of alphanumerics, '-', '_' or '.', not '.' and not starting with '..'"
 type ConfigValues map[string]ConfigValue
 
 // ConfigValue is one configuration value.

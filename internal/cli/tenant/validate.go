@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -22,11 +21,8 @@ import (
 const (
 	maxNameLength  = 56
 	maxConfigKeys  = 64
-	maxKeyLength   = 253
 	maxValueLength = 4096
 )
-
-var configKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 
 // ValidateName checks that name can name a tenant: a DNS label short
 // enough that tenant-<name> is one too.
@@ -60,8 +56,8 @@ func ParseSets(sets []string) (v1alpha1.ConfigValues, error) {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("--set %q: want KEY=VALUE", s))
-		case len(k) > maxKeyLength || !configKey.MatchString(k):
-			errs = append(errs, fmt.Errorf("--set %q: a key is 1 to %d characters of alphanumerics, '-', '_' or '.'", s, maxKeyLength))
+		case len(validation.IsConfigMapKey(k)) > 0:
+			errs = append(errs, fmt.Errorf("--set %q: the key is no ConfigMap key: %s", s, strings.Join(validation.IsConfigMapKey(k), "; ")))
 		case len(v) > maxValueLength:
 			errs = append(errs, fmt.Errorf("--set %s: the value is %d characters long; at most %d", k, len(v), maxValueLength))
 		default:
