@@ -17,6 +17,7 @@ package sim
 
 import (
 	"container/heap"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -181,10 +182,16 @@ type Engine struct {
 
 // Run replays the trace through the configuration and returns the result.
 func Run(cfg Config, r *trace.Reader) (*Result, error) {
-	return run(cfg, r, nil)
+	return run(context.Background(), cfg, r, nil)
 }
 
-func run(cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
+// RunContext is Run that stops with ctx's error once ctx ends (a user's
+// Ctrl-C).
+func RunContext(ctx context.Context, cfg Config, r *trace.Reader) (*Result, error) {
+	return run(ctx, cfg, r, nil)
+}
+
+func run(ctx context.Context, cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	cfg.defaults()
 	e := &Engine{cfg: cfg, start: r.Header.Start, now: r.Header.Start, groups: map[string]*v1alpha1.NodeGroup{}, nodes: map[string]*node{},
 		pods: map[string]*pod{}, alias: map[string]string{}, removableSince: map[string]time.Time{},
@@ -221,7 +228,10 @@ func run(cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	e.provisionSoon(e.start)
 	e.schedule(e.start.Add(cfg.ScaleDownInterval), evScaleDown, "")
 	e.schedule(e.start, evSample, "")
-	for {
+	for step := 0; ; step++ {
+		if step%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -365,5 +367,18 @@ func TestRunsOfOneTraceAgree(t *testing.T) {
 		if diff := gocmp.Diff(first, run()); diff != "" {
 			t.Fatalf("a second run differs (-first +again):\n%s", diff)
 		}
+	}
+}
+
+// TestARunStopsWhenItsContextEnds: a simulation of a user who pressed
+// Ctrl-C returns the context's error instead of running to the end.
+func TestARunStopsWhenItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := RunContext(ctx, cfg("stopped"), traceOf(t, burst()...)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunContext after the context ended: %v, want context.Canceled", err)
+	}
+	if _, err := Run(cfg("whole"), traceOf(t, burst()...)); err != nil {
+		t.Fatal(err)
 	}
 }

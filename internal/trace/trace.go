@@ -108,6 +108,8 @@ type Reader struct {
 	ended  bool
 	// started: an event that is not a running pod was read.
 	started bool
+	// live are the pods created and not deleted yet.
+	live map[string]bool
 }
 
 // NewReader reads and checks the header.
@@ -128,8 +130,23 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if tr.Header.Version != Version {
 		return nil, fmt.Errorf("trace line 1: version %d, this berth reads version %d", tr.Header.Version, Version)
 	}
+	for group, delays := range tr.Header.LaunchDelays {
+		for _, d := range delays {
+			if !(d > 0 && d <= MaxLaunchDelay.Seconds()) {
+				return nil, fmt.Errorf("trace line 1: launchDelays of %s: %g, want seconds above 0 and at most %.0f", group, d, MaxLaunchDelay.Seconds())
+			}
+		}
+	}
 	return tr, nil
 }
+
+// MaxSpan bounds when a trace's events happen (seconds since its start):
+// the simulator samples every minute of it. MaxLaunchDelay bounds a
+// recorded launch delay.
+const (
+	MaxSpan        = 90 * 24 * time.Hour
+	MaxLaunchDelay = 24 * time.Hour
+)
 
 // Next returns the next event, or io.EOF at the end.
 func (r *Reader) Next() (*Event, error) {
@@ -168,6 +185,8 @@ func (r *Reader) check(e *Event) error {
 	switch {
 	case r.ended:
 		return errors.New("an event after the end event")
+	case !(e.At >= 0 && e.At <= MaxSpan.Seconds()):
+		return fmt.Errorf("at %g: want seconds since the trace's start, from 0 to %.0f (%s)", e.At, MaxSpan.Seconds(), MaxSpan)
 	case e.At < r.last:
 		return fmt.Errorf("at %.3f is before the previous event's %.3f: events must be in time order", e.At, r.last)
 	case e.Op == OpCreate && (e.Pod == nil || e.Pod.Name == "" || e.Pod.Namespace == ""):
@@ -178,6 +197,18 @@ func (r *Reader) check(e *Event) error {
 		return fmt.Errorf("op %q, want create, delete or end", e.Op)
 	case e.Running && (e.Op != OpCreate || e.At != 0 || r.started):
 		return errors.New("running marks a create at 0 before every other event: a pod running when the trace began")
+	}
+	if r.live == nil {
+		r.live = map[string]bool{}
+	}
+	switch e.Op {
+	case OpCreate:
+		if r.live[e.Key()] {
+			return fmt.Errorf("pod %s is created again while it exists: delete it first", e.Key())
+		}
+		r.live[e.Key()] = true
+	case OpDelete:
+		delete(r.live, e.Key())
 	}
 	r.last = e.At
 	r.ended = e.Op == OpEnd

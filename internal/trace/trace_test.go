@@ -37,6 +37,15 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		"running pod after another event": {header + `{"at":0,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
 			`{"at":0,"op":"create","running":true,"pod":{"namespace":"a","name":"q"}}`, "trace line 3: running marks a create at 0"},
 		"running delete": {header + `{"at":0,"op":"delete","running":true,"namespace":"a","name":"b"}`, "trace line 2: running marks a create"},
+		"a time past the span": {header + `{"at":1e10,"op":"delete","namespace":"a","name":"b"}`,
+			"trace line 2: at 1e+10: want seconds since the trace's start, from 0 to 7776000"},
+		"a negative time": {header + `{"at":-1,"op":"delete","namespace":"a","name":"b"}`, "trace line 2: at -1: want seconds"},
+		"a pod created twice": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
+			`{"at":2,"op":"create","pod":{"namespace":"a","name":"p"}}`, "trace line 3: pod a/p is created again while it exists"},
+		"a launch delay of 1e300 s": {`{"version":1,"start":"2026-01-05T00:00:00Z","launchDelays":{"general":[1e300]}}`,
+			"launchDelays of general: 1e+300, want seconds above 0"},
+		"a negative launch delay": {`{"version":1,"start":"2026-01-05T00:00:00Z","launchDelays":{"general":[-100]}}`,
+			"launchDelays of general: -100"},
 		"unknown fields": {header + `{"at":1,"op":"delete","namespace":"a","name":"b","extra":{"deep":[1,2]}}` + "\n" + `{"at":0,"op":"end"}`, "trace line 3: at 0.000 is before"},
 	} {
 		t.Run(name, func(t *testing.T) {

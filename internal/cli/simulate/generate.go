@@ -53,10 +53,10 @@ give the same trace. Families:
 				}
 				p.Start = t
 			}
-			if p.Duration <= 0 || p.Duration > 31*24*time.Hour {
+			if p.Duration < time.Second || p.Duration > 31*24*time.Hour {
 				return fmt.Errorf("--duration must be between 1s and 744h, not %s", p.Duration)
 			}
-			if p.Scale <= 0 || p.Scale > 1000 {
+			if !(p.Scale > 0 && p.Scale <= 1000) { // NaN too
 				return fmt.Errorf("--scale must be above 0 and at most 1000, not %g", p.Scale)
 			}
 			h, events, err := trace.Generate(p)

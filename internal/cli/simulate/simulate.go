@@ -5,6 +5,7 @@
 package simulate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +80,7 @@ Launch delays: the trace's recorded launch-to-Ready times of a group
   berth simulate --trace ci.jsonl --cluster cluster.yaml --policy no-headroom --policy current -o html --out report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -109,7 +110,7 @@ type policy struct {
 	headrooms  []*v1alpha1.Headroom
 }
 
-func (o *options) run(stdout, stderr io.Writer) error {
+func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	switch o.output {
 	case "table", "json", "html":
 	default:
@@ -122,8 +123,9 @@ func (o *options) run(stdout, stderr io.Writer) error {
 		name string
 		v    time.Duration
 	}{{"--batch-idle-duration", o.batchIdle}, {"--batch-max-duration", o.batchMax}, {"--resync-period", o.resync}, {"--scale-down-interval", o.scaleDownInterval}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s must be positive, not %s", d.name, d.v)
+		// A round every nanosecond of a day's trace would never end.
+		if d.v < minInterval {
+			return fmt.Errorf("%s must be at least %s, not %s", d.name, minInterval, d.v)
 		}
 	}
 	limits, err := o.limits.List()
@@ -173,14 +175,14 @@ func (o *options) run(stdout, stderr io.Writer) error {
 			if o.learnFrom != "" {
 				learned := cfg
 				learned.Log, learned.OnBound = nil, nil
-				res, err := runOne(o.learnFrom, learned)
+				res, err := runOne(ctx, o.learnFrom, learned)
 				if err != nil {
 					errs[i] = fmt.Errorf("learning: %w", err)
 					return
 				}
 				cfg.Histories, cfg.BurstHistories, cfg.Shapes = res.Histories, res.BurstHistories, res.Shapes
 			}
-			results[i], errs[i] = runOne(o.trace, cfg)
+			results[i], errs[i] = runOne(ctx, o.trace, cfg)
 		}()
 	}
 	wg.Wait()
@@ -213,7 +215,10 @@ func (o *options) run(stdout, stderr io.Writer) error {
 	return err
 }
 
-func runOne(path string, cfg sim.Config) (*sim.Result, error) {
+// minInterval bounds the intervals of the simulated controllers from below.
+const minInterval = 100 * time.Millisecond
+
+func runOne(ctx context.Context, path string, cfg sim.Config) (*sim.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -223,7 +228,7 @@ func runOne(path string, cfg sim.Config) (*sim.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	res, err := sim.Run(cfg, r)
+	res, err := sim.RunContext(ctx, cfg, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -142,7 +142,8 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 		"same names":     {[]string{"--trace", tr, "--cluster", cl, "--policy", "current", "--policy", sameName}, "two policies are named current"},
 		"not a trace":    {[]string{"--trace", notTrace, "--cluster", cl}, "trace line 1 (header)"},
 		"delay":          {[]string{"--trace", tr, "--cluster", cl, "--launch-delay", "general=soon"}, `--launch-delay "general=soon"`},
-		"interval":       {[]string{"--trace", tr, "--cluster", cl, "--scale-down-interval", "0s"}, "--scale-down-interval must be positive"},
+		"interval":       {[]string{"--trace", tr, "--cluster", cl, "--scale-down-interval", "0s"}, "--scale-down-interval must be at least 100ms, not 0s"},
+		"tiny interval":  {[]string{"--trace", tr, "--cluster", cl, "--resync-period", "1ns"}, "--resync-period must be at least 100ms, not 1ns"},
 		"missing file":   {[]string{"--trace", filepath.Join(dir, "nope"), "--cluster", cl}, "no such file"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -156,10 +157,12 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		"family":   {[]string{"trace", "generate", "--family", "weekly"}, "unknown family"},
-		"duration": {[]string{"trace", "generate", "--family", "ci", "--duration", "0s"}, "--duration must be"},
-		"scale":    {[]string{"trace", "generate", "--family", "ci", "--scale", "-1"}, "--scale must be"},
-		"start":    {[]string{"trace", "generate", "--family", "ci", "--start", "monday"}, "--start"},
+		"family":                    {[]string{"trace", "generate", "--family", "weekly"}, "unknown family"},
+		"duration":                  {[]string{"trace", "generate", "--family", "ci", "--duration", "0s"}, "--duration must be"},
+		"scale":                     {[]string{"trace", "generate", "--family", "ci", "--scale", "-1"}, "--scale must be"},
+		"NaN scale":                 {[]string{"trace", "generate", "--family", "diurnal", "--scale", "NaN"}, "--scale must be above 0 and at most 1000, not NaN"},
+		"a duration under a second": {[]string{"trace", "generate", "--family", "ci", "--duration", "10ms"}, "--duration must be between 1s and 744h"},
+		"start":                     {[]string{"trace", "generate", "--family", "ci", "--start", "monday"}, "--start"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := run(t, tc.args...)
