@@ -101,6 +101,29 @@ func headroomSet(h *v1alpha1.Headroom, scope []*v1alpha1.NodeGroup) (Set, bool) 
 	}}, total > 0
 }
 
+// ResolvedSet is the set of a Headroom resolved in the same process (berth
+// plan, berth simulate): its own units as r counts them, then its learned
+// shapes', so that those tools cap all units together as the controller
+// does (MakeUnits).
+func ResolvedSet(h *v1alpha1.Headroom, r hr.Resolved) Set {
+	total := r.Total()
+	return Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: total, make: func(n int32) []*corev1.Pod {
+		first := r
+		first.Count = min(r.Count, n)
+		n -= first.Count
+		first.Learned = nil
+		for _, l := range r.Learned {
+			if n <= 0 {
+				break
+			}
+			l.Count = min(l.Count, n)
+			n -= l.Count
+			first.Learned = append(first.Learned, l)
+		}
+		return hr.VirtualPods(h, first)
+	}}
+}
+
 // statusUnits reads a Headroom's resolved units from its status: how many
 // of its own shape berth plans as virtual pods (none with placeholders:
 // those are real pods), and the learned shapes' units (always virtual).

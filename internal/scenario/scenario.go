@@ -25,6 +25,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
@@ -277,17 +278,33 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 	}
 	in.DaemonSets = append(in.DaemonSets, s.reserveDaemonSets()...)
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods, DaemonSets: daemonset.Pods(in.DaemonSets)}
+	units, err := s.virtualUnits(hin)
+	in.Pending = append(in.Pending, units...)
+	return in, err
+}
+
+// virtualUnits are the units of the Headrooms without placeholders
+// (placeholders are pods of their own in a real cluster), resolved with
+// hin, at most clusterread.DefaultMaxUnits of them together, shared as the
+// controller shares them.
+func (s *Scenario) virtualUnits(hin headroom.Inputs) ([]*corev1.Pod, error) {
+	var sets []clusterread.Set
 	for _, h := range s.Headrooms {
 		if h.Spec.Placeholders {
-			continue // placeholders are pods of their own in a real cluster
+			continue
 		}
 		r, err := headroom.Resolve(h, hin)
 		if err != nil {
-			return in, fmt.Errorf("headroom %s: %w", h.Name, err)
+			return nil, fmt.Errorf("headroom %s: %w", h.Name, err)
 		}
-		in.Pending = append(in.Pending, headroom.VirtualPods(h, r)...)
+		sets = append(sets, clusterread.ResolvedSet(h, r))
 	}
-	return in, nil
+	units, _ := clusterread.MakeUnits(sets, clusterread.DefaultMaxUnits)
+	out := make([]*corev1.Pod, 0, len(units))
+	for _, u := range units {
+		out = append(out, u.Pod)
+	}
+	return out, nil
 }
 
 // awaitsNode is the controller's rule (podutil.Burst: the scheduler found
@@ -310,17 +327,9 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	in.AddPods(s.Pods, func(p *corev1.Pod) bool { return awaitsNode(burst, p) })
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,
 		DaemonSets: daemonset.Pods(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...))}
-	for _, h := range s.Headrooms {
-		if h.Spec.Placeholders {
-			continue
-		}
-		r, err := headroom.Resolve(h, hin)
-		if err != nil {
-			return in, fmt.Errorf("headroom %s: %w", h.Name, err)
-		}
-		in.Virtual = append(in.Virtual, headroom.VirtualPods(h, r)...)
-	}
-	return in, nil
+	units, err := s.virtualUnits(hin)
+	in.Virtual = append(in.Virtual, units...)
+	return in, err
 }
 
 // reserveDaemonSets are the per-node reserve DaemonSets of the Headrooms

@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/scenario"
 )
@@ -92,5 +95,33 @@ func TestScaleDownInputHasThePodsThatWait(t *testing.T) {
 	want := [][]string{{"bound"}, {"nominated"}, {"marked", "untried-web", "by-hand"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bound, nominated, waiting (-want +got):\n%s", diff)
+	}
+}
+
+// TestAllHeadroomsTogetherKeepTheControllersCap: six Headrooms of 10,000
+// units each ask for 60,000; berth plan, as the controller, plans at most
+// clusterread.DefaultMaxUnits of them, shared fairly (the last ones are
+// not starved).
+func TestAllHeadroomsTogetherKeepTheControllersCap(t *testing.T) {
+	var docs []string
+	for i := range 6 {
+		docs = append(docs, fmt.Sprintf("apiVersion: berth.dev/v1alpha1\nkind: Headroom\nmetadata: {name: h%d}\nspec: {units: {count: 10000, resources: {cpu: 10m}}}\n", i))
+	}
+	docs = append(docs, "apiVersion: berth.dev/v1alpha1\nkind: NodeGroup\nmetadata: {name: general}\nspec: {minSize: 0, maxSize: 10, "+
+		"provider: {kwok: {}}, instanceTypes: [{name: m-64, capacity: {cpu: \"64\", memory: 256Gi}, offerings: [{zone: a, capacityType: on-demand, pricePerHour: \"1\"}]}]}\n")
+	s, err := scenario.Load(strings.NewReader(strings.Join(docs, "---\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.Input(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, p := range in.Pending {
+		per[p.Labels[v1alpha1.LabelHeadroom]]++
+	}
+	if len(in.Pending) != clusterread.DefaultMaxUnits || per["h5"] == 0 {
+		t.Errorf("%d units planned (%v per Headroom), want %d shared by all six", len(in.Pending), per, clusterread.DefaultMaxUnits)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
@@ -69,7 +70,7 @@ func (h *headroomState) resolve() map[*v1alpha1.Headroom]hr.Resolved {
 // virtual resolves the Headrooms, keeps the placeholders of those that
 // have them, and returns the virtual units of the others.
 func (h *headroomState) virtual() []*corev1.Pod {
-	var out []*corev1.Pod
+	var sets []clusterread.Set
 	resolved := h.resolve()
 	for _, x := range h.e.cfg.Headrooms {
 		r, ok := resolved[x]
@@ -81,7 +82,13 @@ func (h *headroomState) virtual() []*corev1.Pod {
 			// The learned shapes' units are virtual, as in the controller.
 			r.Count = 0
 		}
-		out = append(out, hr.VirtualPods(x, r)...)
+		sets = append(sets, clusterread.ResolvedSet(x, r))
+	}
+	// At most as many units together as the controller plans.
+	units, _ := clusterread.MakeUnits(sets, clusterread.DefaultMaxUnits)
+	out := make([]*corev1.Pod, 0, len(units))
+	for _, u := range units {
+		out = append(out, u.Pod)
 	}
 	h.last = out
 	return out
