@@ -125,3 +125,24 @@ func TestAllHeadroomsTogetherKeepTheControllersCap(t *testing.T) {
 		t.Errorf("%d units planned (%v per Headroom), want %d shared by all six", len(in.Pending), per, clusterread.DefaultMaxUnits)
 	}
 }
+
+// TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem: a pod that
+// requests -100 cpu would make room out of nothing on its node; a node of
+// negative capacity would hold nothing. Both are refused at load, naming
+// the document and the field.
+func TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
+	for name, tc := range map[string]struct{ doc, want string }{
+		"a negative request": {"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: n, containers: [{name: c, image: i, resources: {requests: {cpu: \"-100\"}}}]}\n",
+			`document 1 (Pod "p"): spec.containers[c].resources.requests.cpu is -100: quantities must not be negative`},
+		"a negative overhead": {"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {overhead: {memory: -1Gi}, containers: [{name: c, image: i}]}\n",
+			"spec.overhead.memory is -1Gi"},
+		"a negative allocatable": {"apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus: {allocatable: {cpu: \"-2\"}}\n",
+			`document 1 (Node "node-1"): status.allocatable.cpu is -2`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := scenario.Load(strings.NewReader(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
