@@ -21,6 +21,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
@@ -339,10 +340,8 @@ func negativeQuantities(sp *v1alpha1.HeadroomSpec) error {
 		lists["spec.perNode.resources"] = sp.PerNode.Resources
 	}
 	for _, field := range slices.Sorted(maps.Keys(lists)) {
-		for _, name := range slices.Sorted(maps.Keys(lists[field])) {
-			if q := lists[field][name]; q.Sign() < 0 {
-				return fmt.Errorf("%s.%s: %s is negative; a quantity must be 0 or more", field, name, q.String())
-			}
+		if err := quantity.Negative(field, lists[field]); err != nil {
+			return err
 		}
 	}
 	return nil

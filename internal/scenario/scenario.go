@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -182,7 +181,7 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		err = decode(js, &s.Nodes)
 		if err == nil {
 			n := s.Nodes[len(s.Nodes)-1]
-			err = errors.Join(negative("status.capacity", n.Status.Capacity), negative("status.allocatable", n.Status.Allocatable))
+			err = errors.Join(quantity.Negative("status.capacity", n.Status.Capacity), quantity.Negative("status.allocatable", n.Status.Allocatable))
 		}
 	case "v1/Pod":
 		err = decode(js, &s.Pods)
@@ -190,7 +189,7 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 			s.Pods[len(s.Pods)-1].Namespace = "default"
 		}
 		if err == nil {
-			err = negativeRequests(&s.Pods[len(s.Pods)-1].Spec)
+			err = quantity.NegativeRequests(&s.Pods[len(s.Pods)-1].Spec)
 		}
 	case "apps/v1/DaemonSet":
 		err = decode(js, &s.DaemonSets)
@@ -232,36 +231,6 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
-	}
-	return nil
-}
-
-// negativeRequests refuses a pod that asks for a negative quantity, as the
-// API server does: such a pod would make room on its node out of nothing.
-func negativeRequests(spec *corev1.PodSpec) error {
-	var errs []error
-	for _, cs := range []struct {
-		field string
-		list  []corev1.Container
-	}{{"spec.initContainers", spec.InitContainers}, {"spec.containers", spec.Containers}} {
-		for _, c := range cs.list {
-			errs = append(errs, negative(cs.field+"["+c.Name+"].resources.requests", c.Resources.Requests),
-				negative(cs.field+"["+c.Name+"].resources.limits", c.Resources.Limits))
-		}
-	}
-	errs = append(errs, negative("spec.overhead", spec.Overhead))
-	if spec.Resources != nil {
-		errs = append(errs, negative("spec.resources.requests", spec.Resources.Requests))
-	}
-	return errors.Join(errs...)
-}
-
-// negative reports the first negative quantity of a list.
-func negative(field string, rl corev1.ResourceList) error {
-	for _, name := range slices.Sorted(maps.Keys(rl)) {
-		if q := rl[name]; q.Sign() < 0 {
-			return fmt.Errorf("%s.%s is %s: quantities must not be negative", field, name, q.String())
-		}
 	}
 	return nil
 }

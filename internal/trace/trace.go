@@ -191,6 +191,8 @@ func (r *Reader) check(e *Event) error {
 		return fmt.Errorf("at %.3f is before the previous event's %.3f: events must be in time order", e.At, r.last)
 	case e.Op == OpCreate && (e.Pod == nil || e.Pod.Name == "" || e.Pod.Namespace == ""):
 		return errors.New("create needs a pod with a namespace and a name")
+	case e.Op == OpCreate && quantity.NegativeRequests(&e.Pod.Spec) != nil:
+		return fmt.Errorf("pod %s: %w", e.Key(), quantity.NegativeRequests(&e.Pod.Spec))
 	case e.Op == OpDelete && (e.Name == "" || e.Namespace == ""):
 		return errors.New("delete needs a namespace and a name")
 	case e.Op != OpCreate && e.Op != OpDelete && e.Op != OpEnd:

@@ -40,6 +40,8 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		"a time past the span": {header + `{"at":1e10,"op":"delete","namespace":"a","name":"b"}`,
 			"trace line 2: at 1e+10: want seconds since the trace's start, from 0 to 7776000"},
 		"a negative time": {header + `{"at":-1,"op":"delete","namespace":"a","name":"b"}`, "trace line 2: at -1: want seconds"},
+		"a negative request": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"-1"}}}]}}}`,
+			"trace line 2: pod a/p: spec.containers[c].resources.requests.cpu is -1: quantities must not be negative"},
 		"a pod created twice": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
 			`{"at":2,"op":"create","pod":{"namespace":"a","name":"p"}}`, "trace line 3: pod a/p is created again while it exists"},
 		"a launch delay of 1e300 s": {`{"version":1,"start":"2026-01-05T00:00:00Z","launchDelays":{"general":[1e300]}}`,
