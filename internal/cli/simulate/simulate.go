@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -147,7 +148,7 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	delays, err := parseLaunchDelays(o.launchDelays, header.LaunchDelays)
+	delays, err := parseLaunchDelays(o.launchDelays, header.LaunchDelays, cluster.NodeGroups)
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func override[T any](base, over []T, name func(T) string) []T {
 // parseLaunchDelays makes the launch-delay model: flags first (GROUP=D or
 // D for all), then the trace's recorded times drawn at random, then the
 // group's own (nil result: the engine's default).
-func parseLaunchDelays(flags []string, recorded map[string][]float64) (func(string, *rand.Rand) time.Duration, error) {
+func parseLaunchDelays(flags []string, recorded map[string][]float64, groups []*v1alpha1.NodeGroup) (func(string, *rand.Rand) time.Duration, error) {
 	fixed := map[string]time.Duration{}
 	all := time.Duration(-1)
 	for _, f := range flags {
@@ -330,9 +331,12 @@ func parseLaunchDelays(flags []string, recorded map[string][]float64) (func(stri
 		if err != nil || d < 0 {
 			return nil, fmt.Errorf("--launch-delay %q: want DURATION or GROUP=DURATION with a duration such as 90s", f)
 		}
-		if group == "" {
+		switch {
+		case group == "":
 			all = d
-		} else {
+		case !slices.ContainsFunc(groups, func(g *v1alpha1.NodeGroup) bool { return g.Name == group }):
+			return nil, fmt.Errorf("--launch-delay %q: the cluster has no node group %s", f, group)
+		default:
 			fixed[group] = d
 		}
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/sim"
 )
 
@@ -176,9 +179,13 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 // --launch-delay: GROUP=D beats D for all, which beats recorded times,
 // which beat the group's own (a negative answer).
 func TestLaunchDelays(t *testing.T) {
-	f, err := parseLaunchDelays([]string{"gpu=5m", "90s"}, map[string][]float64{"general": {40}})
+	groups := []*v1alpha1.NodeGroup{{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}}, {ObjectMeta: metav1.ObjectMeta{Name: "general"}}}
+	f, err := parseLaunchDelays([]string{"gpu=5m", "90s"}, map[string][]float64{"general": {40}}, groups)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := parseLaunchDelays([]string{"genral=10m"}, nil, groups); err == nil || !strings.Contains(err.Error(), "the cluster has no node group genral") {
+		t.Errorf("a misspelled group: %v, want it refused", err)
 	}
 	if d := f("gpu", nil); d.String() != "5m0s" {
 		t.Errorf("gpu: %s", d)
@@ -186,14 +193,14 @@ func TestLaunchDelays(t *testing.T) {
 	if d := f("general", nil); d.String() != "1m30s" {
 		t.Errorf("general with a flag for all: %s", d)
 	}
-	f, _ = parseLaunchDelays(nil, map[string][]float64{"general": {40}})
+	f, _ = parseLaunchDelays(nil, map[string][]float64{"general": {40}}, groups)
 	if d := f("general", rand.New(rand.NewPCG(1, 2))); d.String() != "40s" {
 		t.Errorf("recorded: %s", d)
 	}
 	if d := f("other", nil); d >= 0 {
 		t.Errorf("a group without a flag or a recording keeps its own: %s", d)
 	}
-	if f, _ := parseLaunchDelays(nil, nil); f != nil {
+	if f, _ := parseLaunchDelays(nil, nil, groups); f != nil {
 		t.Error("no flags and no recording: the engine's default")
 	}
 }
