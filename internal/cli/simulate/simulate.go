@@ -140,6 +140,10 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if len(cluster.NodeGroups) == 0 {
 		return fmt.Errorf("%s: no NodeGroup: nothing could launch a node", o.cluster)
 	}
+	if n, p, b := len(cluster.Nodes), len(cluster.Pods), len(cluster.PDBs); n+p+b > 0 {
+		_, _ = fmt.Fprintf(stderr, "note: %s has %d Nodes, %d Pods and %d PodDisruptionBudgets; the simulation starts from the trace's pods and launches its own nodes, so they are not used\n",
+			o.cluster, n, p, b)
+	}
 	policies, err := o.loadPolicies(cluster)
 	if err != nil {
 		return err
