@@ -14,9 +14,12 @@ type Limit struct {
 	Max   Resources
 }
 
-// NewLimit converts a ResourceList of caps.
+// NewLimit converts a ResourceList of caps. A cap past what an int64 holds
+// (in millicores for cpu) is the most it holds, not the negative number
+// its conversion wraps to: a limit of "1e16" cpu, meant as none, would
+// otherwise refuse every node.
 func NewLimit(rl corev1.ResourceList) Limit {
-	l := Limit{Max: FromList(rl)}
+	l := Limit{Max: fromList(rl, true)}
 	for name := range rl {
 		l.Names = append(l.Names, name)
 	}

@@ -29,27 +29,35 @@ func isScalar(name corev1.ResourceName) bool {
 	return strings.Contains(string(name), "/") || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }
 
-// FromList converts a ResourceList. A quantity past what an int64 holds
-// (in millicores for cpu) counts as the most it holds, not as the
-// negative number its conversion wraps to: a limit of "1e16" cpu, meant
-// as none, would otherwise refuse every node.
-func FromList(rl corev1.ResourceList) Resources {
+// FromList converts a ResourceList, each quantity as kube-scheduler reads
+// it (MilliValue for cpu, Value for the others, which wrap past what an
+// int64 holds). saturate makes such a quantity the most an int64 holds
+// instead, as a limit must read it (NewLimit).
+func FromList(rl corev1.ResourceList) Resources { return fromList(rl, false) }
+
+func fromList(rl corev1.ResourceList, saturate bool) Resources {
+	read := func(q resource.Quantity, most, least resource.Quantity, value func() int64) int64 {
+		if saturate {
+			return saturated(q, most, least, value)
+		}
+		return value()
+	}
 	var r Resources
 	for name, q := range rl {
 		switch name {
 		case corev1.ResourceCPU:
-			r.MilliCPU = saturated(q, maxMilli, minMilli, q.MilliValue)
+			r.MilliCPU = read(q, maxMilli, minMilli, q.MilliValue)
 		case corev1.ResourceMemory:
-			r.Memory = saturated(q, maxUnits, minUnits, q.Value)
+			r.Memory = read(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourceEphemeralStorage:
-			r.EphemeralStorage = saturated(q, maxUnits, minUnits, q.Value)
+			r.EphemeralStorage = read(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourcePods:
 		default:
 			if isScalar(name) {
 				if r.Scalar == nil {
 					r.Scalar = map[corev1.ResourceName]int64{}
 				}
-				r.Scalar[name] = saturated(q, maxUnits, minUnits, q.Value)
+				r.Scalar[name] = read(q, maxUnits, minUnits, q.Value)
 			}
 		}
 	}
