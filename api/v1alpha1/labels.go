@@ -64,6 +64,12 @@ const (
 	// AnnotationDisruptionStarted is the RFC 3339 time berth tainted a node
 	// to drain it; the drain timeout counts from it, across restarts.
 	AnnotationDisruptionStarted = "berth.dev/disruption-started"
+	// AnnotationRemovalAccepted is the RFC 3339 time the cloud provider
+	// accepted removing a drained node (a Cluster API Machine marked and its
+	// replicas lowered). From then the removal is not undone: the drain is
+	// over, nothing untaints the node, and berth asks the provider again
+	// while the node is there, across restarts.
+	AnnotationRemovalAccepted = "berth.dev/removal-accepted"
 
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"

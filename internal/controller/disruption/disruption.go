@@ -63,6 +63,9 @@ const (
 	// ReasonRemovalCancelled: a removal the provider held half-done for a
 	// node berth no longer drains was undone.
 	ReasonRemovalCancelled = "RemovalCancelled"
+	// ReasonRemovalLingers: the provider accepted removing the node longer
+	// than the max provision time ago, and the node is still there.
+	ReasonRemovalLingers = "RemovalLingers"
 )
 
 // GiveUpCooldown is how long a node whose drain was given up is not
@@ -140,11 +143,12 @@ type Controller struct {
 	accounted map[string]map[types.UID]bool
 	// givenUp is when this replica last gave up each node's drain.
 	givenUp map[string]time.Time
-	// deleted holds when the cloud provider accepted the removal of nodes
-	// that still exist: a Cluster API Machine takes a while to go. The
-	// removal is counted and announced once, and asked again (the
-	// providers' Delete is safe to repeat) every DeleteRetryInterval, in
-	// case the provider accepted it but did not act on it.
+	// deleted holds when this replica last asked the cloud provider to
+	// remove each node that still exists: a removal the provider accepted
+	// (AnnotationRemovalAccepted on the node, so that a restart knows it)
+	// is counted and announced once, and asked again (the providers'
+	// Delete is safe to repeat) every DeleteRetryInterval, in case the
+	// provider accepted it but did not act on it.
 	deleted map[string]time.Time
 	// emptied holds when the draining nodes whose pods all moved were
 	// first asked of the provider to remove: the drain timeout waits for

@@ -58,22 +58,30 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // are evicted; and once none is left the node is deleted.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
-	at, accepted := c.deleted[n.Name]
-	if n.DeletionTimestamp != nil || accepted && c.Clock.Since(at) < DeleteRetryInterval {
+	asked, recent := c.deleted[n.Name]
+	if n.DeletionTimestamp != nil || recent && c.Clock.Since(asked) < DeleteRetryInterval {
 		return nil // going already
-	}
-	if !owns(g, n) {
-		return c.release(ctx, w, n, res)
 	}
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted])
 	if err != nil {
 		started = c.Clock.Now() // a taint without its start: count from now
 	}
-	if accepted {
+	if accepted, ok := removalAccepted(n); ok {
 		// The provider accepted the removal and the node is still there:
 		// the drain is over (nothing is evicted, no timeout gives it up,
-		// the removal cannot be undone); the provider is asked again.
+		// nothing untaints it: the removal cannot be undone); the provider
+		// is asked again, and after the max provision time a warning says
+		// the node lingers.
+		if !owns(g, n) {
+			return nil // its group is gone; the machine is going all the same
+		}
+		if since := c.Clock.Since(accepted); !accepted.IsZero() && since > c.maxProvisionTime() {
+			c.warnOnce(n, ReasonRemovalLingers, fmt.Sprintf("The provider accepted removing the node %s ago and it is still there; berth keeps asking", since.Round(time.Second)))
+		}
 		return c.remove(ctx, g, n, started, res)
+	}
+	if !owns(g, n) {
+		return c.release(ctx, w, n, res)
 	}
 	if v := lifecycle.Interrupted(g, n, c.Clock.Now()); v != nil {
 		return c.advanceInterrupted(ctx, w, g, n, started, v.Deadline, res)
@@ -126,6 +134,20 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	return c.remove(ctx, g, n, started, res)
 }
 
+// removalAccepted returns when the provider accepted removing the node
+// (AnnotationRemovalAccepted), if it did.
+func removalAccepted(n *corev1.Node) (time.Time, bool) {
+	v, ok := n.Annotations[v1alpha1.AnnotationRemovalAccepted]
+	if !ok {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, true // accepted, at an unreadable time
+	}
+	return at, true
+}
+
 // disruptedTaint is the taint a draining node carries (start).
 var disruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
 
@@ -159,16 +181,22 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 		c.emptied[n.Name] = c.Clock.Now()
 	}
 	if err := c.Cloud.Delete(ctx, n.Name); cloudprovider.IsNotFound(err) {
-		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it or the drain times out", err))
+		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it, or the drain is given up", err))
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
-	_, again := c.deleted[n.Name]
 	c.deleted[n.Name] = c.Clock.Now()
-	if again {
+	if _, again := removalAccepted(fresh); again {
 		log.FromContext(ctx).Info("asked the provider again to remove a node it accepted to remove earlier", "node", n.Name, "nodeGroup", g.Name)
 		return nil // counted and announced the first time
+	}
+	// Durable before it is counted: a restart finds the removal accepted
+	// (a node gone at once needs no record).
+	patch := client.MergeFrom(fresh.DeepCopy())
+	fresh.Annotations[v1alpha1.AnnotationRemovalAccepted] = c.Clock.Now().UTC().Format(time.RFC3339)
+	if err := c.Client.Patch(ctx, fresh, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording the accepted removal of node %s: %w", n.Name, err)
 	}
 	why := n.Annotations[v1alpha1.AnnotationDisruptionReason]
 	if why == "" {

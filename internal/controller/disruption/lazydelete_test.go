@@ -7,25 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 )
 
-// lazyDelete accepts the first removal of each node and does nothing (a
-// Cluster API MachineSet that matched the lowered replicas with another
-// Machine); later removals are done.
+// lazyDelete accepts the first removals of each node (one, or ignore) and
+// does nothing (a Cluster API MachineSet that matched the lowered replicas
+// with another Machine); later removals are done.
 type lazyDelete struct {
 	cloudprovider.CloudProvider
-	mu    sync.Mutex
-	asked map[string]int
+	mu     sync.Mutex
+	asked  map[string]int
+	ignore int
 }
 
 func (c *lazyDelete) Delete(ctx context.Context, node string) error {
 	c.mu.Lock()
 	c.asked[node]++
-	first := c.asked[node] == 1
+	ignored := c.asked[node] <= max(c.ignore, 1)
 	c.mu.Unlock()
-	if first {
+	if ignored {
 		return nil
 	}
 	return c.CloudProvider.Delete(ctx, node)
@@ -129,5 +131,41 @@ func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
 	f.clk.Step(disruption.DefaultMaxProvisionTime)
 	if res := round(); !contains(res.GivenUp, victim) {
 		t.Errorf("gave up %v past the max provision time, want %s", res.GivenUp, victim)
+	}
+}
+
+// TestAnAcceptedRemovalSurvivesARestart: the provider accepts removing
+// the group's one empty node but does not act. The node records it
+// (berth.dev/removal-accepted); a controller started afresh, past the
+// drain timeout, does not give the drain up or count the removal again:
+// it asks the provider again. Past the max provision time a warning says
+// the node lingers.
+func TestAnAcceptedRemovalSurvivesARestart(t *testing.T) {
+	f := setup(t, "sd-accepted-restart", 1)
+	cloud := &lazyDelete{CloudProvider: f.ctrl.Cloud, asked: map[string]int{}, ignore: 100}
+	f.ctrl.Cloud = cloud
+	victim := f.nodes[0]
+	for range 3 {
+		f.run()
+	}
+	if n := f.node(victim); n == nil || n.Annotations[v1alpha1.AnnotationRemovalAccepted] == "" || cloud.times(victim) != 1 {
+		t.Fatalf("node %s after its removal was accepted: want it there, annotated %s, and the provider asked once (asked %d)",
+			victim, v1alpha1.AnnotationRemovalAccepted, cloud.times(victim))
+	}
+	// A new leader, 6 minutes on: past the 5-minute drain timeout.
+	f.clk.Step(6 * time.Minute)
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+	res := f.run()
+	if len(res.GivenUp) != 0 || len(res.Removed) != 0 || cloud.times(victim) != 2 {
+		t.Fatalf("after the restart: gave up %v, counted %v, asked %d times; want nothing given up or counted, the provider asked again",
+			res.GivenUp, res.Removed, cloud.times(victim))
+	}
+	if n := f.node(victim); n == nil || !tainted(n) {
+		t.Fatalf("node %s after the restart: want it still tainted", victim)
+	}
+	f.clk.Step(disruption.DefaultMaxProvisionTime)
+	f.run()
+	if !hasEventOn(f, victim, disruption.ReasonRemovalLingers) {
+		t.Errorf("no %s warning on %s past the max provision time: %+v", disruption.ReasonRemovalLingers, victim, f.events.For(victim))
 	}
 }

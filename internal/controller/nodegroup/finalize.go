@@ -62,12 +62,20 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 		}
 	}
 	if ng.Spec.DeletionPolicy == v1alpha1.DeletionOrphan {
+		// A node whose removal the provider accepted is going whatever
+		// the policy: untainted, it would take pods that die with it. The
+		// group waits for it to go.
+		var going []*corev1.Node
 		for _, n := range owned {
+			if _, accepted := n.Annotations[v1alpha1.AnnotationRemovalAccepted]; accepted {
+				going = append(going, n)
+				continue
+			}
 			if err := r.orphan(ctx, ng, n); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
-		owned = nil
+		owned = going
 	}
 	if len(owned) > 0 {
 		msg := fmt.Sprintf("The NodeGroup is deleted once its %d nodes are drained and removed (deletionPolicy %s)", len(owned), v1alpha1.DeletionDrain)

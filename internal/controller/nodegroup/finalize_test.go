@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,56 @@ func TestDeletingANodeGroup(t *testing.T) {
 				t.Errorf("the Drain node group after its last node went: %v, want it gone", err)
 			}
 		})
+	}
+}
+
+// TestAnOrphanGroupWaitsForANodeWhoseRemovalWasAccepted: a node group is
+// deleted with deletionPolicy Orphan while the provider already accepted
+// removing one of its drained nodes. That node is going: berth leaves it
+// tainted (untainted, it would take pods that die with it) and the group
+// waits for it, as for a drain.
+func TestAnOrphanGroupWaitsForANodeWhoseRemovalWasAccepted(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: &fakes.Recorder{}}
+	ng := b.NodeGroup("orphan-going", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	node := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, "orphan-going-a")
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	node.Annotations[v1alpha1.AnnotationRemovalAccepted] = clk.Now().UTC().Format(time.RFC3339)
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	reconcileGroup := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileGroup()
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroup()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); err != nil {
+		t.Fatalf("the group while its node's removal is under way: %v, want it waiting", err)
+	}
+	n := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintDisrupted }) {
+		t.Errorf("the node being removed lost berth's marks: annotations %v taints %v", n.Annotations, n.Spec.Taints)
+	}
+	if err := env.Client.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroup()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the group after its last node went: %v, want it gone", err)
 	}
 }
