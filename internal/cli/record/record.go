@@ -109,6 +109,9 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	if o.MaxEvents <= 0 {
 		o.MaxEvents = DefaultMaxEvents
 	}
+	if o.Duration < 0 || o.Duration > trace.MaxSpan {
+		return Stats{}, fmt.Errorf("--duration must be at most %s (what a trace holds), not %s", trace.MaxSpan, o.Duration)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Stats{}, err
@@ -164,17 +167,17 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	r.flushWaiting()
 	r.mu.Unlock()
 	_, _ = fmt.Fprintf(log, "recording %d pods running or pending; stop with Ctrl-C\n", r.pods)
-	var timeout <-chan time.Time
-	if o.Duration > 0 {
-		t := time.NewTimer(o.Duration)
-		defer t.Stop()
-		timeout = t.C
+	limit, why := o.Duration, "--duration "+o.Duration.String()+" passed"
+	if limit <= 0 {
+		limit, why = trace.MaxSpan, "the longest span a trace holds ("+trace.MaxSpan.String()+") passed"
 	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		r.stop("interrupted")
-	case <-timeout:
-		r.stop("--duration " + o.Duration.String() + " passed")
+	case <-t.C:
+		r.stop(why)
 	case <-r.full:
 	}
 	cancel()

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/testing/tracetest"
 	"github.com/berth-dev/berth/internal/trace"
 )
@@ -90,5 +91,44 @@ func TestRecordingBoundsHugeRequests(t *testing.T) {
 	got := e.Pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
 	if got.MilliValue() != huge.MilliValue() {
 		t.Errorf("recorded %d millicores, kube-scheduler reads %d", got.MilliValue(), huge.MilliValue())
+	}
+}
+
+// TestRecordedLaunchDelaysReadBack: a node Ready within half a millisecond
+// of being seen, one that took 10 s and one that took two days: the
+// trace's header keeps 1 ms and 10 s (what berth simulate reads), not the
+// zero or the two days that would make the trace unreadable.
+func TestRecordedLaunchDelaysReadBack(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	now := start
+	r := &recorder{o: Options{Now: func() time.Time { return now }}, created: map[string]time.Time{}, delays: map[string][]float64{}, start: start}
+	node := func(name string, ready bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelNodeGroup: "general"},
+			Annotations: map[string]string{v1alpha1.AnnotationLaunchedBy: "uid-general"}}}
+		if ready {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		}
+		return n
+	}
+	for _, boot := range []time.Duration{100 * time.Microsecond, 10 * time.Second, 48 * time.Hour} {
+		name := "n-" + boot.String()
+		r.nodeSeen(node(name, false), false)
+		now = now.Add(boot)
+		r.nodeSeen(node(name, true), false)
+	}
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Header{Start: start, LaunchDelays: r.delays})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.NewReader(&buf)
+	if err != nil {
+		t.Fatalf("the recorded header does not read back: %v", err)
+	}
+	if got := rd.Header.LaunchDelays["general"]; len(got) != 2 || got[0] != 0.001 || got[1] != 10 {
+		t.Errorf("launch delays %v, want [0.001 10]", got)
 	}
 }

@@ -148,8 +148,11 @@ func (r *recorder) nodeSeen(obj any, initial bool) {
 		r.created[n.Name] = r.now()
 	case seen && !at.IsZero() && nodeutil.Ready(n):
 		g := n.Labels[v1alpha1.LabelNodeGroup]
-		if len(r.delays[g]) < maxDelaysPerGroup {
-			r.delays[g] = append(r.delays[g], roundMillis(r.now().Sub(at).Seconds()))
+		// In what a trace holds: a node Ready within half a millisecond
+		// is 1 ms, one that took longer than a trace's longest delay is
+		// not a launch to replay.
+		if d := r.now().Sub(at); len(r.delays[g]) < maxDelaysPerGroup && d <= trace.MaxLaunchDelay {
+			r.delays[g] = append(r.delays[g], max(roundMillis(d.Seconds()), 0.001))
 		}
 		r.created[n.Name] = time.Time{} // timed once
 	}
