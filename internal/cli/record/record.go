@@ -93,7 +93,7 @@ the recording. It only reads (get, list and watch of pods and nodes).`,
 	cluster.Bind(f)
 	f.StringVar(&o.Out, "out", "", "trace file to write")
 	f.StringVar(&o.ClusterOut, "cluster-out", "", "also write the cluster's NodeGroups, Headrooms and DaemonSets here")
-	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (default: on Ctrl-C)")
+	f.DurationVar(&o.Duration, "duration", 0, "stop after this long, at most 2160h (default: on Ctrl-C, or after 2160h)")
 	f.IntVar(&o.MaxEvents, "max-events", DefaultMaxEvents, "stop after this many events")
 	f.StringSliceVarP(&o.Namespaces, "namespace", "n", nil, "record only these namespaces (default: all)")
 	_ = cmd.MarkFlagRequired("out")
