@@ -106,22 +106,19 @@ func headroomSet(h *v1alpha1.Headroom, scope []*v1alpha1.NodeGroup) (Set, bool) 
 // shapes', so that those tools cap all units together as the controller
 // does (MakeUnits).
 func ResolvedSet(h *v1alpha1.Headroom, r hr.Resolved) Set {
-	total := r.Total()
-	return Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: total, make: func(n int32) []*corev1.Pod {
-		first := r
-		first.Count = min(r.Count, n)
-		n -= first.Count
-		first.Learned = nil
-		for _, l := range r.Learned {
-			if n <= 0 {
-				break
-			}
-			l.Count = min(l.Count, n)
-			n -= l.Count
-			first.Learned = append(first.Learned, l)
-		}
-		return hr.VirtualPods(h, first)
+	learned := hr.Resolved{Learned: r.Learned}
+	return Set{Owner: h, Key: state.HeadroomKey(h.Name), Count: r.Total(), make: func(n int32) []*corev1.Pod {
+		return hr.VirtualPods(h, firstUnits(r.Shape, r.Count, learned, r.Groups, n))
 	}}
+}
+
+// UnitPods are the units' pods.
+func UnitPods(units []Unit) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(units))
+	for _, u := range units {
+		out = append(out, u.Pod)
+	}
+	return out
 }
 
 // statusUnits reads a Headroom's resolved units from its status: how many

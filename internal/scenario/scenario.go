@@ -307,11 +307,7 @@ func (s *Scenario) virtualUnits(hin headroom.Inputs) ([]*corev1.Pod, error) {
 		sets = append(sets, clusterread.ResolvedSet(h, r))
 	}
 	units, _ := clusterread.MakeUnits(sets, clusterread.DefaultMaxUnits)
-	out := make([]*corev1.Pod, 0, len(units))
-	for _, u := range units {
-		out = append(out, u.Pod)
-	}
-	return out, nil
+	return clusterread.UnitPods(units), nil
 }
 
 // awaitsNode is the controller's rule (podutil.Burst: the scheduler found

@@ -86,12 +86,8 @@ func (h *headroomState) virtual() []*corev1.Pod {
 	}
 	// At most as many units together as the controller plans.
 	units, _ := clusterread.MakeUnits(sets, clusterread.DefaultMaxUnits)
-	out := make([]*corev1.Pod, 0, len(units))
-	for _, u := range units {
-		out = append(out, u.Pod)
-	}
-	h.last = out
-	return out
+	h.last = clusterread.UnitPods(units)
+	return h.last
 }
 
 // placeholders keeps a Headroom's placeholder pods at its unit count, as
