@@ -161,6 +161,21 @@ func (f *fixture) pdb(spec policyv1.PodDisruptionBudgetSpec, allowed int32) {
 	})
 }
 
+// drainHeldByPDB runs the deployment of two pods, one a node, under a PDB
+// that allows one disruption; the first round starts draining one node,
+// and then the PDB allows none, so the drain waits. It returns that node.
+func (f *fixture) drainHeldByPDB() string {
+	f.t.Helper()
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+	res := f.run()
+	if len(res.Started) != 1 {
+		f.t.Fatalf("started %v, want one node", res.Started)
+	}
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	return res.Started[0]
+}
+
 func (f *fixture) run() *disruption.Result {
 	f.t.Helper()
 	res, err := f.ctrl.RunOnce(context.Background())

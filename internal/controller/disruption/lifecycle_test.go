@@ -8,12 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -300,16 +298,9 @@ func TestAProvidersInterruptionTakesTheSamePath(t *testing.T) {
 // saying why; its pods were not evicted.
 func TestANodeOptedOutDuringItsDrainIsKept(t *testing.T) {
 	f := setup(t, "sd-optout", 2)
-	f.deployment(2)
-	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node", res.Started)
-	}
-	victim := res.Started[0]
-	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	victim := f.drainHeldByPDB()
 	f.patchNode(victim, func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true" })
-	res = f.run()
+	res := f.run()
 	if !contains(res.GivenUp, victim) {
 		t.Fatalf("given up %v after the opt-out, want %s", res.GivenUp, victim)
 	}

@@ -122,14 +122,7 @@ func TestABarePodBoundDuringTheDrainStopsIt(t *testing.T) {
 // not evicted.
 func TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode(t *testing.T) {
 	f := setup(t, "sd-dnd", 2)
-	f.deployment(2)
-	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node", res.Started)
-	}
-	victim := res.Started[0]
-	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	victim := f.drainHeldByPDB()
 	f.run() // the eviction is refused; the pod stays
 	pods := &corev1.PodList{}
 	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns), client.MatchingFields{"spec.nodeName": victim}); err != nil || len(pods.Items) != 1 {
@@ -142,7 +135,7 @@ func TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
-	res = f.run()
+	res := f.run()
 	if !contains(res.GivenUp, victim) {
 		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
 	}
