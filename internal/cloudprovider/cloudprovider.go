@@ -259,6 +259,21 @@ func IsRemovalCommitted(err error) bool {
 	return errors.As(err, &e)
 }
 
+// RemovalWaitingError means the provider cannot remove the node yet but
+// will once something of its own settles (a Cluster API MachineSet still
+// making a Machine its replicas ask for): a drained node waits for it
+// rather than being given up at the drain timeout.
+type RemovalWaitingError struct{ Message string }
+
+func (e *RemovalWaitingError) Error() string { return e.Message }
+
+// IsRemovalWaiting reports whether err is (or wraps) a
+// RemovalWaitingError.
+func IsRemovalWaiting(err error) bool {
+	var e *RemovalWaitingError
+	return errors.As(err, &e)
+}
+
 // Interruption is a notice that the cloud takes a node back.
 type Interruption struct {
 	NodeName string

@@ -101,15 +101,12 @@ func replicasAfterRemoval(ms []machine, replicas int64) (int64, error) {
 		}
 	}
 	if replicas > live {
-		return 0, fmt.Errorf("%w: %d replicas but %d live Machines (one is being created or replaced); berth lowers the replicas once the Machines are there",
-			errNotSettled, replicas, live)
+		return 0, &cloudprovider.RemovalWaitingError{Message: fmt.Sprintf(
+			"waiting for Cluster API: %d replicas but %d live Machines (one is being created or replaced); berth lowers the replicas once the Machines are there",
+			replicas, live)}
 	}
 	return min(replicas, live-marked), nil
 }
-
-// errNotSettled: Cluster API has not yet made the Machines its replicas
-// ask for; a removal waits for it.
-var errNotSettled = errors.New("waiting for Cluster API")
 
 // machineSets are the MachineSets of the live Machines, sorted.
 func machineSets(ms []machine) []string {

@@ -177,10 +177,11 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	if !owns(g, fresh) || !nodeutil.Disrupted(fresh) || fresh.DeletionTimestamp != nil {
 		return nil // changed since the round read it: the next round decides
 	}
-	if _, ok := c.emptied[n.Name]; !ok {
+	err := c.Cloud.Delete(ctx, n.Name)
+	if _, ok := c.emptied[n.Name]; !ok && cloudprovider.IsRemovalWaiting(err) {
 		c.emptied[n.Name] = c.Clock.Now()
 	}
-	if err := c.Cloud.Delete(ctx, n.Name); cloudprovider.IsNotFound(err) {
+	if cloudprovider.IsNotFound(err) {
 		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it, or the drain is given up", err))
 		return nil
 	} else if err != nil {

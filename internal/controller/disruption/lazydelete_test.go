@@ -85,30 +85,46 @@ func TestARemovalTheProviderAcceptedButDidNotDoIsAskedAgain(t *testing.T) {
 	}
 }
 
-// waitingDelete refuses removals while the provider waits on something
-// else (a Cluster API MachineSet still making a Machine its replicas ask
-// for).
-type waitingDelete struct {
+// refusingDelete refuses removals: while the provider waits on something
+// of its own (a Cluster API MachineSet still making a Machine its
+// replicas ask for), or for good (another Machine carries a delete mark
+// berth did not set).
+type refusingDelete struct {
 	cloudprovider.CloudProvider
-	mu    sync.Mutex
-	asked int
+	mu      sync.Mutex
+	asked   int
+	waiting bool
 }
 
-func (c *waitingDelete) Delete(context.Context, string) error {
+func (c *refusingDelete) Delete(context.Context, string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asked++
-	return errors.New("waiting for Cluster API: 3 replicas but 2 live Machines")
+	if c.waiting {
+		return &cloudprovider.RemovalWaitingError{Message: "waiting for Cluster API: 3 replicas but 2 live Machines"}
+	}
+	return errors.New("machine default/m-1 carries cluster.x-k8s.io/delete-machine not set by berth")
 }
 
 // TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout: the group's one
 // empty node is drained; its provider cannot remove it yet. Past the drain
 // timeout it stays draining (its pods are gone; giving up would only start
 // over), and the provider is asked each round; past the max provision
-// time after it emptied, the drain is given up.
+// time after it emptied, the drain is given up. A provider that refuses
+// for good (not waiting) has the drain given up at the drain timeout.
 func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
+	refused := setup(t, "sd-refused-delete", 1)
+	refused.ctrl.Cloud = &refusingDelete{CloudProvider: refused.ctrl.Cloud}
+	for range 3 {
+		_, _ = refused.ctrl.RunOnce(context.Background())
+	}
+	refused.clk.Step(6 * time.Minute)
+	if res, _ := refused.ctrl.RunOnce(context.Background()); !contains(res.GivenUp, refused.nodes[0]) {
+		t.Errorf("a removal refused for good: gave up %v past the drain timeout, want %s", res.GivenUp, refused.nodes[0])
+	}
+
 	f := setup(t, "sd-wait-delete", 1)
-	cloud := &waitingDelete{CloudProvider: f.ctrl.Cloud}
+	cloud := &refusingDelete{CloudProvider: f.ctrl.Cloud, waiting: true}
 	f.ctrl.Cloud = cloud
 	round := func() *disruption.Result {
 		res, _ := f.ctrl.RunOnce(context.Background()) // the refusal is the round's error

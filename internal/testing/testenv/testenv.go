@@ -71,16 +71,28 @@ func Start(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "berth-testenv-")
-	if err != nil {
-		return nil, err
+	// A port found free can be taken before its component binds it (by
+	// another test binary's connection: packages run in parallel), and
+	// that component then fails to start: start again, on other ports.
+	for attempt := 1; ; attempt++ {
+		dir, err := os.MkdirTemp("", "berth-testenv-")
+		if err != nil {
+			return nil, err
+		}
+		c, err := devenv.Start(ctx, devenv.Options{Dir: dir, Binaries: bins, Versions: v, Timeout: 3 * time.Minute})
+		if err == nil {
+			return FromCluster(c)
+		}
+		_ = os.RemoveAll(dir)
+		if attempt == startAttempts {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "testenv: starting the control plane failed (%v); starting it again on other ports\n", err)
 	}
-	c, err := devenv.Start(ctx, devenv.Options{Dir: dir, Binaries: bins, Versions: v, Timeout: 3 * time.Minute})
-	if err != nil {
-		return nil, err
-	}
-	return FromCluster(c)
 }
+
+// startAttempts bounds how often Start tries a control plane.
+const startAttempts = 3
 
 // FromCluster builds clients for a running cluster.
 func FromCluster(c *devenv.Cluster) (*Env, error) {
