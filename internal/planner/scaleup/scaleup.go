@@ -174,6 +174,7 @@ func Run(in Input) (*Plan, error) {
 		Launcher: newLauncher(groups), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
+	markWanted(templates, fold.pending)
 	binpack.InstallTemplates(s, templates, bin.Launcher)
 	res, err := binpack.Pack(bin)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
@@ -166,4 +167,39 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 		}
 	}
 	return nil
+}
+
+// markWanted marks the templates a pending pod could use: it tolerates
+// the template's taints and its required node selection matches one of
+// the template's options. A node may be launched from them this round,
+// so every spread counts their domains (snapshot.Node.Wanted).
+func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
+	affinities := make([]nodeaffinity.RequiredNodeAffinity, len(pending))
+	for i, p := range pending {
+		affinities[i] = nodeaffinity.GetRequiredNodeAffinity(p)
+	}
+	for _, t := range templates {
+		t.Node.Wanted = false
+		for i, p := range pending {
+			if _, untolerated := snapshot.UntoleratedTaint(t.Node.Taints, p.Spec.Tolerations); !untolerated && matchesAnOption(affinities[i], t.Node) {
+				t.Node.Wanted = true
+				break
+			}
+		}
+	}
+}
+
+// matchesAnOption reports whether a required node affinity matches the
+// template or one of its options.
+func matchesAnOption(aff nodeaffinity.RequiredNodeAffinity, t *snapshot.Node) bool {
+	if t.Flex == nil {
+		ok, _ := aff.Match(t.Node)
+		return ok
+	}
+	for _, o := range t.Flex.Options {
+		if ok, _ := aff.Match(o.Node); ok {
+			return true
+		}
+	}
+	return false
 }

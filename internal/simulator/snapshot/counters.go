@@ -329,18 +329,23 @@ func (k *Counter) addPotential(v string, delta int) {
 // node, and once the planned nodes exist kube-scheduler accepts each on
 // its node (its minimum is at least zero).
 
-// A template is a potential domain of a spread only if the constraint's
-// pods could be placed on its nodes (they tolerate its taints and their
-// node selection matches one of its options), whatever the constraint's
-// inclusion policies: the domain comes to exist only when a node is
-// launched there, and berth launches a node for pods that fit it.
-// kube-scheduler counts only the domains of nodes that exist, so a zone
-// only a tainted group offers is none of its domains until such a node
-// exists; counted here, it would hold every other zone at its minimum of
-// zero and the pods would wait for a node never launched for them.
+// A template is a potential domain of a spread only if a node may be
+// launched from it: the constraint's pods could be placed on its nodes
+// (they tolerate its taints and their node selection matches one of its
+// options), or another pending pod of the round could (Wanted), whatever
+// the constraint's inclusion policies. kube-scheduler counts only the
+// domains of nodes that exist, so a zone only a tainted group offers is
+// none of its domains until such a node exists; counted while no pod
+// could ever get a node there, it would hold every other zone at its
+// minimum of zero and the pods would wait for a node never launched. A
+// template another pod may get a node from counts: once that node
+// exists, kube-scheduler counts its domain.
 func (k *Counter) potentialFrom(t *Node) bool {
 	if k.kind != kindSpread || !k.eligible(t) {
 		return false
+	}
+	if t.Wanted {
+		return true
 	}
 	if _, untolerated := UntoleratedTaint(t.Taints, k.owner.Tolerations); untolerated {
 		return false

@@ -33,6 +33,10 @@ type Node struct {
 	Planned bool
 	// Template is true for node group templates.
 	Template bool
+	// Wanted marks a template a pending pod of the round could use: a node
+	// may be launched from it, so every spread counts it as a potential
+	// domain (Counter.potentialFrom). The planner sets it each round.
+	Wanted bool
 	// Flex is set on a planned node whose instance type and capacity type
 	// are not chosen yet: it lists the options still possible.
 	Flex *Flex
