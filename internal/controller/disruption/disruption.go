@@ -150,9 +150,10 @@ type Controller struct {
 	// Delete is safe to repeat) every DeleteRetryInterval, in case the
 	// provider accepted it but did not act on it.
 	deleted map[string]time.Time
-	// emptied holds when the draining nodes whose pods all moved were
-	// first asked of the provider to remove: the drain timeout waits for
-	// the provider up to the max provision time after that.
+	// emptied holds when a draining node whose pods all moved was first
+	// refused by a provider that waits on its own settling
+	// (cloudprovider.RemovalWaitingError): the drain timeout waits for the
+	// provider up to the max provision time after that.
 	emptied map[string]time.Time
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time

@@ -67,18 +67,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		started = c.Clock.Now() // a taint without its start: count from now
 	}
 	if accepted, ok := removalAccepted(n); ok {
-		// The provider accepted the removal and the node is still there:
-		// the drain is over (nothing is evicted, no timeout gives it up,
-		// nothing untaints it: the removal cannot be undone); the provider
-		// is asked again, and after the max provision time a warning says
-		// the node lingers.
-		if !owns(g, n) {
-			return nil // its group is gone; the machine is going all the same
-		}
-		if since := c.Clock.Since(accepted); !accepted.IsZero() && since > c.maxProvisionTime() {
-			c.warnOnce(n, ReasonRemovalLingers, fmt.Sprintf("The provider accepted removing the node %s ago and it is still there; berth keeps asking", since.Round(time.Second)))
-		}
-		return c.remove(ctx, g, n, started, res)
+		return c.awaitRemoval(ctx, g, n, accepted, started, res)
 	}
 	if !owns(g, n) {
 		return c.release(ctx, w, n, res)
@@ -130,6 +119,21 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	}
 	if evicting > 0 {
 		return nil
+	}
+	return c.remove(ctx, g, n, started, res)
+}
+
+// awaitRemoval follows a node whose removal the provider accepted and
+// that is still there: the drain is over (nothing is evicted, no timeout
+// gives it up, nothing untaints it: the removal cannot be undone); the
+// provider is asked again, and after the max provision time a warning
+// says the node lingers.
+func (c *Controller) awaitRemoval(ctx context.Context, g *v1alpha1.NodeGroup, n *corev1.Node, accepted, started time.Time, res *Result) error {
+	if !owns(g, n) {
+		return nil // its group is gone; the machine is going all the same
+	}
+	if since := c.Clock.Since(accepted); !accepted.IsZero() && since > c.maxProvisionTime() {
+		c.warnOnce(n, ReasonRemovalLingers, fmt.Sprintf("The provider accepted removing the node %s ago and it is still there; berth keeps asking", since.Round(time.Second)))
 	}
 	return c.remove(ctx, g, n, started, res)
 }

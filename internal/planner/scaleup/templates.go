@@ -174,14 +174,20 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 // the template's options. A node may be launched from them this round,
 // so every spread counts their domains (snapshot.Node.Wanted).
 func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
-	affinities := make([]nodeaffinity.RequiredNodeAffinity, len(pending))
-	for i, p := range pending {
-		affinities[i] = nodeaffinity.GetRequiredNodeAffinity(p)
-	}
+	// A pod's affinity is read only when a template's taints let it in:
+	// most templates are wanted by the first pod looked at.
+	affinities := make([]*nodeaffinity.RequiredNodeAffinity, len(pending))
 	for _, t := range templates {
 		t.Node.Wanted = false
 		for i, p := range pending {
-			if _, untolerated := snapshot.UntoleratedTaint(t.Node.Taints, p.Spec.Tolerations); !untolerated && matchesAnOption(affinities[i], t.Node) {
+			if _, untolerated := snapshot.UntoleratedTaint(t.Node.Taints, p.Spec.Tolerations); untolerated {
+				continue
+			}
+			if affinities[i] == nil {
+				aff := nodeaffinity.GetRequiredNodeAffinity(p)
+				affinities[i] = &aff
+			}
+			if matchesAnOption(*affinities[i], t.Node) {
 				t.Node.Wanted = true
 				break
 			}

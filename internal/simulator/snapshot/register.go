@@ -46,8 +46,9 @@ func (s *Snapshot) Prepare(c *Class) {
 // spreadID identifies what a spread counter counts: the selector and
 // namespace, the key, and everything that decides which nodes are domains
 // (all of the class's keys, and node selection and tolerations: the
-// policies may honour them for nodes, and the templates that are
-// potential domains are those the class's pods can use, potentialFrom).
+// policies may honour them for nodes, and a template no pending pod of
+// the round wants is a potential domain only for the classes that can
+// use it, potentialFrom).
 func spreadID(c *Class, i int) string {
 	sc := &c.Spread[i]
 	keys := make([]string, len(c.Spread))
