@@ -70,6 +70,12 @@ const (
 	// over, nothing untaints the node, and berth asks the provider again
 	// while the node is there, across restarts.
 	AnnotationRemovalAccepted = "berth.dev/removal-accepted"
+	// AnnotationRemovalWaiting is the RFC 3339 time a cloud provider first
+	// answered that it cannot remove a drained, emptied node until it has
+	// settled on its own (a Cluster API MachineSet still creating a Machine
+	// its replicas ask for). The drain timeout waits for the provider up to
+	// the max provision time after it, across restarts.
+	AnnotationRemovalWaiting = "berth.dev/removal-waiting"
 
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"

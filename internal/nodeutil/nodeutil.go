@@ -46,6 +46,31 @@ func Disrupted(n *corev1.Node) bool {
 	return false
 }
 
+// drainMarks are the annotations a drain writes, besides its taint. The
+// removal berth asked a provider for (berth.dev/removal-accepted) is not
+// among them: once accepted it is not undone.
+var drainMarks = []string{
+	v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
+	v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted,
+	v1alpha1.AnnotationRemovalWaiting,
+}
+
+// StopDrain takes a drain's marks off n (the berth.dev/disrupted taint and
+// the annotations the drain wrote), in place, and reports whether it
+// carried any: the node is then an ordinary node again.
+func StopDrain(n *corev1.Node) bool {
+	before := len(n.Spec.Taints)
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintDisrupted })
+	marked := len(n.Spec.Taints) != before
+	for _, a := range drainMarks {
+		if _, ok := n.Annotations[a]; ok {
+			delete(n.Annotations, a)
+			marked = true
+		}
+	}
+	return marked
+}
+
 // Standby reports whether the node is a standby node (it carries the
 // berth.dev/standby taint): it boots to be suspended, or is suspended.
 // Only the standby controller acts on it; nothing is scheduled on it.

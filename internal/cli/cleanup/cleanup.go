@@ -23,6 +23,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cli/clusterflags"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/webhook"
 )
 
@@ -37,14 +38,16 @@ func NewCommand() *cobra.Command {
     new pods to a webhook that no longer answers);
   - removes berth's scheduling gates from pods (they would wait for ever);
   - stops berth's drains: the berth.dev/disrupted taint and the drain and
-    replacement annotations come off nodes;
+    replacement annotations come off nodes, except on a node whose removal
+    the provider accepted (berth.dev/removal-accepted): its machine is
+    going, so it stays tainted and is listed;
   - removes the finalizer berth.dev/nodes from NodeGroups (their deletion
     would wait for ever);
   - deletes the headroom placeholders, per-node reserves and companion
     placeholders berth created in berth-system.
 Nodes keep berth's owner mark: a berth installed again goes on managing them.
-Cluster API Machines that berth marked for deletion are listed, not changed:
-their removal may already be under way.`,
+Cluster API Machines that berth marked for deletion are not changed: their
+removal may already be under way.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cluster.Client()
@@ -67,7 +70,7 @@ func Run(ctx context.Context, c client.Client, out io.Writer) error {
 	}{
 		{"webhook configurations deleted", deleteWebhookConfiguration},
 		{"pods ungated", ungatePods},
-		{"drains stopped on nodes", stopDrains},
+		{"drains stopped on nodes", func(ctx context.Context, c client.Client) (int, error) { return stopDrains(ctx, c, out) }},
 		{"node group finalizers removed", removeFinalizers},
 		{"placeholder and reserve objects deleted", deletePlaceholders},
 	}
@@ -117,7 +120,10 @@ func ungatePods(ctx context.Context, c client.Client) (int, error) {
 	return n, nil
 }
 
-func stopDrains(ctx context.Context, c client.Client) (int, error) {
+// stopDrains untaints the nodes berth drains. A node whose removal the
+// provider accepted keeps its taint (a pod scheduled there would go with
+// the machine) and is named on out.
+func stopDrains(ctx context.Context, c client.Client, out io.Writer) (int, error) {
 	nodes := &corev1.NodeList{}
 	if err := c.List(ctx, nodes); err != nil {
 		return 0, err
@@ -125,20 +131,14 @@ func stopDrains(ctx context.Context, c client.Client) (int, error) {
 	n := 0
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
-		taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintDisrupted })
-		marked := false
-		for _, a := range []string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted} {
-			_, ok := node.Annotations[a]
-			marked = marked || ok
-		}
-		if len(taints) == len(node.Spec.Taints) && !marked {
+		if at, ok := node.Annotations[v1alpha1.AnnotationRemovalAccepted]; ok {
+			_, _ = fmt.Fprintf(out, "node %s stays tainted: its provider accepted removing it at %s\n", node.Name, at)
 			continue
 		}
 		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		node.Spec.Taints = taints
-		delete(node.Annotations, v1alpha1.AnnotationDisruptionStarted)
-		delete(node.Annotations, v1alpha1.AnnotationReplacedBy)
-		delete(node.Annotations, v1alpha1.AnnotationReplacementStarted)
+		if !nodeutil.StopDrain(node) {
+			continue
+		}
 		if err := c.Patch(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
 			return n, fmt.Errorf("node %s: %w", node.Name, err)
 		}

@@ -3,6 +3,7 @@ package cleanup_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +28,8 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 // TestCleanupLeavesNothingActingWithoutBerth: after an uninstall, the
-// webhook configuration, a gated pod, a drain in progress, a NodeGroup's
+// webhook configuration, a gated pod, a drain in progress (but not one
+// whose removal the provider accepted: that node is going), a NodeGroup's
 // finalizer and berth's placeholder objects are what would act or block
 // without berth; cleanup takes them away, leaves the node and its owner
 // mark, and says so; run twice, it finds nothing more.
@@ -39,6 +41,11 @@ func TestCleanupLeavesNothingActingWithoutBerth(t *testing.T) {
 	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	node.Annotations[v1alpha1.AnnotationDisruptionStarted] = "2026-01-01T00:00:00Z"
 	node.Annotations[v1alpha1.AnnotationLaunchedBy] = "uid-of-left"
+	going := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, "left-b")
+	going.Spec.Taints = append(going.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	going.Annotations[v1alpha1.AnnotationDisruptionStarted] = "2026-01-01T00:00:00Z"
+	going.Annotations[v1alpha1.AnnotationRemovalAccepted] = "2026-01-01T00:05:00Z"
+	going.Annotations[v1alpha1.AnnotationLaunchedBy] = "uid-of-left"
 	gated := b.Pod("gated", b.NoUID(), func(p *corev1.Pod) {
 		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}, {Name: "example.com/theirs"}}
 	})
@@ -48,7 +55,7 @@ func TestCleanupLeavesNothingActingWithoutBerth(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: b.Pod("x").Spec}}}
 	hook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigName}}
-	for _, o := range []client.Object{ng, node, gated, ns, placeholders, hook} {
+	for _, o := range []client.Object{ng, node, going, gated, ns, placeholders, hook} {
 		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
@@ -57,7 +64,7 @@ func TestCleanupLeavesNothingActingWithoutBerth(t *testing.T) {
 	if err := cleanup.Run(ctx, env.Client, out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"webhook configurations deleted: 1", "pods ungated: 1", "drains stopped on nodes: 1", "node group finalizers removed: 1", "placeholder and reserve objects deleted: 1"} {
+	for _, want := range []string{"webhook configurations deleted: 1", "pods ungated: 1", "drains stopped on nodes: 1", "node left-b stays tainted", "node group finalizers removed: 1", "placeholder and reserve objects deleted: 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %q lacks %q", out.String(), want)
 		}
@@ -78,6 +85,12 @@ func TestCleanupLeavesNothingActingWithoutBerth(t *testing.T) {
 	}
 	if node.Annotations[v1alpha1.AnnotationDisruptionStarted] != "" || node.Annotations[v1alpha1.AnnotationLaunchedBy] == "" {
 		t.Errorf("node annotations %v: want the drain's gone and the owner mark kept", node.Annotations)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(going), going); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(going.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintDisrupted }) {
+		t.Errorf("node %s, whose removal its provider accepted, was untainted: pods could land on a machine that goes", going.Name)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), ng); err != nil || len(ng.Finalizers) != 0 {
 		t.Errorf("node group: %v, finalizers %v; want none", err, ng.Finalizers)

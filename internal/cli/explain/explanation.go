@@ -108,6 +108,7 @@ const (
 	ReasonReplacement      = "Replacement"
 	ReasonFinished         = "Finished"
 	ReasonDeleting         = "Deleting"
+	ReasonRemovalAccepted  = "RemovalAccepted"
 	ReasonDaemonSetPod     = "DaemonSetPod"
 	ReasonSchedulingGated  = "SchedulingGated"
 )

@@ -47,6 +47,10 @@ func explainNode(f nodeFacts) Explanation {
 	case n.DeletionTimestamp != nil:
 		e.Decision, e.Reason = DecisionDeleting, ReasonDeleting
 		e.Message = "node " + n.Name + " is being deleted"
+	case n.Annotations[v1alpha1.AnnotationRemovalAccepted] != "":
+		e.Decision, e.Reason = DecisionDeleting, ReasonRemovalAccepted
+		e.Message = "node " + n.Name + "'s provider accepted removing it" + since(n.Annotations[v1alpha1.AnnotationRemovalAccepted]) +
+			": its drain is over and is not undone; berth asks the provider again every minute until the node is gone"
 	case nodeutil.Disrupted(n):
 		e.Decision, e.Reason = DecisionDraining, n.Annotations[v1alpha1.AnnotationDisruptionReason]
 		e.Message = "berth is draining node " + n.Name + since(n.Annotations[v1alpha1.AnnotationDisruptionStarted]) +
@@ -167,7 +171,8 @@ func nodeLive(f nodeFacts) []string {
 		}
 	}
 	for _, a := range []string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
-		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationDoNotDisrupt} {
+		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationRemovalWaiting,
+		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationDoNotDisrupt} {
 		if v, ok := n.Annotations[a]; ok {
 			out = append(out, "annotation "+a+": "+v)
 		}

@@ -150,11 +150,6 @@ type Controller struct {
 	// Delete is safe to repeat) every DeleteRetryInterval, in case the
 	// provider accepted it but did not act on it.
 	deleted map[string]time.Time
-	// emptied holds when a draining node whose pods all moved was first
-	// refused by a provider that waits on its own settling
-	// (cloudprovider.RemovalWaitingError): the drain timeout waits for the
-	// provider up to the max provision time after that.
-	emptied map[string]time.Time
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
@@ -179,7 +174,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, emptied: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -247,11 +242,6 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	for name := range c.deleted {
 		if w.byName[name] == nil {
 			delete(c.deleted, name)
-		}
-	}
-	for name := range c.emptied {
-		if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
-			delete(c.emptied, name)
 		}
 	}
 	for name, at := range c.givenUp {

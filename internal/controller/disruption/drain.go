@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,7 +80,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	// remove it (a Cluster API MachineSet still making a Machine its
 	// replicas ask for) is not given up while the provider may still be
 	// launching that Machine: its pods are gone already.
-	emptied, ok := c.emptied[n.Name]
+	emptied, ok := removalWaiting(n)
 	waiting := ok && c.Clock.Since(emptied) < c.maxProvisionTime()
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout && !waiting {
 		drainTimeouts.WithLabelValues(g.Name).Inc()
@@ -138,6 +139,30 @@ func (c *Controller) awaitRemoval(ctx context.Context, g *v1alpha1.NodeGroup, n 
 	return c.remove(ctx, g, n, started, res)
 }
 
+// removalWaiting returns when a provider first answered that the node
+// waits on its own settling (AnnotationRemovalWaiting), if it did. An
+// unreadable time does not count: the drain timeout decides.
+func removalWaiting(n *corev1.Node) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationRemovalWaiting])
+	return at, err == nil
+}
+
+// recordWaiting writes on the node when its provider first said the
+// removal waits on its own settling: a restarted controller still waits
+// for the provider rather than giving the emptied node up at the drain
+// timeout.
+func (c *Controller) recordWaiting(ctx context.Context, fresh *corev1.Node) error {
+	patch := client.MergeFromWithOptions(fresh.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if fresh.Annotations == nil {
+		fresh.Annotations = map[string]string{}
+	}
+	fresh.Annotations[v1alpha1.AnnotationRemovalWaiting] = c.Clock.Now().UTC().Format(time.RFC3339)
+	if err := c.Client.Patch(ctx, fresh, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording that node %s waits for its provider: %w", fresh.Name, err)
+	}
+	return nil
+}
+
 // removalAccepted returns when the provider accepted removing the node
 // (AnnotationRemovalAccepted), if it did.
 func removalAccepted(n *corev1.Node) (time.Time, bool) {
@@ -182,8 +207,10 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 		return nil // changed since the round read it: the next round decides
 	}
 	err := c.Cloud.Delete(ctx, n.Name)
-	if _, ok := c.emptied[n.Name]; !ok && cloudprovider.IsRemovalWaiting(err) {
-		c.emptied[n.Name] = c.Clock.Now()
+	if _, ok := removalWaiting(fresh); !ok && cloudprovider.IsRemovalWaiting(err) {
+		if rerr := c.recordWaiting(ctx, fresh); rerr != nil {
+			return errors.Join(fmt.Errorf("deleting node %s: %w", n.Name, err), rerr)
+		}
 	}
 	if cloudprovider.IsNotFound(err) {
 		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it, or the drain is given up", err))
@@ -289,7 +316,6 @@ func (c *Controller) evict(ctx context.Context, p *corev1.Pod) {
 // first; when it cannot be undone any more the node goes anyway and the
 // drain goes on.
 func (c *Controller) giveUp(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
-	delete(c.emptied, n.Name)
 	if rc, ok := c.Cloud.(cloudprovider.RemovalCanceler); ok {
 		if err := rc.CancelRemoval(ctx, n.Name); cloudprovider.IsRemovalCommitted(err) {
 			c.warnOnce(n, reason, msg+"; but the provider's removal cannot be undone any more ("+err.Error()+"): the node goes")
@@ -318,17 +344,7 @@ func (c *Controller) release(ctx context.Context, w *world, n *corev1.Node, res 
 func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
 	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	var taints []corev1.Taint
-	for _, t := range n.Spec.Taints {
-		if t.Key != v1alpha1.TaintDisrupted {
-			taints = append(taints, t)
-		}
-	}
-	n.Spec.Taints = taints
-	delete(n.Annotations, v1alpha1.AnnotationDisruptionStarted)
-	delete(n.Annotations, v1alpha1.AnnotationReplacedBy)
-	delete(n.Annotations, v1alpha1.AnnotationReplacementStarted)
-	delete(n.Annotations, v1alpha1.AnnotationDisruptionReason)
+	nodeutil.StopDrain(n)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}

@@ -109,7 +109,8 @@ func (c *refusingDelete) Delete(context.Context, string) error {
 // TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout: the group's one
 // empty node is drained; its provider cannot remove it yet. Past the drain
 // timeout it stays draining (its pods are gone; giving up would only start
-// over), and the provider is asked each round; past the max provision
+// over), and the provider is asked each round, across a restart (the wait
+// is recorded on the node); past the max provision
 // time after it emptied, the drain is given up. A provider that refuses
 // for good (not waiting) has the drain given up at the drain timeout.
 func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
@@ -137,9 +138,15 @@ func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
 	if cloud.asked == 0 {
 		t.Fatalf("the provider was never asked to remove %s", victim)
 	}
+	if n := f.node(victim); n == nil || n.Annotations[v1alpha1.AnnotationRemovalWaiting] == "" {
+		t.Fatalf("node %s: want it annotated %s once its provider said it waits", victim, v1alpha1.AnnotationRemovalWaiting)
+	}
+	// A new leader, past the 5-minute drain timeout: the wait is read
+	// from the node.
 	f.clk.Step(6 * time.Minute)
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
 	if res := round(); len(res.GivenUp) != 0 {
-		t.Fatalf("gave up %v past the drain timeout, want the emptied node to wait for its provider", res.GivenUp)
+		t.Fatalf("gave up %v past the drain timeout after a restart, want the emptied node to wait for its provider", res.GivenUp)
 	}
 	if n := f.node(victim); n == nil || !tainted(n) {
 		t.Fatalf("node %s: want it still draining", victim)
@@ -147,6 +154,9 @@ func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
 	f.clk.Step(disruption.DefaultMaxProvisionTime)
 	if res := round(); !contains(res.GivenUp, victim) {
 		t.Errorf("gave up %v past the max provision time, want %s", res.GivenUp, victim)
+	}
+	if n := f.node(victim); n == nil || tainted(n) || n.Annotations[v1alpha1.AnnotationRemovalWaiting] != "" {
+		t.Errorf("node %s after the drain was given up: want it untainted and without %s", victim, v1alpha1.AnnotationRemovalWaiting)
 	}
 }
 

@@ -101,17 +101,9 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 // suspended one stays suspended, berth.dev/suspended-at says so).
 func (r *Reconciler) orphan(ctx context.Context, ng *v1alpha1.NodeGroup, n *corev1.Node) error {
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	for _, a := range []string{v1alpha1.AnnotationLaunchedBy, v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted} {
-		delete(n.Annotations, a)
-	}
+	delete(n.Annotations, v1alpha1.AnnotationLaunchedBy)
+	nodeutil.StopDrain(n)
 	nodeutil.LeaveStandby(n)
-	var taints []corev1.Taint
-	for _, t := range n.Spec.Taints {
-		if t.Key != v1alpha1.TaintDisrupted {
-			taints = append(taints, t)
-		}
-	}
-	n.Spec.Taints = taints
 	if err := r.Client.Patch(ctx, n, patch); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("orphaning node %s: %w", n.Name, err))
 	}
