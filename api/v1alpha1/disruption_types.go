@@ -32,7 +32,8 @@ type Disruption struct {
 	ConsolidateAfter *metav1.Duration `json:"consolidateAfter,omitempty"`
 	// Budget is how many of the group's nodes may be disrupted at once: a
 	// count ("2") or a percentage of the group's nodes ("10%", the
-	// default), rounded up, at least 1.
+	// default), rounded up. 0 or "0%" disrupts nothing but interrupted
+	// nodes and, one at a time, the nodes of a NodeGroup being deleted.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="budget must be a count or a percentage such as \"10%\""
 	// +optional

@@ -121,15 +121,17 @@ func (d Disruption) Timeout() time.Duration {
 }
 
 // Allowed returns how many of a group of n nodes may be disrupted at once:
-// the budget (a count, or a percentage rounded up), at least 1.
+// the budget (a count, or a percentage rounded up, so that any percentage
+// but 0 lets one node go). 0 and "0%" disrupt nothing; so does a budget
+// that cannot be read (the API server's validation refuses those).
 func (d Disruption) Allowed(n int) int {
 	b := intstr.FromString(strconv.Itoa(DefaultBudgetPercent) + "%")
 	if d.Budget != nil {
 		b = *d.Budget
 	}
 	v, err := intstr.GetScaledValueFromIntOrPercent(&b, n, true)
-	if err != nil || v < 1 {
-		return 1
+	if err != nil || v < 0 {
+		return 0
 	}
 	return v
 }

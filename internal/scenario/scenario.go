@@ -273,6 +273,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 	in := scaleup.Input{
 		NodeGroups: s.NodeGroups, Nodes: s.Nodes, DaemonSets: s.DaemonSets,
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA,
+		Now: now, LaunchGrace: scaleup.DefaultLaunchGrace,
 	}
 	burst := podutil.NewBurst(s.Pods)
 	for _, p := range s.Pods {
@@ -325,7 +326,8 @@ func awaitsNode(burst podutil.Burst, p *corev1.Pod) bool {
 // placeholders (resolved at now), which must keep a home.
 func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
-		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA}
+		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA,
+		Now: now, LaunchGrace: scaleup.DefaultLaunchGrace}
 	burst := podutil.NewBurst(s.Pods)
 	in.AddPods(s.Pods, func(p *corev1.Pod) bool { return awaitsNode(burst, p) })
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,

@@ -31,6 +31,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/trace"
 )
 
@@ -81,7 +82,7 @@ const (
 	DefaultResync            = 30 * time.Second
 	DefaultScaleDownInterval = 10 * time.Second
 	nominationGrace          = 5 * time.Second
-	launchGrace              = 15 * time.Minute
+	launchGrace              = scaleup.DefaultLaunchGrace
 )
 
 func (c *Config) defaults() {

@@ -103,7 +103,7 @@ func (e *Engine) nodeObjects() []*corev1.Node {
 
 func (e *Engine) scaleDownInput() scaledown.Input {
 	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
-		Virtual: e.headroom.last, Now: e.now, Held: map[string]string{}}
+		Virtual: e.headroom.last, Now: e.now, LaunchGrace: launchGrace, Held: map[string]string{}}
 	in.Nodes = e.nodeObjects()
 	for _, p := range e.podList() {
 		switch {

@@ -22,7 +22,7 @@ import (
 
 // launchGrace is how long a not-Ready node counts as booting: the
 // controller's default --max-provision-time.
-const launchGrace = 15 * time.Minute
+const launchGrace = scaleup.DefaultLaunchGrace
 
 // maxEvents bounds how many events about the pod are read.
 const maxEvents = 200
@@ -167,7 +167,7 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 // ScaleDownSuspended condition, which the controller writes from them.
 func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
 	in.Unavailable = unavailable(cl.NodeGroups, s.now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
 	for _, g := range cl.NodeGroups {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -173,10 +174,38 @@ func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceLis
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%s\n", r.Node, r.NodeGroup, 100*r.Utilization, strings.Join(moves, ", "))
 		}
 	}
-	if len(p.Blocked) > 0 {
-		_, _ = fmt.Fprintf(tw, "\nNODES THAT STAY: %d\n", len(p.Blocked))
+	if len(p.Replace) > 0 {
+		_, _ = fmt.Fprintf(tw, "\nREPLACED BY A CHEAPER NODE: %d\n", len(p.Replace))
+		_, _ = fmt.Fprintln(tw, "NODES\tNEW NODE\tNODEGROUP\tINSTANCE TYPE\tZONE\tCAPACITY\t$/H BEFORE\t$/H AFTER")
+		for _, r := range p.Replace {
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%.4f\n", strings.Join(r.Nodes, ","), r.New.Name, r.New.NodeGroup,
+				r.New.InstanceType, r.New.Zone, r.New.CapacityType, r.OldPrice, r.NewPrice)
+		}
+	}
+	if len(p.Disruptions) > 0 {
+		_, _ = fmt.Fprintf(tw, "\nDISRUPTED (INTERRUPTION, DRIFT, EXPIRY, REPAIR): %d\n", len(p.Disruptions))
+		_, _ = fmt.Fprintln(tw, "NODE\tNODEGROUP\tREASON\tLAUNCH FIRST\tMESSAGE")
+		for _, d := range p.Disruptions {
+			launch := make([]string, 0, len(d.Launch))
+			for _, l := range d.Launch {
+				launch = append(launch, l.NodeGroup+"/"+l.InstanceType+"/"+l.Zone)
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Node, d.NodeGroup, d.Reason, strings.Join(launch, ","), d.Message)
+		}
+	}
+	// A node replaced by a cheaper one is not removable by itself (its
+	// pods need the new node): it is listed once, with its replacement.
+	replaced := map[string]bool{}
+	for _, r := range p.Replace {
+		for _, n := range r.Nodes {
+			replaced[n] = true
+		}
+	}
+	stay := slices.DeleteFunc(slices.Clone(p.Blocked), func(b scaledown.Blocked) bool { return replaced[b.Node] })
+	if len(stay) > 0 {
+		_, _ = fmt.Fprintf(tw, "\nNODES THAT STAY: %d\n", len(stay))
 		_, _ = fmt.Fprintln(tw, "NODE\tNODEGROUP\tREASON\tMESSAGE")
-		for _, b := range p.Blocked {
+		for _, b := range stay {
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Node, b.NodeGroup, b.Reason, b.Message)
 		}
 	}

@@ -87,9 +87,9 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
 	}
-	if scaledown.OptedOut(n) {
+	if why := scaledown.OptedOut(n); why != "" {
 		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.giveUp(ctx, w, n, ReasonDrainStopped, "Drain stopped, the node stays: it is annotated "+v1alpha1.AnnotationDoNotDisrupt+" or labelled "+v1alpha1.LabelScaleDownDisabled)
+		return c.giveUp(ctx, w, n, ReasonDrainStopped, "Drain stopped, the node stays: it "+why)
 	}
 	pods, err := c.freshPods(ctx, n.Name)
 	if err != nil {

@@ -110,7 +110,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.input.Virtual = append(w.input.Virtual, u.Pod)
 	}
 	w.input.Held = c.held(w.input.NodeGroups)
-	w.input.Now = c.Clock.Now()
+	w.input.Now, w.input.LaunchGrace = c.Clock.Now(), c.maxProvisionTime()
 	return w, nil
 }
 

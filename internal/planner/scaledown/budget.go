@@ -47,3 +47,16 @@ func scaled(v intstr.IntOrString, n int) int {
 	}
 	return got
 }
+
+// inFlight is how many of the group's nodes use its budget for reason:
+// those being deleted or drained, those this plan disrupts, and, but for
+// repair, those that were Ready once and are not now (their pods may be
+// gone already; repair's own trigger must not starve its budget), as
+// Karpenter counts them.
+func (p *planner) inFlight(group string, reason v1alpha1.DisruptionReason) int {
+	n := p.disrupting[group] + p.removed[group]
+	if reason != v1alpha1.ReasonUnhealthy {
+		n += p.notReady[group]
+	}
+	return n
+}

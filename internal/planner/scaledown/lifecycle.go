@@ -88,11 +88,11 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	interrupted := v.Reason == v1alpha1.ReasonInterrupted
 	name := g.Name
 	if !interrupted {
-		if OptedOut(n.Node) {
-			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+optedOutWhy)
+		if why := OptedOut(n.Node); why != "" {
+			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+why)
 			return nil
 		}
-		if p.disrupting[name]+p.removed[name] >= p.allowed(g, v.Reason) {
+		if p.inFlight(name, v.Reason) >= p.allowed(g, v.Reason) {
 			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows")
 			return nil
 		}

@@ -15,7 +15,8 @@ import (
 // homes are the nodes pods may move to: existing and launching nodes
 // (templates and planned nodes are not in the cluster snapshot), not
 // standby nodes (suspended, or booting to be: no pod moves there, even
-// one that tolerates every taint), and not the nodes of a node group being
+// one that tolerates every taint), not nodes being deleted (by anyone),
+// and not the nodes of a node group being
 // deleted with deletionPolicy Drain (going, even when their own pods have
 // no home and the plan leaves them there). The fullest come first, by name among
 // equals: candidates are tried emptiest first, so a pod placed on a full
@@ -24,7 +25,7 @@ import (
 func homes(s *snapshot.Snapshot, groups map[string]*v1alpha1.NodeGroup) []*snapshot.Node {
 	out := slices.DeleteFunc(slices.Clone(s.Nodes), func(n *snapshot.Node) bool {
 		g := groups[n.NodeGroup]
-		return nodeutil.Standby(n.Node) || (g != nil && retiring(g))
+		return nodeutil.Standby(n.Node) || n.DeletionTimestamp != nil || (g != nil && retiring(g))
 	})
 	slices.SortFunc(out, func(a, b *snapshot.Node) int {
 		if c := cmp.Compare(utilization(b), utilization(a)); c != 0 {

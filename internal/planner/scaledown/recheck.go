@@ -37,8 +37,8 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if g == nil {
 		return &Blocked{Node: name, Reason: ReasonNotOwned, Message: "node " + name + " belongs to no node group"}, nil
 	}
-	if OptedOut(n.Node) && n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
-		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNodeDoNotDisrupt, Message: "node " + name + " " + optedOutWhy}, nil
+	if why := OptedOut(n.Node); why != "" && n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
+		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNodeDoNotDisrupt, Message: "node " + name + " " + why}, nil
 	}
 	for _, other := range p.s.Nodes {
 		if other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {

@@ -82,6 +82,11 @@ type Input struct {
 	// their grace period go with their node and hold no room. Zero (an
 	// offline plan) counts every pod.
 	Now time.Time
+	// LaunchGrace is how long after its creation (or its resume from
+	// standby) a not-Ready node of berth's is still booting, and so a home
+	// for pods: the max provision time. A node older than that and not
+	// Ready is no home. With Now zero every such node is booting.
+	LaunchGrace time.Duration
 	// Controllers are the UIDs of the workload controllers that exist
 	// (ReplicaSets, Jobs, StatefulSets, ReplicationControllers,
 	// DaemonSets): a pod whose controller is not among them keeps its
@@ -206,17 +211,23 @@ func Run(in Input) (*Plan, error) {
 	}
 	defer in.Base.Release(p.s)
 	for _, n := range p.s.Nodes {
-		if n.NodeGroup == "" || n.DeletionTimestamp != nil {
+		if n.NodeGroup == "" {
 			continue
 		}
 		p.size[n.NodeGroup]++
-		// Draining, or its replacement is launching. Only the group's own
-		// nodes count against its budget: a node left tainted by a group
-		// deleted and created again under the same name is not this
-		// group's disruption.
-		if g := p.groups[n.NodeGroup]; g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
-			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "") {
+		// Being deleted (by anyone), draining, or its replacement is
+		// launching. Only the group's own nodes count as its drains: a node
+		// left tainted by a group deleted and created again under the same
+		// name is not this group's disruption.
+		g := p.groups[n.NodeGroup]
+		switch {
+		case n.DeletionTimestamp != nil:
 			p.disrupting[n.NodeGroup]++
+		case g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
+			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != ""):
+			p.disrupting[n.NodeGroup]++
+		case n.Node.Labels[v1alpha1.LabelInitialized] == "true" && !nodeutil.Ready(n.Node):
+			p.notReady[n.NodeGroup]++
 		}
 		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
 			p.replacements[by] = true
@@ -246,7 +257,8 @@ func Run(in Input) (*Plan, error) {
 // with every node being drained cordoned: it is no home for anyone.
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base})
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base,
+		Now: in.Now, LaunchGrace: in.LaunchGrace})
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +268,7 @@ func newPlanner(in Input) (*planner, error) {
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
 		now: in.Now, controllers: in.Controllers,
-		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, replacements: map[string]bool{},
+		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, notReady: map[string]int{}, replacements: map[string]bool{},
 		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}, moved: map[scaleup.PodRef]moveAt{}}
 	for _, pod := range in.Nominated {
 		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
@@ -283,8 +295,8 @@ type planner struct {
 	controllers map[types.UID]bool
 	budgets     *drain.Budgets
 	rules       []drain.Rule
-	// size, disrupting and removed count nodes per group.
-	size, disrupting, removed map[string]int
+	// size, disrupting, removed and notReady count nodes per group.
+	size, disrupting, removed, notReady map[string]int
 	// replacements are the nodes launched to replace others that are
 	// still there: empty until the pods move, never a candidate then.
 	replacements map[string]bool
@@ -386,8 +398,8 @@ func (p *planner) candidates() []candidate {
 			p.block(n, g, ReasonNotOwned, nil, "node "+n.Name+" was not launched by berth for this node group")
 		case n.Node.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n.Node):
 			continue // launching or unhealthy: not a scale-down matter
-		case OptedOut(n.Node):
-			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" "+optedOutWhy)
+		case OptedOut(n.Node) != "":
+			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" "+OptedOut(n.Node))
 		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever && !retiring(g):
 			continue
 		case p.cooling[n.Name] != "":
@@ -487,7 +499,8 @@ func (p *planner) moveOn(again []Move) {
 
 // refuse checks, before any simulation, what the group allows: its
 // consolidation policy, minSize, budget and holds. A group being deleted
-// keeps only its budget (its nodes are going, at its pace).
+// keeps only its budget (its nodes are going, at its pace, one at a time
+// at least).
 func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	n, g := c.node, c.group
 	name := g.Name
@@ -498,7 +511,11 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	if !evicts {
 		reason = v1alpha1.ReasonEmpty
 	}
-	overBudget := p.disrupting[name]+p.removed[name] >= p.allowed(g, reason)
+	allowed := p.allowed(g, reason)
+	if retiring(g) {
+		allowed = max(allowed, 1) // a budget of 0 does not keep the deletion waiting for ever
+	}
+	overBudget := p.inFlight(name, reason) >= allowed
 	switch {
 	case retiring(g) && !overBudget:
 		return nil
@@ -565,11 +582,26 @@ func (p *planner) taken(node string) bool {
 	return false
 }
 
-// OptedOut reports whether the node's owner asked berth to leave it alone:
-// no consolidation, drift, expiry or repair takes it (an interruption
-// does: the cloud takes the node anyway).
-func OptedOut(n *corev1.Node) bool {
-	return n.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true" || n.Labels[v1alpha1.LabelScaleDownDisabled] == "true"
-}
+// Node marks of other autoscalers that berth honours, so that users can
+// switch without marking their nodes again.
+const (
+	annotationKarpenterDoNotDisrupt     = "karpenter.sh/do-not-disrupt"
+	annotationClusterAutoscalerDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+)
 
-const optedOutWhy = "is annotated " + v1alpha1.AnnotationDoNotDisrupt + " or labelled " + v1alpha1.LabelScaleDownDisabled
+// OptedOut says how the node's owner asked berth to leave it alone, or ""
+// when they did not: no consolidation, drift, expiry or repair takes it
+// (an interruption does: the cloud takes the node anyway). berth's own
+// annotation and label count, and Karpenter's and Cluster Autoscaler's
+// node annotations.
+func OptedOut(n *corev1.Node) string {
+	for _, key := range []string{v1alpha1.AnnotationDoNotDisrupt, annotationKarpenterDoNotDisrupt, annotationClusterAutoscalerDisabled} {
+		if n.Annotations[key] == "true" {
+			return "is annotated " + key + ": \"true\""
+		}
+	}
+	if n.Labels[v1alpha1.LabelScaleDownDisabled] == "true" {
+		return "is labelled " + v1alpha1.LabelScaleDownDisabled + ": \"true\""
+	}
+	return ""
+}

@@ -245,6 +245,158 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestNoHomeOnANodeThatIsGoingOrDown: a pod may move only to a node
+// kube-scheduler will put it on and that stays: not one of berth's nodes
+// NotReady past the launch grace (it was never going to boot, or went
+// down), not a node being deleted. A node still booting is a home.
+func TestNoHomeOnANodeThatIsGoingOrDown(t *testing.T) {
+	g := group("g")
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	created := func(at time.Time) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(at) }
+	}
+	unreachable := func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	}
+	deleting := func(n *corev1.Node) {
+		n.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+		n.Finalizers = []string{"example.com/hold"}
+	}
+	tests := []struct {
+		name string
+		home *corev1.Node
+		want outcome
+	}{
+		{name: "a node of berth's unreachable for hours is no home",
+			home: node("home", g, created(now.Add(-3*time.Hour)), unreachable),
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
+		{name: "a node of berth's not Ready since its launch past the launch grace is no home",
+			home: node("home", g, created(now.Add(-time.Hour)), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
+		{name: "a node of berth's still booting is a home",
+			home: node("home", g, created(now.Add(-time.Minute)), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}}},
+		{name: "a node being deleted is no home",
+			home: b.Node("home", "4", "16Gi", deleting),
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
+		{name: "a node of berth's being deleted is no home",
+			home: node("home", g, deleting),
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g, created(now.Add(-time.Hour))), tt.home},
+				Pods: []*corev1.Pod{app("w", "a", "1")}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace}
+			got := run(t, in)
+			delete(got.blocked, "home")
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOptOutsOfEveryKind: a running pod marked do-not-disrupt keeps its
+// node whatever kind it is (a DaemonSet's or a static pod, as Karpenter
+// has it); a finished one does not. A node annotated by Karpenter's or
+// Cluster Autoscaler's opt-out stays. A pod two PodDisruptionBudgets
+// cover keeps its node: the Eviction API refuses it.
+func TestOptOutsOfEveryKind(t *testing.T) {
+	g := group("g")
+	dnd := b.Annotation("karpenter.sh/do-not-disrupt", "true")
+	twoPDBs := []*policyv1.PodDisruptionBudget{pdb("web", 5), pdb("web-too", 5)}
+	tests := []struct {
+		name string
+		in   scaledown.Input
+		want outcome
+	}{
+		{name: "a DaemonSet pod marked do-not-disrupt keeps its node",
+			in:   scaledown.Input{Pods: []*corev1.Pod{b.Pod("agent", b.NodeName("a"), b.CPU("100m"), b.OwnedBy("DaemonSet", "agent"), dnd)}},
+			want: outcome{blocked: map[string]string{"a": "DoNotDisrupt default/agent"}}},
+		{name: "a static pod marked berth.dev/do-not-disrupt keeps its node",
+			in: scaledown.Input{Pods: []*corev1.Pod{b.Pod("static", b.NodeName("a"), b.CPU("100m"), b.Annotation(corev1.MirrorPodAnnotationKey, "x"),
+				b.Annotation(v1alpha1.AnnotationDoNotDisrupt, "true"))}},
+			want: outcome{blocked: map[string]string{"a": "DoNotDisrupt default/static"}}},
+		{name: "a finished pod marked do-not-disrupt does not",
+			in:   scaledown.Input{Pods: []*corev1.Pod{b.Pod("done", b.NodeName("a"), b.CPU("100m"), b.OwnedBy("Job", "j"), b.Phase(corev1.PodSucceeded), dnd)}},
+			want: outcome{removed: []string{"a"}, blocked: map[string]string{}}},
+		{name: "a node annotated karpenter.sh/do-not-disrupt stays",
+			in:   scaledown.Input{Nodes: []*corev1.Node{node("a", g, b.NodeAnnotation("karpenter.sh/do-not-disrupt", "true"))}},
+			want: outcome{blocked: map[string]string{"a": "NodeDoNotDisrupt"}}},
+		{name: "a node annotated cluster-autoscaler.kubernetes.io/scale-down-disabled stays",
+			in:   scaledown.Input{Nodes: []*corev1.Node{node("a", g, b.NodeAnnotation("cluster-autoscaler.kubernetes.io/scale-down-disabled", "true"))}},
+			want: outcome{blocked: map[string]string{"a": "NodeDoNotDisrupt"}}},
+		{name: "a pod two PodDisruptionBudgets cover keeps its node",
+			in:   scaledown.Input{Pods: []*corev1.Pod{app("w", "a", "1")}, PDBs: twoPDBs},
+			want: outcome{blocked: map[string]string{"a": "PodDisruptionBudget default/w"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.NodeGroups = []*v1alpha1.NodeGroup{g}
+			if in.Nodes == nil {
+				in.Nodes = []*corev1.Node{node("a", g)}
+			}
+			in.Nodes = append(in.Nodes, b.Node("z", "16", "64Gi"))
+			if diff := cmp.Diff(tt.want, run(t, in), cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBudgetCountsWhatIsDownOrGoing: of 10 empty nodes with a budget of
+// one, none goes while another node of the group is being deleted or
+// went NotReady (Karpenter counts both); a NotReady node does not hold
+// back repair. A budget of 0 or "0%" removes nothing; a group being
+// deleted still goes one node at a time.
+func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
+	budget := func(v string) func(*v1alpha1.NodeGroup) {
+		return func(ng *v1alpha1.NodeGroup) {
+			b := intstr.Parse(v)
+			ng.Spec.Disruption.Budget = &b
+		}
+	}
+	tests := []struct {
+		name   string
+		budget string
+		other  []b.NodeOption
+		delete bool
+		want   int
+	}{
+		{name: "a budget of one removes one", budget: "1", want: 1},
+		{name: "a node being deleted uses the budget", budget: "1", other: []b.NodeOption{func(n *corev1.Node) {
+			n.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			n.Finalizers = []string{"example.com/hold"}
+		}}, want: 0},
+		{name: "a node that went NotReady uses the budget", budget: "1", other: []b.NodeOption{b.NotReady()}, want: 0},
+		{name: "a budget of 0 removes nothing", budget: "0", want: 0},
+		{name: "a budget of 0% removes nothing", budget: "0%", want: 0},
+		{name: "a group being deleted with a budget of 0 goes one node at a time", budget: "0", delete: true, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ng := group("ten", budget(tt.budget))
+			if tt.delete {
+				ng.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			}
+			var nodes []*corev1.Node
+			for i := range 10 {
+				nodes = append(nodes, node(fmt.Sprintf("n%02d", i), ng))
+			}
+			if tt.other != nil {
+				nodes = append(nodes, node("other", ng, append(tt.other, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true"))...))
+			}
+			got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes})
+			if len(got.removed) != tt.want {
+				t.Errorf("%d nodes removed (%v), want %d", len(got.removed), got.removed, tt.want)
+			}
+		})
+	}
+}
+
 // TestBudget: of 25 empty nodes the default budget (10 %, rounded up)
 // removes 3 at once, a budget of "5" removes 5, "1%" still 1.
 func TestBudget(t *testing.T) {

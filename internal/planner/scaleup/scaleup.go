@@ -49,8 +49,10 @@ type Input struct {
 	// there first when they fit.
 	Nominated map[types.NamespacedName]string
 	// Now and LaunchGrace tell which not-Ready nodes are still booting:
-	// those younger than LaunchGrace. Zero Now treats every not-Ready node
-	// of a node group as booting (offline planning).
+	// those younger than LaunchGrace (DefaultLaunchGrace is the
+	// controller's default). Zero Now, or a node without a creation time
+	// (a hand-written one), treats a not-Ready node of a node group as
+	// booting.
 	Now         time.Time
 	LaunchGrace time.Duration
 	// Base, when set, is the model of the cluster kept from the previous
@@ -209,10 +211,19 @@ func ClusterSnapshot(in Input) (*snapshot.Snapshot, error) {
 	return s, nil
 }
 
-// booting reports whether a not-Ready node is still expected to come up:
-// it was created, or resumed from standby, less than LaunchGrace ago.
+// DefaultLaunchGrace is how long a launched node may take to become
+// Ready: the controller's default max provision time.
+const DefaultLaunchGrace = 15 * time.Minute
+
+// booting reports whether a node is still coming up: it was created, or
+// resumed from standby, less than LaunchGrace ago. A node whose age is
+// not known (Now zero, or a hand-written node without a creation time) is
+// booting until it is Ready and labelled initialized.
 func (in Input) booting(n *corev1.Node) bool {
-	if in.Now.IsZero() || in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace {
+	if in.Now.IsZero() || n.CreationTimestamp.IsZero() {
+		return !nodeutil.Ready(n) || n.Labels[v1alpha1.LabelInitialized] != "true"
+	}
+	if in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace {
 		return true
 	}
 	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
@@ -238,19 +249,32 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	return snapshot.New(sin)
 }
 
+// TaintCloudUninitialized is the taint the kubelet sets on a node
+// registered with --cloud-provider=external until the cloud controller
+// manager has initialized it (k8s.io/cloud-provider/api).
+const TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
 // transientTaints are taints of a berth-managed node that will go away on
-// their own: the group's startup taints, and the not-ready and unreachable
-// taints of the node lifecycle while the node is booting, or once it is
-// Ready (the node lifecycle controller removes them a moment later).
+// their own: while the node is booting, the group's startup taints (the
+// agents that remove them may take a while after the node is Ready) and
+// the cloud controller manager's uninitialized taint; and the not-ready
+// and unreachable taints of the node lifecycle while the node is booting,
+// or once it is Ready (the node lifecycle controller removes them a
+// moment later). A startup taint still there past the launch grace is not
+// going away: the node is no room for pods that do not tolerate it.
 func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev1.Node) bool) []corev1.Taint {
 	if ng == nil {
 		return nil
 	}
 	var out []corev1.Taint
-	for _, t := range ng.Spec.Template.StartupTaints {
-		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
+	up := booting(n)
+	if up {
+		for _, t := range ng.Spec.Template.StartupTaints {
+			out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
+		}
+		out = append(out, corev1.Taint{Key: TaintCloudUninitialized, Effect: corev1.TaintEffectNoSchedule})
 	}
-	if nodeutil.Ready(n) || booting(n) {
+	if nodeutil.Ready(n) || up {
 		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
 			out = append(out,
 				corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule},

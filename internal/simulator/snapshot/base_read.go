@@ -24,7 +24,7 @@ type baseNode struct {
 
 func newBaseNode(ni NodeInput, n *Node, gen uint64) *baseNode {
 	return &baseNode{n: n, rv: ni.Node.ResourceVersion, group: ni.NodeGroup, labels: maps.Clone(ni.Node.Labels),
-		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: ni.Node.Spec.Unschedulable, gen: gen}
+		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: unschedulable(ni.Node), gen: gen}
 }
 
 // same reports whether ni is the node the base holds, read the same way:
@@ -38,7 +38,7 @@ func (e *baseNode) same(ni NodeInput) bool {
 	if e.n.Node == o && e.rv == o.ResourceVersion {
 		return true
 	}
-	if e.unsched != o.Spec.Unschedulable || !taintsEqual(e.taints, o.Spec.Taints) || !maps.Equal(e.labels, o.Labels) ||
+	if e.unsched != unschedulable(o) || !taintsEqual(e.taints, o.Spec.Taints) || !maps.Equal(e.labels, o.Labels) ||
 		e.n.AllowedPods != int(o.Status.Allocatable.Pods().Value()) {
 		return false
 	}

@@ -148,12 +148,14 @@ func New(in Input) (*Snapshot, error) {
 	return s, nil
 }
 
-// newNode is an existing node as the snapshot holds it.
+// newNode is an existing node as the snapshot holds it. A node being
+// deleted is held cordoned: kube-scheduler may still bind a pod there, but
+// the pod would go with the node, so no plan counts on its room.
 func newNode(ni NodeInput) *Node {
 	return &Node{
 		Node:          ni.Node,
 		Taints:        effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints),
-		Unschedulable: ni.Node.Spec.Unschedulable,
+		Unschedulable: unschedulable(ni.Node),
 		Allocatable:   FromList(ni.Node.Status.Allocatable),
 		AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
 		NodeGroup:     ni.NodeGroup,
@@ -161,6 +163,12 @@ func newNode(ni NodeInput) *Node {
 
 		ExpectedSlices: ni.ExpectedSlices,
 	}
+}
+
+// unschedulable reports whether no plan puts a pod on n: it is cordoned,
+// or being deleted.
+func unschedulable(n *corev1.Node) bool {
+	return n.Spec.Unschedulable || n.DeletionTimestamp != nil
 }
 
 func effectiveTaints(taints, ignore []corev1.Taint) []corev1.Taint {

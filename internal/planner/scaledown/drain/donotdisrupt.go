@@ -18,7 +18,11 @@ const (
 
 // DoNotDisrupt blocks: a pod annotated berth.dev/do-not-disrupt: "true" (or
 // karpenter.sh/do-not-disrupt: "true", or labelled
-// spotinst.io/restrict-scale-down: "true") keeps its node.
+// spotinst.io/restrict-scale-down: "true") keeps its node while it runs,
+// whatever kind of pod it is: a DaemonSet's or a static pod marked so (a
+// node agent finishing work of its own) keeps its node too, as Karpenter
+// has it. A finished or terminating pod is on its way out and asks
+// nothing.
 type DoNotDisrupt struct{}
 
 // Name returns the rule's reason.
@@ -26,6 +30,9 @@ func (DoNotDisrupt) Name() Reason { return ReasonDoNotDisrupt }
 
 // Check implements Rule.
 func (DoNotDisrupt) Check(p *corev1.Pod, _ *Context) Outcome {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return Outcome{}
+	}
 	for _, key := range []string{v1alpha1.AnnotationDoNotDisrupt, annotationKarpenterDoNotDisrupt} {
 		if p.Annotations[key] == "true" {
 			return Outcome{Verdict: Blocks, Reason: ReasonDoNotDisrupt,

@@ -9,8 +9,8 @@
 //
 // The chain, in order:
 //
+//	DoNotDisrupt        berth's, Karpenter's and Ocean's opt-outs on a running pod, of any kind: Blocks
 //	GoesWithNode        DaemonSet (or annotated daemonset-pod), mirror, finished, long terminating: Stays
-//	DoNotDisrupt        berth's, Karpenter's and Ocean's opt-outs: Blocks
 //	ControllerExists    a pod whose ReplicaSet, Job, StatefulSet or ReplicationController is gone: Blocks
 //	SafeToEvict         safe-to-evict "true": Moves (budgets still apply); "false", "on-completion": Blocks
 //	NotReplicated       a pod without a controller: Blocks
@@ -75,8 +75,8 @@ type Rule interface {
 // Rules is the chain, in order.
 func Rules() []Rule {
 	return []Rule{
-		GoesWithNode{},
 		DoNotDisrupt{},
+		GoesWithNode{},
 		ControllerExists{},
 		SafeToEvict{},
 		NotReplicated{},

@@ -130,7 +130,9 @@ func key(pdb *policyv1.PodDisruptionBudget) types.NamespacedName {
 
 // DisruptionBudget blocks: a pod whose PodDisruptionBudget allows no disruption
 // now keeps its node this round (budgets for several pods of one node are
-// checked together by the planner with Budgets.Take).
+// checked together by the planner with Budgets.Take), and so does a pod
+// that more than one PodDisruptionBudget covers: the Eviction API refuses
+// to evict it at all.
 type DisruptionBudget struct{}
 
 // Name returns the rule's reason.
@@ -138,7 +140,13 @@ func (DisruptionBudget) Name() Reason { return ReasonPDB }
 
 // Check implements Rule.
 func (DisruptionBudget) Check(p *corev1.Pod, c *Context) Outcome {
-	for _, pdb := range c.PDBs.Matching(p) {
+	pdbs := c.PDBs.Matching(p)
+	if len(pdbs) > 1 {
+		return Outcome{Verdict: Blocks, Reason: ReasonPDB,
+			Message: fmt.Sprintf("pod %s is covered by %d PodDisruptionBudgets (%s and %s among them): the Eviction API refuses to evict such a pod",
+				podName(p), len(pdbs), key(pdbs[0]), key(pdbs[1]))}
+	}
+	for _, pdb := range pdbs {
 		if c.PDBs.left[key(pdb)] <= 0 {
 			return Outcome{Verdict: Blocks, Reason: ReasonPDB,
 				Message: "pod " + podName(p) + ": PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name + " allows no disruption now"}
