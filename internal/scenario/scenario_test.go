@@ -146,3 +146,37 @@ func TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
 		})
 	}
 }
+
+// TestAContainerThatOnlyLimitsRequestsItsLimits: as the API server
+// defaults a Pod, a container with limits alone requests them (and one
+// that sets both keeps its requests), in Pods and DaemonSet templates.
+func TestAContainerThatOnlyLimitsRequestsItsLimits(t *testing.T) {
+	s, err := scenario.Load(strings.NewReader(`apiVersion: v1
+kind: Pod
+metadata: {name: limited}
+spec:
+  initContainers: [{name: init, image: i, resources: {limits: {cpu: "2"}}}]
+  containers:
+  - {name: a, image: i, resources: {limits: {cpu: "3", memory: 1Gi}}}
+  - {name: b, image: i, resources: {requests: {cpu: 100m}, limits: {cpu: "1"}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: i, resources: {limits: {cpu: 500m}}}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pods[0].Spec
+	got := []string{p.InitContainers[0].Resources.Requests.Cpu().String(), p.Containers[0].Resources.Requests.Cpu().String(),
+		p.Containers[0].Resources.Requests.Memory().String(), p.Containers[1].Resources.Requests.Cpu().String(),
+		s.DaemonSets[0].Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String()}
+	if diff := cmp.Diff([]string{"2", "3", "1Gi", "100m", "500m"}, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
