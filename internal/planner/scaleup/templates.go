@@ -110,7 +110,26 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unava
 		}
 		opts[k] = &all[k]
 	}
-	return opts, nil
+	return holdingTheirDaemonSets(opts), nil
+}
+
+// holdingTheirDaemonSets are the options whose DaemonSet pods fit on them
+// (cpu, memory, pod slots, and ephemeral storage where the type says how
+// much it has): on the others an agent,
+// perhaps the network's, could never run, though a pod that requests none
+// of what they lack would fit. When no option holds them all, every
+// option stays, as kube-scheduler would still bind pods there.
+func holdingTheirDaemonSets(opts []*snapshot.Option) []*snapshot.Option {
+	holds := func(o *snapshot.Option) bool {
+		a, d := &o.Allocatable, &o.Overhead
+		return d.MilliCPU <= a.MilliCPU && d.Memory <= a.Memory && o.OverheadPods <= o.AllowedPods &&
+			(a.EphemeralStorage == 0 || d.EphemeralStorage <= a.EphemeralStorage) // a type that does not say holds it
+	}
+	out := slices.DeleteFunc(slices.Clone(opts), func(o *snapshot.Option) bool { return !holds(o) })
+	if len(out) == 0 || len(out) == len(opts) {
+		return opts
+	}
+	return out
 }
 
 // newTemplate is the template of a group's options opts in a zone. It

@@ -179,7 +179,7 @@ func (p *packer) run(pods []*snapshot.Pod, order podOrder) {
 	}
 	p.pending = pods
 	pods = p.placeNominated(slices.Clone(pods))
-	sortPods(pods, order)
+	sortPods(p.s, pods, order)
 	for len(pods) > 0 {
 		next := pods[:0:0]
 		for _, pod := range pods {

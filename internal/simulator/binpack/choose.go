@@ -6,6 +6,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -170,10 +172,15 @@ func (p *packer) shareCost(o *snapshot.Option, c *snapshot.Class) float64 {
 // constraints (they open the nodes and zones the others then fill), then
 // bigger requests by the order's measure. Pods of one class stay together.
 //
+// A pod that may go anywhere only because it matches its own required
+// pod-affinity terms goes after the pinned pending pods those terms select
+// (deferSelfMatching): placed first, it would open a domain that
+// kube-scheduler refuses it once one of them is bound elsewhere.
+//
 // The order depends only on the pods, not on the order they were listed in
 // (class IDs do), so that the controller and `berth plan` make the same plan
 // for the same cluster: classes are told apart by their first pod's name.
-func sortPods(pods []*snapshot.Pod, order podOrder) {
+func sortPods(s *snapshot.Snapshot, pods []*snapshot.Pod, order podOrder) {
 	slices.SortFunc(pods, func(a, b *snapshot.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -206,6 +213,65 @@ func sortPods(pods []*snapshot.Pod, order podOrder) {
 			cmp.Compare(first[ca], first[cb]),
 		)
 	})
+	deferSelfMatching(s, pods)
+}
+
+// deferSelfMatching moves the pods of a class with required pod affinity
+// that they match themselves (kube-scheduler lets the first pod of such a
+// group go to any domain while no pod matches) to just after the last pod
+// of a pinned class (required node affinity or a volume's) that matches
+// its terms too: once a pod of that class is bound in its own domain, the
+// terms hold only there, so the self-matching pod must join it rather
+// than open a domain of its own first. Pods of an unpinned matching class
+// go where they fit, and are not waited for. O(self-matching affinity
+// classes x classes + pods).
+func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
+	last := map[*snapshot.Class]int{}
+	var self []*snapshot.Class
+	for i, p := range pods {
+		c := p.Class
+		if _, seen := last[c]; !seen && len(c.Affinity) > 0 && matchesAll(c.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
+			self = append(self, c)
+		}
+		last[c] = i
+	}
+	if len(self) == 0 {
+		return
+	}
+	after := map[*snapshot.Class]int{}
+	for _, c := range self {
+		for o, i := range last {
+			if o != c && (o.HasNodeAffinity || len(o.VolumeAffinity) > 0) && i > last[c] &&
+				matchesAll(c.Affinity, o.Namespace, s.NamespaceLabels(o.Namespace), o.Labels) {
+				after[c] = max(after[c], i)
+			}
+		}
+	}
+	if len(after) == 0 {
+		return
+	}
+	moved := make(map[int][]*snapshot.Pod, len(after))
+	out := make([]*snapshot.Pod, 0, len(pods))
+	for i, p := range pods {
+		if at, ok := after[p.Class]; ok {
+			moved[at] = append(moved[at], p)
+		} else {
+			out = append(out, p)
+		}
+		out = append(out, moved[i]...)
+	}
+	copy(pods, out)
+}
+
+// matchesAll reports whether a pod of the namespace and labels matches
+// every term.
+func matchesAll(terms []snapshot.AffinityTerm, ns string, nsLabels, podLabels labels.Set) bool {
+	for i := range terms {
+		if !terms[i].Matches(ns, nsLabels, podLabels) {
+			return false
+		}
+	}
+	return true
 }
 
 func constrained(c *snapshot.Class) int {

@@ -121,7 +121,7 @@ func (p *packer) searchable() ([]*snapshot.Pod, []*snapshot.Node, bool) {
 		}
 	}
 	pods := slices.Clone(p.pending)
-	sortPods(pods, orderDefault)
+	sortPods(p.s, pods, orderDefault)
 	return pods, hosts, true
 }
 

@@ -1,10 +1,15 @@
 package scaleup_test
 
+// Cases found by porting Karpenter's provisioning and topology suites
+// (v1.15.0) to berth plan, where berth disagreed with kube-scheduler or
+// with the node it would really get.
+
 import (
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,4 +84,41 @@ func TestANodeBeingDeletedTakesNoPod(t *testing.T) {
 	})
 	runPlanCases(t, []planCase{{name: "deleting", groups: []*v1alpha1.NodeGroup{ng}, nodes: []*corev1.Node{n},
 		pending: []*corev1.Pod{b.Pod("web", b.CPU("1"))}, want: []string{"new zone-a/on-demand/m-2: web"}}})
+}
+
+// TestAPodMatchingItsOwnAffinityJoinsThePinnedPodsItSelects: app requires
+// pod affinity (zone) to security=s2 and carries that label itself, so
+// kube-scheduler lets it into any zone while no s2 pod exists; db, also
+// s2, must run in the dearer zone-b. Planned first, app took the cheap
+// zone-a, which kube-scheduler refuses it once db is bound: the plan held
+// only if app happened to bind first. app joins db's zone, in either
+// order of the pods.
+func TestAPodMatchingItsOwnAffinityJoinsThePinnedPodsItSelects(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.40"), b.OnDemand("zone-b", "0.90")))
+	db := b.Pod("db", b.CPU("2"), b.Labels("security", "s2"), b.NodeSelector(v1alpha1.LabelZone, "zone-b"))
+	app := b.Pod("app", b.CPU("1"), b.Labels("security", "s2"), b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "security", "s2")))
+	want := []string{"new zone-b/on-demand/m-2: app", "new zone-b/on-demand/m-2: db"}
+	runPlanCases(t, []planCase{
+		{name: "db listed first", groups: []*v1alpha1.NodeGroup{ng}, pending: []*corev1.Pod{db, app}, want: want},
+		{name: "app listed first", groups: []*v1alpha1.NodeGroup{ng}, pending: []*corev1.Pod{app, db}, want: want},
+	})
+}
+
+// TestANodeTypeIsOneItsDaemonSetsFit: a DaemonSet asks 3 cpu of every
+// node; a pod asking only memory fits the 2-cpu type, but the agent never
+// would: the 4-cpu type is chosen. When no type holds the DaemonSet, the
+// pod still gets the cheapest (kube-scheduler binds it there).
+func TestANodeTypeIsOneItsDaemonSetsFit(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("small", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("large", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	for _, tc := range []struct{ agent, want string }{{"3", "large"}, {"8", "small"}} {
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, DaemonSets: []*appsv1.DaemonSet{b.DaemonSet("agent", b.CPU(tc.agent))},
+			Pending: []*corev1.Pod{b.Pod("web", b.Memory("100Mi"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"new zone-a/on-demand/" + tc.want + ": web"}, summary(plan)); diff != "" {
+			t.Errorf("agent of %s cpu: plan (-want +got):\n%s", tc.agent, diff)
+		}
+	}
 }
