@@ -1,6 +1,9 @@
 package scaleup
 
 import (
+	"maps"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -44,4 +47,68 @@ func (d deviceTypes) expectedSlices(n *corev1.Node, group string) []*resourcev1.
 		return it.ResourceSlices(n.Name)
 	}
 	return nil
+}
+
+// extendedTypes indexes, by group and instance type name, the extended
+// resources (device plugin resources such as nvidia.com/gpu) of the
+// instance types that have any.
+type extendedTypes map[string]map[string]corev1.ResourceList
+
+func newExtendedTypes(groups []*v1alpha1.NodeGroup) extendedTypes {
+	out := extendedTypes{}
+	for _, g := range groups {
+		for i := range g.Spec.InstanceTypes {
+			it := &g.Spec.InstanceTypes[i]
+			var ext corev1.ResourceList
+			for name, q := range it.Capacity {
+				if strings.Contains(string(name), "/") && q.Sign() > 0 {
+					if ext == nil {
+						ext = corev1.ResourceList{}
+					}
+					ext[name] = q
+				}
+			}
+			if ext == nil {
+				continue
+			}
+			if out[g.Name] == nil {
+				out[g.Name] = map[string]corev1.ResourceList{}
+			}
+			if _, dup := out[g.Name][it.Name]; !dup {
+				out[g.Name][it.Name] = ext
+			}
+		}
+	}
+	return out
+}
+
+// expected is n as it will be once its device plugins have registered:
+// a node still booting advertises its extended resources only then (and
+// a kubelet restart zeroes them for a moment), so it is planned with its
+// instance type's. n itself when it advertises them all, or is no
+// booting node of a group whose type has any.
+func (e extendedTypes) expected(n *corev1.Node, group string, booting bool) *corev1.Node {
+	ext := e[group][n.Labels[v1alpha1.LabelInstanceType]]
+	if ext == nil || !booting {
+		return n
+	}
+	var alloc corev1.ResourceList
+	for name, q := range ext {
+		if have, ok := n.Status.Allocatable[name]; ok && have.Sign() > 0 {
+			continue
+		}
+		if alloc == nil {
+			alloc = maps.Clone(n.Status.Allocatable)
+			if alloc == nil {
+				alloc = corev1.ResourceList{}
+			}
+		}
+		alloc[name] = q
+	}
+	if alloc == nil {
+		return n
+	}
+	c := *n
+	c.Status.Allocatable = alloc
+	return &c
 }

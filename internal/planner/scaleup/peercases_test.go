@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -119,6 +120,33 @@ func TestANodeTypeIsOneItsDaemonSetsFit(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"new zone-a/on-demand/" + tc.want + ": web"}, summary(plan)); diff != "" {
 			t.Errorf("agent of %s cpu: plan (-want +got):\n%s", tc.agent, diff)
+		}
+	}
+}
+
+// TestABootingNodeIsPlannedWithTheDevicesItsTypeHas: a GPU node launched
+// a minute ago is Ready, but its device plugin has not advertised the GPU
+// yet (or the kubelet zeroed it at start): a pod asking for a GPU waits
+// for it there, as Karpenter has it, instead of buying a second GPU node.
+// An hour after its launch the node is what it says.
+func TestABootingNodeIsPlannedWithTheDevicesItsTypeHas(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ng := b.NodeGroup("gpu", b.Size(0, 10), b.InstanceType("g-4", "4", "16Gi", b.OnDemand("zone-a", "1.10")), b.ExtraCapacity("example.com/gpu", "1"))
+	for _, tc := range []struct {
+		age  time.Duration
+		want []string
+	}{{time.Minute, []string{"on n: train"}}, {time.Hour, []string{"new zone-a/on-demand/g-4: train"}}} {
+		n := groupNode("n", ng, "g-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		b.LaunchedBy(ng)(n)
+		n.CreationTimestamp = metav1.NewTime(now.Add(-tc.age))
+		n.Status.Allocatable["example.com/gpu"] = resource.MustParse("0")
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n},
+			Pending: []*corev1.Pod{b.Pod("train", b.CPU("1"), b.Request("example.com/gpu", "1"))}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+			t.Errorf("node launched %s ago: plan (-want +got):\n%s", tc.age, diff)
 		}
 	}
 }
