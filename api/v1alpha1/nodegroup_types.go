@@ -100,7 +100,8 @@ type NodeGroupSpec struct {
 	Weight int32 `json:"weight,omitempty"`
 
 	// Limits caps the total capacity of the group's nodes (for example
-	// cpu: 100). berth does not launch a node that would exceed it.
+	// cpu: 100, or pods: 500, the nodes' pod slots; a type that does not
+	// say has 110). berth does not launch a node that would exceed it.
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`
 

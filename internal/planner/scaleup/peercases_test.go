@@ -5,6 +5,7 @@ package scaleup_test
 // with the node it would really get.
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -147,6 +148,39 @@ func TestABootingNodeIsPlannedWithTheDevicesItsTypeHas(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
 			t.Errorf("node launched %s ago: plan (-want +got):\n%s", tc.age, diff)
+		}
+	}
+}
+
+// TestAPodsLimitCountsThePodCapacityOfTheGroupsNodes: spec.limits.pods
+// caps the pod slots of a group's nodes, as Karpenter's NodePool limits
+// do: with room for 25 slots, two 10-pod nodes launch for 30 pods and the
+// rest wait; with 5, none launches. A type that does not say how many
+// pods it holds counts the kubelet's default (110).
+func TestAPodsLimitCountsThePodCapacityOfTheGroupsNodes(t *testing.T) {
+	pods := func(n int) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range n {
+			out = append(out, b.Pod(fmt.Sprintf("w-%02d", i), b.CPU("100m")))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		limit   string
+		podsCap string
+		nodes   int
+	}{{"25", "10", 2}, {"5", "10", 0}, {"100", "", 0}, {"110", "", 1}} {
+		ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-16", "16", "64Gi", b.OnDemand("zone-a", "0.80")))
+		if tc.podsCap != "" {
+			b.ExtraCapacity(corev1.ResourcePods, tc.podsCap)(ng)
+		}
+		b.GroupLimits(corev1.ResourceList{corev1.ResourcePods: resource.MustParse(tc.limit)})(ng)
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods(30)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.NewNodes) != tc.nodes {
+			t.Errorf("limit of %s pods, %q pods a node: %d new nodes, want %d", tc.limit, tc.podsCap, len(plan.NewNodes), tc.nodes)
 		}
 	}
 }

@@ -36,6 +36,8 @@ func Amount(r *Resources, name corev1.ResourceName) int64 {
 		return r.Memory
 	case corev1.ResourceEphemeralStorage:
 		return r.EphemeralStorage
+	case corev1.ResourcePods:
+		return r.Pods
 	}
 	return r.Scalar[name]
 }
@@ -65,15 +67,15 @@ func (s *Snapshot) ClusterLimit() Limit { return s.clusterLimit }
 
 // LimitRoom is the largest capacity a node may have within the limits.
 type LimitRoom struct {
-	cpu, memory, storage int64
-	scalar               map[corev1.ResourceName]int64
+	cpu, memory, storage, pods int64
+	scalar                     map[corev1.ResourceName]int64
 }
 
 // LimitRoom returns the largest capacity a node of the group that currently
 // accounts for current may grow to within the group and cluster limits.
 // Compute it once and test many options with Allows.
 func (s *Snapshot) LimitRoom(group string, current *Resources) LimitRoom {
-	h := LimitRoom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64}
+	h := LimitRoom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64, pods: math.MaxInt64}
 	g := s.groups[group]
 	var used Resources
 	if g != nil {
@@ -95,6 +97,8 @@ func (h *LimitRoom) lower(l *Limit, used, current *Resources) {
 			h.memory = min(h.memory, left)
 		case corev1.ResourceEphemeralStorage:
 			h.storage = min(h.storage, left)
+		case corev1.ResourcePods:
+			h.pods = min(h.pods, left)
 		default:
 			if h.scalar == nil {
 				h.scalar = map[corev1.ResourceName]int64{}
@@ -108,7 +112,7 @@ func (h *LimitRoom) lower(l *Limit, used, current *Resources) {
 
 // Allows reports whether capacity c fits the headroom.
 func (h *LimitRoom) Allows(c *Resources) bool {
-	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
+	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage || c.Pods > h.pods {
 		return false
 	}
 	if len(h.scalar) == 0 {
