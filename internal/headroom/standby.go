@@ -148,6 +148,10 @@ func Resumable(n *corev1.Node, dss []daemonset.Pod) *corev1.Node {
 		return t.Key == v1alpha1.TaintStandby || t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
 	})
 	c.Status.Conditions = nil
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[daemonset.AnnotationRoomKept] = "true"
 	if len(dss) == 0 {
 		return c
 	}

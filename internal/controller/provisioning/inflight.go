@@ -115,5 +115,6 @@ func syntheticNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance, dss []d
 	// template's taints, not its startup taints (those agents remove).
 	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: ng.NodeTaints()}}
 	n.Status.Allocatable = daemonset.Remaining(n.Status.Allocatable, dss, planned)
+	n.Annotations[daemonset.AnnotationRoomKept] = "true"
 	return n
 }

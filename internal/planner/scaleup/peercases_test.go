@@ -184,3 +184,56 @@ func TestAPodsLimitCountsThePodCapacityOfTheGroupsNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestANewNodeHasItsDaemonSetsHostPortsTaken: a DaemonSet's pod holds
+// host port 8080 on every node; a pod asking for 8080/TCP fits no new
+// node (kube-scheduler would leave it or the agent pending there), one
+// asking for 8080/UDP does.
+func TestANewNodeHasItsDaemonSetsHostPortsTaken(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	agent := b.DaemonSet("agent", b.CPU("100m"), b.HostPort(8080, corev1.ProtocolTCP))
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, DaemonSets: []*appsv1.DaemonSet{agent},
+		Pending: []*corev1.Pod{b.Pod("tcp", b.CPU("1"), b.HostPort(8080, corev1.ProtocolTCP)), b.Pod("udp", b.CPU("100m"), b.HostPort(8080, corev1.ProtocolUDP))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"new zone-a/on-demand/m-2: udp", "unschedulable: tcp"}, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestABootingNodeKeepsRoomForItsDaemonSets: a node launched a minute
+// ago has registered but is not Ready; its DaemonSet (1 cpu) has no pod
+// there yet and will have one the moment it is. A pod of 1.5 cpu would
+// not fit beside it on the 2-cpu node: it gets a node of its own. Once
+// the agent's pod is bound there, the room is its, not kept twice.
+func TestABootingNodeKeepsRoomForItsDaemonSets(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	agent := b.DaemonSet("agent", b.CPU("1"))
+	for _, tc := range []struct {
+		name  string
+		bound []*corev1.Pod
+		pod   string
+		want  []string
+	}{
+		{"the agent still to come", nil, "1500m", []string{"new zone-a/on-demand/m-4: web"}},
+		{"the agent still to come, a pod that fits beside it", nil, "900m", []string{"on n: web"}},
+		{"the agent's pod bound already", []*corev1.Pod{boundTo(b.Pod("agent-x", b.CPU("1"), b.Namespace(agent.Namespace), b.OwnedBy("DaemonSet", "agent")), "n")}, "900m", []string{"on n: web"}},
+	} {
+		n := groupNode("n", ng, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		b.LaunchedBy(ng)(n)
+		delete(n.Labels, v1alpha1.LabelInitialized)
+		b.NotReady()(n)
+		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n}, Pods: tc.bound,
+			DaemonSets: []*appsv1.DaemonSet{agent}, Pending: []*corev1.Pod{b.Pod("web", b.CPU(tc.pod))}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+			t.Errorf("%s: plan (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

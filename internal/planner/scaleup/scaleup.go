@@ -237,11 +237,11 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	}
 	sin := snapshot.Input{Pods: in.Pods, Held: in.Held, Changes: in.Changes, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes,
 		DRA: in.DRA, OptionKeys: OptionKeys}
-	devices, extended := newDeviceTypes(groups), newExtendedTypes(groups)
+	devices, extended, room := newDeviceTypes(groups), newExtendedTypes(groups), newDaemonSetRoom(in, byName, booting)
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		if byName[group] != nil {
-			n = extended.expected(n, group, booting(n))
+			n = room.kept(extended.expected(n, group, booting(n)))
 		}
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting),
 			ExpectedSlices: devices.expectedSlices(n, group)})

@@ -154,7 +154,7 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 	taints := opts[0].Node.Spec.Taints
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: fixed}, Spec: corev1.NodeSpec{Taints: taints}}
 	return &binpack.Template{
-		Node:   &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}},
+		Node:   &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}, HostPorts: commonPorts(opts)},
 		Group:  ng.Name,
 		Weight: ng.Spec.Weight,
 		Zone:   zone,
@@ -184,9 +184,22 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 		if ds.RunsOn(node) {
 			o.Overhead.Add(&ds.Requests)
 			o.OverheadPods++
+			o.OverheadPorts = append(o.OverheadPorts, ds.Ports...)
 		}
 	}
 	return nil
+}
+
+// commonPorts are the DaemonSet host ports every option holds: a node
+// launched from the template has them taken, whichever option it gets.
+func commonPorts(opts []*snapshot.Option) []snapshot.HostPort {
+	var out []snapshot.HostPort
+	for _, hp := range opts[0].OverheadPorts {
+		if !slices.ContainsFunc(opts[1:], func(o *snapshot.Option) bool { return !slices.Contains(o.OverheadPorts, hp) }) {
+			out = append(out, hp)
+		}
+	}
+	return out
 }
 
 // markWanted marks the templates a pending pod could use: it tolerates

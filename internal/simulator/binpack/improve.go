@@ -216,7 +216,7 @@ func (p *packer) plannedNode(t *Template, opts []*snapshot.Option, nth int) *sna
 	obj.Labels[corev1.LabelHostname] = name
 	return &snapshot.Node{
 		Node: obj, Taints: t.Node.Taints, NodeGroup: t.Group, Planned: true,
-		Flex: &snapshot.Flex{Options: opts},
+		Flex: &snapshot.Flex{Options: opts}, HostPorts: slices.Clone(t.Node.HostPorts),
 	}
 }
 

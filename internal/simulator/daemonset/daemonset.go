@@ -7,20 +7,32 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
+// AnnotationRoomKept marks a node object a caller built with the room of
+// its DaemonSets' pods already taken off its allocatable (Remaining: a
+// launched instance whose Node has not registered, a suspended standby
+// node offered for resume): the planner keeps no room on it again. It is
+// never written to the API server.
+const AnnotationRoomKept = "berth.dev/daemonset-room-kept"
+
 // Pod is a DaemonSet's pod template, ready to test against nodes.
 type Pod struct {
-	pod      *corev1.Pod
-	affinity nodeaffinity.RequiredNodeAffinity
+	// DaemonSet names the DaemonSet.
+	DaemonSet types.NamespacedName
+	pod       *corev1.Pod
+	affinity  nodeaffinity.RequiredNodeAffinity
 	// Requests are what one pod of the DaemonSet requests.
 	Requests snapshot.Resources
 	// List is the same as a ResourceList.
 	List corev1.ResourceList
+	// Ports are the host ports one pod of the DaemonSet holds.
+	Ports []snapshot.HostPort
 }
 
 // tolerations are the tolerations the DaemonSet controller adds to every
@@ -44,10 +56,12 @@ func Pods(dss []*appsv1.DaemonSet) []Pod {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tolerations...)
 		list := resource.PodRequests(pod, resource.PodResourcesOptions{})
 		out = append(out, Pod{
-			pod:      pod,
-			affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-			Requests: snapshot.FromList(list),
-			List:     list,
+			DaemonSet: types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name},
+			pod:       pod,
+			affinity:  nodeaffinity.GetRequiredNodeAffinity(pod),
+			Requests:  snapshot.FromList(list),
+			List:      list,
+			Ports:     snapshot.HostPortsOf(pod),
 		})
 	}
 	return out

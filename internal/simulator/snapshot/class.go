@@ -287,6 +287,10 @@ func nodeAffinityKeys(pod *corev1.Pod) sets.Set[string] {
 	return keys
 }
 
+// HostPortsOf are the host ports a pod holds while it runs: its
+// containers' and its sidecars'.
+func HostPortsOf(pod *corev1.Pod) []HostPort { return hostPorts(pod) }
+
 func hostPorts(pod *corev1.Pod) []HostPort {
 	var out []HostPort
 	add := func(cs []corev1.Container, sidecarsOnly bool) {

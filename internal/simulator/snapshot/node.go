@@ -80,6 +80,8 @@ type Option struct {
 	// request; OverheadPods is how many they are.
 	Overhead     Resources
 	OverheadPods int
+	// OverheadPorts are the host ports those DaemonSet pods hold.
+	OverheadPorts []HostPort
 	// Node carries every label a node launched from this option has, for
 	// pods whose node affinity names option-specific labels.
 	Node *corev1.Node

@@ -1,0 +1,77 @@
+package scaleup
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
+)
+
+// daemonSetRoom keeps room, on the nodes of berth's groups that are still
+// booting and not Ready yet, for the DaemonSet pods not bound there yet:
+// once the node is Ready the DaemonSet controller binds them at once, and a pod planned
+// into their room would not fit (or be preempted by a node-critical
+// agent). The nodes' bound pods are read only when such a node exists.
+type daemonSetRoom struct {
+	dss     []daemonset.Pod
+	groups  map[string]*v1alpha1.NodeGroup
+	young   map[string]bool
+	present map[string]map[types.NamespacedName]bool
+}
+
+func newDaemonSetRoom(in Input, groups map[string]*v1alpha1.NodeGroup, booting func(*corev1.Node) bool) *daemonSetRoom {
+	if len(in.DaemonSets) == 0 {
+		return nil
+	}
+	r := &daemonSetRoom{groups: groups, young: map[string]bool{}, present: map[string]map[types.NamespacedName]bool{}}
+	for _, n := range in.Nodes {
+		if groups[n.Labels[v1alpha1.LabelNodeGroup]] != nil && n.Annotations[daemonset.AnnotationRoomKept] == "" && !nodeutil.Ready(n) && booting(n) {
+			r.young[n.Name] = true
+		}
+	}
+	if len(r.young) == 0 {
+		return nil
+	}
+	for _, p := range in.Pods {
+		if !r.young[p.Spec.NodeName] {
+			continue
+		}
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+			on := r.present[p.Spec.NodeName]
+			if on == nil {
+				on = map[types.NamespacedName]bool{}
+				r.present[p.Spec.NodeName] = on
+			}
+			on[types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}] = true
+		}
+	}
+	r.dss = daemonset.Pods(in.DaemonSets)
+	return r
+}
+
+// kept is n with the room of its DaemonSets' missing pods taken off its
+// allocatable, or n itself. Which DaemonSets run there is judged on the
+// group's template taints, not the taints of a node coming up (the
+// DaemonSet's pods wait for those to go, as the workload's do).
+func (r *daemonSetRoom) kept(n *corev1.Node) *corev1.Node {
+	if r == nil || !r.young[n.Name] {
+		return n
+	}
+	g := r.groups[n.Labels[v1alpha1.LabelNodeGroup]]
+	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: g.NodeTaints()}}
+	var missing []daemonset.Pod
+	for _, d := range r.dss {
+		if !r.present[n.Name][d.DaemonSet] && d.RunsOn(planned) {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) == 0 {
+		return n
+	}
+	c := *n
+	c.Status.Allocatable = daemonset.Remaining(n.Status.Allocatable, missing, planned)
+	return &c
+}
