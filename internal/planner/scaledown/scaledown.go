@@ -254,7 +254,8 @@ func Run(in Input) (*Plan, error) {
 }
 
 // newPlanner builds the cluster snapshot and the planner's bookkeeping,
-// with every node being drained cordoned: it is no home for anyone.
+// with every node being drained or replaced cordoned: it is no home for
+// anyone.
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
 		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base,
@@ -276,11 +277,19 @@ func newPlanner(in Input) (*planner, error) {
 		}
 	}
 	for _, n := range s.Nodes {
-		if n.NodeGroup != "" && n.DeletionTimestamp == nil && nodeutil.Disrupted(n.Node) {
+		if n.NodeGroup != "" && n.DeletionTimestamp == nil && leaving(n.Node) {
 			s.Cordon(n)
 		}
 	}
 	return p, nil
+}
+
+// leaving reports whether berth is taking the node out: it drains it, or
+// launched its replacement and drains it once that is Ready. Its pods are
+// on their way elsewhere (the replacement was sized for them), and it is
+// no home.
+func leaving(n *corev1.Node) bool {
+	return nodeutil.Disrupted(n) || n.Annotations[v1alpha1.AnnotationReplacedBy] != ""
 }
 
 type planner struct {

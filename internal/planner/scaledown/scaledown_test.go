@@ -134,6 +134,13 @@ func TestPlan(t *testing.T) {
 			want: outcome{blocked: map[string]string{}},
 		},
 		{
+			name: "a replacement still booting keeps the room of the pods it was launched for: no removal moves its pods there",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{
+				node("old", g, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "new")), node("new", g), node("b", g)},
+				Pods: []*corev1.Pod{app("web-1", "old", "3"), app("web-2", "b", "1500m")}},
+			want: outcome{blocked: map[string]string{"b": "NoHome default/web-2"}},
+		},
+		{
 			name: "an empty node that a pending pod is nominated to stays (berth launched it for the pod, which is on its way)",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
 				Nominated: []*corev1.Pod{func() *corev1.Pod {

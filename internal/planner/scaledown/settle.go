@@ -6,14 +6,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // settle gives the pods that need a home before any removal is tried a
-// place on the nodes that stay: the pods still on nodes being drained
-// (except the node named keep, whose own pods the caller checks) and the
+// place on the nodes that stay: the pods still on nodes being drained or
+// replaced (except the node named keep, whose own pods the caller checks) and the
 // pods that wait for a node. They take their room first, so that no
 // removal counts on room they are about to fill. A pod of a drained node
 // that fits nowhere stays where it is (it will wait for a new node); the
@@ -24,7 +23,7 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 		p.homes = homes(p.s, p.groups)
 	}
 	for _, n := range p.s.Nodes {
-		if n.Name == keep || !n.Unschedulable || !nodeutil.Disrupted(n.Node) {
+		if n.Name == keep || !n.Unschedulable || !leaving(n.Node) {
 			continue
 		}
 		for _, sp := range slices.Clone(n.Pods) {
