@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -234,6 +235,49 @@ func TestABootingNodeKeepsRoomForItsDaemonSets(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
 			t.Errorf("%s: plan (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// TestPodsAskingForExtendedResourcesShareANode: pods asking one GPU each
+// share a 4-GPU node, as kube-scheduler admits them (Cluster Autoscaler's
+// TestWillConsiderAllPoolsWhichFitTwoPodsRequiringGpus): three on a group
+// of maxSize 1, sixteen on four nodes, hugepages alike. The trial packings
+// took the GPUs they planned out of the instance type's cached free room,
+// so that every later node held one pod; with the options kept from round
+// to round (as the controller keeps them) it got worse each round.
+func TestPodsAskingForExtendedResourcesShareANode(t *testing.T) {
+	gpus := func(n int, name corev1.ResourceName, q string) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range n {
+			out = append(out, b.Pod(fmt.Sprintf("p-%02d", i), b.CPU("100m"), b.Request(name, q)))
+		}
+		return out
+	}
+	options, base := scaleup.NewOptions(), snapshot.NewBase()
+	for _, tc := range []struct {
+		name    string
+		maxSize int32
+		res     corev1.ResourceName
+		ask     string
+		pods    int
+		nodes   int
+	}{
+		{"three pods of one GPU, a group of one node", 1, "nvidia.com/gpu", "1", 3, 1},
+		{"sixteen pods of one GPU", 10, "nvidia.com/gpu", "1", 16, 4},
+		{"three pods of 256Mi of hugepages", 10, "hugepages-2Mi", "256Mi", 3, 1},
+	} {
+		ng := b.NodeGroup("g", b.Size(0, tc.maxSize), b.InstanceType("g4", "8", "32Gi", b.OnDemand("zone-a", "1.00")),
+			b.ExtraCapacity("nvidia.com/gpu", "4"), b.ExtraCapacity("hugepages-2Mi", "1Gi"))
+		ng.UID = "uid-g"
+		for round := range 3 {
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: gpus(tc.pods, tc.res, tc.ask), Options: options, Base: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.NewNodes) != tc.nodes || len(plan.Unschedulable) != 0 {
+				t.Errorf("%s, round %d: %d new nodes, %d pods unschedulable; want %d nodes holding every pod", tc.name, round, len(plan.NewNodes), len(plan.Unschedulable), tc.nodes)
+			}
 		}
 	}
 }

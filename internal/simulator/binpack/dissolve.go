@@ -151,7 +151,7 @@ func (p *packer) makeRoom(tr *trial, x *snapshot.Pod, minWeight int32) bool {
 		if tries == roomTries {
 			break
 		}
-		room := e.Allocatable
+		room := e.Allocatable.Clone() // the node's own extended resources stay as they are
 		room.Sub(&e.Requested)
 		for _, g := range guests[e] {
 			room.Add(&g.Class.Requests)

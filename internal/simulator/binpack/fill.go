@@ -294,6 +294,7 @@ func (f *filler) fillNode(n *snapshot.Node, share snapshot.Resources, worth floa
 	_ = f.p.s.WithFork(func() (bool, error) {
 		for misses := 0; misses < fillMisses; {
 			free, slots := ceiling.Free()
+			free = free.Clone() // Free's extended resources are the option's own
 			free.Sub(&n.Requested)
 			if slots-n.PodCount() <= 0 {
 				break

@@ -123,6 +123,7 @@ func (p *packer) bestRate(pods []*snapshot.Pod, minWeight int32) (*Template, *sn
 		}
 		for _, o := range opts {
 			free, slots := o.Free()
+			free = free.Clone() // Free's extended resources are the option's own
 			held, used := 0, 0
 			// Pods of one class compete for the option's devices:
 			// at most DeviceUnits of them are held.

@@ -97,7 +97,8 @@ type Option struct {
 }
 
 // Free returns what is left for workload pods on a node of this option.
-// The result is shared: do not change it.
+// The result shares its Scalar map with the option's cache: Clone it
+// before changing it (Sub on a copy would change every later Free).
 func (o *Option) Free() (Resources, int) {
 	if o.free == nil {
 		free := o.Allocatable.Clone()
