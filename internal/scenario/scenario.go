@@ -190,13 +190,10 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		}
 		if err == nil {
 			err = quantity.NegativeRequests(&s.Pods[len(s.Pods)-1].Spec)
-			defaultRequests(&s.Pods[len(s.Pods)-1].Spec)
+			podutil.ApplyDefaults(&s.Pods[len(s.Pods)-1].Spec)
 		}
 	case "apps/v1/DaemonSet":
 		err = decode(js, &s.DaemonSets)
-		if err == nil {
-			defaultRequests(&s.DaemonSets[len(s.DaemonSets)-1].Spec.Template.Spec)
-		}
 	case "policy/v1/PodDisruptionBudget":
 		err = decode(js, &s.PDBs)
 	case "v1/Namespace":
@@ -237,33 +234,6 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	return nil
-}
-
-// defaultRequests gives a container (and the pod, for pod-level
-// resources) the requests of the resources it only limits, as the API
-// server's defaulting of a Pod does: a pod written with limits alone
-// requests them.
-func defaultRequests(spec *corev1.PodSpec) {
-	fill := func(r *corev1.ResourceRequirements) {
-		for name, q := range r.Limits {
-			if _, ok := r.Requests[name]; ok {
-				continue
-			}
-			if r.Requests == nil {
-				r.Requests = corev1.ResourceList{}
-			}
-			r.Requests[name] = q.DeepCopy()
-		}
-	}
-	for i := range spec.InitContainers {
-		fill(&spec.InitContainers[i].Resources)
-	}
-	for i := range spec.Containers {
-		fill(&spec.Containers[i].Resources)
-	}
-	if spec.Resources != nil {
-		fill(spec.Resources)
-	}
 }
 
 // defaultNamespace puts a namespaced object that names none in "default",

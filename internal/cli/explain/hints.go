@@ -25,11 +25,12 @@ var nodeHints = map[drain.Reason]string{
 	drain.ReasonSystemPodWithoutPDB: `create a PodDisruptionBudget that covers the kube-system pod (it says how many of its pods may be down)`,
 	drain.ReasonPDB: `the pod's PodDisruptionBudget allows no disruption now: wait until its pods are healthy again, ` +
 		`or relax its minAvailable/maxUnavailable (kubectl get pdb -n NAMESPACE shows ALLOWED DISRUPTIONS)`,
-	scaledown.ReasonNodeDoNotDisrupt: `remove the node's annotation berth.dev/do-not-disrupt or its label berth.dev/scale-down-disabled`,
-	scaledown.ReasonPolicy:           `set the node group's spec.disruption.consolidationPolicy to WhenEmptyOrUnderutilized`,
-	scaledown.ReasonMinSize:          `lower the node group's spec.minSize`,
+	scaledown.ReasonNodeDoNotDisrupt: `remove the node's opt-out the message names (berth.dev/do-not-disrupt, karpenter.sh/do-not-disrupt, ` +
+		`cluster-autoscaler.kubernetes.io/scale-down-disabled, or the label berth.dev/scale-down-disabled)`,
+	scaledown.ReasonPolicy:  `set the node group's spec.disruption.consolidationPolicy to WhenEmptyOrUnderutilized`,
+	scaledown.ReasonMinSize: `lower the node group's spec.minSize`,
 	scaledown.ReasonBudget: `raise the node group's spec.disruption.budget (or the spec.disruption.budgets entry for this reason), ` +
-		`or wait until the nodes being disrupted now are gone`,
+		`or wait until the nodes being disrupted now are gone (nodes of the group that are NotReady count too: bring them back or remove them)`,
 	scaledown.ReasonNoHome: `the pod fits on no other node: free room elsewhere (lower requests, scale down other workloads), ` +
 		`or relax its node selector, affinity, anti-affinity or topology spread`,
 	scaledown.ReasonHeadroom:        `a Headroom or CapacityBuffer unit would fit nowhere without this node: lower the Headroom's or buffer's size if less spare capacity will do`,

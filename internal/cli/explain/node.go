@@ -172,7 +172,8 @@ func nodeLive(f nodeFacts) []string {
 	}
 	for _, a := range []string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
 		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationRemovalWaiting,
-		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationDoNotDisrupt} {
+		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationDoNotDisrupt, "karpenter.sh/do-not-disrupt",
+		"cluster-autoscaler.kubernetes.io/scale-down-disabled"} {
 		if v, ok := n.Annotations[a]; ok {
 			out = append(out, "annotation "+a+": "+v)
 		}

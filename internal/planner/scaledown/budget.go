@@ -1,6 +1,7 @@
 package scaledown
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -59,4 +60,13 @@ func (p *planner) inFlight(group string, reason v1alpha1.DisruptionReason) int {
 		n += p.notReady[group]
 	}
 	return n
+}
+
+// downNote says, for a budget message, how many of the group's nodes use
+// the budget by being NotReady: their owner may look for them.
+func (p *planner) downNote(group string, reason v1alpha1.DisruptionReason) string {
+	if n := p.notReady[group]; n > 0 && reason != v1alpha1.ReasonUnhealthy {
+		return fmt.Sprintf(" (%d of them NotReady)", n)
+	}
+	return ""
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -73,6 +74,21 @@ func TestAnInterruptedNodeWhosePodsFitElsewhereIsDrainedAtOnce(t *testing.T) {
 		Pods: []*corev1.Pod{app("w", "a", "500m")}})
 	if d, ok := got["a"]; !ok || len(d.Launch) != 0 {
 		t.Errorf("disruption of a: %+v (%v), want it drained with no launch", d, ok)
+	}
+}
+
+// TestAnInterruptedNodesPodsFindNoHomeOnADeadNode: b went NotReady three
+// hours ago (its not-ready taint is the node lifecycle's, not a boot's):
+// the interrupted node's pod needs a replacement, not a place on b.
+func TestAnInterruptedNodesPodsFindNoHomeOnADeadNode(t *testing.T) {
+	ng := spotGroup()
+	dead := spotNode("b", ng, b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule), func(n *corev1.Node) {
+		n.CreationTimestamp = metav1.NewTime(planNow.Add(-3 * time.Hour))
+	})
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{spotNode("a", ng, notice), dead},
+		Pods: []*corev1.Pod{app("w", "a", "1500m")}, LaunchGrace: scaleup.DefaultLaunchGrace})
+	if d, ok := got["a"]; !ok || len(d.Launch) != 1 {
+		t.Errorf("disruption of a: %+v (%v), want a replacement launched (b is dead)", d, ok)
 	}
 }
 

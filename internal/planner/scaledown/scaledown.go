@@ -226,8 +226,8 @@ func Run(in Input) (*Plan, error) {
 		case g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
 			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != ""):
 			p.disrupting[n.NodeGroup]++
-		case n.Node.Labels[v1alpha1.LabelInitialized] == "true" && !nodeutil.Ready(n.Node):
-			p.notReady[n.NodeGroup]++
+		case n.Node.Labels[v1alpha1.LabelInitialized] == "true" && !nodeutil.Ready(n.Node) && !nodeutil.Standby(n.Node):
+			p.notReady[n.NodeGroup]++ // a suspended standby node is not Ready by design
 		}
 		if by := n.Annotations[v1alpha1.AnnotationReplacedBy]; by != "" {
 			p.replacements[by] = true
@@ -259,7 +259,7 @@ func Run(in Input) (*Plan, error) {
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
 		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base,
-		Now: in.Now, LaunchGrace: in.LaunchGrace})
+		Now: in.Now, LaunchGrace: in.LaunchGrace, DaemonSets: in.DaemonSets})
 	if err != nil {
 		return nil, err
 	}
@@ -520,11 +520,13 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	if !evicts {
 		reason = v1alpha1.ReasonEmpty
 	}
-	allowed := p.allowed(g, reason)
+	allowed, inFlight := p.allowed(g, reason), p.inFlight(name, reason)
 	if retiring(g) {
-		allowed = max(allowed, 1) // a budget of 0 does not keep the deletion waiting for ever
+		// A budget of 0, or nodes of the group that went down (they are
+		// never candidates), do not keep the deletion waiting for ever.
+		allowed, inFlight = max(allowed, 1), p.disrupting[name]+p.removed[name]
 	}
-	overBudget := p.inFlight(name, reason) >= allowed
+	overBudget := inFlight >= allowed
 	switch {
 	case retiring(g) && !overBudget:
 		return nil
@@ -533,7 +535,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	case !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize):
 		return blocked(ReasonMinSize, "node group "+name+" is at its minSize")
 	case overBudget:
-		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows")
+		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+p.downNote(name, reason))
 	}
 	if why, ok := p.held[name]; ok {
 		return blocked(ReasonGroupHeld, "node group "+name+" holds its removals: "+why)

@@ -382,6 +382,9 @@ func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
 		{name: "a budget of 0 removes nothing", budget: "0", want: 0},
 		{name: "a budget of 0% removes nothing", budget: "0%", want: 0},
 		{name: "a group being deleted with a budget of 0 goes one node at a time", budget: "0", delete: true, want: 1},
+		{name: "a group being deleted goes on past a node of it that went NotReady", budget: "1", delete: true, other: []b.NodeOption{b.NotReady()}, want: 1},
+		{name: "a suspended standby node (not Ready by design) does not use the budget", budget: "1",
+			other: []b.NodeOption{b.NotReady(), b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule)}, want: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -281,3 +281,24 @@ func TestPodsAskingForExtendedResourcesShareANode(t *testing.T) {
 		}
 	}
 }
+
+// TestAChainOfSelfMatchingPodsJoinsTheFarthestPinnedOne: app (grp=g)
+// requires zone affinity to grp=g, and so matches itself; mid (grp=g,
+// tier=c, pinned by a node selector every node matches) requires zone
+// affinity to tier=c; db (tier=c) must run in zone-b. db pins mid, mid
+// pins app: all three go to zone-b, whatever the cheaper zone-a offers.
+func TestAChainOfSelfMatchingPodsJoinsTheFarthestPinnedOne(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.40"), b.OnDemand("zone-b", "0.90")))
+	app := b.Pod("app", b.CPU("1500m"), b.Labels("grp", "g"), b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "grp", "g")))
+	mid := b.Pod("mid", b.CPU("1500m"), b.Labels("grp", "g", "tier", "c"), b.NodeSelector(v1alpha1.LabelOS, "linux"),
+		b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "tier", "c")))
+	db := b.Pod("db", b.CPU("1500m"), b.Labels("tier", "c"), b.NodeSelector(v1alpha1.LabelZone, "zone-b"))
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: []*corev1.Pod{app, mid, db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"new zone-b/on-demand/m-2: app", "new zone-b/on-demand/m-2: db", "new zone-b/on-demand/m-2: mid"}
+	if diff := cmp.Diff(want, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}

@@ -226,6 +226,23 @@ func sortPods(s *snapshot.Snapshot, pods []*snapshot.Pod, order podOrder) {
 // go where they fit, and are not waited for. O(self-matching affinity
 // classes x classes + pods).
 func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
+	// A class moved behind one that is moved itself moves again, for
+	// chains up to deferDepth long (classes that select each other would
+	// trade places for ever).
+	for range deferDepth {
+		if !deferOnce(s, pods) {
+			return
+		}
+	}
+}
+
+// deferDepth bounds the chains of self-matching classes deferSelfMatching
+// follows.
+const deferDepth = 8
+
+// deferOnce moves each self-matching class behind its pinned matches as
+// the order stands, and reports whether it moved any.
+func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod) bool {
 	last := map[*snapshot.Class]int{}
 	var self []*snapshot.Class
 	for i, p := range pods {
@@ -236,7 +253,7 @@ func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
 		last[c] = i
 	}
 	if len(self) == 0 {
-		return
+		return false
 	}
 	after := map[*snapshot.Class]int{}
 	for _, c := range self {
@@ -248,7 +265,7 @@ func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
 		}
 	}
 	if len(after) == 0 {
-		return
+		return false
 	}
 	moved := make(map[int][]*snapshot.Pod, len(after))
 	out := make([]*snapshot.Pod, 0, len(pods))
@@ -261,6 +278,7 @@ func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
 		out = append(out, moved[i]...)
 	}
 	copy(pods, out)
+	return true
 }
 
 // matchesAll reports whether a pod of the namespace and labels matches

@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -47,13 +48,17 @@ var tolerations = []corev1.Toleration{
 }
 
 // Pods are the DaemonSets' pods as the DaemonSet controller makes them
-// (their template, in their namespace, with its tolerations).
+// and the API server admits them (their template, in their namespace,
+// with its tolerations and a Pod's defaults: a container that only
+// limits a resource requests it, and a host-network container's ports
+// are host ports).
 func Pods(dss []*appsv1.DaemonSet) []Pod {
 	out := make([]Pod, 0, len(dss))
 	for _, ds := range dss {
 		pod := &corev1.Pod{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 		pod.Namespace = ds.Namespace
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, tolerations...)
+		podutil.ApplyDefaults(&pod.Spec)
 		list := resource.PodRequests(pod, resource.PodResourcesOptions{})
 		out = append(out, Pod{
 			DaemonSet: types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name},

@@ -40,3 +40,23 @@ func TestRemainingIsWhatTheDaemonSetsLeave(t *testing.T) {
 		t.Errorf("the allocatable given was changed:\n%s", d)
 	}
 }
+
+// TestPodsAreTheDaemonSetsPodsAsAdmitted: the API server defaults a
+// DaemonSet's pods, not its template: a container that only limits cpu
+// requests it, and a host-network container's port is a host port.
+func TestPodsAreTheDaemonSetsPodsAsAdmitted(t *testing.T) {
+	d := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "kube-system"}, Spec: appsv1.DaemonSetSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c",
+			Ports:     []corev1.ContainerPort{{ContainerPort: 9100, Protocol: corev1.ProtocolTCP}},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}}}}}
+	p := daemonset.Pods([]*appsv1.DaemonSet{d})[0]
+	if p.Requests.MilliCPU != 3000 {
+		t.Errorf("requests %d millicpu, want 3000 (its limit)", p.Requests.MilliCPU)
+	}
+	if len(p.Ports) != 1 || p.Ports[0].Port != 9100 {
+		t.Errorf("host ports %+v, want 9100", p.Ports)
+	}
+	if _, ok := d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; ok {
+		t.Error("the DaemonSet's own template was changed")
+	}
+}
