@@ -65,7 +65,9 @@ func bestOrder(in Input, pods []*snapshot.Pod, static shapeFailures) podOrder {
 			p.run(pods, order)
 			unplaced = len(p.res.Unplaced)
 			for _, nn := range p.res.NewNodes {
-				price += nn.Option.Price
+				if nn.Option != nil { // none when no option holds the node's pods: scaleup reports it
+					price += nn.Option.Price
+				}
 			}
 			return false, nil
 		})

@@ -34,7 +34,8 @@ func (m *Model[N, O]) templateFits(o O, claims int, list []*resourcev1.ResourceC
 		return v, nil
 	}
 	node, own := o.Devices()
-	res, err := m.allocate(node, m.withShared(own), m.realAllocated(own), list)
+	pool := m.withShared(own) // a network-attached device the cluster holds is not free either
+	res, err := m.allocate(node, pool, m.realAllocated(pool), list)
 	if err == nil {
 		m.optionCache[key] = res != nil
 	}

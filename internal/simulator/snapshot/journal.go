@@ -1,5 +1,7 @@
 package snapshot
 
+import "github.com/berth-dev/berth/internal/simulator/dynamicresources"
+
 type undoKind int
 
 const (
@@ -28,6 +30,11 @@ type undo struct {
 	// shadowed is the node an added node's name stood for before it
 	// (a planned node named as an existing one), restored on undo.
 	shadowed *Node
+	// devices is the Placement an added pod kept before AddPod replaced
+	// it: undoing the add gives it back, so that undoing the RemovePod
+	// before it holds the devices the pod had, not those of the node the
+	// fork tried.
+	devices *dynamicresources.Placement[*Option]
 }
 
 // flexUndo is a flexible node's options and envelope before a pod was
@@ -97,6 +104,7 @@ func (s *Snapshot) reverse(u undo) {
 	switch u.kind {
 	case undoAddPod:
 		s.unplace(u.pod)
+		u.pod.devices = u.devices
 		if u.flex != nil {
 			s.restoreFlex(u.node, u.flex)
 		}

@@ -11,7 +11,7 @@ import (
 // AddPod places a pod on a node. On a flexible node the options narrow to
 // those the node's pods still fit.
 func (s *Snapshot) AddPod(p *Pod, n *Node) {
-	u := undo{kind: undoAddPod, node: n, pod: p}
+	u := undo{kind: undoAddPod, node: n, pod: p, devices: p.devices}
 	var devs *dynamicresources.Answer[*Node, *Option]
 	if len(p.Class.Claims) > 0 {
 		devs = s.dra.Check(p.Class.devices(), n, true)
