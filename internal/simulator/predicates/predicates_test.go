@@ -226,6 +226,36 @@ func TestHostPortsAndVolumes(t *testing.T) {
 			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},
 		{name: "a missing claim fails and says so", nodes: []*corev1.Node{node}, node: "n1",
 			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: `persistentvolumeclaim "data" not found`},
+		{name: "a claim being deleted fails, wherever its volume is", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{func() *corev1.PersistentVolumeClaim {
+				c := claim.DeepCopy()
+				c.DeletionTimestamp, c.Finalizers = &metav1.Time{}, []string{"kubernetes.io/pvc-protection"}
+				return c
+			}()}, volumes: []*corev1.PersistentVolume{pv("zone-a")},
+			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: `persistentvolumeclaim "data" is being deleted`},
+		{name: "a ReadWriteOncePod claim another pod uses takes the pod nowhere", nodes: []*corev1.Node{node, unzoned}, node: "n2",
+			claims: []*corev1.PersistentVolumeClaim{func() *corev1.PersistentVolumeClaim {
+				c := claim.DeepCopy()
+				c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+				c.Spec.VolumeName = ""
+				return c
+			}()}, placed: []*corev1.Pod{b.Pod("holder", b.NodeName("n1"), withClaim)},
+			pod: b.Pod("p", withClaim), want: waiting, wantReason: predicates.ReasonReadWriteOncePodConflict},
+		{name: "a ReadWriteOnce claim another pod uses does not", nodes: []*corev1.Node{node, unzoned}, node: "n2",
+			claims: []*corev1.PersistentVolumeClaim{func() *corev1.PersistentVolumeClaim {
+				c := claim.DeepCopy()
+				c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+				c.Spec.VolumeName = ""
+				return c
+			}()}, placed: []*corev1.Pod{b.Pod("holder", b.NodeName("n1"), withClaim)},
+			pod: b.Pod("p", withClaim), want: ok},
+		{name: "a claim whose volume was lost fails", nodes: []*corev1.Node{node}, node: "n1",
+			claims: []*corev1.PersistentVolumeClaim{func() *corev1.PersistentVolumeClaim {
+				c := claim.DeepCopy()
+				c.Status.Phase = corev1.ClaimLost
+				return c
+			}()}, volumes: []*corev1.PersistentVolume{pv("zone-a")},
+			pod: b.Pod("p", withClaim), want: unresolvable, wantReason: `persistentvolumeclaim "data" bound to non-existent persistentvolume "pv1"`},
 		{name: "a generic ephemeral volume's claim bound in another zone fails", nodes: []*corev1.Node{node}, node: "n1",
 			claims: []*corev1.PersistentVolumeClaim{ephemeralClaim}, volumes: []*corev1.PersistentVolume{pv("zone-b")},
 			pod: b.Pod("p", withEphemeral), want: unresolvable, wantReason: predicates.ReasonVolumeNodeAffinity},

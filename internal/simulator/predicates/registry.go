@@ -135,7 +135,7 @@ func passes(f Filter, c *snapshot.Class) bool {
 	case DynamicResources:
 		return c.ClaimWait == "" && len(c.Claims) == 0
 	case VolumeNodeAffinity:
-		return c.VolumeError == "" && len(c.VolumeAffinity) == 0
+		return c.VolumeError == "" && len(c.VolumeAffinity) == 0 && len(c.OncePodClaims) == 0
 	case PodTopologySpread:
 		return len(c.Spread) == 0
 	}

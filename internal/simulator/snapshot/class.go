@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -81,6 +82,9 @@ type Class struct {
 	nodeSelection string
 	tolerationsID string
 
+	// OncePodClaims are the pod's claims with the ReadWriteOncePod access
+	// mode: while another placed pod uses one, the pod fits no node.
+	OncePodClaims []types.NamespacedName
 	// VolumeAffinity are the node affinities of the PersistentVolumes the
 	// pod's bound claims use; VolumeError explains a claim that cannot be
 	// resolved (missing claim or volume).
@@ -235,6 +239,7 @@ func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draM
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
+	c.OncePodClaims = vols.oncePodClaims(pod)
 	c.NamesNodes = c.NodeName != "" || c.AffinityKeys.Has(corev1.LabelHostname) || hasMatchFields(pod) || len(c.VolumeAffinity) > 0
 	c.Claims, c.ClaimWait = dra.Resolve(pod)
 	return c, nil

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
@@ -177,6 +178,12 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 	if len(p.Class.Claims) > 0 {
 		s.dra.Place(n, p.devices, p.Class.Claims)
 	}
+	for _, k := range p.Class.OncePodClaims {
+		if s.oncePodUsers == nil {
+			s.oncePodUsers = map[types.NamespacedName]int{}
+		}
+		s.oncePodUsers[k]++
+	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {
 			k.count(n, 1)
@@ -210,6 +217,11 @@ func (s *Snapshot) unplace(p *Pod) {
 	n := p.Node
 	if len(p.Class.Claims) > 0 {
 		p.devices = s.dra.Unplace(n, p.devices, p.Class.Claims)
+	}
+	for _, k := range p.Class.OncePodClaims {
+		if s.oncePodUsers[k]--; s.oncePodUsers[k] <= 0 {
+			delete(s.oncePodUsers, k)
+		}
 	}
 	for _, k := range p.Class.counters {
 		if k.eligible(n) {

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/berth-dev/berth/internal/podutil"
@@ -79,6 +80,9 @@ type Snapshot struct {
 	optionKeys sets.Set[string]
 	addOnPods  map[string]int
 	shapes     shapes
+	// oncePodUsers counts, per ReadWriteOncePod claim, the placed pods
+	// that use it.
+	oncePodUsers map[types.NamespacedName]int
 
 	counters           []*Counter
 	counterBySignature map[string]*Counter
@@ -91,6 +95,10 @@ type Snapshot struct {
 	journal []undo
 	marks   []int
 }
+
+// OncePodClaimInUse reports whether a placed pod uses the
+// ReadWriteOncePod claim k.
+func (s *Snapshot) OncePodClaimInUse(k types.NamespacedName) bool { return s.oncePodUsers[k] > 0 }
 
 // GroupUsage is how many nodes a node group has in the snapshot and their
 // total capacity.

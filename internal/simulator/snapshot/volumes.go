@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,14 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		if !ok {
 			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
 		}
+		// In VolumeBinding's order: a claim whose volume is gone, or that
+		// is being deleted, takes the pod nowhere.
+		if claim.Status.Phase == corev1.ClaimLost {
+			return nil, fmt.Sprintf("persistentvolumeclaim %q bound to non-existent persistentvolume %q", claim.Name, claim.Spec.VolumeName)
+		}
+		if claim.DeletionTimestamp != nil {
+			return nil, fmt.Sprintf("persistentvolumeclaim %q is being deleted", claim.Name)
+		}
 		if v.Ephemeral != nil && pod.UID != "" && !ownedBy(claim, pod) {
 			return nil, fmt.Sprintf("persistentvolumeclaim %q was not created for the pod", name)
 		}
@@ -85,6 +94,29 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		out = append(out, sel)
 	}
 	return out, ""
+}
+
+// oncePodClaims are the claims of the pod's volumes (in its namespace)
+// with the ReadWriteOncePod access mode: one pod at a time may use each,
+// as kube-scheduler's VolumeRestrictions has it.
+func (l volumeLookup) oncePodClaims(pod *corev1.Pod) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, v := range pod.Spec.Volumes {
+		var name string
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			name = pod.Name + "-" + v.Name
+		default:
+			continue
+		}
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+		if claim, ok := l.claims[key]; ok && slices.Contains(claim.Spec.AccessModes, corev1.ReadWriteOncePod) {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // volumeTopologyLabels are the labels of a PersistentVolume that
