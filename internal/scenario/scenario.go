@@ -277,10 +277,20 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		Now: now, LaunchGrace: scaleup.DefaultLaunchGrace,
 	}
 	burst := podutil.NewBurst(s.Pods)
+	nodes := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		nodes[n.Name] = true
+	}
 	for _, p := range s.Pods {
 		switch {
 		case p.Spec.NodeName != "":
 			in.Pods = append(in.Pods, p)
+		case podutil.IsUnbound(p) && nodes[p.Status.NominatedNodeName]:
+			// Nominated (by preemption, or by berth): it holds room there,
+			// as the controller plans it.
+			held := p.DeepCopy()
+			held.Spec.NodeName = p.Status.NominatedNodeName
+			in.Held = append(in.Held, held)
 		case awaitsNode(burst, p):
 			in.Pending = append(in.Pending, p)
 		}

@@ -181,3 +181,40 @@ spec:
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
+
+// TestAPodNominatedToANodeHoldsItsRoomThere: as the controller plans it,
+// a pending pod that preemption (or berth) nominated to an existing node
+// is held there, not planned a node of its own; a nomination to a node
+// the input does not have is stale, and the pod waits for a node.
+func TestAPodNominatedToANodeHoldsItsRoomThere(t *testing.T) {
+	s, err := scenario.Load(strings.NewReader(`apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "2", memory: 4Gi, pods: "110"}, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: preemptor}
+spec: {priority: 1000, containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
+status: {phase: Pending, nominatedNodeName: n1, conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: stale}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
+status: {phase: Pending, nominatedNodeName: gone, conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.Input(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Held) != 1 || in.Held[0].Name != "preemptor" || in.Held[0].Spec.NodeName != "n1" {
+		t.Errorf("held %v, want preemptor held on n1", in.Held)
+	}
+	if len(in.Pending) != 1 || in.Pending[0].Name != "stale" {
+		t.Errorf("pending %v, want only stale", in.Pending)
+	}
+}
