@@ -143,12 +143,10 @@ func zoneLabelSelectors(pv *corev1.PersistentVolume) []*corev1.NodeSelector {
 		}
 		var values []string
 		for v := range strings.SplitSeq(value, "__") {
-			if v = strings.TrimSpace(v); v != "" {
-				values = append(values, v)
-			}
+			values = append(values, strings.TrimSpace(v))
 		}
-		if len(values) == 0 {
-			continue // kube-scheduler ignores a label it cannot read
+		if slices.Contains(values, "") {
+			continue // kube-scheduler ignores a label it cannot read (an empty zone, "a____b")
 		}
 		terms := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: l.key, Operator: corev1.NodeSelectorOpIn, Values: values}}}}
 		if l.ga != l.key {
