@@ -240,7 +240,7 @@ func (s *scheduler) preempt(p *pod) bool {
 		}
 		slices.SortFunc(victims, func(a, b *snapshot.Pod) int { return cmp.Compare(a.Name, b.Name) })
 		need := 0
-		free := n.Requested
+		free := n.Requested.Clone() // the node's own map of extended resources stays as it is
 		for _, v := range victims {
 			if snapshot.Fits(&c.Requests, &free, &n.Allocatable) {
 				break

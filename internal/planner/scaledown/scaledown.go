@@ -535,7 +535,11 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	case !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize):
 		return blocked(ReasonMinSize, "node group "+name+" is at its minSize")
 	case overBudget:
-		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+p.downNote(name, reason))
+		note := p.downNote(name, reason)
+		if retiring(g) {
+			note = "" // a deleted group's NotReady nodes do not hold it back
+		}
+		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+note)
 	}
 	if why, ok := p.held[name]; ok {
 		return blocked(ReasonGroupHeld, "node group "+name+" holds its removals: "+why)

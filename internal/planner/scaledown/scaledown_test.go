@@ -490,6 +490,49 @@ func TestRecheck(t *testing.T) {
 	}
 }
 
+// TestARecheckLeavesTheRoomOfOtherReplacementsAndDrainsAlone: the pods of
+// a node being replaced go to its own replacement, sized for them, or stay
+// where they are while it boots (it may have no Node yet): they take no
+// room a drain or another replacement counts on. And a pod whose
+// ReadWriteOncePod claim only it uses finds a home (its own use does not
+// count against it).
+func TestARecheckLeavesTheRoomOfOtherReplacementsAndDrainsAlone(t *testing.T) {
+	g := group("re")
+	replaced := func(name, by string) *corev1.Node {
+		return node(name, g, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, by))
+	}
+	draining := b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)
+	t.Run("another replacement still launching has no Node yet", func(t *testing.T) {
+		in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{replaced("a", "ra"), node("ra", g), replaced("c", "rc")},
+			Pods: []*corev1.Pod{app("web-a", "a", "3"), app("web-c", "c", "3")}}
+		if bl, err := scaledown.Recheck(in, "a"); err != nil || bl != nil {
+			t.Errorf("a, whose replacement ra is Ready: %+v %v; want its drain to go on (web-c waits for rc, not ra)", bl, err)
+		}
+	})
+	t.Run("a drain and a replacement", func(t *testing.T) {
+		in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("d", g, draining), node("e", g), replaced("a", "ra"), node("ra", g)},
+			Pods: []*corev1.Pod{app("web-d", "d", "3"), app("small-e", "e", "1"), app("web-a1", "a", "2"), app("web-a2", "a", "2")}}
+		if bl, err := scaledown.Recheck(in, "d"); err != nil || bl != nil {
+			t.Errorf("d, whose pod fits on e: %+v %v; want its drain to go on (a's pods go to ra)", bl, err)
+		}
+	})
+	t.Run("a ReadWriteOncePod pod of a drained node", func(t *testing.T) {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}}}
+		withClaim := func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
+		}
+		in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("d", g, draining), node("e", g), node("f", g)},
+			Pods:   []*corev1.Pod{app("w", "d", "3", withClaim), app("web-e", "e", "500m"), app("web-f", "f", "3")},
+			Claims: []*corev1.PersistentVolumeClaim{claim}}
+		got := run(t, in)
+		if slices.Contains(got.removed, "e") {
+			t.Errorf("removed %v: e's room is the only home of d's pod w", got.removed)
+		}
+	})
+}
+
 // TestReplaceByACheaperNode: three 2-cpu nodes at 0.10 each hold one
 // 1200m pod each; none can take another's pod. The group also offers an
 // 8-cpu node at 0.20: the three are replaced by it (0.20 <= 90 % of 0.30),

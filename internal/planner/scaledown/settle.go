@@ -6,13 +6,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // settle gives the pods that need a home before any removal is tried a
-// place on the nodes that stay: the pods still on nodes being drained or
-// replaced (except the node named keep, whose own pods the caller checks) and the
+// place on the nodes that stay: the pods still on nodes being drained
+// (except the node named keep, whose own pods the caller checks), those of
+// nodes being replaced on their replacement, and the
 // pods that wait for a node. They take their room first, so that no
 // removal counts on room they are about to fill. A pod of a drained node
 // that fits nowhere stays where it is (it will wait for a new node); the
@@ -26,6 +28,17 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 		if n.Name == keep || !n.Unschedulable || !leaving(n.Node) {
 			continue
 		}
+		homes, hint := p.homes, &p.hint
+		if !nodeutil.Disrupted(n.Node) {
+			// Replaced, not drained yet: its pods go to the node launched
+			// for them, and keep their room here until it is in the
+			// cluster (they take no one else's meanwhile).
+			r := p.s.Node(n.Annotations[v1alpha1.AnnotationReplacedBy])
+			if r == nil || r.Unschedulable {
+				continue
+			}
+			homes, hint = []*snapshot.Node{r}, new(int)
+		}
 		for _, sp := range slices.Clone(n.Pods) {
 			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {
 				continue
@@ -34,9 +47,21 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 			if c == nil {
 				continue
 			}
-			if to := firstFit(p.s, c, p.homes, &p.hint); to != nil {
+			// A pod's own use of a ReadWriteOncePod claim must not keep
+			// it from its new home: it leaves first, and comes back when
+			// it fits nowhere.
+			away := len(c.OncePodClaims) > 0
+			if away {
 				p.s.RemovePod(sp)
+			}
+			switch to := firstFit(p.s, c, homes, hint); {
+			case to != nil:
+				if !away {
+					p.s.RemovePod(sp)
+				}
 				p.place(unbound, to)
+			case away:
+				p.s.AddPod(sp, n)
 			}
 		}
 	}

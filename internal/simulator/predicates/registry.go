@@ -98,6 +98,7 @@ func Default() []Filter {
 		TaintToleration{},
 		NodeAffinity{},
 		VolumeNodeAffinity{},
+		VolumeRestrictions{},
 		NodeResourcesFit{},
 		DynamicResources{},
 		NodePorts{},
@@ -135,7 +136,9 @@ func passes(f Filter, c *snapshot.Class) bool {
 	case DynamicResources:
 		return c.ClaimWait == "" && len(c.Claims) == 0
 	case VolumeNodeAffinity:
-		return c.VolumeError == "" && len(c.VolumeAffinity) == 0 && len(c.OncePodClaims) == 0
+		return c.VolumeError == "" && len(c.VolumeAffinity) == 0
+	case VolumeRestrictions:
+		return len(c.OncePodClaims) == 0
 	case PodTopologySpread:
 		return len(c.Spread) == 0
 	}

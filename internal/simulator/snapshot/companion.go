@@ -58,11 +58,19 @@ func (n *Node) HasShareKey(key string) bool { return n.shareKeys[key] > 0 }
 // share key. A bound pod's companion already has its own pod.
 func (n *Node) charge(p *Pod) {
 	c := p.Class
+	n.chargeAs(p, p.pending() && c.RequestsOn(n) != &c.Base)
+}
+
+// chargeAs is charge with whether the pod carries its companion's
+// requests given: a pod put back by a Revert carries what it carried
+// before, whichever pod of its share key came back first.
+func (n *Node) chargeAs(p *Pod, addOn bool) {
+	c := p.Class
 	req := &c.Base
-	if p.pending() {
-		req = c.RequestsOn(n)
+	if addOn {
+		req = &c.Requests
 	}
-	p.addOn = req != &c.Base
+	p.addOn = addOn
 	n.Requested.Add(req)
 	n.podCount++
 	if p.addOn {

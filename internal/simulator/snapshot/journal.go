@@ -30,6 +30,8 @@ type undo struct {
 	// shadowed is the node an added node's name stood for before it
 	// (a planned node named as an existing one), restored on undo.
 	shadowed *Node
+	// addOn is whether a removed pod carried its companion's requests.
+	addOn bool
 	// devices is the Placement an added pod kept before AddPod replaced
 	// it: undoing the add gives it back, so that undoing the RemovePod
 	// before it holds the devices the pod had, not those of the node the
@@ -111,7 +113,7 @@ func (s *Snapshot) reverse(u undo) {
 	case undoWiden:
 		s.restoreFlex(u.node, u.flex)
 	case undoRemovePod:
-		s.replace(u.pod, u.node, int(u.slot))
+		s.replace(u.pod, u.node, int(u.slot), u.addOn)
 	case undoAddNode:
 		n := u.node
 		s.account(n, -1)

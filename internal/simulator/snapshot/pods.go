@@ -166,13 +166,21 @@ func (s *Snapshot) FitsAnyOption(n *Node, c *Class) bool {
 	return false
 }
 
-func (s *Snapshot) place(p *Pod, n *Node) {
+func (s *Snapshot) place(p *Pod, n *Node) { s.placeAs(p, n, nil) }
+
+// placeAs is place, charging the pod's companion as addOn says when it is
+// set (a Revert putting the pod back as it was), as charge decides when nil.
+func (s *Snapshot) placeAs(p *Pod, n *Node, addOn *bool) {
 	s.dra.Changed()
 	p.Node = n
 	p.slot = len(n.Pods)
 	n.Pods = append(n.Pods, p)
 	p.Class.placed++
-	n.charge(p)
+	if addOn != nil {
+		n.chargeAs(p, *addOn)
+	} else {
+		n.charge(p)
+	}
 	s.roomTaken(n)
 	n.HostPorts = append(n.HostPorts, p.Class.HostPorts...)
 	if len(p.Class.Claims) > 0 {
@@ -193,16 +201,16 @@ func (s *Snapshot) place(p *Pod, n *Node) {
 
 // RemovePod takes a placed pod off its node.
 func (s *Snapshot) RemovePod(p *Pod) {
-	n, slot := p.Node, p.slot
+	n, slot, addOn := p.Node, p.slot, p.addOn
 	s.unplace(p)
-	s.record(undo{kind: undoRemovePod, node: n, pod: p, slot: int32(slot)})
+	s.record(undo{kind: undoRemovePod, node: n, pod: p, slot: int32(slot), addOn: addOn})
 }
 
 // replace reverses RemovePod: it puts p back in its slot of n.Pods and the
 // pod that took the slot back at the end, so that a Revert restores the
 // order of a node's pods exactly (the planner walks them in that order).
-func (s *Snapshot) replace(p *Pod, n *Node, slot int) {
-	s.place(p, n)
+func (s *Snapshot) replace(p *Pod, n *Node, slot int, addOn bool) {
+	s.placeAs(p, n, &addOn)
 	last := len(n.Pods) - 1
 	if slot == last {
 		return

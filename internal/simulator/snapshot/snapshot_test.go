@@ -445,3 +445,39 @@ func TestConstraintsLeaveOutRequestsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestRevertPutsBackTheCompanionWhereItWas: two pending pods share the
+// companion key web (500m of companion, charged once per node, to the
+// first that lands). Removing both in a fork and reverting must leave the
+// companion on the pod that carried it: removing that pod afterwards
+// frees 1500m, the other 1000m. The undo of the removals, in reverse
+// order, charged the companion to the other pod.
+func TestRevertPutsBackTheCompanionWhereItWas(t *testing.T) {
+	s, err := snapshot.New(snapshot.Input{Nodes: []snapshot.NodeInput{{Node: b.Node("n0", "4", "8Gi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := s.Nodes[0]
+	var pods []*snapshot.Pod
+	for _, name := range []string{"p1", "p2"} {
+		c, err := s.Classify(b.Pod(name, b.CPU("1"), b.Labels(v1alpha1.LabelCompanionShareKey, "web"),
+			b.Annotation(v1alpha1.AnnotationCompanionRequests, `{"cpu":"500m"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &snapshot.Pod{Pod: c.Example, Class: c}
+		s.AddPod(p, n)
+		pods = append(pods, p)
+	}
+	if got := n.Requested.MilliCPU; got != 2500 {
+		t.Fatalf("two pods and one companion: %dm requested, want 2500m", got)
+	}
+	s.Fork()
+	s.RemovePod(pods[0])
+	s.RemovePod(pods[1])
+	s.Revert()
+	s.RemovePod(pods[0])
+	if got := n.Requested.MilliCPU; got != 1000 {
+		t.Errorf("after the revert, p1 (which carried the companion) removed: %dm requested, want 1000m", got)
+	}
+}
