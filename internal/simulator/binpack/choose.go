@@ -6,6 +6,7 @@ import (
 	"slices"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -218,19 +219,23 @@ func sortPods(s *snapshot.Snapshot, pods []*snapshot.Pod, order podOrder) {
 
 // deferSelfMatching moves the pods of a class with required pod affinity
 // that they match themselves (kube-scheduler lets the first pod of such a
-// group go to any domain while no pod matches) to just after the last pod
-// of a pinned class (required node affinity or a volume's) that matches
-// its terms too: once a pod of that class is bound in its own domain, the
+// group go to any domain while no pod matches; a class some placed pod
+// matches already, or pinned on a term's key itself, opens no domain of
+// its own) to just after the last pod
+// of a class anchored on a term's topology key (pinned on it by its node
+// affinity or its volumes', or following such a class: anchoredClasses)
+// that matches its terms too: once a pod of that class is bound in its own domain, the
 // terms hold only there, so the self-matching pod must join it rather
 // than open a domain of its own first. Pods of an unpinned matching class
 // go where they fit, and are not waited for. O(self-matching affinity
 // classes x classes + pods).
 func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
+	anchors := anchoredClasses(s, pods)
 	// A class moved behind one that is moved itself moves again, for
 	// chains up to deferDepth long (classes that select each other would
 	// trade places for ever).
 	for range deferDepth {
-		if !deferOnce(s, pods) {
+		if !deferOnce(s, pods, anchors) {
 			return
 		}
 	}
@@ -240,14 +245,78 @@ func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
 // follows.
 const deferDepth = 8
 
-// deferOnce moves each self-matching class behind its pinned matches as
-// the order stands, and reports whether it moved any.
-func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod) bool {
+// anchor is a class whose pods can be in only some domains of a topology
+// key.
+type anchor struct {
+	class *snapshot.Class
+	key   string
+}
+
+// anchoredClasses are the classes among pods held to some domains of a
+// topology key an affinity term names: pinned on it (pinnedOn), or with a
+// required affinity term on it that an anchored class matches (it follows
+// that class), through chains up to deferDepth long. O(deferDepth x
+// affinity classes x classes) for the few keys affinity terms name.
+func anchoredClasses(s *snapshot.Snapshot, pods []*snapshot.Pod) map[anchor]bool {
+	var classes, affine []*snapshot.Class
+	seen := map[*snapshot.Class]bool{}
+	keys := map[string]bool{}
+	for _, p := range pods {
+		if c := p.Class; !seen[c] {
+			seen[c] = true
+			classes = append(classes, c)
+			if len(c.Affinity) > 0 {
+				affine = append(affine, c)
+				for i := range c.Affinity {
+					keys[c.Affinity[i].TopologyKey] = true
+				}
+			}
+		}
+	}
+	out := map[anchor]bool{}
+	if len(affine) == 0 {
+		return out
+	}
+	for key := range keys {
+		for _, c := range classes {
+			if pinnedOnKey(c, key) {
+				out[anchor{c, key}] = true
+			}
+		}
+	}
+	for range deferDepth {
+		grew := false
+		for _, o := range affine {
+			for i := range o.Affinity {
+				key := o.Affinity[i].TopologyKey
+				if out[anchor{o, key}] {
+					continue
+				}
+				for _, c := range classes {
+					if c != o && out[anchor{c, key}] && matchesAll(o.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
+						out[anchor{o, key}], grew = true, true
+						break
+					}
+				}
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	return out
+}
+
+// deferOnce moves each self-matching class behind the anchored classes
+// that match its terms, as the order stands, and reports whether it moved
+// any.
+func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod, anchors map[anchor]bool) bool {
 	last := map[*snapshot.Class]int{}
 	var self []*snapshot.Class
 	for i, p := range pods {
 		c := p.Class
-		if _, seen := last[c]; !seen && len(c.Affinity) > 0 && matchesAll(c.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
+		if _, seen := last[c]; !seen && len(c.Affinity) > 0 && !matchedAlready(c) && !pinnedOn(c, c.Affinity) &&
+			matchesAll(c.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
 			self = append(self, c)
 		}
 		last[c] = i
@@ -258,7 +327,7 @@ func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod) bool {
 	after := map[*snapshot.Class]int{}
 	for _, c := range self {
 		for o, i := range last {
-			if o != c && (o.HasNodeAffinity || len(o.VolumeAffinity) > 0) && i > last[c] &&
+			if o != c && i > last[c] && anchoredOn(anchors, o, c.Affinity) &&
 				matchesAll(c.Affinity, o.Namespace, s.NamespaceLabels(o.Namespace), o.Labels) {
 				after[c] = max(after[c], i)
 			}
@@ -279,6 +348,44 @@ func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod) bool {
 	}
 	copy(pods, out)
 	return true
+}
+
+// anchoredOn reports whether class o is anchored on the topology key of
+// one of the terms.
+func anchoredOn(anchors map[anchor]bool, o *snapshot.Class, terms []snapshot.AffinityTerm) bool {
+	for i := range terms {
+		if anchors[anchor{o, terms[i].TopologyKey}] {
+			return true
+		}
+	}
+	return false
+}
+
+// pinnedOn reports whether class o's node selection (its node affinity,
+// or its volumes') names the topology key of one of the terms: its pods
+// can only be in some of the terms' domains, which a pod opening a domain
+// of its own may miss.
+func pinnedOn(o *snapshot.Class, terms []snapshot.AffinityTerm) bool {
+	for i := range terms {
+		if pinnedOnKey(o, terms[i].TopologyKey) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinnedOnKey reports whether class o's node selection names key.
+func pinnedOnKey(o *snapshot.Class, key string) bool {
+	return o.AffinityKeys.Has(key) || (len(o.VolumeAffinity) > 0 && key != corev1.LabelHostname)
+}
+
+// matchedAlready reports whether a placed pod (bound, or planned before
+// the sort) matches the class's affinity terms: kube-scheduler's
+// exception for the first pod does not apply, and the class follows
+// that pod's domain whatever its place in the order.
+func matchedAlready(c *snapshot.Class) bool {
+	k := c.AffinityCounter()
+	return k != nil && k.Positive() > 0
 }
 
 // matchesAll reports whether a pod of the namespace and labels matches
