@@ -39,16 +39,12 @@ func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.P
 func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelector, string) {
 	var out []*nodeaffinity.NodeSelector
 	for _, v := range pod.Spec.Volumes {
-		var name string
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			name = v.PersistentVolumeClaim.ClaimName
-		case v.Ephemeral != nil:
-			name = pod.Name + "-" + v.Name
-		default:
+		key, ok := claimOf(pod, &v)
+		if !ok {
 			continue
 		}
-		claim, ok := l.claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
+		name := key.Name
+		claim, ok := l.claims[key]
 		if !ok && v.Ephemeral != nil {
 			continue
 		}
@@ -96,22 +92,30 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 	return out, ""
 }
 
+// claimOf names the claim a volume of the pod uses: a
+// persistentVolumeClaim's, or the one the ephemeral volume controller
+// makes for a generic ephemeral volume (<pod>-<volume>); false for other
+// volumes.
+func claimOf(pod *corev1.Pod, v *corev1.Volume) (types.NamespacedName, bool) {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, true
+	case v.Ephemeral != nil:
+		return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name + "-" + v.Name}, true
+	}
+	return types.NamespacedName{}, false
+}
+
 // oncePodClaims are the claims of the pod's volumes (in its namespace)
 // with the ReadWriteOncePod access mode: one pod at a time may use each,
 // as kube-scheduler's VolumeRestrictions has it.
 func (l volumeLookup) oncePodClaims(pod *corev1.Pod) []types.NamespacedName {
 	var out []types.NamespacedName
 	for _, v := range pod.Spec.Volumes {
-		var name string
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			name = v.PersistentVolumeClaim.ClaimName
-		case v.Ephemeral != nil:
-			name = pod.Name + "-" + v.Name
-		default:
+		key, ok := claimOf(pod, &v)
+		if !ok {
 			continue
 		}
-		key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
 		if claim, ok := l.claims[key]; ok && slices.Contains(claim.Spec.AccessModes, corev1.ReadWriteOncePod) {
 			out = append(out, key)
 		}
