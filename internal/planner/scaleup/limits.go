@@ -25,15 +25,20 @@ var DefaultClusterLimits = corev1.ResourceList{
 type launcher struct {
 	groups map[string]*v1alpha1.NodeGroup
 	// largest is, per template, the largest allocatable of any of its
-	// options in each resource: when the limits allow it, they allow every
-	// option.
-	largest map[*binpack.Template]snapshot.Resources
+	// options in each resource, and pod slots: when the limits allow it,
+	// they allow every option.
+	largest map[*binpack.Template]largestOption
+}
+
+type largestOption struct {
+	snapshot.Resources
+	slots int64
 }
 
 var _ binpack.Launcher = (*launcher)(nil)
 
 func newLauncher(groups []*v1alpha1.NodeGroup) *launcher {
-	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, largest: map[*binpack.Template]snapshot.Resources{}}
+	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, largest: map[*binpack.Template]largestOption{}}
 	for _, ng := range groups {
 		l.groups[ng.Name] = ng
 	}
@@ -48,20 +53,21 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 		return nil, fmt.Sprintf("node group at maxSize %d", ng.Spec.MaxSize)
 	}
 	all := t.Node.Flex.Options
-	h := s.LimitRoom(t.Group, &snapshot.Resources{})
+	h := s.LimitRoom(t.Group, &snapshot.Resources{}, 0)
 	largest, ok := l.largest[t]
 	if !ok {
 		for _, o := range all {
 			largest.Max(&o.Allocatable)
+			largest.slots = max(largest.slots, int64(o.AllowedPods))
 		}
 		l.largest[t] = largest
 	}
-	if len(all) > 0 && h.Allows(&largest) {
+	if len(all) > 0 && h.Allows(&largest.Resources) && h.AllowsPods(largest.slots) {
 		return all, "" // far from every limit: the template's own list
 	}
 	out := make([]*snapshot.Option, 0, len(all))
 	for _, o := range all {
-		if h.Allows(&o.Allocatable) {
+		if h.AllowsOption(o) {
 			out = append(out, o)
 		}
 	}
@@ -87,9 +93,15 @@ func limitReason(s *snapshot.Snapshot, group string, opts []*snapshot.Option) st
 		why = append(why, fmt.Sprintf("node group limit on %s reached (%s of %s)", n,
 			snapshot.FormatQuantity(n, snapshot.Amount(&usage.Capacity, n)), snapshot.FormatQuantity(n, snapshot.Amount(&gl.Max, n))))
 	}
+	if gl.ExceedsPods(usage.Slots, int64(smallest.AllowedPods)) {
+		why = append(why, fmt.Sprintf("node group limit on pods reached (%d pod slots of %d; the smallest type has %d)", usage.Slots, gl.MaxPods, smallest.AllowedPods))
+	}
 	if n := cl.Exceeded(&total, none, &smallest.Allocatable); n != "" {
 		why = append(why, fmt.Sprintf("cluster limit on %s reached (%s of %s)", n,
 			snapshot.FormatQuantity(n, snapshot.Amount(&total, n)), snapshot.FormatQuantity(n, snapshot.Amount(&cl.Max, n))))
+	}
+	if cl.ExceedsPods(s.TotalSlots(), int64(smallest.AllowedPods)) {
+		why = append(why, fmt.Sprintf("cluster limit on pods reached (%d pod slots of %d)", s.TotalSlots(), cl.MaxPods))
 	}
 	if len(why) == 0 {
 		return "limits reached"

@@ -179,7 +179,6 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 		Allocatable: snapshot.FromList(it.Capacity), AllowedPods: pods, Node: node,
 		Ref: ref, Slices: it.ResourceSlices(node.Name),
 	}
-	o.Allocatable.Pods = int64(pods) // a type that does not say has the kubelet's default, for spec.limits.pods
 	for _, ds := range dss {
 		if ds.RunsOn(node) {
 			o.Overhead.Add(&ds.Requests)

@@ -358,10 +358,10 @@ func frac(d *snapshot.Node) float64 {
 // pods and share besides.
 func (f *filler) ceiling(n *snapshot.Node, share *snapshot.Resources) *snapshot.Option {
 	opts := f.byPrice(n.Flex.Options)
-	h := f.p.s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := f.p.s.LimitRoomOf(n)
 	start, _ := slices.BinarySearchFunc(opts, n.Current.Price, func(o *snapshot.Option, price float64) int { return cmp.Compare(o.Price, price) })
 	for _, o := range opts[start:] {
-		if n.FitsOption(o, share, 0) && h.Allows(&o.Allocatable) {
+		if n.FitsOption(o, share, 0) && h.AllowsOption(o) {
 			return o
 		}
 	}

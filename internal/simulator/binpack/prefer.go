@@ -56,10 +56,10 @@ func (p *packer) preferredOption(n *snapshot.Node) *snapshot.Option {
 	if cheapest == nil || !podsPrefer(n) {
 		return cheapest
 	}
-	h := p.s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := p.s.LimitRoomOf(n)
 	best, bestScore := cheapest, nodeAffinityScore(n, cheapest)
 	for _, o := range n.Flex.Options {
-		if o == cheapest || !tied(o.Price, cheapest.Price) || !h.Allows(&o.Allocatable) {
+		if o == cheapest || !tied(o.Price, cheapest.Price) || !h.AllowsOption(o) {
 			continue
 		}
 		if s := nodeAffinityScore(n, o); s > bestScore || (s == bestScore && o.Allocatable.MilliCPU < best.Allocatable.MilliCPU) {

@@ -11,10 +11,10 @@ import (
 // class c. Growing buys room for later pods too, so it is compared per unit
 // with what a new node would cost, not as a bare price difference.
 func (p *packer) growthRate(n *snapshot.Node, c *snapshot.Class) float64 {
-	h := p.s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := p.s.LimitRoomOf(n)
 	var next *snapshot.Option
 	for _, o := range n.Flex.Options {
-		if (next == nil || o.Price < next.Price) && n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.Allows(&o.Allocatable) && p.matchesOption(o, c) &&
+		if (next == nil || o.Price < next.Price) && n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.AllowsOption(o) && p.matchesOption(o, c) &&
 			p.s.OptionHasDevices(n, o, c) {
 			next = o
 		}

@@ -47,7 +47,7 @@ func (e *baseNode) same(ni NodeInput) bool {
 }
 
 func resourcesEqual(a, b *Resources) bool {
-	return a.MilliCPU == b.MilliCPU && a.Memory == b.Memory && a.EphemeralStorage == b.EphemeralStorage && a.Pods == b.Pods && maps.Equal(a.Scalar, b.Scalar)
+	return a.MilliCPU == b.MilliCPU && a.Memory == b.Memory && a.EphemeralStorage == b.EphemeralStorage && maps.Equal(a.Scalar, b.Scalar)
 }
 
 func taintsEqual(a, b []corev1.Taint) bool {

@@ -43,12 +43,12 @@ func (*draNodes) Host(n *Node) dynamicresources.Host[*Option] {
 func (d *draNodes) Fitting(n *Node, class int, only *Option, buf []*Option) []*Option {
 	s := (*Snapshot)(d)
 	c := s.classList[class]
-	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoomOf(n)
 	for _, o := range n.Flex.Options {
 		if only != nil && o != only {
 			continue
 		}
-		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.Allows(&o.Allocatable) {
+		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.AllowsOption(o) {
 			buf = append(buf, o)
 		}
 	}

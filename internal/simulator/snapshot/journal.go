@@ -2,7 +2,7 @@ package snapshot
 
 import "github.com/berth-dev/berth/internal/simulator/dynamicresources"
 
-type undoKind int
+type undoKind uint8
 
 const (
 	undoAddNode undoKind = iota
@@ -20,6 +20,8 @@ const (
 // flexible node needs is behind a pointer.
 type undo struct {
 	kind undoKind
+	// addOn is whether a removed pod carried its companion's requests.
+	addOn bool
 	// slot is where a removed pod was in its node's Pods.
 	slot int32
 	node *Node
@@ -30,8 +32,6 @@ type undo struct {
 	// shadowed is the node an added node's name stood for before it
 	// (a planned node named as an existing one), restored on undo.
 	shadowed *Node
-	// addOn is whether a removed pod carried its companion's requests.
-	addOn bool
 	// devices is the Placement an added pod kept before AddPod replaced
 	// it: undoing the add gives it back, so that undoing the RemovePod
 	// before it holds the devices the pod had, not those of the node the

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,9 @@ import (
 type Limit struct {
 	Names []corev1.ResourceName
 	Max   Resources
+	// MaxPods caps the nodes' pod slots (their AllowedPods) when Names
+	// holds pods.
+	MaxPods int64
 }
 
 // NewLimit converts a ResourceList of caps. A cap past what an int64 holds
@@ -22,6 +26,9 @@ func NewLimit(rl corev1.ResourceList) Limit {
 	l := Limit{Max: fromList(rl, true)}
 	for name := range rl {
 		l.Names = append(l.Names, name)
+	}
+	if q, ok := rl[corev1.ResourcePods]; ok {
+		l.MaxPods = saturated(q, maxUnits, minUnits, q.Value)
 	}
 	sort.Slice(l.Names, func(i, j int) bool { return l.Names[i] < l.Names[j] })
 	return l
@@ -36,21 +43,24 @@ func Amount(r *Resources, name corev1.ResourceName) int64 {
 		return r.Memory
 	case corev1.ResourceEphemeralStorage:
 		return r.EphemeralStorage
-	case corev1.ResourcePods:
-		return r.Pods
 	}
 	return r.Scalar[name]
 }
 
 // Exceeded returns the first resource for which used - drop + add is over
-// the limit, or "".
+// the limit, or "" (pod slots: ExceedsPods).
 func (l *Limit) Exceeded(used, drop, add *Resources) corev1.ResourceName {
 	for _, n := range l.Names {
-		if Amount(used, n)-Amount(drop, n)+Amount(add, n) > Amount(&l.Max, n) {
+		if n != corev1.ResourcePods && Amount(used, n)-Amount(drop, n)+Amount(add, n) > Amount(&l.Max, n) {
 			return n
 		}
 	}
 	return ""
+}
+
+// ExceedsPods reports whether used + add pod slots are over the limit.
+func (l *Limit) ExceedsPods(used, add int64) bool {
+	return slices.Contains(l.Names, corev1.ResourcePods) && used+add > l.MaxPods
 }
 
 // SetLimits caps the capacity of a node group's nodes.
@@ -71,24 +81,35 @@ type LimitRoom struct {
 	scalar                     map[corev1.ResourceName]int64
 }
 
-// LimitRoom returns the largest capacity a node of the group that currently
-// accounts for current may grow to within the group and cluster limits.
-// Compute it once and test many options with Allows.
-func (s *Snapshot) LimitRoom(group string, current *Resources) LimitRoom {
+// LimitRoom returns the largest capacity (and pod slots) a node of the
+// group that currently accounts for current (and currentSlots) may grow to
+// within the group and cluster limits. Compute it once and test many
+// options with Allows and AllowsOption.
+func (s *Snapshot) LimitRoom(group string, current *Resources, currentSlots int64) LimitRoom {
 	h := LimitRoom{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64, pods: math.MaxInt64}
 	g := s.groups[group]
 	var used Resources
+	var slots int64
 	if g != nil {
-		used = g.Capacity
+		used, slots = g.Capacity, g.Slots
 	}
 	gl := s.limits[group]
-	h.lower(&gl, &used, current)
-	h.lower(&s.clusterLimit, &s.total, current)
+	h.lower(&gl, &used, current, slots, currentSlots)
+	h.lower(&s.clusterLimit, &s.total, current, s.totalSlots, currentSlots)
 	return h
 }
 
-func (h *LimitRoom) lower(l *Limit, used, current *Resources) {
+// LimitRoomOf is LimitRoom for a node of the snapshot, as it accounts now.
+func (s *Snapshot) LimitRoomOf(n *Node) LimitRoom {
+	return s.LimitRoom(n.NodeGroup, &n.Capacity, n.slots)
+}
+
+func (h *LimitRoom) lower(l *Limit, used, current *Resources, usedSlots, currentSlots int64) {
 	for _, n := range l.Names {
+		if n == corev1.ResourcePods {
+			h.pods = min(h.pods, l.MaxPods-usedSlots+currentSlots)
+			continue
+		}
 		left := Amount(&l.Max, n) - Amount(used, n) + Amount(current, n)
 		switch n {
 		case corev1.ResourceCPU:
@@ -110,9 +131,18 @@ func (h *LimitRoom) lower(l *Limit, used, current *Resources) {
 	}
 }
 
-// Allows reports whether capacity c fits the headroom.
+// AllowsOption reports whether a node launched as option o fits the
+// room: its capacity and its pod slots.
+func (h *LimitRoom) AllowsOption(o *Option) bool {
+	return int64(o.AllowedPods) <= h.pods && h.Allows(&o.Allocatable)
+}
+
+// AllowsPods reports whether a node of that many pod slots fits the room.
+func (h *LimitRoom) AllowsPods(slots int64) bool { return slots <= h.pods }
+
+// Allows reports whether capacity c fits the room (pod slots aside).
 func (h *LimitRoom) Allows(c *Resources) bool {
-	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage || c.Pods > h.pods {
+	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
 		return false
 	}
 	if len(h.scalar) == 0 {

@@ -23,9 +23,12 @@ type Node struct {
 	Unschedulable bool
 	Allocatable   Resources
 	AllowedPods   int
-	Requested     Resources
-	Pods          []*Pod
-	HostPorts     []HostPort
+	// slots are the pod slots the node accounts for in its group's and
+	// the cluster's limits (podSlots when it was last accounted).
+	slots     int64
+	Requested Resources
+	Pods      []*Pod
+	HostPorts []HostPort
 
 	// NodeGroup is the node's group, "" for nodes berth does not manage.
 	NodeGroup string
@@ -136,6 +139,15 @@ type Pod struct {
 
 // pending reports whether the pod is charged as a pod not bound yet.
 func (p *Pod) pending() bool { return p.Unbound || p.Spec.NodeName == "" }
+
+// podSlots are the pod slots the node accounts for in limits: its
+// current option's, or its own.
+func (n *Node) podSlots() int64 {
+	if n.Current != nil {
+		return int64(n.Current.AllowedPods)
+	}
+	return int64(n.AllowedPods)
+}
 
 // envelope sets Allocatable and AllowedPods of a flexible node to the
 // component-wise maximum of what its options leave free, so that a pod that

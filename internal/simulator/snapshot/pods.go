@@ -46,13 +46,13 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 		req, pods = c.RequestsOn(n), c.PodsOn(n)
 	}
 	checkLabels := s.ReferencesOptionKeys(c)
-	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoomOf(n)
 	opts := n.Flex.Options
 	// out stays nil while every option holds: the node's own list is
 	// returned then, and nothing is allocated (most pods drop nothing).
 	var out []*Option
 	for i, o := range opts {
-		keep := n.FitsOption(o, req, pods) && h.Allows(&o.Allocatable) && (devs == nil || devs.Fits(o))
+		keep := n.FitsOption(o, req, pods) && h.AllowsOption(o) && (devs == nil || devs.Fits(o))
 		if keep && checkLabels {
 			keep, _ = c.NodeAffinity.Match(o.Node)
 		}
@@ -101,11 +101,11 @@ func (s *Snapshot) Widen(n *Node, opts []*Option) bool {
 			uncounted = append(uncounted, k)
 		}
 	}
-	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoomOf(n)
 	out := make([]*Option, 0, len(opts))
 options:
 	for _, o := range opts {
-		if !n.HoldsIn(o) || !h.Allows(&o.Allocatable) {
+		if !n.HoldsIn(o) || !h.AllowsOption(o) {
 			continue
 		}
 		for _, c := range named {
@@ -157,9 +157,9 @@ func (s *Snapshot) FitsAnyOption(n *Node, c *Class) bool {
 	if o := n.Current; o != nil && n.FitsOption(o, req, pods) && matches(o) {
 		return true
 	}
-	h := s.LimitRoom(n.NodeGroup, &n.Capacity)
+	h := s.LimitRoomOf(n)
 	for _, o := range n.Flex.Options {
-		if n.FitsOption(o, req, pods) && h.Allows(&o.Allocatable) && matches(o) {
+		if n.FitsOption(o, req, pods) && h.AllowsOption(o) && matches(o) {
 			return true
 		}
 	}

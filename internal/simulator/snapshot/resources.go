@@ -17,10 +17,6 @@ type Resources struct {
 	MilliCPU         int64
 	Memory           int64
 	EphemeralStorage int64
-	// Pods is a node's or an instance type's pod capacity, counted only
-	// against limits (spec.limits.pods); pods request none, and the pods a
-	// node holds are checked against its AllowedPods.
-	Pods int64
 	// Scalar holds extended resources (e.g. nvidia.com/gpu) and hugepages;
 	// nil when there are none.
 	Scalar map[corev1.ResourceName]int64
@@ -56,7 +52,6 @@ func fromList(rl corev1.ResourceList, saturate bool) Resources {
 		case corev1.ResourceEphemeralStorage:
 			r.EphemeralStorage = read(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourcePods:
-			r.Pods = read(q, maxUnits, minUnits, q.Value)
 		default:
 			if isScalar(name) {
 				if r.Scalar == nil {
@@ -106,7 +101,6 @@ func (r *Resources) Add(o *Resources) {
 	r.MilliCPU += o.MilliCPU
 	r.Memory += o.Memory
 	r.EphemeralStorage += o.EphemeralStorage
-	r.Pods += o.Pods
 	if len(o.Scalar) == 0 {
 		return
 	}
@@ -123,7 +117,6 @@ func (r *Resources) Sub(o *Resources) {
 	r.MilliCPU -= o.MilliCPU
 	r.Memory -= o.Memory
 	r.EphemeralStorage -= o.EphemeralStorage
-	r.Pods -= o.Pods
 	if len(o.Scalar) == 0 {
 		return
 	}
@@ -140,7 +133,6 @@ func (r *Resources) Max(o *Resources) {
 	r.MilliCPU = max(r.MilliCPU, o.MilliCPU)
 	r.Memory = max(r.Memory, o.Memory)
 	r.EphemeralStorage = max(r.EphemeralStorage, o.EphemeralStorage)
-	r.Pods = max(r.Pods, o.Pods)
 	if len(o.Scalar) == 0 {
 		return
 	}

@@ -89,6 +89,7 @@ type Snapshot struct {
 	existingAnti       []*Counter
 	groups             map[string]*GroupUsage
 	total              Resources
+	totalSlots         int64
 	limits             map[string]Limit
 	clusterLimit       Limit
 
@@ -105,6 +106,8 @@ func (s *Snapshot) OncePodClaimInUse(k types.NamespacedName) bool { return s.onc
 type GroupUsage struct {
 	Nodes    int
 	Capacity Resources
+	// Slots are the pod slots of its nodes (spec.limits.pods).
+	Slots int64
 }
 
 // New builds a snapshot.
@@ -308,12 +311,15 @@ func (s *Snapshot) account(n *Node, sign int) {
 	g := s.group(n.NodeGroup)
 	g.Nodes += sign
 	if sign > 0 {
+		n.slots = n.podSlots()
 		g.Capacity.Add(&n.Capacity)
 		s.total.Add(&n.Capacity)
 	} else {
 		g.Capacity.Sub(&n.Capacity)
 		s.total.Sub(&n.Capacity)
 	}
+	g.Slots += int64(sign) * n.slots
+	s.totalSlots += int64(sign) * n.slots
 }
 
 func (s *Snapshot) group(name string) *GroupUsage {
@@ -325,7 +331,8 @@ func (s *Snapshot) group(name string) *GroupUsage {
 	return g
 }
 
-// setCapacity changes what a node accounts for in limits.
+// setCapacity changes what a node accounts for in limits: capacity c,
+// and the pod slots of its current option.
 func (s *Snapshot) setCapacity(n *Node, c Resources) {
 	g := s.group(n.NodeGroup)
 	g.Capacity.Sub(&n.Capacity)
@@ -333,7 +340,14 @@ func (s *Snapshot) setCapacity(n *Node, c Resources) {
 	n.Capacity = c
 	g.Capacity.Add(&n.Capacity)
 	s.total.Add(&n.Capacity)
+	slots := n.podSlots()
+	g.Slots += slots - n.slots
+	s.totalSlots += slots - n.slots
+	n.slots = slots
 }
+
+// TotalSlots are the pod slots of all nodes in the snapshot.
+func (s *Snapshot) TotalSlots() int64 { return s.totalSlots }
 
 // boundClass returns the node of bound pod p and p's class; no node when
 // p is not bound, or bound to a node the snapshot does not have (such a
