@@ -118,8 +118,6 @@ func (h *LimitRoom) lower(l *Limit, used, current *Resources, usedSlots, current
 			h.memory = min(h.memory, left)
 		case corev1.ResourceEphemeralStorage:
 			h.storage = min(h.storage, left)
-		case corev1.ResourcePods:
-			h.pods = min(h.pods, left)
 		default:
 			if h.scalar == nil {
 				h.scalar = map[corev1.ResourceName]int64{}
