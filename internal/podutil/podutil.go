@@ -102,3 +102,11 @@ func IsLongTerminating(p *corev1.Pod, now time.Time) bool {
 	}
 	return p.DeletionTimestamp.Add(time.Duration(grace)*time.Second + LongTerminatingGrace).Before(now)
 }
+
+// HeldOn is a copy of pod p bound to node: a pod nominated there (by
+// preemption, or by berth) holds its room there in a plan as if bound.
+func HeldOn(p *corev1.Pod, node string) *corev1.Pod {
+	held := p.DeepCopy()
+	held.Spec.NodeName = node
+	return held
+}

@@ -288,9 +288,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 		case podutil.IsUnbound(p) && nodes[p.Status.NominatedNodeName]:
 			// Nominated (by preemption, or by berth): it holds room there,
 			// as the controller plans it.
-			held := p.DeepCopy()
-			held.Spec.NodeName = p.Status.NominatedNodeName
-			in.Held = append(in.Held, held)
+			in.Held = append(in.Held, podutil.HeldOn(p, p.Status.NominatedNodeName))
 		case awaitsNode(burst, p):
 			in.Pending = append(in.Pending, p)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // needCapacity asks for a provisioning round: BatchIdle after the last
@@ -54,9 +55,7 @@ func (e *Engine) provision() {
 		case p.isBound():
 			in.Pods = append(in.Pods, p.obj)
 		case p.nominated != "" && e.holds(p):
-			held := p.obj.DeepCopy()
-			held.Spec.NodeName = p.nominated
-			in.Pods = append(in.Pods, held)
+			in.Pods = append(in.Pods, podutil.HeldOn(p.obj, p.nominated))
 			in.Nominated[types.NamespacedName{Namespace: p.obj.Namespace, Name: p.obj.Name}] = p.nominated
 		case p.tried:
 			p.nominated = ""

@@ -101,9 +101,7 @@ func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Po
 		case podutil.IsBound(p):
 			in.Pods = append(in.Pods, p)
 		case nominatedTo(p, nodes) != "":
-			held := p.DeepCopy()
-			held.Spec.NodeName = p.Status.NominatedNodeName
-			in.Pods = append(in.Pods, held)
+			in.Pods = append(in.Pods, podutil.HeldOn(p, p.Status.NominatedNodeName))
 		case burst.AwaitsNode(p):
 			in.Pending = append(in.Pending, p)
 		}

@@ -84,9 +84,7 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			// A pod nominated to a node (by berth, or by preemption) holds
 			// room there: plan as if it were bound to it.
 			p.noteGraceEnd(pod)
-			held := pod.DeepCopy()
-			held.Spec.NodeName = pod.Status.NominatedNodeName
-			in.Held = append(in.Held, held)
+			in.Held = append(in.Held, podutil.HeldOn(pod, pod.Status.NominatedNodeName))
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.

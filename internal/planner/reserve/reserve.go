@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -92,9 +93,7 @@ func holding(in Input) []*corev1.Pod {
 		if p.Namespace == in.Pod.Namespace && p.Name == in.Pod.Name || corev1helpers.PodPriority(p) < prio {
 			continue
 		}
-		bound := p.DeepCopy()
-		bound.Spec.NodeName = p.Status.NominatedNodeName
-		out = append(out, bound)
+		out = append(out, podutil.HeldOn(p, p.Status.NominatedNodeName))
 	}
 	return out
 }

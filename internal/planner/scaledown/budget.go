@@ -50,22 +50,29 @@ func scaled(v intstr.IntOrString, n int) int {
 }
 
 // inFlight is how many of the group's nodes use its budget for reason:
-// those being deleted or drained, those this plan disrupts, and, but for
-// repair, those that were Ready once and are not now (their pods may be
-// gone already; repair's own trigger must not starve its budget), as
-// Karpenter counts them.
-func (p *planner) inFlight(group string, reason v1alpha1.DisruptionReason) int {
-	n := p.disrupting[group] + p.removed[group]
-	if reason != v1alpha1.ReasonUnhealthy {
-		n += p.notReady[group]
+// those being deleted or drained, those this plan disrupts, and
+// countsDown's NotReady ones, as Karpenter counts them.
+func (p *planner) inFlight(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) int {
+	n := p.disrupting[g.Name] + p.removed[g.Name]
+	if countsDown(g, reason) {
+		n += p.notReady[g.Name]
 	}
 	return n
 }
 
+// countsDown reports whether the group's nodes that were Ready once and
+// are not now use its budget for reason: their pods may be gone already.
+// Not for repair (its own trigger must not starve its budget), nor in a
+// group being deleted (they are never candidates: its deletion would
+// wait for ever).
+func countsDown(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) bool {
+	return reason != v1alpha1.ReasonUnhealthy && !retiring(g)
+}
+
 // downNote says, for a budget message, how many of the group's nodes use
 // the budget by being NotReady: their owner may look for them.
-func (p *planner) downNote(group string, reason v1alpha1.DisruptionReason) string {
-	if n := p.notReady[group]; n > 0 && reason != v1alpha1.ReasonUnhealthy {
+func (p *planner) downNote(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) string {
+	if n := p.notReady[g.Name]; n > 0 && countsDown(g, reason) {
 		return fmt.Sprintf(" (%d of them NotReady)", n)
 	}
 	return ""

@@ -92,8 +92,8 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+why)
 			return nil
 		}
-		if p.inFlight(name, v.Reason) >= p.allowed(g, v.Reason) {
-			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows"+p.downNote(name, v.Reason))
+		if p.inFlight(g, v.Reason) >= p.allowed(g, v.Reason) {
+			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows"+p.downNote(g, v.Reason))
 			return nil
 		}
 		if _, _, blocked := p.classify(n, g); blocked != nil {

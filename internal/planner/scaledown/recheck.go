@@ -40,11 +40,6 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if why := OptedOut(n.Node); why != "" && n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNodeDoNotDisrupt, Message: "node " + name + " " + why}, nil
 	}
-	for _, other := range p.s.Nodes {
-		if other.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
-			p.s.Cordon(other) // going too: no home
-		}
-	}
 	p.settle(name, in.Pending)
 	placeVirtual(p.s, p.groups, in.Virtual)
 	movers, _, blocked := p.classify(n, g)

@@ -66,7 +66,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
 	name := g.Name
 	return p.size[name]-p.disrupting[name]-p.removed[name]-n >= int(g.Spec.MinSize) &&
-		p.inFlight(name, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
+		p.inFlight(g, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
 }
 
 // tryReplace plans the pods of set as pending on the cluster without it,

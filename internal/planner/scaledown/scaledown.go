@@ -520,13 +520,11 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	if !evicts {
 		reason = v1alpha1.ReasonEmpty
 	}
-	allowed, inFlight := p.allowed(g, reason), p.inFlight(name, reason)
+	allowed := p.allowed(g, reason)
 	if retiring(g) {
-		// A budget of 0, or nodes of the group that went down (they are
-		// never candidates), do not keep the deletion waiting for ever.
-		allowed, inFlight = max(allowed, 1), p.disrupting[name]+p.removed[name]
+		allowed = max(allowed, 1) // a budget of 0 does not keep the deletion waiting for ever
 	}
-	overBudget := inFlight >= allowed
+	overBudget := p.inFlight(g, reason) >= allowed
 	switch {
 	case retiring(g) && !overBudget:
 		return nil
@@ -535,11 +533,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	case !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize):
 		return blocked(ReasonMinSize, "node group "+name+" is at its minSize")
 	case overBudget:
-		note := p.downNote(name, reason)
-		if retiring(g) {
-			note = "" // a deleted group's NotReady nodes do not hold it back
-		}
-		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+note)
+		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+p.downNote(g, reason))
 	}
 	if why, ok := p.held[name]; ok {
 		return blocked(ReasonGroupHeld, "node group "+name+" holds its removals: "+why)

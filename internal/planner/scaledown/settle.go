@@ -47,22 +47,18 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 			if c == nil {
 				continue
 			}
-			// A pod's own use of a ReadWriteOncePod claim must not keep
-			// it from its new home: it leaves first, and comes back when
-			// it fits nowhere.
-			away := len(c.OncePodClaims) > 0
-			if away {
+			// Off its node before its new home is looked for, as a
+			// removal is simulated: what the pod itself holds (a
+			// ReadWriteOncePod claim) must not keep it out. Where it fits
+			// nowhere, the fork puts it back in its slot.
+			_ = p.s.WithFork(func() (bool, error) {
 				p.s.RemovePod(sp)
-			}
-			switch to := firstFit(p.s, c, homes, hint); {
-			case to != nil:
-				if !away {
-					p.s.RemovePod(sp)
+				to := firstFit(p.s, c, homes, hint)
+				if to != nil {
+					p.place(unbound, to)
 				}
-				p.place(unbound, to)
-			case away:
-				p.s.AddPod(sp, n)
-			}
+				return to != nil, nil
+			})
 		}
 	}
 	var unplaced []*corev1.Pod

@@ -230,12 +230,16 @@ func sortPods(s *snapshot.Snapshot, pods []*snapshot.Pod, order podOrder) {
 // go where they fit, and are not waited for. O(self-matching affinity
 // classes x classes + pods).
 func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
-	anchors := anchoredClasses(s, pods)
+	self, classes := selfMatching(s, pods)
+	if len(self) == 0 {
+		return // most rounds: nothing is computed past this
+	}
+	anchors := anchoredClasses(s, classes)
 	// A class moved behind one that is moved itself moves again, for
 	// chains up to deferDepth long (classes that select each other would
 	// trade places for ever).
 	for range deferDepth {
-		if !deferOnce(s, pods, anchors) {
+		if !deferOnce(s, pods, self, anchors) {
 			return
 		}
 	}
@@ -245,42 +249,53 @@ func deferSelfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) {
 // follows.
 const deferDepth = 8
 
-// anchor is a class whose pods can be in only some domains of a topology
-// key.
-type anchor struct {
-	class *snapshot.Class
-	key   string
-}
-
-// anchoredClasses are the classes among pods held to some domains of a
-// topology key an affinity term names: pinned on it (pinnedOn), or with a
-// required affinity term on it that an anchored class matches (it follows
-// that class), through chains up to deferDepth long. O(deferDepth x
-// affinity classes x classes) for the few keys affinity terms name.
-func anchoredClasses(s *snapshot.Snapshot, pods []*snapshot.Pod) map[anchor]bool {
-	var classes, affine []*snapshot.Class
+// selfMatching returns the classes among pods that match their own
+// required pod-affinity terms while no placed pod does and that are not
+// pinned on a term's key themselves (the classes kube-scheduler's
+// exception could let open a domain of their own), and every class of
+// pods, each once.
+func selfMatching(s *snapshot.Snapshot, pods []*snapshot.Pod) (self, classes []*snapshot.Class) {
 	seen := map[*snapshot.Class]bool{}
-	keys := map[string]bool{}
 	for _, p := range pods {
-		if c := p.Class; !seen[c] {
-			seen[c] = true
-			classes = append(classes, c)
-			if len(c.Affinity) > 0 {
-				affine = append(affine, c)
-				for i := range c.Affinity {
-					keys[c.Affinity[i].TopologyKey] = true
-				}
-			}
+		c := p.Class
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		classes = append(classes, c)
+		if len(c.Affinity) > 0 && !matchedAlready(c) && !pinnedOn(c, c.Affinity) &&
+			matchesAll(c.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
+			self = append(self, c)
 		}
 	}
-	out := map[anchor]bool{}
-	if len(affine) == 0 {
-		return out
+	return self, classes
+}
+
+// anchored are, per topology key an affinity term names, the classes held
+// to some of its domains.
+type anchored map[string][]*snapshot.Class
+
+// anchoredClasses are, per topology key an affinity term names, the
+// classes held to some of its domains: pinned on it (pinnedOnKey), or with
+// a required affinity term on it that an anchored class matches (they
+// follow that class), through chains up to deferDepth long. O(deferDepth x
+// affinity classes x anchored classes) for the few keys terms name.
+func anchoredClasses(s *snapshot.Snapshot, classes []*snapshot.Class) anchored {
+	out := anchored{}
+	var affine []*snapshot.Class
+	for _, c := range classes {
+		if len(c.Affinity) == 0 {
+			continue
+		}
+		affine = append(affine, c)
+		for i := range c.Affinity {
+			out[c.Affinity[i].TopologyKey] = nil
+		}
 	}
-	for key := range keys {
+	for key := range out {
 		for _, c := range classes {
 			if pinnedOnKey(c, key) {
-				out[anchor{c, key}] = true
+				out[key] = append(out[key], c)
 			}
 		}
 	}
@@ -289,14 +304,13 @@ func anchoredClasses(s *snapshot.Snapshot, pods []*snapshot.Pod) map[anchor]bool
 		for _, o := range affine {
 			for i := range o.Affinity {
 				key := o.Affinity[i].TopologyKey
-				if out[anchor{o, key}] {
+				if slices.Contains(out[key], o) {
 					continue
 				}
-				for _, c := range classes {
-					if c != o && out[anchor{c, key}] && matchesAll(o.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
-						out[anchor{o, key}], grew = true, true
-						break
-					}
+				if slices.ContainsFunc(out[key], func(c *snapshot.Class) bool {
+					return c != o && matchesAll(o.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels)
+				}) {
+					out[key], grew = append(out[key], o), true
 				}
 			}
 		}
@@ -310,26 +324,18 @@ func anchoredClasses(s *snapshot.Snapshot, pods []*snapshot.Pod) map[anchor]bool
 // deferOnce moves each self-matching class behind the anchored classes
 // that match its terms, as the order stands, and reports whether it moved
 // any.
-func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod, anchors map[anchor]bool) bool {
+func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod, self []*snapshot.Class, anchors anchored) bool {
 	last := map[*snapshot.Class]int{}
-	var self []*snapshot.Class
 	for i, p := range pods {
-		c := p.Class
-		if _, seen := last[c]; !seen && len(c.Affinity) > 0 && !matchedAlready(c) && !pinnedOn(c, c.Affinity) &&
-			matchesAll(c.Affinity, c.Namespace, s.NamespaceLabels(c.Namespace), c.Labels) {
-			self = append(self, c)
-		}
-		last[c] = i
-	}
-	if len(self) == 0 {
-		return false
+		last[p.Class] = i
 	}
 	after := map[*snapshot.Class]int{}
 	for _, c := range self {
-		for o, i := range last {
-			if o != c && i > last[c] && anchoredOn(anchors, o, c.Affinity) &&
-				matchesAll(c.Affinity, o.Namespace, s.NamespaceLabels(o.Namespace), o.Labels) {
-				after[c] = max(after[c], i)
+		for i := range c.Affinity {
+			for _, o := range anchors[c.Affinity[i].TopologyKey] {
+				if at := last[o]; o != c && at > last[c] && matchesAll(c.Affinity, o.Namespace, s.NamespaceLabels(o.Namespace), o.Labels) {
+					after[c] = max(after[c], at)
+				}
 			}
 		}
 	}
@@ -348,17 +354,6 @@ func deferOnce(s *snapshot.Snapshot, pods []*snapshot.Pod, anchors map[anchor]bo
 	}
 	copy(pods, out)
 	return true
-}
-
-// anchoredOn reports whether class o is anchored on the topology key of
-// one of the terms.
-func anchoredOn(anchors map[anchor]bool, o *snapshot.Class, terms []snapshot.AffinityTerm) bool {
-	for i := range terms {
-		if anchors[anchor{o, terms[i].TopologyKey}] {
-			return true
-		}
-	}
-	return false
 }
 
 // pinnedOn reports whether class o's node selection (its node affinity,
