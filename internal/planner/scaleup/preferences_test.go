@@ -36,7 +36,9 @@ func softSpread(key string) b.PodOption {
 // instance types and node groups, the planner takes the one the pod
 // prefers (preferred node affinity, ScheduleAnyway spread, a
 // PreferNoSchedule taint it would rather avoid); a cheaper option, and a
-// group of higher weight, still win over a preference.
+// group of higher weight, still win over a preference. Where nothing is
+// preferred, the zones of one group take turns, and of two groups the
+// first listed takes the pods.
 func TestPreferencesDecideWherePriceDoesNot(t *testing.T) {
 	twoZones := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20"), b.OnDemand("zone-b", "0.20")))
 	sameArchPrice := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
@@ -48,7 +50,20 @@ func TestPreferencesDecideWherePriceDoesNot(t *testing.T) {
 	plain := b.NodeGroup("b-general", b.InstanceType("g-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
 	heavy := b.NodeGroup("c-preferred", b.InstanceType("h-4", "4", "16Gi", b.OnDemand("zone-b", "0.20")))
 	heavy.Spec.Weight = 10
+	threeZones := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20"), b.OnDemand("zone-b", "0.20"),
+		b.OnDemand("zone-c", "0.20")))
+	otherPlain := b.NodeGroup("c-general", b.InstanceType("g-4", "4", "16Gi", b.OnDemand("zone-b", "0.20")))
 	runPlanCases(t, []planCase{
+		{name: "replicas that need a node each and prefer nothing take turns among the group's equally cheap zones",
+			groups: []*v1alpha1.NodeGroup{threeZones}, pending: replicas("web", 4, b.CPU("3")),
+			want: []string{"new zone-a/on-demand/m-4: web-1", "new zone-a/on-demand/m-4: web-4", "new zone-b/on-demand/m-4: web-2",
+				"new zone-c/on-demand/m-4: web-3"}},
+		{name: "a preferred zone still takes every replica",
+			groups: []*v1alpha1.NodeGroup{threeZones}, pending: replicas("web", 3, b.CPU("3"), prefer(50, zone, "zone-c")),
+			want: []string{"new zone-c/on-demand/m-4: web-1", "new zone-c/on-demand/m-4: web-2", "new zone-c/on-demand/m-4: web-3"}},
+		{name: "of two equally cheap groups the first listed takes every replica",
+			groups: []*v1alpha1.NodeGroup{plain, otherPlain}, pending: replicas("web", 2, b.CPU("3")),
+			want: []string{"new zone-a/on-demand/g-4: web-1", "new zone-a/on-demand/g-4: web-2"}},
 		{name: "a pod that prefers zone-b gets a node there when both zones cost the same",
 			groups: []*v1alpha1.NodeGroup{twoZones}, pending: replicas("web", 1, web(prefer(50, zone, "zone-b"))...),
 			want: []string{"new zone-b/on-demand/m-4: web-1"}},

@@ -120,7 +120,10 @@ type packer struct {
 	unusable map[int]nodeSet
 	cursor   map[int]int
 	byNode   map[*snapshot.Node]*NewNode
-	seq      int
+	// opened counts the nodes planned from each template this round:
+	// equally cheap and preferred templates take turns (preferredTemplate).
+	opened map[*Template]int
+	seq    int
 	// rates caches newNodeRate per class; fits what fitCost computes per
 	// template and requests.
 	rates map[int]float64
@@ -166,7 +169,7 @@ func Pack(in Input) (*Result, error) {
 
 func newPacker(in Input, static shapeFailures) *packer {
 	return &packer{in: in, s: in.Snapshot, unusable: map[int]nodeSet{}, cursor: map[int]int{}, static: static,
-		byNode: map[*snapshot.Node]*NewNode{}, rates: map[int]float64{}, fits: map[fitKey]fitResult{},
+		byNode: map[*snapshot.Node]*NewNode{}, opened: map[*Template]int{}, rates: map[int]float64{}, fits: map[fitKey]fitResult{},
 		rooms: slices.ContainsFunc(in.Filters, func(f predicates.Filter) bool { _, ok := f.(predicates.NodeResourcesFit); return ok })}
 }
 
@@ -397,6 +400,7 @@ func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
 	p.seq++
 	p.s.AddNode(n)
 	nn := &NewNode{Node: n, Template: t}
+	p.opened[t]++
 	p.byNode[n] = nn
 	p.res.NewNodes = append(p.res.NewNodes, nn)
 	p.refreshTemplates(t.Group)

@@ -45,6 +45,16 @@ type filler struct {
 	// change while fill runs).
 	sorted  map[**snapshot.Option][]*snapshot.Option
 	domains map[*snapshot.Node]string
+	// stuck are the classes and domains whose moves failed for every
+	// node of the domain; stuckKey the key of each class's (noteStuck).
+	stuck    map[stuck]bool
+	stuckKey map[int]string
+}
+
+// newFiller returns the state of a pass of fill or stepDown.
+func newFiller(p *packer) *filler {
+	return &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
+		domains: map[*snapshot.Node]string{}, stuck: map[stuck]bool{}, stuckKey: map[int]string{}}
 }
 
 // fillBucket holds the movable pods of one size (requests), from the
@@ -75,14 +85,13 @@ type fillPod struct {
 // The change is kept when the plan costs less. Every placed pending pod
 // with required pod affinity or spread still fits where it is
 // (fillmoves.go).
-func (p *packer) fill() {
+func (p *packer) fill() bool {
 	nodes := p.fillNodes()
 	if len(nodes) < 2 {
-		return
+		return false
 	}
 	median := nodes[len(nodes)/2].Current.Price
-	f := &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
-		domains: map[*snapshot.Node]string{}}
+	f := newFiller(p)
 	var recipients []*snapshot.Node
 	for _, n := range nodes {
 		if n.Current.Price > donorFactor*median+minSaving {
@@ -92,18 +101,17 @@ func (p *packer) fill() {
 		}
 	}
 	if len(f.donors) == 0 || len(recipients) == 0 {
-		return
+		return false
 	}
 	f.watch()
 	f.fillBuckets(nodes)
 	if len(f.buckets) == 0 {
-		return
+		return false
 	}
 	shares := f.shares(recipients)
-	if !f.pass(nodes, recipients, shares, fillWorth) {
-		f.pass(nodes, recipients, shares, 1)
-	}
+	kept := f.pass(nodes, recipients, shares, fillWorth) || f.pass(nodes, recipients, shares, 1)
 	p.podsRemoved()
+	return kept
 }
 
 // pass is one try of fill, where a recipient keeps the pods moved to it

@@ -35,14 +35,33 @@ const minSaving = 1e-9
 // planned nodes are full, so the greedy plan stands.
 const improveMaxPods = 64
 
+// fillRounds bounds how many times fill runs: each kept pass changes
+// which planned nodes are the donors (the largest), so fill runs again
+// until a pass keeps nothing. BenchmarkPlan at 1,000 pods keeps three and
+// at 5,000 two (1.107 -> 1.100 and 1.057 -> 1.052 times the lower bound).
+const fillRounds = 3
+
+// balanceRounds bounds how many times balance and stepDown run in turn:
+// the room a pass of moves leaves lets the next trades pay, until a pass
+// keeps nothing. BenchmarkPlan at 5,000 pods: 1.052 times the lower bound
+// after one, 1.048 after up to three.
+const balanceRounds = 3
+
 // improve moves and trades pods between planned nodes in every round
 // (fill, stepDown, balance); in small rounds it also replaces runs of
 // planned nodes by cheaper single nodes, then dissolves partly empty
 // nodes whose pods are cheaper elsewhere.
 func (p *packer) improve() {
-	p.fill()
+	for range fillRounds {
+		if !p.fill() {
+			break
+		}
+	}
 	p.stepDown()
-	if p.balance() {
+	for range balanceRounds {
+		if !p.balance() {
+			break
+		}
 		p.stepDown() // the trades leave room the moves may use
 	}
 	if len(p.pending) > improveMaxPods {

@@ -50,8 +50,7 @@ func (p *packer) stepDown() {
 	if len(nodes) < 2 {
 		return
 	}
-	f := &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
-		domains: map[*snapshot.Node]string{}}
+	f := newFiller(p)
 	f.watch()
 	st := &stepper{f: f, nodes: nodes}
 	for range stepDownPasses {

@@ -42,7 +42,7 @@ type undo struct {
 // flexUndo is a flexible node's options and envelope before a pod was
 // added.
 type flexUndo struct {
-	options  []*Option
+	flex     *Flex
 	alloc    Resources
 	allowed  int
 	capacity Resources
@@ -141,7 +141,7 @@ func (s *Snapshot) reverse(u undo) {
 // restoreFlex puts back a flexible node's options and envelope.
 func (s *Snapshot) restoreFlex(n *Node, f *flexUndo) {
 	s.dra.Changed()
-	n.Flex = &Flex{Options: f.options}
+	n.Flex = f.flex
 	n.Allocatable, n.AllowedPods, n.Current = f.alloc, f.allowed, f.current
 	s.setCapacity(n, f.capacity)
 }

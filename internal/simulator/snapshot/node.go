@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"math"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -115,6 +117,51 @@ func (o *Option) Free() (Resources, int) {
 // Adding a pod narrows it to the options the node's pods fit together.
 type Flex struct {
 	Options []*Option
+	// bounds caches what every option holds and the largest of them
+	// (holdsAll); the options of a Flex never change.
+	bounds *flexBounds
+}
+
+// flexBounds are the least room and pod slots any option of a Flex leaves
+// beside its DaemonSets, and the most capacity and pod slots any has.
+type flexBounds struct {
+	cpu, memory, storage int64
+	slots                int
+	most                 Resources
+	mostPods             int
+}
+
+// boundsOf returns f's bounds, worked out on first use.
+func (f *Flex) boundsOf() *flexBounds {
+	if f.bounds != nil {
+		return f.bounds
+	}
+	b := &flexBounds{cpu: math.MaxInt64, memory: math.MaxInt64, storage: math.MaxInt64, slots: math.MaxInt}
+	for _, o := range f.Options {
+		free, p := o.Free()
+		b.cpu, b.memory, b.storage, b.slots = min(b.cpu, free.MilliCPU), min(b.memory, free.Memory), min(b.storage, free.EphemeralStorage), min(b.slots, p)
+		b.most.Max(&o.Allocatable)
+		b.mostPods = max(b.mostPods, o.AllowedPods)
+	}
+	f.bounds = b
+	return b
+}
+
+// holdsAll reports whether every option holds a node's pods (used, in
+// slots) plus a pod of req standing for pods, and every option is within
+// the limits' room h: then a pod narrows nothing, which it tells without
+// looking at each option. A false answer says only that some option may
+// not (and always for a pod asking for extended resources).
+func (f *Flex) holdsAll(used *Resources, slots int, req *Resources, pods int, h *LimitRoom) bool {
+	if len(req.Scalar) > 0 || len(f.Options) == 0 {
+		return false
+	}
+	b := f.boundsOf()
+	if slots+pods > b.slots || (req.MilliCPU > 0 && req.MilliCPU > b.cpu-used.MilliCPU) ||
+		(req.Memory > 0 && req.Memory > b.memory-used.Memory) || (req.EphemeralStorage > 0 && req.EphemeralStorage > b.storage-used.EphemeralStorage) {
+		return false
+	}
+	return int64(b.mostPods) <= h.pods && h.Allows(&b.most)
 }
 
 // Pod is a pod in the snapshot.

@@ -19,7 +19,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 		p.devices = devs.Placement()
 	}
 	if n.Flex != nil {
-		u.flex = &flexUndo{options: n.Flex.Options, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}
+		u.flex = &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}
 		// Options only ever narrow: when none was dropped, the envelope and
 		// the cheapest option stay as they are.
 		if opts := s.narrow(n, p, devs); len(opts) != len(n.Flex.Options) {
@@ -48,6 +48,9 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 	checkLabels := s.ReferencesOptionKeys(c)
 	h := s.LimitRoomOf(n)
 	opts := n.Flex.Options
+	if devs == nil && !checkLabels && n.Flex.holdsAll(&n.Requested, n.podCount, req, pods, &h) {
+		return opts
+	}
 	// out stays nil while every option holds: the node's own list is
 	// returned then, and nothing is allocated (most pods drop nothing).
 	var out []*Option
@@ -124,7 +127,7 @@ options:
 	if cheapest == nil || cheapest.Price >= n.Current.Price {
 		return false
 	}
-	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{options: n.Flex.Options, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
+	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
 	s.dra.Changed()
 	n.Flex = &Flex{Options: out}
 	n.envelope()
