@@ -49,12 +49,15 @@ type filler struct {
 	// node of the domain; stuckKey the key of each class's (noteStuck).
 	stuck    map[stuck]bool
 	stuckKey map[int]string
+	// failed is fillNode's record of the classes that failed a recipient,
+	// kept from recipient to recipient and cleared for each.
+	failed map[int]bool
 }
 
 // newFiller returns the state of a pass of fill or stepDown.
 func newFiller(p *packer) *filler {
 	return &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
-		domains: map[*snapshot.Node]string{}, stuck: map[stuck]bool{}, stuckKey: map[int]string{}}
+		domains: map[*snapshot.Node]string{}, stuck: map[stuck]bool{}, stuckKey: map[int]string{}, failed: map[int]bool{}}
 }
 
 // fillBucket holds the movable pods of one size (requests), from the
@@ -295,7 +298,8 @@ func (f *filler) fillNode(n *snapshot.Node, share snapshot.Resources, worth floa
 		return
 	}
 	domains := f.domainsOf(n)
-	failed := map[int]bool{}
+	failed := f.failed
+	clear(failed)
 	gaveUp := make([]bool, len(f.buckets))
 	start := n.Current.Price
 	var touched []*snapshot.Node

@@ -105,7 +105,9 @@ func (s *Snapshot) Widen(n *Node, opts []*Option) bool {
 		}
 	}
 	h := s.LimitRoomOf(n)
-	out := make([]*Option, 0, len(opts))
+	// The options are gathered in a buffer kept for the purpose and copied
+	// out only when the node changes: most calls change nothing.
+	out := s.widening[:0]
 options:
 	for _, o := range opts {
 		if !n.HoldsIn(o) || !h.AllowsOption(o) {
@@ -123,10 +125,12 @@ options:
 		}
 		out = append(out, o)
 	}
+	s.widening = out[:0]
 	cheapest := Cheapest(out)
 	if cheapest == nil || cheapest.Price >= n.Current.Price {
 		return false
 	}
+	out = slices.Clone(out)
 	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
 	s.dra.Changed()
 	n.Flex = &Flex{Options: out}

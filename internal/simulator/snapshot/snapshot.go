@@ -78,8 +78,10 @@ type Snapshot struct {
 	vols       volumeLookup
 	dra        *draModel
 	optionKeys sets.Set[string]
-	addOnPods  map[string]int
-	shapes     shapes
+	// widening is Widen's buffer, kept from call to call.
+	widening  []*Option
+	addOnPods map[string]int
+	shapes    shapes
 	// oncePodUsers counts, per ReadWriteOncePod claim, the placed pods
 	// that use it.
 	oncePodUsers map[types.NamespacedName]int
