@@ -170,10 +170,9 @@ func nodeLive(f nodeFacts) []string {
 			out = append(out, "taint "+t.ToString())
 		}
 	}
-	for _, a := range []string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
+	for _, a := range append([]string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
 		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationRemovalWaiting,
-		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationDoNotDisrupt, "karpenter.sh/do-not-disrupt",
-		"cluster-autoscaler.kubernetes.io/scale-down-disabled"} {
+		v1alpha1.AnnotationRemovalAccepted}, scaledown.NodeOptOutAnnotations()...) {
 		if v, ok := n.Annotations[a]; ok {
 			out = append(out, "annotation "+a+": "+v)
 		}

@@ -591,12 +591,17 @@ func (p *planner) taken(node string) bool {
 	return false
 }
 
-// Node marks of other autoscalers that berth honours, so that users can
-// switch without marking their nodes again.
-const (
-	annotationKarpenterDoNotDisrupt     = "karpenter.sh/do-not-disrupt"
-	annotationClusterAutoscalerDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-)
+// AnnotationClusterAutoscalerScaleDownDisabled is Cluster Autoscaler's
+// node opt-out, which berth honours so that users can switch without
+// marking their nodes again.
+const AnnotationClusterAutoscalerScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+// NodeOptOutAnnotations are the node annotations that, set to "true",
+// keep a node out of berth's voluntary disruptions (OptedOut): berth's
+// own, Karpenter's and Cluster Autoscaler's.
+func NodeOptOutAnnotations() []string {
+	return []string{v1alpha1.AnnotationDoNotDisrupt, drain.AnnotationKarpenterDoNotDisrupt, AnnotationClusterAutoscalerScaleDownDisabled}
+}
 
 // OptedOut says how the node's owner asked berth to leave it alone, or ""
 // when they did not: no consolidation, drift, expiry or repair takes it
@@ -604,7 +609,7 @@ const (
 // annotation and label count, and Karpenter's and Cluster Autoscaler's
 // node annotations.
 func OptedOut(n *corev1.Node) string {
-	for _, key := range []string{v1alpha1.AnnotationDoNotDisrupt, annotationKarpenterDoNotDisrupt, annotationClusterAutoscalerDisabled} {
+	for _, key := range NodeOptOutAnnotations() {
 		if n.Annotations[key] == "true" {
 			return "is annotated " + key + ": \"true\""
 		}

@@ -11,27 +11,52 @@ import (
 )
 
 // deviceTypes indexes, by group and instance type name, the instance
-// types that carry devices: most groups have none, and a node's lookup
-// is then one map read instead of a walk over the group's types.
-type deviceTypes map[string]map[string]*v1alpha1.InstanceType
+// types that carry devices (DRA ResourceSlices) or extended resources
+// (device plugin resources such as nvidia.com/gpu): most groups have
+// none, and a node's lookup is then one map read instead of a walk over
+// the group's types.
+type deviceTypes map[string]map[string]deviceType
+
+// deviceType is an indexed instance type and its extended resources (nil
+// when it has none).
+type deviceType struct {
+	it       *v1alpha1.InstanceType
+	extended corev1.ResourceList
+}
 
 func newDeviceTypes(groups []*v1alpha1.NodeGroup) deviceTypes {
 	out := deviceTypes{}
 	for _, g := range groups {
 		for i := range g.Spec.InstanceTypes {
 			it := &g.Spec.InstanceTypes[i]
-			if len(it.Devices) == 0 {
+			ext := extendedOf(it)
+			if len(it.Devices) == 0 && ext == nil {
 				continue
 			}
 			if out[g.Name] == nil {
-				out[g.Name] = map[string]*v1alpha1.InstanceType{}
+				out[g.Name] = map[string]deviceType{}
 			}
 			if _, dup := out[g.Name][it.Name]; !dup {
-				out[g.Name][it.Name] = it // the first of a name, as the group's order says
+				out[g.Name][it.Name] = deviceType{it: it, extended: ext} // the first of a name, as the group's order says
 			}
 		}
 	}
 	return out
+}
+
+// extendedOf returns the extended resources of an instance type's
+// capacity (names with a domain), nil when it has none.
+func extendedOf(it *v1alpha1.InstanceType) corev1.ResourceList {
+	var ext corev1.ResourceList
+	for name, q := range it.Capacity {
+		if strings.Contains(string(name), "/") && q.Sign() > 0 {
+			if ext == nil {
+				ext = corev1.ResourceList{}
+			}
+			ext[name] = q
+		}
+	}
+	return ext
 }
 
 // expectedSlices are the ResourceSlices a node of a group publishes once
@@ -39,47 +64,11 @@ func newDeviceTypes(groups []*v1alpha1.NodeGroup) deviceTypes {
 // booting has published none yet; planning with them keeps berth from
 // launching a second node for pods the first one will take.
 func (d deviceTypes) expectedSlices(n *corev1.Node, group string) []*resourcev1.ResourceSlice {
-	types := d[group]
-	if types == nil {
+	t, ok := d[group][n.Labels[v1alpha1.LabelInstanceType]]
+	if !ok || len(t.it.Devices) == 0 {
 		return nil
 	}
-	if it := types[n.Labels[v1alpha1.LabelInstanceType]]; it != nil {
-		return it.ResourceSlices(n.Name)
-	}
-	return nil
-}
-
-// extendedTypes indexes, by group and instance type name, the extended
-// resources (device plugin resources such as nvidia.com/gpu) of the
-// instance types that have any.
-type extendedTypes map[string]map[string]corev1.ResourceList
-
-func newExtendedTypes(groups []*v1alpha1.NodeGroup) extendedTypes {
-	out := extendedTypes{}
-	for _, g := range groups {
-		for i := range g.Spec.InstanceTypes {
-			it := &g.Spec.InstanceTypes[i]
-			var ext corev1.ResourceList
-			for name, q := range it.Capacity {
-				if strings.Contains(string(name), "/") && q.Sign() > 0 {
-					if ext == nil {
-						ext = corev1.ResourceList{}
-					}
-					ext[name] = q
-				}
-			}
-			if ext == nil {
-				continue
-			}
-			if out[g.Name] == nil {
-				out[g.Name] = map[string]corev1.ResourceList{}
-			}
-			if _, dup := out[g.Name][it.Name]; !dup {
-				out[g.Name][it.Name] = ext
-			}
-		}
-	}
-	return out
+	return t.it.ResourceSlices(n.Name)
 }
 
 // expected is n as it will be once its device plugins have registered:
@@ -87,8 +76,8 @@ func newExtendedTypes(groups []*v1alpha1.NodeGroup) extendedTypes {
 // a kubelet restart zeroes them for a moment), so it is planned with its
 // instance type's. n itself when it advertises them all, or is no
 // booting node of a group whose type has any.
-func (e extendedTypes) expected(n *corev1.Node, group string, booting bool) *corev1.Node {
-	ext := e[group][n.Labels[v1alpha1.LabelInstanceType]]
+func (d deviceTypes) expected(n *corev1.Node, group string, booting bool) *corev1.Node {
+	ext := d[group][n.Labels[v1alpha1.LabelInstanceType]].extended
 	if ext == nil || !booting {
 		return n
 	}

@@ -237,13 +237,16 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	}
 	sin := snapshot.Input{Pods: in.Pods, Held: in.Held, Changes: in.Changes, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes,
 		DRA: in.DRA, OptionKeys: OptionKeys}
-	devices, extended, room := newDeviceTypes(groups), newExtendedTypes(groups), newDaemonSetRoom(in, byName, booting)
+	devices, room := newDeviceTypes(groups), newDaemonSetRoom(in, byName, booting)
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
-		if byName[group] != nil {
-			n = room.kept(extended.expected(n, group, booting(n)))
+		var taints []corev1.Taint
+		if ng := byName[group]; ng != nil {
+			up := booting(n)
+			n = room.kept(devices.expected(n, group, up))
+			taints = transientTaints(n, ng, up)
 		}
-		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: transientTaints(n, byName[group], booting),
+		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: taints,
 			ExpectedSlices: devices.expectedSlices(n, group)})
 	}
 	if in.Base != nil {
@@ -265,12 +268,9 @@ const TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // or once it is Ready (the node lifecycle controller removes them a
 // moment later). A startup taint still there past the launch grace is not
 // going away: the node is no room for pods that do not tolerate it.
-func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, booting func(*corev1.Node) bool) []corev1.Taint {
-	if ng == nil {
-		return nil
-	}
+// up says whether the node is booting (Input.booting).
+func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, up bool) []corev1.Taint {
 	var out []corev1.Taint
-	up := booting(n)
 	if up {
 		for _, t := range ng.Spec.Template.StartupTaints {
 			out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})

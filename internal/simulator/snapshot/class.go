@@ -224,7 +224,7 @@ func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draM
 	c.AffinityKeys = nodeAffinityKeys(pod)
 	c.HasNodeAffinity = len(pod.Spec.NodeSelector) > 0 || requiredNodeSelector(pod) != nil
 	c.nodeSelection, c.tolerationsID = selectionIDs(pod)
-	c.HostPorts = hostPorts(pod)
+	c.HostPorts = HostPortsOf(pod)
 	var err error
 	if c.Affinity, c.AntiAffinity, err = affinityTerms(pod); err != nil {
 		return nil, err
@@ -294,9 +294,7 @@ func nodeAffinityKeys(pod *corev1.Pod) sets.Set[string] {
 
 // HostPortsOf are the host ports a pod holds while it runs: its
 // containers' and its sidecars'.
-func HostPortsOf(pod *corev1.Pod) []HostPort { return hostPorts(pod) }
-
-func hostPorts(pod *corev1.Pod) []HostPort {
+func HostPortsOf(pod *corev1.Pod) []HostPort {
 	var out []HostPort
 	add := func(cs []corev1.Container, sidecarsOnly bool) {
 		for _, c := range cs {

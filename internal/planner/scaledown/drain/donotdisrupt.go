@@ -12,7 +12,9 @@ const ReasonDoNotDisrupt Reason = "DoNotDisrupt"
 // Annotations and labels of other autoscalers that berth honours, so that
 // users can switch without relabelling.
 const (
-	annotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	// AnnotationKarpenterDoNotDisrupt is Karpenter's opt-out, on a pod or
+	// a node.
+	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 	labelOceanRestrictScaleDown     = "spotinst.io/restrict-scale-down"
 )
 
@@ -33,7 +35,7 @@ func (DoNotDisrupt) Check(p *corev1.Pod, _ *Context) Outcome {
 	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return Outcome{}
 	}
-	for _, key := range []string{v1alpha1.AnnotationDoNotDisrupt, annotationKarpenterDoNotDisrupt} {
+	for _, key := range []string{v1alpha1.AnnotationDoNotDisrupt, AnnotationKarpenterDoNotDisrupt} {
 		if p.Annotations[key] == "true" {
 			return Outcome{Verdict: Blocks, Reason: ReasonDoNotDisrupt,
 				Message: "pod " + podName(p) + " is annotated " + key + ": \"true\""}
