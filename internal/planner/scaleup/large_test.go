@@ -17,11 +17,9 @@ import (
 // type's allocatable (cpu, memory, pod count); no two pods of the
 // hostname anti-affinity share a node; the pods of each zone affinity
 // group share a zone; and the plan costs at most the given multiple of
-// the lower bound (the figures docs/performance.md reports: 1,000 pods at
-// issue #29's goal of 1.10; before the planner took turns among equally
-// cheap zones and ran fill again while it kept moves, 1.118 and 1.063)
-// and no less than the bound (a plan under it would show the bound
-// wrong).
+// the lower bound (the figures docs/performance.md reports; 1,000 pods at
+// issue #29's goal of 1.10, with nothing to spare) and no less than the
+// bound (a plan under it would show the bound wrong).
 func TestLargePlansStayNearTheBound(t *testing.T) {
 	ng := workload.NodeGroup(400)
 	types := map[string]v1alpha1.InstanceType{}

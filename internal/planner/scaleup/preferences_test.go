@@ -38,7 +38,7 @@ func softSpread(key string) b.PodOption {
 // PreferNoSchedule taint it would rather avoid); a cheaper option, and a
 // group of higher weight, still win over a preference. Where nothing is
 // preferred, the zones of one group take turns, and of two groups the
-// first listed takes the pods.
+// first by name takes the pods.
 func TestPreferencesDecideWherePriceDoesNot(t *testing.T) {
 	twoZones := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20"), b.OnDemand("zone-b", "0.20")))
 	sameArchPrice := b.NodeGroup("general", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
@@ -61,8 +61,8 @@ func TestPreferencesDecideWherePriceDoesNot(t *testing.T) {
 		{name: "a preferred zone still takes every replica",
 			groups: []*v1alpha1.NodeGroup{threeZones}, pending: replicas("web", 3, b.CPU("3"), prefer(50, zone, "zone-c")),
 			want: []string{"new zone-c/on-demand/m-4: web-1", "new zone-c/on-demand/m-4: web-2", "new zone-c/on-demand/m-4: web-3"}},
-		{name: "of two equally cheap groups the first listed takes every replica",
-			groups: []*v1alpha1.NodeGroup{plain, otherPlain}, pending: replicas("web", 2, b.CPU("3")),
+		{name: "of two equally cheap groups the first by name takes every replica, whatever the order they come in",
+			groups: []*v1alpha1.NodeGroup{otherPlain, plain}, pending: replicas("web", 2, b.CPU("3")),
 			want: []string{"new zone-a/on-demand/g-4: web-1", "new zone-a/on-demand/g-4: web-2"}},
 		{name: "a pod that prefers zone-b gets a node there when both zones cost the same",
 			groups: []*v1alpha1.NodeGroup{twoZones}, pending: replicas("web", 1, web(prefer(50, zone, "zone-b"))...),

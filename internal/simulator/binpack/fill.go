@@ -298,8 +298,7 @@ func (f *filler) fillNode(n *snapshot.Node, share snapshot.Resources, worth floa
 		return
 	}
 	domains := f.domainsOf(n)
-	failed := f.failed
-	clear(failed)
+	clear(f.failed)
 	gaveUp := make([]bool, len(f.buckets))
 	start := n.Current.Price
 	var touched []*snapshot.Node
@@ -315,7 +314,7 @@ func (f *filler) fillNode(n *snapshot.Node, share snapshot.Resources, worth floa
 			if b < 0 {
 				break
 			}
-			if from := f.moveOne(n, f.buckets[b], ceiling.Price, failed); from == nil {
+			if from := f.moveOne(n, f.buckets[b], ceiling.Price); from == nil {
 				gaveUp[b] = true
 				misses++
 			} else if !slices.Contains(touched, from) {
@@ -417,8 +416,10 @@ func (b *fillBucket) live() bool {
 
 // moveOne moves to n the first pod of b that may go there while n costs
 // at most maxPrice, and returns the node it came from, or nil. Classes
-// that failed n are skipped; it gives up after fillTries new failures.
-func (f *filler) moveOne(n *snapshot.Node, b *fillBucket, maxPrice float64, failed map[int]bool) *snapshot.Node {
+// that failed n (f.failed) are skipped; it gives up after fillTries new
+// failures.
+func (f *filler) moveOne(n *snapshot.Node, b *fillBucket, maxPrice float64) *snapshot.Node {
+	failed := f.failed
 	tries := 0
 	for i := b.head; i < len(b.pods) && tries < fillTries; i++ {
 		fp := b.pods[i]

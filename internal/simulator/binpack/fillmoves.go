@@ -139,12 +139,13 @@ type stuck struct {
 
 // noteStuck records a move of pod that failed for every node of a domain
 // wider than a node (a spread's domain too full): the pods of its class
-// are not tried within that domain again while the filler lasts (one
-// fill or stepDown). Their moves stay within such domains (sameDomains),
-// so the counts the failure read stay as they are; a later change that
-// would let a pod move is missed, and no move is made that should not
-// be. On BenchmarkPlan at 1,000 pods nine in ten of the moves the passes
-// tried failed so, over and over.
+// are not tried within that domain again while the filler lasts (both
+// passes of a fill, or a stepDown). Every pod a count by such a key reads
+// moves only within its domain (sameDomains), so the counts the failure
+// read stay as they are; a change that would let a pod move after all
+// (a node retired, a template back) is missed, and no move is made that
+// should not be. On BenchmarkPlan at 1,000 pods nine in ten of the moves
+// the passes tried failed so, over and over.
 func (f *filler) noteStuck(pod *snapshot.Pod, d predicates.Domain) {
 	if d.Key == "" || d.Key == corev1.LabelHostname {
 		return

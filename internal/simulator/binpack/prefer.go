@@ -22,13 +22,12 @@ import (
 //
 // Where neither price nor preference decides, the templates of one node
 // group (its zones, on most catalogues) take turns: the one the greedy
-// pass opened fewest nodes from this round is taken. New nodes spread
-// over the zones as Cluster Autoscaler's balancing of similar node groups
-// spreads them, and a zone spread's pods in every zone find the small
-// nodes of other pods to share. Filling the first zone instead left each
-// other zone's share of a zone spread alone on one large node, full in
-// one resource with the other idle: BenchmarkPlan at 1,000 pods 1.118
-// times the lower bound, 1.107 with the turns (docs/performance.md).
+// pass opened fewest nodes from this round is taken, so that the nodes a
+// round opens spread over the zones and each zone's pods (a zone
+// spread's share, say) find small nodes of other pods to share. Turns
+// count only this round's nodes: a round that opens one node opens it
+// in the first zone. Of several groups the first by name (Run sorts
+// them) keeps the pods: a user ranks groups by weight.
 
 // Score weights of kube-scheduler's default profile.
 const (
@@ -65,8 +64,8 @@ func (p *packer) preferredTemplate(c *snapshot.Class, cands []*Template, opts []
 // leastOpened returns the index of the candidate the greedy pass opened
 // fewest nodes from, among those of the highest score (all when scores is
 // nil) and of the first such candidate's node group: the templates of one
-// group take turns, while of several groups the first listed keeps the
-// pods, as the order of groups is the user's. The first on a tie.
+// group take turns, while of several groups the first keeps the pods.
+// The first on a tie.
 func (p *packer) leastOpened(cands []*Template, scores []float64) int {
 	best, top := -1, 0.0
 	if scores != nil {

@@ -39,8 +39,8 @@ type undo struct {
 	devices *dynamicresources.Placement[*Option]
 }
 
-// flexUndo is a flexible node's options and envelope before a pod was
-// added.
+// flexUndo is a flexible node's Flex and envelope before a pod was added
+// or it was widened.
 type flexUndo struct {
 	flex     *Flex
 	alloc    Resources

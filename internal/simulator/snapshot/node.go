@@ -115,10 +115,13 @@ func (o *Option) Free() (Resources, int) {
 
 // Flex is the set of options a planned node may still be launched as.
 // Adding a pod narrows it to the options the node's pods fit together.
+// A Flex is never changed once built (its Options neither assigned nor
+// changed in place): a node that changes gets a new Flex, and a Revert
+// puts back the old one with what it caches.
 type Flex struct {
 	Options []*Option
 	// bounds caches what every option holds and the largest of them
-	// (holdsAll); the options of a Flex never change.
+	// (holdsAll).
 	bounds *flexBounds
 }
 
@@ -161,7 +164,7 @@ func (f *Flex) holdsAll(used *Resources, slots int, req *Resources, pods int, h 
 		(req.Memory > 0 && req.Memory > b.memory-used.Memory) || (req.EphemeralStorage > 0 && req.EphemeralStorage > b.storage-used.EphemeralStorage) {
 		return false
 	}
-	return int64(b.mostPods) <= h.pods && h.Allows(&b.most)
+	return h.AllowsPods(int64(b.mostPods)) && h.Allows(&b.most)
 }
 
 // Pod is a pod in the snapshot.

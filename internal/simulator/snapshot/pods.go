@@ -125,19 +125,20 @@ options:
 		}
 		out = append(out, o)
 	}
-	s.widening = out[:0]
 	cheapest := Cheapest(out)
-	if cheapest == nil || cheapest.Price >= n.Current.Price {
-		return false
+	kept := cheapest != nil && cheapest.Price < n.Current.Price
+	if kept {
+		held := slices.Clone(out)
+		s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
+		s.dra.Changed()
+		n.Flex = &Flex{Options: held}
+		n.envelope()
+		n.Current = cheapest
+		s.setCapacity(n, cheapest.Allocatable)
 	}
-	out = slices.Clone(out)
-	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
-	s.dra.Changed()
-	n.Flex = &Flex{Options: out}
-	n.envelope()
-	n.Current = cheapest
-	s.setCapacity(n, cheapest.Allocatable)
-	return true
+	clear(out) // the buffer keeps no option of an earlier round alive
+	s.widening = out[:0]
+	return kept
 }
 
 // HoldsIn reports whether the node's pods, as they are, fit option o
