@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -75,5 +76,34 @@ func TestSameDomainsKeepsAPodOnNodesItsSpreadCountsAlike(t *testing.T) {
 	}
 	if sameDomains(ws, a1, a3) || sameDomains(ws, a3, a1) {
 		t.Error("a move between a node the spread counts and one it does not was allowed")
+	}
+}
+
+// A class whose move failed for every node of a zone is not tried in
+// that zone again while the filler lasts, and still is in other zones,
+// as other classes are in that zone; a failure on one node (by hostname,
+// or with no domain) is remembered nowhere.
+func TestAMoveThatFailedForAWholeZoneIsNotTriedThereAgain(t *testing.T) {
+	node := func(zone, host string) *snapshot.Node {
+		return &snapshot.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: host,
+			Labels: map[string]string{corev1.LabelTopologyZone: zone, corev1.LabelHostname: host}}}}
+	}
+	a1, a2, b1 := node("a", "n1"), node("a", "n2"), node("b", "n3")
+	spread, other := &snapshot.Class{ID: 1}, &snapshot.Class{ID: 2}
+	f := newFiller(&packer{})
+	f.noteStuck(&snapshot.Pod{Class: other}, predicates.Domain{Key: corev1.LabelHostname, Value: "n1"})
+	f.noteStuck(&snapshot.Pod{Class: other}, predicates.Domain{})
+	if f.stuckIn(other, a1) || f.stuckIn(other, a2) {
+		t.Fatal("a failure on one node kept the class off its zone")
+	}
+	f.noteStuck(&snapshot.Pod{Class: spread}, predicates.Domain{Key: corev1.LabelTopologyZone, Value: "a"})
+	for _, c := range []struct {
+		class *snapshot.Class
+		n     *snapshot.Node
+		want  bool
+	}{{spread, a1, true}, {spread, a2, true}, {spread, b1, false}, {other, a1, false}} {
+		if got := f.stuckIn(c.class, c.n); got != c.want {
+			t.Errorf("class %d on %s: stuck %v, want %v", c.class.ID, c.n.Name, got, c.want)
+		}
 	}
 }
