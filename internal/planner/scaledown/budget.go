@@ -15,7 +15,9 @@ import (
 // reason now: the group's budget (10 % by default), lowered by every entry
 // of spec.disruption.budgets that applies to the reason and whose schedule
 // (if any) is active. Interruptions ignore schedules: the cloud does not
-// wait. A schedule that cannot be read applies (the safe reading).
+// wait. A schedule that cannot be read applies (the safe reading). A
+// group being deleted goes one node at a time at least: a budget of 0
+// does not keep its deletion waiting for ever.
 func (p *planner) allowed(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) int {
 	n := p.size[g.Name]
 	out := g.Spec.Disruption.Allowed(n)
@@ -36,6 +38,9 @@ func (p *planner) allowed(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReaso
 			}
 		}
 		out = min(out, scaled(b.Nodes, n))
+	}
+	if retiring(g) {
+		out = max(out, 1)
 	}
 	return out
 }

@@ -520,11 +520,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	if !evicts {
 		reason = v1alpha1.ReasonEmpty
 	}
-	allowed := p.allowed(g, reason)
-	if retiring(g) {
-		allowed = max(allowed, 1) // a budget of 0 does not keep the deletion waiting for ever
-	}
-	overBudget := p.inFlight(g, reason) >= allowed
+	overBudget := p.inFlight(g, reason) >= p.allowed(g, reason)
 	switch {
 	case retiring(g) && !overBudget:
 		return nil

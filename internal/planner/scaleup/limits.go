@@ -24,21 +24,12 @@ var DefaultClusterLimits = corev1.ResourceList{
 // template.
 type launcher struct {
 	groups map[string]*v1alpha1.NodeGroup
-	// largest is, per template, the largest allocatable of any of its
-	// options in each resource, and pod slots: when the limits allow it,
-	// they allow every option.
-	largest map[*binpack.Template]largestOption
-}
-
-type largestOption struct {
-	snapshot.Resources
-	slots int64
 }
 
 var _ binpack.Launcher = (*launcher)(nil)
 
 func newLauncher(groups []*v1alpha1.NodeGroup) *launcher {
-	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, largest: map[*binpack.Template]largestOption{}}
+	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}}
 	for _, ng := range groups {
 		l.groups[ng.Name] = ng
 	}
@@ -54,15 +45,7 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 	}
 	all := t.Node.Flex.Options
 	h := s.LimitRoom(t.Group, &snapshot.Resources{}, 0)
-	largest, ok := l.largest[t]
-	if !ok {
-		for _, o := range all {
-			largest.Max(&o.Allocatable)
-			largest.slots = max(largest.slots, int64(o.AllowedPods))
-		}
-		l.largest[t] = largest
-	}
-	if len(all) > 0 && h.Allows(&largest.Resources) && h.AllowsPods(largest.slots) {
+	if t.Node.Flex.WithinLimits(&h) {
 		return all, "" // far from every limit: the template's own list
 	}
 	out := make([]*snapshot.Option, 0, len(all))

@@ -46,9 +46,6 @@ type balancer struct {
 	// used are the pods traded in this pass; traded the nodes they were on.
 	used   map[*snapshot.Pod]bool
 	traded map[*snapshot.Node]bool
-	// oneWeight: every planned node's group has the same weight
-	// (packer.oneWeight).
-	oneWeight bool
 }
 
 // peerList is the movable pods of one key, the heaviest in cpu against
@@ -94,7 +91,7 @@ func (p *packer) balance() bool {
 
 func newBalancer(p *packer, nodes []*snapshot.Node) *balancer {
 	b := &balancer{p: p, peers: map[uint64]*peerList{},
-		used: map[*snapshot.Pod]bool{}, traded: map[*snapshot.Node]bool{}, oneWeight: p.oneWeight()}
+		used: map[*snapshot.Pod]bool{}, traded: map[*snapshot.Node]bool{}}
 	var cpu, mem int64
 	for _, n := range nodes {
 		room, _ := n.Current.Free()
@@ -228,7 +225,7 @@ func (b *balancer) tradeAway(a *snapshot.Pod, mem bool) *snapshot.Pod {
 // types and lowers the part of their prices their pods use.
 func (b *balancer) gains(a, q *snapshot.Pod) bool {
 	from, to := a.Node, q.Node
-	if !b.oneWeight && b.p.byNode[from].Template.Weight != b.p.byNode[to].Template.Weight {
+	if !b.p.oneWeight && b.p.byNode[from].Template.Weight != b.p.byNode[to].Template.Weight {
 		return false // a group's weight outranks price
 	}
 	before := usedPrice(from, nil, nil) + usedPrice(to, nil, nil)

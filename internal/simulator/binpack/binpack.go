@@ -123,7 +123,11 @@ type packer struct {
 	// opened counts the nodes planned from each template this round:
 	// equally cheap and preferred templates take turns (preferredTemplate).
 	opened map[*Template]int
-	seq    int
+	// oneWeight: every planned node's group has the same weight while
+	// fill, stepDown and balance run (they open no node), so their moves
+	// and trades need not look weights up pair by pair (improve sets it).
+	oneWeight bool
+	seq       int
 	// rates caches newNodeRate per class; fits what fitCost computes per
 	// template and requests.
 	rates map[int]float64

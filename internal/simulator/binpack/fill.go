@@ -52,16 +52,12 @@ type filler struct {
 	// failed is fillNode's record of the classes that failed a recipient,
 	// kept from recipient to recipient and cleared for each.
 	failed map[int]bool
-	// oneWeight: every planned node's group has the same weight, so no
-	// move need compare them (packer.oneWeight).
-	oneWeight bool
 }
 
 // newFiller returns the state of a pass of fill or stepDown.
 func newFiller(p *packer) *filler {
 	return &filler{p: p, donors: map[*snapshot.Node]bool{}, watchers: map[int][]watcher{}, sorted: map[**snapshot.Option][]*snapshot.Option{},
-		domains: map[*snapshot.Node]string{}, stuck: map[stuck]bool{}, stuckKey: map[int]string{}, failed: map[int]bool{},
-		oneWeight: p.oneWeight()}
+		domains: map[*snapshot.Node]string{}, stuck: map[stuck]bool{}, stuckKey: map[int]string{}, failed: map[int]bool{}}
 }
 
 // fillBucket holds the movable pods of one size (requests), from the
@@ -236,10 +232,9 @@ func (f *filler) shares(recipients []*snapshot.Node) map[string]snapshot.Resourc
 	return out
 }
 
-// oneWeight reports whether every planned node's template has the same
-// weight: the moves and trades between planned nodes, which open none,
-// then need not look their weights up for each pair.
-func (p *packer) oneWeight() bool {
+// sameWeight reports whether every planned node's template has the same
+// weight.
+func (p *packer) sameWeight() bool {
 	for _, nn := range p.res.NewNodes {
 		if nn.Template.Weight != p.res.NewNodes[0].Template.Weight {
 			return false
@@ -442,7 +437,7 @@ func (f *filler) moveOne(n *snapshot.Node, b *fillBucket, maxPrice float64) *sna
 		if fp.pod.Node != fp.from || failed[fp.pod.Class.ID] {
 			continue
 		}
-		if !f.oneWeight && f.p.byNode[fp.from].Template.Weight > f.p.byNode[n].Template.Weight {
+		if !f.p.oneWeight && f.p.byNode[fp.from].Template.Weight > f.p.byNode[n].Template.Weight {
 			continue // a group's weight outranks price, as in replaceRun
 		}
 		if f.move(fp.pod, n, maxPrice) {

@@ -144,8 +144,8 @@ type stuck struct {
 // moves only within its domain (sameDomains), so the counts the failure
 // read stay as they are; a change that would let a pod move after all
 // (a node retired, a template back) is missed, and no move is made that
-// should not be. On BenchmarkPlan at 1,000 pods nine in ten of the moves
-// the passes tried failed so, over and over.
+// should not be. On BenchmarkPlan at 1,000 pods most of the moves the
+// passes tried failed so, over and over (docs/performance.md).
 func (f *filler) noteStuck(pod *snapshot.Pod, d predicates.Domain) {
 	if d.Key == "" || d.Key == corev1.LabelHostname {
 		return

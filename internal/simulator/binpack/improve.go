@@ -54,6 +54,7 @@ const balanceRounds = 3
 // planned nodes by cheaper single nodes, then dissolves partly empty
 // nodes whose pods are cheaper elsewhere.
 func (p *packer) improve() {
+	p.oneWeight = p.sameWeight()
 	for range fillRounds {
 		if !p.fill() {
 			break

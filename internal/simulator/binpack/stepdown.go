@@ -161,7 +161,7 @@ func (st *stepper) giveAway(q *snapshot.Pod, a *snapshot.Node) bool {
 func (st *stepper) recipient(a, b *snapshot.Node) bool {
 	p := st.f.p
 	return b != a && !b.Unschedulable && b.Current != nil && len(b.Pods) > 0 &&
-		(st.f.oneWeight || p.byNode[a].Template.Weight <= p.byNode[b].Template.Weight) // a group's weight outranks price
+		(p.oneWeight || p.byNode[a].Template.Weight <= p.byNode[b].Template.Weight) // a group's weight outranks price
 }
 
 // level is how full n's current type is: the larger share of its room

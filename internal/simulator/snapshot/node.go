@@ -164,7 +164,15 @@ func (f *Flex) holdsAll(used *Resources, slots int, req *Resources, pods int, h 
 		(req.Memory > 0 && req.Memory > b.memory-used.Memory) || (req.EphemeralStorage > 0 && req.EphemeralStorage > b.storage-used.EphemeralStorage) {
 		return false
 	}
-	return h.AllowsPods(int64(b.mostPods)) && h.Allows(&b.most)
+	return f.WithinLimits(h)
+}
+
+// WithinLimits reports whether every option of f is within the limits'
+// room h, by its largest capacity and pod slots (cached): a caller may
+// then take the options as they are.
+func (f *Flex) WithinLimits(h *LimitRoom) bool {
+	b := f.boundsOf()
+	return len(f.Options) > 0 && h.AllowsPods(int64(b.mostPods)) && h.Allows(&b.most)
 }
 
 // Pod is a pod in the snapshot.

@@ -52,6 +52,7 @@ func fromList(rl corev1.ResourceList, saturate bool) Resources {
 		case corev1.ResourceEphemeralStorage:
 			r.EphemeralStorage = read(q, maxUnits, minUnits, q.Value)
 		case corev1.ResourcePods:
+			// A type's pod slots are its AllowedPods, not a resource.
 		default:
 			if isScalar(name) {
 				if r.Scalar == nil {
