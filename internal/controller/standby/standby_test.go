@@ -186,10 +186,16 @@ func TestStandbyNodesAreLaunchedSuspendedAndRemovedOnlyWhenIdle(t *testing.T) {
 	if err := env.Client.Delete(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile()
-	if left := f.nodes(); len(left) != 1 || left[0].Name != busy {
-		t.Fatalf("the Headroom is gone: %d nodes left, want only %s (resumed, running a pod)", len(left), busy)
-	}
+	// The idle node goes once KWOK shows it stopped (suspended and not
+	// Ready), which may take longer than a pass: the controller's requeue
+	// tries again, and so does the test.
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		f.reconcile()
+		if left := f.nodes(); len(left) != 1 || left[0].Name != busy {
+			return false, fmt.Sprintf("the Headroom is gone: %d nodes left, want only %s (resumed, running a pod)", len(left), busy), nil
+		}
+		return true, "", nil
+	})
 	if _, ok := f.r.Standby.Get(state.HeadroomKey(h.Name)); ok {
 		t.Error("the account of a deleted Headroom is kept")
 	}
