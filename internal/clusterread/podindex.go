@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -20,10 +21,21 @@ type podIndex struct {
 	bound   []*corev1.Pod
 	boundAt map[types.NamespacedName]int
 	unbound map[types.NamespacedName]*corev1.Pod
+	// daemons are the pods of each DaemonSet (by its UID), finished ones
+	// too, and daemonOf the DaemonSet of each; newest is the choice among
+	// them (daemonset.Newest), kept as pods come, and made again among all
+	// of a DaemonSet's pods at a take when a pod chosen changed or went
+	// (stale).
+	daemons  map[types.UID]map[types.NamespacedName]*corev1.Pod
+	daemonOf map[types.NamespacedName]types.UID
+	newest   daemonset.Newest
+	stale    map[types.UID]bool
 }
 
 func newPodIndex() *podIndex {
-	return &podIndex{boundAt: map[types.NamespacedName]int{}, unbound: map[types.NamespacedName]*corev1.Pod{}}
+	return &podIndex{boundAt: map[types.NamespacedName]int{}, unbound: map[types.NamespacedName]*corev1.Pod{},
+		daemons: map[types.UID]map[types.NamespacedName]*corev1.Pod{}, daemonOf: map[types.NamespacedName]types.UID{},
+		newest: daemonset.Newest{}, stale: map[types.UID]bool{}}
 }
 
 func podKey(p *corev1.Pod) types.NamespacedName {
@@ -41,12 +53,35 @@ func (x *podIndex) put(p *corev1.Pod) {
 	case p.Spec.NodeName == "":
 		x.unbound[key] = p
 	}
+	if uid, ok := podutil.DaemonSetOf(p); ok {
+		if x.daemons[uid] == nil {
+			x.daemons[uid] = map[types.NamespacedName]*corev1.Pod{}
+		}
+		x.daemons[uid][key] = p
+		x.daemonOf[key] = uid
+		if !x.stale[uid] {
+			x.newest.Add(p)
+		}
+	}
 }
 
 // remove forgets the pod of key: O(1), the last bound pod takes its
 // place in the list.
 func (x *podIndex) remove(key types.NamespacedName) {
 	delete(x.unbound, key)
+	if uid, ok := x.daemonOf[key]; ok {
+		old := x.daemons[uid][key]
+		delete(x.daemonOf, key)
+		delete(x.daemons[uid], key)
+		if len(x.daemons[uid]) == 0 {
+			delete(x.daemons, uid)
+		}
+		// Only the choice among the DaemonSet's pods is to be made
+		// again, and only when it was this pod.
+		if x.newest.Chose(old) {
+			x.stale[uid] = true
+		}
+	}
 	i, ok := x.boundAt[key]
 	if !ok {
 		return
@@ -58,6 +93,20 @@ func (x *podIndex) remove(key types.NamespacedName) {
 	x.bound[last] = nil
 	x.bound = x.bound[:last]
 	delete(x.boundAt, key)
+}
+
+// daemonSetPods are the newest pods of each DaemonSet (a copy the
+// caller may keep), chosen again among all the pods of a DaemonSet whose
+// pod chosen changed or went since the last call.
+func (x *podIndex) daemonSetPods() daemonset.Newest {
+	for uid := range x.stale {
+		delete(x.newest, uid)
+		for _, p := range x.daemons[uid] {
+			x.newest.Add(p)
+		}
+	}
+	clear(x.stale)
+	return x.newest.Clone()
 }
 
 // get is the pod of key the index holds; nil for none, or one bound that
@@ -78,6 +127,9 @@ type Indexed struct {
 	// Bound are the pods bound to a node and not finished (a copy of the
 	// list: the caller may keep it); Unbound the pods without a node.
 	Bound, Unbound []*corev1.Pod
+	// DaemonSetPods are the newest pods of each DaemonSet, for
+	// daemonset.AsRun.
+	DaemonSetPods daemonset.Newest
 }
 
 // TakeIndexed is Take with the pods: the changes and the pods are read
@@ -95,7 +147,8 @@ func (w *PodChanges) TakeIndexed() (Indexed, bool) {
 	w.names, w.lost, w.taking = map[types.NamespacedName]struct{}{}, false, true
 	from := w.seq
 	w.seq++
-	out := Indexed{Bound: slices.Clone(w.index.bound), Unbound: make([]*corev1.Pod, 0, len(w.index.unbound))}
+	out := Indexed{Bound: slices.Clone(w.index.bound), Unbound: make([]*corev1.Pod, 0, len(w.index.unbound)),
+		DaemonSetPods: w.index.daemonSetPods()}
 	for _, p := range w.index.unbound {
 		out.Unbound = append(out.Unbound, p)
 	}

@@ -5,23 +5,27 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
 // TestThePodIndexEqualsThePodsSortedFromScratch: random sequences of pod
-// events (created bound or pending, bound, rebound, relabelled,
-// finished, deleted, deleted by tombstone), each applied to a store and
-// given to the index as an informer gives it; after every event a take
-// gives the bound pods and the pods without a node exactly as sorting the
-// store's pods from scratch does, and its changes name what changed, read
-// as the index holds it.
+// events (created bound or pending, of a DaemonSet or not, bound,
+// rebound, relabelled, finished, deleted, deleted by tombstone), each
+// applied to a store and given to the index as an informer gives it;
+// after every event a take gives the bound pods, the pods without a node
+// and each DaemonSet's newest pods exactly as sorting the store's pods
+// from scratch does, and its changes name what changed, read as the
+// index holds it.
 func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -48,6 +52,11 @@ func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 				p = b.Pod(name, b.Labels("app", fmt.Sprint(r.IntN(3))))
 				if r.IntN(2) == 0 {
 					p.Spec.NodeName = fmt.Sprintf("n-%d", r.IntN(4))
+				}
+				if r.IntN(3) == 0 { // a DaemonSet's, of one of two generations, made at one of a few times
+					p = b.Pod(name, b.OwnedBy("DaemonSet", fmt.Sprintf("ds-%d", r.IntN(2))), b.NodeName(p.Spec.NodeName),
+						b.Labels("pod-template-generation", fmt.Sprint(1+r.IntN(2))))
+					p.CreationTimestamp = metav1.NewTime(time.Unix(int64(r.IntN(5)), 0))
 				}
 			case op == 1: // bound, or rebound
 				p = old.DeepCopy()
@@ -107,6 +116,13 @@ func TestThePodIndexEqualsThePodsSortedFromScratch(t *testing.T) {
 			if diff := cmp.Diff(sorted(wantUnbound), describeAll(got.Unbound)); diff != "" {
 				t.Fatalf("seed %d step %d: pods without a node (-from scratch +index):\n%s", seed, step, diff)
 			}
+			var all []*corev1.Pod
+			for _, obj := range store.List() {
+				all = append(all, obj.(*corev1.Pod))
+			}
+			if diff := cmp.Diff(describeNewest(daemonset.NewestOf(all)), describeNewest(got.DaemonSetPods)); diff != "" {
+				t.Fatalf("seed %d step %d: the DaemonSets' newest pods (-from scratch +index):\n%s", seed, step, diff)
+			}
 			if got.Changes == nil {
 				t.Fatalf("seed %d step %d: no changes", seed, step)
 			}
@@ -165,4 +181,16 @@ func TestTheIndexIsNotTakenBeforeItSawTheInformersPods(t *testing.T) {
 	if got, ok := w.TakeIndexed(); !ok || len(got.Bound) != 1 {
 		t.Fatalf("after: %+v (%v), want the one bound pod", got, ok)
 	}
+}
+
+// describeNewest names each DaemonSet's newest pod of each generation by
+// its name and version.
+func describeNewest(n daemonset.Newest) map[string]string {
+	out := map[string]string{}
+	for uid, byGen := range n {
+		for gen, p := range byGen {
+			out[string(uid)+"/"+gen] = p.Name + "@" + p.ResourceVersion
+		}
+	}
+	return out
 }

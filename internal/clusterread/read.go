@@ -15,10 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
-// Cluster is the cluster as one planning round reads it. Pods,
+// Cluster is the cluster as one planning round reads it. DaemonSets
+// are as their pods run (daemonset.AsRun) when the pods are read. Pods,
 // DaemonSets, Namespaces, Claims, Volumes and PDBs are the informer
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
@@ -108,6 +110,9 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 		out.Pods = pointers(pods.Items)
 	}
 	out.DaemonSets = pointers(dss.Items)
+	if out.Pods != nil {
+		out.DaemonSets = daemonset.AsRun(out.DaemonSets, daemonset.NewestOf(out.Pods))
+	}
 	out.Namespaces = pointers(nss.Items)
 	out.Claims = pointers(pvcs.Items)
 	out.Volumes = pointers(pvs.Items)

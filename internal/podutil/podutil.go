@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -25,8 +26,18 @@ func IsBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" && !IsTerminal(p
 // IsOwnedByDaemonSet reports whether a DaemonSet controls the pod: it
 // belongs to one node and never makes berth launch one.
 func IsOwnedByDaemonSet(p *corev1.Pod) bool {
+	_, ok := DaemonSetOf(p)
+	return ok
+}
+
+// DaemonSetOf is the UID of the DaemonSet that controls the pod, if one
+// does.
+func DaemonSetOf(p *corev1.Pod) (types.UID, bool) {
 	ref := metav1.GetControllerOfNoCopy(p)
-	return ref != nil && ref.Kind == "DaemonSet"
+	if ref == nil || ref.Kind != "DaemonSet" {
+		return "", false
+	}
+	return ref.UID, true
 }
 
 // IsMirror reports whether the pod is the API mirror of a static pod.

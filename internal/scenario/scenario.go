@@ -293,7 +293,7 @@ func (s *Scenario) Input(now time.Time) (scaleup.Input, error) {
 			in.Pending = append(in.Pending, p)
 		}
 	}
-	in.DaemonSets = append(in.DaemonSets, s.reserveDaemonSets()...)
+	in.DaemonSets = s.daemonSets()
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods, DaemonSets: daemonset.Pods(in.DaemonSets)}
 	units, err := s.virtualUnits(hin)
 	in.Pending = append(in.Pending, units...)
@@ -340,10 +340,17 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 	burst := podutil.NewBurst(s.Pods)
 	in.AddPods(s.Pods, func(p *corev1.Pod) bool { return awaitsNode(burst, p) })
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,
-		DaemonSets: daemonset.Pods(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...))}
+		DaemonSets: daemonset.Pods(s.daemonSets())}
 	units, err := s.virtualUnits(hin)
 	in.Virtual = append(in.Virtual, units...)
 	return in, err
+}
+
+// daemonSets are the scenario's DaemonSets and the per-node reserves
+// (reserveDaemonSets), as their pods in the scenario run
+// (daemonset.AsRun), as the controller reads them.
+func (s *Scenario) daemonSets() []*appsv1.DaemonSet {
+	return daemonset.AsRun(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...), daemonset.NewestOf(s.Pods))
 }
 
 // reserveDaemonSets are the per-node reserve DaemonSets of the Headrooms

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/scenario"
 )
@@ -216,5 +217,73 @@ status: {phase: Pending, nominatedNodeName: gone, conditions: [{type: PodSchedul
 	}
 	if len(in.Pending) != 1 || in.Pending[0].Name != "stale" {
 		t.Errorf("pending %v, want only stale", in.Pending)
+	}
+}
+
+// TestADaemonSetHoldsWhatItsPodsRequest: in a dump of a cluster, the
+// DaemonSet's template asks for nothing and its pod (controlled by it, of
+// its template's generation) for 1500m, as a LimitRange gave it. A
+// pending pod of 1 cpu is planned an m-4 (0.16/h), as the controller
+// plans it: an m-2 (0.10/h) has 500m left beside the DaemonSet's pod.
+// Written by hand without a uid, the DaemonSet is read from its template,
+// and the pod gets an m-2.
+func TestADaemonSetHoldsWhatItsPodsRequest(t *testing.T) {
+	const cluster = `apiVersion: berth.dev/v1alpha1
+kind: NodeGroup
+metadata: {name: general}
+spec:
+  minSize: 0
+  maxSize: 10
+  provider: {kwok: {}}
+  instanceTypes:
+  - {name: m-2, capacity: {cpu: "2", memory: 8Gi}, offerings: [{zone: a, capacityType: on-demand, pricePerHour: "0.10"}]}
+  - {name: m-4, capacity: {cpu: "4", memory: 16Gi}, offerings: [{zone: a, capacityType: on-demand, pricePerHour: "0.16"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system, UID_LINE annotations: {deprecated.daemonset.template.generation: "2"}}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: i}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: old, labels: {berth.dev/node-group: other}}
+spec: {unschedulable: true}
+status: {allocatable: {cpu: "2", memory: 8Gi, pods: "110"}, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-x
+  namespace: kube-system
+  labels: {app: agent, pod-template-generation: "2"}
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: ds-agent, controller: true}]
+spec: {nodeName: old, containers: [{name: a, image: i, resources: {requests: {cpu: 1500m}}}]}
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
+`
+	for _, tc := range []struct{ uid, want string }{{"uid: ds-agent,", "m-4"}, {"", "m-2"}} {
+		s, err := scenario.Load(strings.NewReader(strings.Replace(cluster, "UID_LINE", tc.uid, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := s.Input(time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := scaleup.Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.NewNodes) != 1 || plan.NewNodes[0].InstanceType != tc.want {
+			t.Errorf("DaemonSet with %q: planned %+v, want one %s", tc.uid, plan.NewNodes, tc.want)
+		}
 	}
 }

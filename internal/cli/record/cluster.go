@@ -44,8 +44,8 @@ func clean[T interface {
 	return o
 }
 
-// writeCluster writes the NodeGroups, Headrooms and DaemonSets as YAML
-// documents.
+// writeCluster writes the NodeGroups, Headrooms and DaemonSets (as their
+// pods run: clusterread.DaemonSetsAsRun) as YAML documents.
 func writeCluster(ctx context.Context, cfg *rest.Config, path string) error {
 	raw, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
@@ -71,8 +71,18 @@ func writeCluster(ctx context.Context, cfg *rest.Config, path string) error {
 		h.TypeMeta = metaType(v1alpha1.GroupVersion.String(), "Headroom")
 		objs = append(objs, clean(h))
 	}
+	// As their pods run: what a LimitRange or webhook gave the pods is
+	// what the DaemonSets hold on the nodes the simulation launches.
+	dss := make([]*appsv1.DaemonSet, len(daemonSets.Items))
 	for i := range daemonSets.Items {
-		d := &daemonSets.Items[i]
+		dss[i] = &daemonSets.Items[i]
+	}
+	asRun, err := clusterread.DaemonSetsAsRun(ctx, c, dss)
+	if err != nil {
+		return fmt.Errorf("reading the cluster: %w", err)
+	}
+	for _, d := range asRun {
+		d = d.DeepCopy()
 		d.TypeMeta = metaType("apps/v1", "DaemonSet")
 		objs = append(objs, clean(d))
 	}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
@@ -246,7 +247,16 @@ func (r *Reconciler) inputs(ctx context.Context, withPods bool) (hr.Inputs, erro
 			in.Pods = append(in.Pods, &pods.Items[i])
 		}
 	}
-	in.DaemonSets = daemonset.Pods(pointers(dss.Items))
+	// The DaemonSets as their pods run: from every pod when they are
+	// read, else from the pods of the DaemonSets' namespaces.
+	asRun := daemonset.AsRun(pointers(dss.Items), daemonset.NewestOf(pointers(pods.Items)))
+	if !withPods {
+		var err error
+		if asRun, err = clusterread.DaemonSetsAsRun(ctx, r.Client, asRun); err != nil {
+			return in, err
+		}
+	}
+	in.DaemonSets = daemonset.Pods(asRun)
 	return in, nil
 }
 

@@ -38,6 +38,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	pods := cl.Pods
 	if ok {
 		r.in.Pods, pods = indexed.Bound, indexed.Unbound
+		cl.DaemonSets = daemonset.AsRun(cl.DaemonSets, indexed.DaemonSetPods) // the pods were not read: Read could not
 	}
 	in := &r.in
 	in.NodeGroups = cl.Active()

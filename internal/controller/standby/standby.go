@@ -32,6 +32,7 @@ import (
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
@@ -325,6 +326,10 @@ func (r *Reconciler) read(ctx context.Context) (map[string]*v1alpha1.NodeGroup, 
 	dss := make([]*appsv1.DaemonSet, len(dsList.Items))
 	for i := range dsList.Items {
 		dss[i] = &dsList.Items[i]
+	}
+	dss, err := clusterread.DaemonSetsAsRun(ctx, r.Client, dss) // as their pods run
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	// The standby nodes from the API server: the cache may not show a node
 	// launched or deleted a moment ago, and the counts below launch and

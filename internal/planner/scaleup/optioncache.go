@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -22,7 +23,8 @@ import (
 // built, and their node objects are read only.
 //
 // A group is known by its UID and generation (the API server bumps the
-// generation on every change of spec), the DaemonSets by theirs: objects
+// generation on every change of spec), the DaemonSets by theirs (and by
+// what their pods hold, when read from a pod: daemonset.AsRun): objects
 // without a UID (offline planning, tests) are never cached, nor groups
 // whose provider rewrites their spec in each round's copy (Cluster API:
 // the annotations of the group's object) without a new generation. Not
@@ -51,7 +53,8 @@ func NewOptions() *Options {
 	return &Options{byZone: map[zoneKey]*zoneEntry{}, seen: map[zoneKey]bool{}}
 }
 
-// daemonSetsKey names the DaemonSets by UID and generation; ok is false
+// daemonSetsKey names the DaemonSets by UID and generation, and by what
+// their pods hold for those read from a pod (daemonset.AsRun); ok is false
 // when one has no UID (not read from an API server).
 func daemonSetsKey(dss []*appsv1.DaemonSet) (string, bool) {
 	var b strings.Builder
@@ -62,6 +65,7 @@ func daemonSetsKey(dss []*appsv1.DaemonSet) (string, bool) {
 		b.WriteString(string(ds.UID))
 		b.WriteByte('/')
 		b.WriteString(strconv.FormatInt(ds.Generation, 10))
+		b.WriteString(ds.Annotations[daemonset.AnnotationFromPod]) // what its pods hold, when read from them
 		b.WriteByte(',')
 	}
 	return b.String(), true

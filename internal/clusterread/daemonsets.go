@@ -1,0 +1,35 @@
+package clusterread
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
+)
+
+// DaemonSetsAsRun is dss as their pods run (daemonset.AsRun), for a
+// reader that does not read every pod: it lists the pods of the
+// DaemonSets' namespaces only, from c (the manager's cache, not copied).
+// dss is not changed.
+func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonSet) ([]*appsv1.DaemonSet, error) {
+	newest := daemonset.Newest{}
+	seen := map[string]bool{}
+	for _, ds := range dss {
+		if seen[ds.Namespace] {
+			continue
+		}
+		seen[ds.Namespace] = true
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(ds.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing the pods of namespace %s: %w", ds.Namespace, err)
+		}
+		for i := range pods.Items {
+			newest.Add(&pods.Items[i])
+		}
+	}
+	return daemonset.AsRun(dss, newest), nil
+}
