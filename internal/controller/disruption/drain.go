@@ -177,8 +177,9 @@ func removalAccepted(n *corev1.Node) (time.Time, bool) {
 	return at, true
 }
 
-// disruptedTaint is the taint a draining node carries (start).
-var disruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+// disruptedTaint is the taint a draining node carries (start), the one
+// the planner simulates a removal with.
+var disruptedTaint = scaledown.DisruptedTaint
 
 // cameBack reports whether p came to the node after its drain started
 // (at started) and tolerates the taint of a draining node (a toleration

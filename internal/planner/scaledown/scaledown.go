@@ -592,6 +592,12 @@ func (p *planner) taken(node string) bool {
 // marking their nodes again.
 const AnnotationClusterAutoscalerScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
+// DisruptedTaint is the taint berth puts on a node it drains, before it
+// evicts a pod: no new pod lands there (but one that tolerates it), and a
+// topology spread whose nodeTaintsPolicy is Honor stops counting the
+// node as a domain. A removal is simulated with it.
+var DisruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+
 // NodeOptOutAnnotations are the node annotations that, set to "true",
 // keep a node out of berth's voluntary disruptions (OptedOut): berth's
 // own, Karpenter's and Cluster Autoscaler's.

@@ -838,3 +838,44 @@ func TestNoPodMovesOntoANodeOfADeletedGroup(t *testing.T) {
 		t.Errorf("removals and their moves (-want +got):\n%s", diff)
 	}
 }
+
+// TestADrainedNodeLeavesTheSpreadsThatHonorTaints: two nodes, each with
+// a pod of one Deployment spread by hostname (maxSkew 1). Node a's pod
+// (1 cpu) fits on b beside b's (2 cpu). kube-scheduler counts the domains
+// of a spread whose nodeTaintsPolicy is Honor over the nodes whose taints
+// the pod tolerates: once the drain taints a (berth.dev/disrupted), b is
+// the only domain and the pod may join it, so a goes. With the default
+// policy (Ignore), or a pod that tolerates the drain's taint, the drained
+// node still counts (with no pod) until it is deleted: the move would
+// make a skew of 2, and a stays. (Cluster Autoscaler's "node removable
+// with nodeTaintsPolicy Honor".)
+func TestADrainedNodeLeavesTheSpreadsThatHonorTaints(t *testing.T) {
+	g := group("g")
+	honor, ignore := corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore
+	spread := func(policy corev1.NodeInclusionPolicy) b.PodOption {
+		return b.SpreadConstraint(corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.DoNotSchedule, NodeTaintsPolicy: &policy,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}})
+	}
+	for _, tc := range []struct {
+		name string
+		opts []b.PodOption
+		want outcome
+	}{
+		{"Honor: a goes", []b.PodOption{spread(honor)},
+			outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NoHome default/w-b"}}},
+		{"Ignore: a stays", []b.PodOption{spread(ignore)},
+			outcome{blocked: map[string]string{"a": "NoHome default/w-a", "b": "NoHome default/w-b"}}},
+		{"Honor, the drain's taint tolerated: a stays", []b.PodOption{spread(honor),
+			b.Tolerate(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)},
+			outcome{blocked: map[string]string{"a": "NoHome default/w-a", "b": "NoHome default/w-b"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g)},
+				Pods: []*corev1.Pod{app("w-a", "a", "1", tc.opts...), app("w-b", "b", "2", tc.opts...)}}
+			if diff := cmp.Diff(tc.want, run(t, in), cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

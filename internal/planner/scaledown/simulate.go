@@ -36,7 +36,8 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 	return movers, evict, nil
 }
 
-// rehome cordons the node, takes the movers off it and places each on the
+// rehome cordons and taints the node (DisruptedTaint), takes the movers
+// off it and places each on the
 // first node (fullest first, homes) where the filters pass, largest pods
 // first. It returns the moves of the pods it evicts (not of headroom units
 // or settled pods), the new homes of pods an earlier removal of this plan
@@ -44,6 +45,7 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 // fork.
 func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again []Move, homeless *snapshot.Pod) {
 	p.s.Cordon(n)
+	p.s.Taint(n, DisruptedTaint) // as the drain will: spreads that honor taints stop counting it
 	pods := slices.Clone(movers)
 	for _, sp := range pods {
 		p.s.RemovePod(sp)

@@ -1,6 +1,10 @@
 package snapshot
 
-import "github.com/berth-dev/berth/internal/simulator/dynamicresources"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
+)
 
 type undoKind uint8
 
@@ -13,6 +17,7 @@ const (
 	undoCordon
 	undoRetire
 	undoWiden
+	undoTaint
 )
 
 // undo is one recorded change and what is needed to reverse it. It is
@@ -37,6 +42,8 @@ type undo struct {
 	// before it holds the devices the pod had, not those of the node the
 	// fork tried.
 	devices *dynamicresources.Placement[*Option]
+	// taints are a node's taints before Taint.
+	taints *[]corev1.Taint
 }
 
 // flexUndo is a flexible node's Flex and envelope before a pod was added
@@ -127,6 +134,8 @@ func (s *Snapshot) reverse(u undo) {
 		}
 	case undoCordon:
 		u.node.Unschedulable = false
+	case undoTaint:
+		s.setTaints(u.node, *u.taints)
 	case undoRetire:
 		n := u.node
 		n.Unschedulable = false

@@ -159,3 +159,44 @@ func namingNodes(aff *corev1.Affinity) *corev1.Affinity {
 	}
 	return out
 }
+
+// TestATaintedNodeCountsAsOneBuiltWithTheTaint: a drain's taint given to
+// a node of a built snapshot (Cordon, then Taint) makes every spread's
+// verdicts and domains what they are in a snapshot built with the node
+// cordoned and tainted: for the spreads registered before the taint,
+// for those registered after, and whatever other nodes share its shape;
+// reverted, they are the untainted snapshot's again, for those
+// registered before, while and after.
+func TestATaintedNodeCountsAsOneBuiltWithTheTaint(t *testing.T) {
+	taint := corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+	for seed := int64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			i := r.Intn(40)
+			in := shapedCluster(rand.New(rand.NewSource(seed)))
+			tainted := shapedCluster(rand.New(rand.NewSource(seed)))
+			tainted.Nodes[i].Node.Spec.Unschedulable = true
+			tainted.Nodes[i].Node.Spec.Taints = append(tainted.Nodes[i].Node.Spec.Taints, taint)
+			s, plain, ref := build(t, in), build(t, in), build(t, tainted)
+			before := spreadVerdicts(t, s, 0, false) // registered before the taint
+			if diff := cmp.Diff(spreadVerdicts(t, plain, 0, false), before); diff != "" {
+				t.Fatalf("two builds differ:\n%s", diff)
+			}
+			s.Fork()
+			n := s.Nodes[i]
+			s.Cordon(n)
+			s.Taint(n, taint)
+			for step := range 2 { // registered before, then while
+				if diff := cmp.Diff(spreadVerdicts(t, ref, step, false), spreadVerdicts(t, s, step, false)); diff != "" {
+					t.Fatalf("step %d, %s tainted: (-built tainted +tainted after):\n%s", step, n.Name, diff)
+				}
+			}
+			s.Revert()
+			for step := range 3 { // registered before, while, after
+				if diff := cmp.Diff(spreadVerdicts(t, plain, step, false), spreadVerdicts(t, s, step, false)); diff != "" {
+					t.Fatalf("step %d, reverted: (-never tainted +reverted):\n%s", step, diff)
+				}
+			}
+		})
+	}
+}

@@ -86,7 +86,9 @@ type Snapshot struct {
 	// that use it.
 	oncePodUsers map[types.NamespacedName]int
 
-	counters           []*Counter
+	counters []*Counter
+	// taintBuf is setTaints' list of counters, kept for the next call.
+	taintBuf           []honoringCounter
 	counterBySignature map[string]*Counter
 	existingAnti       []*Counter
 	groups             map[string]*GroupUsage
