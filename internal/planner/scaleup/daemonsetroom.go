@@ -8,13 +8,15 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
-// daemonSetRoom keeps room, on the nodes of berth's groups that are still
-// booting and not Ready yet, for the DaemonSet pods not bound there yet:
-// once the node is Ready the DaemonSet controller binds them at once, and a pod planned
-// into their room would not fit (or be preempted by a node-critical
-// agent). The nodes' bound pods are read only when such a node exists.
+// daemonSetRoom keeps room and host ports, on the nodes of berth's groups
+// that are still booting and not Ready yet, for the DaemonSet pods not
+// bound there yet: once the node is Ready the DaemonSet controller binds
+// them at once, and a pod planned into their room or onto their ports
+// would not fit (or be preempted by a node-critical agent). The nodes'
+// bound pods are read only when such a node exists.
 type daemonSetRoom struct {
 	dss     []daemonset.Pod
 	groups  map[string]*v1alpha1.NodeGroup
@@ -28,7 +30,7 @@ func newDaemonSetRoom(in Input, groups map[string]*v1alpha1.NodeGroup, booting f
 	}
 	r := &daemonSetRoom{groups: groups, young: map[string]bool{}, present: map[string]map[types.NamespacedName]bool{}}
 	for _, n := range in.Nodes {
-		if groups[n.Labels[v1alpha1.LabelNodeGroup]] != nil && n.Annotations[daemonset.AnnotationRoomKept] == "" && !nodeutil.Ready(n) && booting(n) {
+		if groups[n.Labels[v1alpha1.LabelNodeGroup]] != nil && !nodeutil.Ready(n) && booting(n) {
 			r.young[n.Name] = true
 		}
 	}
@@ -53,25 +55,29 @@ func newDaemonSetRoom(in Input, groups map[string]*v1alpha1.NodeGroup, booting f
 }
 
 // kept is n with the room of its DaemonSets' missing pods taken off its
-// allocatable, or n itself. Which DaemonSets run there is judged on the
+// allocatable (but on a node whose room a caller kept already:
+// daemonset.AnnotationRoomKept), or n itself, and the host ports those
+// pods will hold there. Which DaemonSets run there is judged on the
 // group's template taints, not the taints of a node coming up (the
 // DaemonSet's pods wait for those to go, as the workload's do).
-func (r *daemonSetRoom) kept(n *corev1.Node) *corev1.Node {
+func (r *daemonSetRoom) kept(n *corev1.Node) (*corev1.Node, []snapshot.HostPort) {
 	if r == nil || !r.young[n.Name] {
-		return n
+		return n, nil
 	}
 	g := r.groups[n.Labels[v1alpha1.LabelNodeGroup]]
 	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: g.NodeTaints()}}
 	var missing []daemonset.Pod
+	var ports []snapshot.HostPort
 	for _, d := range r.dss {
 		if !r.present[n.Name][d.DaemonSet] && d.RunsOn(planned) {
 			missing = append(missing, d)
+			ports = append(ports, d.Ports...)
 		}
 	}
-	if len(missing) == 0 {
-		return n
+	if len(missing) == 0 || n.Annotations[daemonset.AnnotationRoomKept] != "" {
+		return n, ports
 	}
 	c := *n
 	c.Status.Allocatable = daemonset.Remaining(n.Status.Allocatable, missing, planned)
-	return &c
+	return &c, ports
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -300,5 +301,48 @@ func TestAChainOfSelfMatchingPodsJoinsTheFarthestPinnedOne(t *testing.T) {
 	want := []string{"new zone-b/on-demand/m-2: app", "new zone-b/on-demand/m-2: db", "new zone-b/on-demand/m-2: mid"}
 	if diff := cmp.Diff(want, summary(plan)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestABootingNodeKeepsTheHostPortsOfItsDaemonSets: a node launched a
+// minute ago is not Ready, and the DaemonSet that holds host port 9100 on
+// every node of its group has no pod there yet. A pod asking for 9100/TCP
+// fits neither there nor on a new node of the group (kube-scheduler would
+// leave it or the agent pending), but on a node of a group the DaemonSet
+// does not run on; a pod asking for 9100/UDP takes the booting node.
+// The same holds for a launched instance whose Node has not registered
+// (its room kept by the caller).
+func TestABootingNodeKeepsTheHostPortsOfItsDaemonSets(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	other := b.NodeGroup("other", b.Size(0, 10), b.InstanceType("o-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")))
+	agent := b.DaemonSet("agent", b.CPU("100m"), b.HostPort(9100, corev1.ProtocolTCP))
+	agent.Spec.Template.Spec.NodeSelector = map[string]string{v1alpha1.LabelNodeGroup: "g"}
+	for _, roomKept := range []bool{false, true} {
+		n := groupNode("n", ng, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		b.LaunchedBy(ng)(n)
+		delete(n.Labels, v1alpha1.LabelInitialized)
+		b.NotReady()(n)
+		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+		if roomKept {
+			n.Annotations[daemonset.AnnotationRoomKept] = "true"
+		}
+		for _, tc := range []struct {
+			protocol corev1.Protocol
+			want     []string
+		}{
+			{corev1.ProtocolTCP, []string{"new zone-a/on-demand/o-2: web"}},
+			{corev1.ProtocolUDP, []string{"on n: web"}},
+		} {
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng, other}, Nodes: []*corev1.Node{n},
+				DaemonSets: []*appsv1.DaemonSet{agent}, Pending: []*corev1.Pod{b.Pod("web", b.CPU("100m"), b.HostPort(9100, tc.protocol))},
+				Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+				t.Errorf("room kept %v, 9100/%s: plan (-want +got):\n%s", roomKept, tc.protocol, diff)
+			}
+		}
 	}
 }

@@ -241,13 +241,14 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		var taints []corev1.Taint
+		var ports []snapshot.HostPort
 		if ng := byName[group]; ng != nil {
 			up := booting(n)
-			n = room.kept(devices.expected(n, group, up))
+			n, ports = room.kept(devices.expected(n, group, up))
 			taints = transientTaints(n, ng, up)
 		}
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: taints,
-			ExpectedSlices: devices.expectedSlices(n, group)})
+			ExpectedSlices: devices.expectedSlices(n, group), HostPorts: ports})
 	}
 	if in.Base != nil {
 		return in.Base.Snapshot(sin)

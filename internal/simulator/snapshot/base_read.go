@@ -19,12 +19,14 @@ type baseNode struct {
 	ignore  []corev1.Taint
 	taints  []corev1.Taint
 	unsched bool
+	ports   []HostPort
 	gen     uint64
 }
 
 func newBaseNode(ni NodeInput, n *Node, gen uint64) *baseNode {
 	return &baseNode{n: n, rv: ni.Node.ResourceVersion, group: ni.NodeGroup, labels: maps.Clone(ni.Node.Labels),
-		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: unschedulable(ni.Node), gen: gen}
+		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: unschedulable(ni.Node),
+		ports: slices.Clone(ni.HostPorts), gen: gen}
 }
 
 // same reports whether ni is the node the base holds, read the same way:
@@ -32,7 +34,7 @@ func newBaseNode(ni NodeInput, n *Node, gen uint64) *baseNode {
 // base reads (a kubelet's status heartbeat changes none of it).
 func (e *baseNode) same(ni NodeInput) bool {
 	o := ni.Node
-	if e.group != ni.NodeGroup || !taintsEqual(e.ignore, ni.IgnoreTaints) {
+	if e.group != ni.NodeGroup || !taintsEqual(e.ignore, ni.IgnoreTaints) || !slices.Equal(e.ports, ni.HostPorts) {
 		return false
 	}
 	if e.n.Node == o && e.rv == o.ResourceVersion {

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -58,6 +59,10 @@ type NodeInput struct {
 	// ExpectedSlices are the ResourceSlices the node will publish (from
 	// its instance type), used while it has published none.
 	ExpectedSlices []*resourcev1.ResourceSlice
+	// HostPorts are host ports held on the node by pods not bound there
+	// yet (the DaemonSets' pods of a node coming up): no pod that asks
+	// for one of them is placed there.
+	HostPorts []HostPort
 }
 
 // Snapshot is the cluster as the simulator sees it.
@@ -177,6 +182,7 @@ func newNode(ni NodeInput) *Node {
 		Capacity:      FromList(ni.Node.Status.Capacity),
 
 		ExpectedSlices: ni.ExpectedSlices,
+		HostPorts:      slices.Clone(ni.HostPorts),
 	}
 }
 
