@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -27,6 +28,7 @@ type options struct {
 	namespace  string
 	output     string
 	limits     limitflags.ClusterLimits
+	grace      time.Duration
 }
 
 // NewCommand returns `berth explain` and its subcommands.
@@ -49,6 +51,8 @@ named where it could change the outcome.`,
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
 	o.limits.Bind(f)
+	f.DurationVar(&o.grace, "max-provision-time", scaleup.DefaultLaunchGrace,
+		"the controller's --max-provision-time: how long a node of berth's that is not Ready counts as booting")
 	cmd.AddCommand(o.podCommand(), o.nodeCommand())
 	return cmd
 }
@@ -63,8 +67,8 @@ func (o *options) podCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.run(cmd, func(c client.Client, s settings) (Explanation, error) {
-				return Pod(cmd.Context(), c, key, s.clusterLimits, s.now)
+			return o.run(cmd, func(c client.Client, s Settings) (Explanation, error) {
+				return Pod(cmd.Context(), c, key, s)
 			})
 		},
 	}
@@ -78,15 +82,15 @@ func (o *options) nodeCommand() *cobra.Command {
 		Short: "Say whether berth removes, replaces or disrupts the node, or which rule keeps it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd, func(c client.Client, s settings) (Explanation, error) {
-				return Node(cmd.Context(), c, args[0], s.clusterLimits, s.now)
+			return o.run(cmd, func(c client.Client, s Settings) (Explanation, error) {
+				return Node(cmd.Context(), c, args[0], s)
 			})
 		},
 	}
 }
 
 // run checks the flags, connects, explains and prints.
-func (o *options) run(cmd *cobra.Command, explain func(client.Client, settings) (Explanation, error)) error {
+func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) (Explanation, error)) error {
 	write, ok := writers[o.output]
 	if !ok {
 		return fmt.Errorf("--output must be text, json or yaml, not %q", o.output)
@@ -95,11 +99,14 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, settings) 
 	if err != nil {
 		return err
 	}
+	if o.grace <= 0 {
+		return fmt.Errorf("--max-provision-time must be positive, not %s", o.grace)
+	}
 	c, err := o.client()
 	if err != nil {
 		return err
 	}
-	e, err := explain(c, settings{clusterLimits: limits, now: time.Now()})
+	e, err := explain(c, Settings{ClusterLimits: limits, LaunchGrace: o.grace, Now: time.Now()})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -161,7 +162,7 @@ func TestExplainNode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := &clusterread.Cluster{NodeGroups: tc.groups, Nodes: tc.nodes, Pods: tc.pods}
-			f, err := planNode(cl, tc.nodes[0], nil, settings{now: now})
+			f, err := planNode(cl, tc.nodes[0], nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -104,7 +105,7 @@ func TestExplainPod(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := &clusterread.Cluster{NodeGroups: tc.groups, Nodes: tc.nodes, Pods: []*corev1.Pod{tc.pod}}
-			f, err := planPod(cl, tc.pod, nil, settings{now: now})
+			f, err := planPod(cl, tc.pod, nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,5 +171,32 @@ func TestTheLatestScaleUpEventIsTheControllersLastWord(t *testing.T) {
 	want := "berth's latest event on the pod (TriggeredScaleUp, 1m0s ago): Launching node small-x"
 	if len(e.Live) == 0 || e.Live[0] != want {
 		t.Errorf("live %q, want first %q", e.Live, want)
+	}
+}
+
+// TestTheLaunchGraceIsTheControllersMaxProvisionTime: a node of berth's
+// launched 20 minutes ago is not Ready yet (and tainted so). With the controller's
+// default --max-provision-time (15m) it no longer counts as booting, and
+// the pending pod needs a new node; told the controller runs with 30m,
+// explain counts it as booting, and the pod waits for it.
+func TestTheLaunchGraceIsTheControllersMaxProvisionTime(t *testing.T) {
+	small := b.NodeGroup("small", b.InstanceType("standard-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
+	slow := b.Node("small-1", "2", "4Gi", b.LaunchedBy(small), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule), func(n *corev1.Node) {
+		n.CreationTimestamp = metav1.NewTime(now.Add(-20 * time.Minute))
+	})
+	pod := b.Pod("web", b.CPU("1"))
+	unschedulable(pod)
+	for _, tc := range []struct {
+		grace time.Duration
+		want  Decision
+	}{{scaleup.DefaultLaunchGrace, DecisionLaunchNode}, {30 * time.Minute, DecisionFitsExistingNode}} {
+		cl := &clusterread.Cluster{NodeGroups: []*v1alpha1.NodeGroup{small}, Nodes: []*corev1.Node{slow}, Pods: []*corev1.Pod{pod}}
+		f, err := planPod(cl, pod, nil, Settings{Now: now, LaunchGrace: tc.grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := explainPod(f).Decision; got != tc.want {
+			t.Errorf("launch grace %s: %s, want %s", tc.grace, got, tc.want)
+		}
 	}
 }

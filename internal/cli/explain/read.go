@@ -20,23 +20,24 @@ import (
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
-// launchGrace is how long a not-Ready node counts as booting: the
-// controller's default --max-provision-time.
-const launchGrace = scaleup.DefaultLaunchGrace
-
 // maxEvents bounds how many events about the pod are read.
 const maxEvents = 200
 
-// settings are what the caller sets besides the cluster.
-type settings struct {
-	clusterLimits corev1.ResourceList
-	now           time.Time
+// Settings are what the caller sets besides the cluster: the
+// controller's settings the plans depend on, and the time.
+type Settings struct {
+	// ClusterLimits are the controller's --cluster-max-* limits.
+	ClusterLimits corev1.ResourceList
+	// LaunchGrace is the controller's --max-provision-time: how long a
+	// node of berth's that is not Ready counts as booting.
+	LaunchGrace time.Duration
+	Now         time.Time
 }
 
 // Pod reads the cluster from c (the API server, not a cache), plans
 // scale-up as the controller does, with the pod among the pending pods
 // even if the scheduler has not tried it yet, and explains the pod.
-func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits corev1.ResourceList, now time.Time) (Explanation, error) {
+func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Settings) (Explanation, error) {
 	pod := &corev1.Pod{}
 	if err := c.Get(ctx, key, pod); apierrors.IsNotFound(err) {
 		return Explanation{}, fmt.Errorf("pod %s not found", key)
@@ -51,7 +52,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits 
 	if err != nil {
 		return Explanation{}, err
 	}
-	f, err := planPod(cl, pod, virtual, settings{clusterLimits: limits, now: now})
+	f, err := planPod(cl, pod, virtual, s)
 	if err != nil {
 		return Explanation{}, err
 	}
@@ -65,9 +66,9 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, limits 
 
 // planPod plans scale-up for the pod when berth would plan it (not bound,
 // not nominated to a node that exists, not excluded by notPlanned).
-func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s settings) (podFacts, error) {
+func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s Settings) (podFacts, error) {
 	burst := podutil.NewBurst(cl.Pods)
-	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.now, awaits: burst.AwaitsNode(pod)}
+	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.Now, awaits: burst.AwaitsNode(pod)}
 	for _, g := range cl.Active() {
 		f.groups = append(f.groups, g.Name)
 	}
@@ -88,11 +89,11 @@ func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s se
 // round.go): bound pods, pods nominated to a node that exists as bound to
 // it, pods awaiting a node (burst: podutil.NewBurst of the cluster's
 // pods) as pending, and the asked pod pending too.
-func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Pod, s settings) scaleup.Input {
+func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Pod, s Settings) scaleup.Input {
 	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.ClusterLimits, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	nodes := byName(cl.Nodes)
-	in.Unavailable = unavailable(in.NodeGroups, s.now)
+	in.Unavailable = unavailable(in.NodeGroups, s.Now)
 	for _, p := range cl.Pods {
 		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
 			continue
@@ -112,7 +113,7 @@ func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Po
 
 // Node reads the cluster from c, plans scale-down as the
 // controller does, and explains the node.
-func Node(ctx context.Context, c client.Reader, name string, limits corev1.ResourceList, now time.Time) (Explanation, error) {
+func Node(ctx context.Context, c client.Reader, name string, s Settings) (Explanation, error) {
 	node := &corev1.Node{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); apierrors.IsNotFound(err) {
 		return Explanation{}, fmt.Errorf("node %s not found", name)
@@ -127,7 +128,7 @@ func Node(ctx context.Context, c client.Reader, name string, limits corev1.Resou
 	if err != nil {
 		return Explanation{}, err
 	}
-	f, err := planNode(cl, node, virtual, settings{clusterLimits: limits, now: now})
+	f, err := planNode(cl, node, virtual, s)
 	if err != nil {
 		return Explanation{}, err
 	}
@@ -136,8 +137,8 @@ func Node(ctx context.Context, c client.Reader, name string, limits corev1.Resou
 
 // planNode plans scale-down for the cluster and gathers what explainNode
 // reads about the node.
-func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s settings) (nodeFacts, error) {
-	f := nodeFacts{node: node, now: s.now}
+func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s Settings) (nodeFacts, error) {
+	f := nodeFacts{node: node, now: s.Now}
 	for _, g := range cl.NodeGroups {
 		if g.Name == node.Labels[v1alpha1.LabelNodeGroup] {
 			f.group = g
@@ -163,10 +164,10 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 // scaleDownInput is the disruption controller's input
 // (disruption/gather.go); the groups it holds are read from their
 // ScaleDownSuspended condition, which the controller writes from them.
-func scaleDownInput(cl *clusterread.Cluster, s settings) scaledown.Input {
+func scaleDownInput(cl *clusterread.Cluster, s Settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.clusterLimits, Now: s.now, LaunchGrace: launchGrace}
-	in.Unavailable = unavailable(cl.NodeGroups, s.now)
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.ClusterLimits, Now: s.Now, LaunchGrace: s.LaunchGrace}
+	in.Unavailable = unavailable(cl.NodeGroups, s.Now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
 	for _, g := range cl.NodeGroups {
 		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c != nil && c.Status == metav1.ConditionTrue {
