@@ -148,7 +148,8 @@ func summarize(pods []string) string {
 
 // planScaleDown prints the scale-down plan: the same planner as the
 // controller's, on the snapshot. It says what would be removed if every
-// node had been removable for its group's consolidateAfter.
+// node had been removable for its group's consolidateAfter, and which
+// groups of the plan have their disruption window closed now.
 func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceList, stdout io.Writer) error {
 	in, err := sc.ScaleDownInput(time.Now())
 	if err != nil {
@@ -207,6 +208,12 @@ func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceLis
 		_, _ = fmt.Fprintln(tw, "NODE\tNODEGROUP\tREASON\tMESSAGE")
 		for _, b := range stay {
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Node, b.NodeGroup, b.Reason, b.Message)
+		}
+	}
+	if closed := closedWindows(sc.NodeGroups, sc.Nodes, p, in.Now); len(closed) > 0 {
+		_, _ = fmt.Fprintf(tw, "\nDISRUPTION WINDOWS CLOSED NOW: %d\n", len(closed))
+		for _, c := range closed {
+			_, _ = fmt.Fprintln(tw, c)
 		}
 	}
 	return tw.Flush()

@@ -191,6 +191,46 @@ status: {phase: Running}
 	}
 }
 
+// TestPlanScaleDownNamesAClosedDisruptionWindow: node b would go, and
+// the plan says so whatever the group's window; with a window that is
+// closed now (here one that opens for the first minute of each year), it
+// adds that the controller starts the removal only once it opens; an
+// open window adds nothing.
+func TestPlanScaleDownNamesAClosedDisruptionWindow(t *testing.T) {
+	node := func(name string) string {
+		return `---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ` + name + `
+  labels: {berth.dev/nodegroup: general, berth.dev/initialized: "true", kubernetes.io/hostname: ` + name + `}
+  annotations: {berth.dev/launched-by: uid-general}
+status:
+  capacity: {cpu: "2", memory: 4Gi, pods: "110"}
+  allocatable: {cpu: "2", memory: 4Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+`
+	}
+	for _, tc := range []struct {
+		cron   string
+		closed bool
+	}{{"0 0 1 1 *", true}, {"* * * * *", false}} {
+		g := strings.Replace(group, "metadata: {name: general}", "metadata: {name: general, uid: uid-general}", 1) +
+			"  disruption: {window: {cron: \"" + tc.cron + "\", duration: 1m}}\n"
+		out, err := runPlan(t, g+node("a")+node("b"), "--scale-down")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "REMOVABLE NODES: 1") {
+			t.Errorf("window %q: no removal planned:\n%s", tc.cron, out)
+		}
+		said := strings.Contains(out, "DISRUPTION WINDOWS CLOSED NOW: 1") && strings.Contains(out, "node group general: its disruption window")
+		if said != tc.closed {
+			t.Errorf("window %q: says it is closed: %v, want %v:\n%s", tc.cron, said, tc.closed, out)
+		}
+	}
+}
+
 // TestPlanScaleDownShowsAReplacement: a node of 4 cpu running one pod of
 // 500m is replaced by a 1-cpu node at a quarter of its price; the table
 // says so, with both prices, and does not list the node as staying.
