@@ -331,16 +331,17 @@ func awaitsNode(burst podutil.Burst, p *corev1.Pod) bool {
 }
 
 // ScaleDownInput turns the scenario into a scale-down planner input: the
-// bound pods, the PodDisruptionBudgets, and the units of Headrooms without
+// bound pods, the PodDisruptionBudgets, the DaemonSets (the overhead of a
+// replacement node, as the controller plans it), and the units of Headrooms without
 // placeholders (resolved at now), which must keep a home.
 func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
-	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs,
+	in := scaledown.Input{NodeGroups: s.NodeGroups, Nodes: s.Nodes, PDBs: s.PDBs, DaemonSets: s.daemonSets(),
 		Namespaces: s.Namespaces, Claims: s.Claims, Volumes: s.Volumes, DRA: s.DRA,
 		Now: now, LaunchGrace: scaleup.DefaultLaunchGrace}
 	burst := podutil.NewBurst(s.Pods)
 	in.AddPods(s.Pods, func(p *corev1.Pod) bool { return awaitsNode(burst, p) })
 	hin := headroom.Inputs{Now: now, NodeGroups: s.NodeGroups, Nodes: s.Nodes, Pods: in.Pods,
-		DaemonSets: daemonset.Pods(s.daemonSets())}
+		DaemonSets: daemonset.Pods(in.DaemonSets)}
 	units, err := s.virtualUnits(hin)
 	in.Virtual = append(in.Virtual, units...)
 	return in, err

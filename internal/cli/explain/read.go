@@ -31,7 +31,8 @@ type Settings struct {
 	// LaunchGrace is the controller's --max-provision-time: how long a
 	// node of berth's that is not Ready counts as booting.
 	LaunchGrace time.Duration
-	Now         time.Time
+	// Now is the time the plans are made at.
+	Now time.Time
 }
 
 // Pod reads the cluster from c (the API server, not a cache), plans

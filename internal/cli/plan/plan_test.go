@@ -231,6 +231,83 @@ status:
 	}
 }
 
+// TestPlanScaleDownSizesAReplacementWithItsDaemonSets: as
+// TestPlanScaleDownShowsAReplacement, but a DaemonSet runs on the group's
+// nodes, its pod on big asking for 700m (its template asks for 100m, as
+// a LimitRange would leave it). The replacement must hold that pod beside
+// web-1's 500m: an m-2, not an m-1, as the controller plans it.
+func TestPlanScaleDownSizesAReplacementWithItsDaemonSets(t *testing.T) {
+	input := `apiVersion: berth.dev/v1alpha1
+kind: NodeGroup
+metadata: {name: general, uid: uid-general}
+spec:
+  maxSize: 3
+  instanceTypes:
+  - name: m-4
+    capacity: {cpu: "4", memory: 8Gi}
+    offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.20"}]
+  - name: m-2
+    capacity: {cpu: "2", memory: 4Gi}
+    offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.10"}]
+  - name: m-1
+    capacity: {cpu: "1", memory: 2Gi}
+    offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.05"}]
+  provider: {kwok: {}}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: big
+  labels: {berth.dev/nodegroup: general, berth.dev/initialized: "true", kubernetes.io/hostname: big, topology.kubernetes.io/zone: zone-a,
+    node.kubernetes.io/instance-type: m-4, berth.dev/capacity-type: on-demand}
+  annotations: {berth.dev/launched-by: uid-general}
+status:
+  capacity: {cpu: "4", memory: 8Gi, pods: "110"}
+  allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system, uid: uid-agent, annotations: {deprecated.daemonset.template.generation: "1"}}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: a, resources: {requests: {cpu: 100m}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-big
+  namespace: kube-system
+  labels: {app: agent, pod-template-generation: "1"}
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: uid-agent, controller: true}]
+spec: {nodeName: big, containers: [{name: a, image: a, resources: {requests: {cpu: 700m}}}]}
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  namespace: default
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: rs1, controller: true}]
+spec: {nodeName: big, containers: [{name: c, image: c, resources: {requests: {cpu: 500m, memory: 256Mi}}}]}
+status: {phase: Running}
+`
+	out, err := runPlan(t, input, "--scale-down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"REPLACED BY A CHEAPER NODE: 1", "m-2", "0.1000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not contain %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "m-1") {
+		t.Errorf("the replacement is an m-1, which has no room for the DaemonSet's pod beside web-1:\n%s", out)
+	}
+}
+
 // TestPlanScaleDownShowsAReplacement: a node of 4 cpu running one pod of
 // 500m is replaced by a 1-cpu node at a quarter of its price; the table
 // says so, with both prices, and does not list the node as staying.

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/scheme"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 func metaType(apiVersion, kind string) metav1.TypeMeta {
@@ -83,6 +84,7 @@ func writeCluster(ctx context.Context, cfg *rest.Config, path string) error {
 	}
 	for _, d := range asRun {
 		d = d.DeepCopy()
+		delete(d.Annotations, daemonset.AnnotationFromPod) // berth's own mark, not the DaemonSet's
 		d.TypeMeta = metaType("apps/v1", "DaemonSet")
 		objs = append(objs, clean(d))
 	}

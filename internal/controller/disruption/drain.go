@@ -179,7 +179,7 @@ func removalAccepted(n *corev1.Node) (time.Time, bool) {
 
 // disruptedTaint is the taint a draining node carries (start), the one
 // the planner simulates a removal with.
-var disruptedTaint = scaledown.DisruptedTaint
+var disruptedTaint = scaledown.DisruptedTaint()
 
 // cameBack reports whether p came to the node after its drain started
 // (at started) and tolerates the taint of a draining node (a toleration

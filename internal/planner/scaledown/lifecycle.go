@@ -134,7 +134,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 		}
 		d.Launch = plan.NewNodes
 		p.s.Cordon(n) // its replacements take its pods; it is no home any more
-		p.s.Taint(n, DisruptedTaint)
+		p.s.Taint(n, DisruptedTaint())
 	}
 	p.removed[name]++
 	p.plan.Disruptions = append(p.plan.Disruptions, d)

@@ -596,7 +596,9 @@ const AnnotationClusterAutoscalerScaleDownDisabled = "cluster-autoscaler.kuberne
 // evicts a pod: no new pod lands there (but one that tolerates it), and a
 // topology spread whose nodeTaintsPolicy is Honor stops counting the
 // node as a domain. A removal is simulated with it.
-var DisruptedTaint = corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+func DisruptedTaint() corev1.Taint {
+	return corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+}
 
 // NodeOptOutAnnotations are the node annotations that, set to "true",
 // keep a node out of berth's voluntary disruptions (OptedOut): berth's

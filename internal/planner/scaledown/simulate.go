@@ -45,7 +45,7 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 // fork.
 func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again []Move, homeless *snapshot.Pod) {
 	p.s.Cordon(n)
-	p.s.Taint(n, DisruptedTaint) // as the drain will: spreads that honor taints stop counting it
+	p.s.Taint(n, DisruptedTaint()) // as the drain will: spreads that honor taints stop counting it
 	pods := slices.Clone(movers)
 	for _, sp := range pods {
 		p.s.RemovePod(sp)

@@ -1,6 +1,9 @@
 package scaleup
 
 import (
+	"cmp"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +77,11 @@ func (r *daemonSetRoom) kept(n *corev1.Node) (*corev1.Node, []snapshot.HostPort)
 			ports = append(ports, d.Ports...)
 		}
 	}
+	// In one order whatever the order the DaemonSets were listed in: a
+	// base holds the node as it was while its ports stay the same.
+	slices.SortFunc(ports, func(a, b snapshot.HostPort) int {
+		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.IP, b.IP), cmp.Compare(a.Port, b.Port))
+	})
 	if len(missing) == 0 || n.Annotations[daemonset.AnnotationRoomKept] != "" {
 		return n, ports
 	}

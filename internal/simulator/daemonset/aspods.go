@@ -121,9 +121,11 @@ func (n Newest) Clone() Newest {
 
 // AsRun is dss with each DaemonSet that has a pod in n (For) replaced by
 // a copy whose template's spec is that pod's, but for what the DaemonSet
-// controller writes into each pod for its node: the node name, and the
-// required node affinity it replaces by the node's name (the template's
-// affinity is kept). Pods reads the copies as it reads any DaemonSet.
+// controller writes into each pod for its node (the node name, and the
+// required node affinity it replaces by the node's name: the template's
+// affinity is kept) and what a pod gets after it is made (ephemeral
+// containers; scheduling gates, which only the admission of a new pod
+// sets). Pods reads the copies as it reads any DaemonSet.
 // dss and its DaemonSets are not changed; a DaemonSet without a pod is
 // returned as it is.
 func AsRun(dss []*appsv1.DaemonSet, n Newest) []*appsv1.DaemonSet {
@@ -141,6 +143,8 @@ func AsRun(dss []*appsv1.DaemonSet, n Newest) []*appsv1.DaemonSet {
 		spec := p.Spec.DeepCopy()
 		spec.NodeName = ""
 		spec.Affinity = ds.Spec.Template.Spec.Affinity.DeepCopy()
+		// What a pod gets after it is made, and a template may not have.
+		spec.EphemeralContainers, spec.SchedulingGates = nil, nil
 		c.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *spec}
 		c.Annotations = maps.Clone(ds.Annotations)
 		if c.Annotations == nil {
@@ -152,8 +156,9 @@ func AsRun(dss []*appsv1.DaemonSet, n Newest) []*appsv1.DaemonSet {
 	return out
 }
 
-// holdsKey names what a DaemonSet's pod holds on a node: its requests
-// and host ports.
+// holdsKey names what a DaemonSet's pod holds on a node (its requests
+// and host ports) and where it runs (its tolerations and node selector,
+// which the pod may have beyond its template).
 func holdsKey(d Pod) string {
 	names := slices.Sorted(maps.Keys(d.List))
 	var b strings.Builder
@@ -163,6 +168,12 @@ func holdsKey(d Pod) string {
 	}
 	for _, hp := range d.Ports {
 		fmt.Fprintf(&b, "%s/%s:%d,", hp.Protocol, hp.IP, hp.Port)
+	}
+	for _, t := range d.pod.Spec.Tolerations {
+		fmt.Fprintf(&b, "%s%s%s:%s,", t.Key, t.Operator, t.Value, t.Effect)
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.pod.Spec.NodeSelector)) {
+		fmt.Fprintf(&b, "%s=%s,", k, d.pod.Spec.NodeSelector[k])
 	}
 	return b.String()
 }

@@ -125,3 +125,24 @@ func TestWhatADaemonSetsPodHoldsNamesIt(t *testing.T) {
 		t.Errorf("a DaemonSet read from its template is a copy (%v)", got.Annotations)
 	}
 }
+
+// TestATemplateReadFromAPodHasNothingAPodGetsLater: what the DaemonSet
+// controller writes for the pod's node (its name, an affinity naming it),
+// and what a pod gets after it is made (an ephemeral debug container,
+// scheduling gates a webhook added at its admission) are not in the
+// template made from it; its requests are.
+func TestATemplateReadFromAPodHasNothingAPodGetsLater(t *testing.T) {
+	p := agentPod("a", "n-1", "2", "300m", 1)
+	p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug"}}}
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/gate"}}
+	got := daemonset.AsRun([]*appsv1.DaemonSet{agent("2")}, daemonset.NewestOf([]*corev1.Pod{p}))[0].Spec.Template.Spec
+	if got.NodeName != "" || len(got.EphemeralContainers) > 0 || len(got.SchedulingGates) > 0 {
+		t.Errorf("node %q, ephemeral containers %v, gates %v; want none", got.NodeName, got.EphemeralContainers, got.SchedulingGates)
+	}
+	if diff := cmp.Diff(agent("2").Spec.Template.Spec.Affinity, got.Affinity); diff != "" {
+		t.Errorf("affinity (-template +got):\n%s", diff)
+	}
+	if q := got.Containers[0].Resources.Requests[corev1.ResourceCPU]; q.String() != "300m" {
+		t.Errorf("requests %s of cpu, want the pod's 300m", q.String())
+	}
+}

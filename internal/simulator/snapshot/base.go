@@ -299,11 +299,15 @@ func (b *Base) stale() bool {
 			dead++
 		}
 	}
-	empty := 0
-	for _, nodes := range b.s.shapes.nodes {
+	empty, all := 0, 0
+	for i, nodes := range b.s.shapes.nodes {
+		if b.s.shapes.tainted[int32(i+1)] {
+			continue // a drain's shape, empty between rounds
+		}
+		all++
 		if len(nodes) == 0 {
 			empty++
 		}
 	}
-	return mostly(dead, len(b.s.classList)) || mostly(empty, len(b.s.shapes.nodes))
+	return mostly(dead, len(b.s.classList)) || mostly(empty, all)
 }

@@ -461,3 +461,37 @@ func (c *eventCluster) held(r *rand.Rand) []*corev1.Pod {
 	}
 	return out
 }
+
+// TestADrainsShapesDoNotMakeTheBaseBuildAnew: on 100 nodes with a label
+// of their own (each its own shape), every round tries each node tainted
+// as a drain would (the shapes those make are empty once the round is
+// reverted), and one node leaves the cluster between rounds. The base
+// still brings its model up to date: the drain's shapes are not counted
+// as shapes of nodes gone.
+func TestADrainsShapesDoNotMakeTheBaseBuildAnew(t *testing.T) {
+	taint := corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule}
+	var nodes []snapshot.NodeInput
+	for i := range 100 {
+		n := b.Node(fmt.Sprintf("n%03d", i), "4", "16Gi", b.NodeLabels("only", fmt.Sprint(i)))
+		n.UID = types.UID(n.Name)
+		nodes = append(nodes, snapshot.NodeInput{Node: n})
+	}
+	base := snapshot.NewBase()
+	for range 6 {
+		s, err := base.Snapshot(snapshot.Input{Nodes: nodes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.Nodes {
+			s.Fork()
+			s.Cordon(n)
+			s.Taint(n, taint)
+			s.Revert()
+		}
+		base.Release(s)
+		nodes = nodes[:len(nodes)-1]
+	}
+	if base.Builds != 1 {
+		t.Errorf("the base was built %d times in 6 rounds (%d brought up to date), want once", base.Builds, base.Syncs)
+	}
+}

@@ -21,6 +21,9 @@ type shapes struct {
 	// were counted at hostnamesOf.
 	version, hostnamesOf uint64
 	hostnames            map[string]int
+	// tainted are the shapes Taint made (a node's shape with a drain's
+	// taint): empty between rounds, they say nothing of nodes gone.
+	tainted map[int32]bool
 }
 
 // shapeOf returns the ID of a node's shape, interning it on first sight.

@@ -25,12 +25,25 @@ func probes() []*corev1.Pod {
 		b.Pod("plain", b.CPU("1")),
 		b.Pod("zone-spread", b.Labels("app", "web"), b.Spread(v1alpha1.LabelZone, 1, "app", "web")),
 		b.Pod("host-spread", b.Labels("app", "web"), b.Spread(v1alpha1.LabelHostname, 1, "app", "web")),
+		b.Pod("host-spread-honoring-taints", b.Labels("app", "web"), honoringTaints(b.Spread(v1alpha1.LabelHostname, 1, "app", "web"))),
+		b.Pod("zone-spread-honoring-taints", b.Labels("app", "web"), honoringTaints(b.Spread(v1alpha1.LabelZone, 1, "app", "web"))),
 		b.Pod("affine", b.PodAffinity(b.AffinityTerm(v1alpha1.LabelZone, "app", "db"))),
 		b.Pod("anti", b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "web"))),
 		b.Pod("web-probe", b.Labels("app", "web")),
 		b.Pod("gpu-probe", b.PodClaimTemplate("gpu", "one-gpu")),
 		b.Pod("two-gpu-probe", b.PodClaimTemplate("gpu", "two-gpus")),
 		b.Pod("shared-probe", b.PodClaim("gpu", "shared")),
+	}
+}
+
+// honoringTaints makes the spread constraints opt add honor node taints.
+func honoringTaints(opt b.PodOption) b.PodOption {
+	honor := corev1.NodeInclusionPolicyHonor
+	return func(p *corev1.Pod) {
+		opt(p)
+		for i := range p.Spec.TopologySpreadConstraints {
+			p.Spec.TopologySpreadConstraints[i].NodeTaintsPolicy = &honor
+		}
 	}
 }
 
@@ -206,6 +219,14 @@ func mutate(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, base int) {
 			k := r.Intn(len(placed))
 			s.RemovePod(placed[k])
 			placed = append(placed[:k], placed[k+1:]...)
+		case op == 5 && r.Intn(2) == 0:
+			// A drain's taint on an existing node (twice on one: the
+			// second does nothing).
+			n := s.Nodes[r.Intn(len(s.Nodes))]
+			if n.Planned {
+				continue
+			}
+			s.Taint(n, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 		case op < 6:
 			// A pod that needs the big option narrows a planned node to
 			// it; once the pod is gone, Widen gives back the small one.

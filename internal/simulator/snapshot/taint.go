@@ -19,6 +19,10 @@ func (s *Snapshot) Taint(n *Node, t corev1.Taint) {
 	}
 	old := n.Taints
 	s.setTaints(n, append(slices.Clip(old), t))
+	if s.shapes.tainted == nil {
+		s.shapes.tainted = map[int32]bool{}
+	}
+	s.shapes.tainted[n.Shape] = true
 	s.record(undo{kind: undoTaint, node: n, taints: &old})
 }
 
