@@ -88,7 +88,7 @@ func (s *Snapshot) reshape(n *Node) {
 	idx = s.shapes.nodes[n.Shape-1]
 	j, _ := slices.BinarySearch(idx, i)
 	s.shapes.nodes[n.Shape-1] = slices.Insert(idx, j, i)
-	s.shapes.version++
+	// The nodes are the same: the hostnames counted stay (shapes.version).
 	if k := i / RoomBlock; k < len(s.rooms.blocks) {
 		s.rooms.blocks[k].loose = true
 	}
