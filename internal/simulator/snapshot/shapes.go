@@ -17,6 +17,7 @@ type shapes struct {
 	ids   map[string]int32
 	nodes [][]int // by ID-1: indexes into Snapshot.Nodes, ascending
 	buf   []byte
+	keys  []string // shapeOf's, kept for the next call
 	// version counts the changes of nodes; hostnames (Snapshot.hostnames)
 	// were counted at hostnamesOf.
 	version, hostnamesOf uint64
@@ -34,11 +35,12 @@ func (s *Snapshot) shapeOf(n *Node) int32 {
 	}
 	b := sh.buf[:0]
 	labels := n.Labels()
-	keys := make([]string, 0, len(labels))
+	keys := sh.keys[:0]
 	for k := range labels {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	defer func() { clear(keys); sh.keys = keys[:0] }()
 	for _, k := range keys {
 		b = append(b, k...)
 		b = append(b, '=')
