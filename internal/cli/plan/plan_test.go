@@ -146,12 +146,10 @@ spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
 	}
 }
 
-// TestPlanScaleDown: the scale-down side of a snapshot, by the
-// controller's planner: node b's pod fits on a, so b would go; a stays
-// because of its bare pod, and says so.
-func TestPlanScaleDown(t *testing.T) {
-	node := func(name string) string {
-		return `---
+// node is a Ready node of 2 cpu that berth launched for the group
+// "general" (uid uid-general), as a YAML document.
+func node(name string) string {
+	return `---
 apiVersion: v1
 kind: Node
 metadata:
@@ -163,7 +161,12 @@ status:
   allocatable: {cpu: "2", memory: 4Gi, pods: "110"}
   conditions: [{type: Ready, status: "True"}]
 `
-	}
+}
+
+// TestPlanScaleDown: the scale-down side of a snapshot, by the
+// controller's planner: node b's pod fits on a, so b would go; a stays
+// because of its bare pod, and says so.
+func TestPlanScaleDown(t *testing.T) {
 	input := strings.Replace(group, "metadata: {name: general}", "metadata: {name: general, uid: uid-general}", 1) + node("a") + node("b") + `---
 apiVersion: v1
 kind: Pod
@@ -197,20 +200,6 @@ status: {phase: Running}
 // adds that the controller starts the removal only once it opens; an
 // open window adds nothing.
 func TestPlanScaleDownNamesAClosedDisruptionWindow(t *testing.T) {
-	node := func(name string) string {
-		return `---
-apiVersion: v1
-kind: Node
-metadata:
-  name: ` + name + `
-  labels: {berth.dev/nodegroup: general, berth.dev/initialized: "true", kubernetes.io/hostname: ` + name + `}
-  annotations: {berth.dev/launched-by: uid-general}
-status:
-  capacity: {cpu: "2", memory: 4Gi, pods: "110"}
-  allocatable: {cpu: "2", memory: 4Gi, pods: "110"}
-  conditions: [{type: Ready, status: "True"}]
-`
-	}
 	for _, tc := range []struct {
 		cron   string
 		closed bool
@@ -237,35 +226,11 @@ status:
 // a LimitRange would leave it). The replacement must hold that pod beside
 // web-1's 500m: an m-2, not an m-1, as the controller plans it.
 func TestPlanScaleDownSizesAReplacementWithItsDaemonSets(t *testing.T) {
-	input := `apiVersion: berth.dev/v1alpha1
-kind: NodeGroup
-metadata: {name: general, uid: uid-general}
-spec:
-  maxSize: 3
-  instanceTypes:
-  - name: m-4
-    capacity: {cpu: "4", memory: 8Gi}
-    offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.20"}]
-  - name: m-2
+	input := strings.Replace(replaced, "  - name: m-1\n", `  - name: m-2
     capacity: {cpu: "2", memory: 4Gi}
     offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.10"}]
   - name: m-1
-    capacity: {cpu: "1", memory: 2Gi}
-    offerings: [{zone: zone-a, capacityType: on-demand, pricePerHour: "0.05"}]
-  provider: {kwok: {}}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: big
-  labels: {berth.dev/nodegroup: general, berth.dev/initialized: "true", kubernetes.io/hostname: big, topology.kubernetes.io/zone: zone-a,
-    node.kubernetes.io/instance-type: m-4, berth.dev/capacity-type: on-demand}
-  annotations: {berth.dev/launched-by: uid-general}
-status:
-  capacity: {cpu: "4", memory: 8Gi, pods: "110"}
-  allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
-  conditions: [{type: Ready, status: "True"}]
----
+`, 1) + `---
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: kube-system, uid: uid-agent, annotations: {deprecated.daemonset.template.generation: "1"}}
@@ -284,15 +249,6 @@ metadata:
   ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: uid-agent, controller: true}]
 spec: {nodeName: big, containers: [{name: a, image: a, resources: {requests: {cpu: 700m}}}]}
 status: {phase: Running}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web-1
-  namespace: default
-  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: rs1, controller: true}]
-spec: {nodeName: big, containers: [{name: c, image: c, resources: {requests: {cpu: 500m, memory: 256Mi}}}]}
-status: {phase: Running}
 `
 	out, err := runPlan(t, input, "--scale-down")
 	if err != nil {
@@ -308,11 +264,9 @@ status: {phase: Running}
 	}
 }
 
-// TestPlanScaleDownShowsAReplacement: a node of 4 cpu running one pod of
-// 500m is replaced by a 1-cpu node at a quarter of its price; the table
-// says so, with both prices, and does not list the node as staying.
-func TestPlanScaleDownShowsAReplacement(t *testing.T) {
-	input := `apiVersion: berth.dev/v1alpha1
+// replaced is a node of 4 cpu running one pod of 500m, in a group that
+// also offers a node of 1 cpu at a quarter of its price.
+const replaced = `apiVersion: berth.dev/v1alpha1
 kind: NodeGroup
 metadata: {name: general, uid: uid-general}
 spec:
@@ -347,6 +301,12 @@ metadata:
 spec: {nodeName: big, containers: [{name: c, image: c, resources: {requests: {cpu: 500m, memory: 256Mi}}}]}
 status: {phase: Running}
 `
+
+// TestPlanScaleDownShowsAReplacement: a node of 4 cpu running one pod of
+// 500m is replaced by a 1-cpu node at a quarter of its price; the table
+// says so, with both prices, and does not list the node as staying.
+func TestPlanScaleDownShowsAReplacement(t *testing.T) {
+	input := replaced
 	out, err := runPlan(t, input, "--scale-down")
 	if err != nil {
 		t.Fatal(err)

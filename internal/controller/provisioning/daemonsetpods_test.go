@@ -11,15 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
-	"github.com/berth-dev/berth/internal/controller/provisioning"
-	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -65,19 +61,7 @@ func daemonSetPodsSayTheOverhead(t *testing.T, informers bool) {
 				}
 				return
 			}
-			mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Client.Scheme(),
-				Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", LeaderElection: false})
-			if err != nil {
-				t.Fatal(err)
-			}
-			prov := provisioning.New(provisioning.Deps{
-				Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-			}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
-				ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
-			if err := prov.Register(mgr); err != nil {
-				t.Fatal(err)
-			}
-			go func() { _ = mgr.Start(ctx) }()
+			f.runAsTheController(ctx)
 			f.pods(1, b.CPU("1"))
 			var types []string
 			expect.Eventually(t, 45*time.Second, func(ctx context.Context) (bool, string, error) {

@@ -377,19 +377,7 @@ func TestPodWhoseRoomWasTakenGetsANodeSoon(t *testing.T) {
 	ng := b.NodeGroup("prov-lost", b.Size(0, 5), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.LaunchDelay(metav1.Duration{Duration: 3 * time.Second}))
 	f := setup(t, ng)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Client.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", LeaderElection: false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov := provisioning.New(provisioning.Deps{
-		Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-	}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
-		ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
-	if err := prov.Register(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	f.runAsTheController(ctx)
 
 	wants := f.pods(1, b.CPU("1500m"))[0]
 	var first string
@@ -419,6 +407,25 @@ func TestPodWhoseRoomWasTakenGetsANodeSoon(t *testing.T) {
 	if n := len(f.nodes()); n != 2 {
 		t.Errorf("%d nodes, want 2 (one more for the pod, nothing more)", n)
 	}
+}
+
+// runAsTheController runs a provisioner as the controller does (a
+// manager's cache and informers, triggers, batching) until ctx ends.
+func (f *fixture) runAsTheController(ctx context.Context) {
+	f.t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Client.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", LeaderElection: false})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	prov := provisioning.New(provisioning.Deps{
+		Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+	}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
+		ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
+	if err := prov.Register(mgr); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
 }
 
 // TestVirtualUnitsOfAllHeadroomsAreCapped: each Headroom is bounded on its
