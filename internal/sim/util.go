@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
@@ -39,11 +39,7 @@ func isDaemon(p *corev1.Pod) bool { return podutil.IsOwnedByDaemonSet(p) }
 // windowOpen reports whether the group's disruption window is open (a
 // window that cannot be read keeps removals off, as in the controller).
 func windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
-	w := g.Spec.Disruption.Window
-	if w == nil {
-		return true
-	}
-	open, err := headroom.ScheduleActive(w.Cron, w.Duration.Duration, now)
+	open, err := scaledown.WindowOpen(g, now)
 	return err == nil && open
 }
 

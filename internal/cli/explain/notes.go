@@ -5,7 +5,6 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
-	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 )
 
@@ -35,7 +34,7 @@ func nodeNotes(e Explanation, f nodeFacts) []string {
 		out = append(out, "berth runs one replacement at a time and node "+f.replacing+" is being replaced now: this one waits")
 	}
 	if w := g.Spec.Disruption.Window; w != nil && windowed {
-		switch open, err := headroom.ScheduleActive(w.Cron, w.Duration.Duration, now); {
+		switch open, err := scaledown.WindowOpen(g, now); {
 		case err != nil:
 			out = append(out, fmt.Sprintf("the group's spec.disruption.window cannot be read (%v): no removal starts", err))
 		case open:

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 )
 
@@ -32,7 +31,7 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 		}
 		// A deleted group's nodes go at once, whatever its window: the user
 		// asked for it.
-		if r.Reason == scaledown.RemovalNodeGroupDeleted || (now.Sub(since) >= g.Spec.Disruption.After() && c.windowOpen(g, now)) {
+		if !r.WaitsForWindow() || (now.Sub(since) >= g.Spec.Disruption.After() && c.windowOpen(g, now)) {
 			out = append(out, r)
 		}
 	}
@@ -98,11 +97,7 @@ func (c *Controller) report(w *world, plan *scaledown.Plan) {
 // cron's shape, not every value) or never opens keeps removals off, and
 // says so once per change.
 func (c *Controller) windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
-	w := g.Spec.Disruption.Window
-	if w == nil {
-		return true
-	}
-	open, err := headroom.ScheduleActive(w.Cron, w.Duration.Duration, now)
+	open, err := scaledown.WindowOpen(g, now)
 	if err != nil {
 		msg := fmt.Sprintf("spec.disruption.window: %v; no removal starts in this group", err)
 		if c.lastWindow[g.Name] != msg {

@@ -45,7 +45,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		return nil
 	}
 	interrupted := d.Reason == v1alpha1.ReasonInterrupted
-	if (d.Reason == v1alpha1.ReasonDrifted || d.Reason == v1alpha1.ReasonExpired) && !c.windowOpen(g, c.Clock.Now()) {
+	if d.WaitsForWindow() && !c.windowOpen(g, c.Clock.Now()) {
 		return nil
 	}
 	if interrupted {
