@@ -53,7 +53,8 @@ func (x *podIndex) put(p *corev1.Pod) {
 	case p.Spec.NodeName == "":
 		x.unbound[key] = p
 	}
-	if uid, ok := podutil.DaemonSetOf(p); ok {
+	if ref := podutil.DaemonSetOf(p); ref != nil {
+		uid := ref.UID
 		if x.daemons[uid] == nil {
 			x.daemons[uid] = map[types.NamespacedName]*corev1.Pod{}
 		}

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -25,19 +24,15 @@ func IsBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" && !IsTerminal(p
 
 // IsOwnedByDaemonSet reports whether a DaemonSet controls the pod: it
 // belongs to one node and never makes berth launch one.
-func IsOwnedByDaemonSet(p *corev1.Pod) bool {
-	_, ok := DaemonSetOf(p)
-	return ok
-}
+func IsOwnedByDaemonSet(p *corev1.Pod) bool { return DaemonSetOf(p) != nil }
 
-// DaemonSetOf is the UID of the DaemonSet that controls the pod, if one
-// does.
-func DaemonSetOf(p *corev1.Pod) (types.UID, bool) {
-	ref := metav1.GetControllerOfNoCopy(p)
-	if ref == nil || ref.Kind != "DaemonSet" {
-		return "", false
+// DaemonSetOf is the reference to the DaemonSet that controls the pod, nil
+// when none does. It is the pod's own: do not change it.
+func DaemonSetOf(p *corev1.Pod) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "DaemonSet" {
+		return ref
 	}
-	return ref.UID, true
+	return nil
 }
 
 // IsMirror reports whether the pod is the API mirror of a static pod.

@@ -247,14 +247,9 @@ func (r *Reconciler) inputs(ctx context.Context, withPods bool) (hr.Inputs, erro
 			in.Pods = append(in.Pods, &pods.Items[i])
 		}
 	}
-	// The DaemonSets as their pods run: from every pod when they are
-	// read, else from the pods of the DaemonSets' namespaces.
-	asRun := daemonset.AsRun(pointers(dss.Items), daemonset.NewestOf(pointers(pods.Items)))
-	if !withPods {
-		var err error
-		if asRun, err = clusterread.DaemonSetsAsRun(ctx, r.Client, asRun); err != nil {
-			return in, err
-		}
+	asRun, err := clusterread.DaemonSetsAsRun(ctx, r.Client, pointers(dss.Items))
+	if err != nil {
+		return in, err
 	}
 	in.DaemonSets = daemonset.Pods(asRun)
 	return in, nil

@@ -119,7 +119,7 @@ func (f *fixture) daemonSetAdmittedWith1500m() {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if _, ok := podutil.DaemonSetOf(p); ok && p.Spec.NodeName == inst.NodeName {
+			if podutil.IsOwnedByDaemonSet(p) && p.Spec.NodeName == inst.NodeName {
 				got := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
 				if got.Cmp(resource.MustParse("1500m")) != 0 {
 					return false, "", fmt.Errorf("the DaemonSet's pod requests %s cpu, want the LimitRange's 1500m", got.String())

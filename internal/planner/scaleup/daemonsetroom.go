@@ -5,11 +5,11 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -44,7 +44,7 @@ func newDaemonSetRoom(in Input, groups map[string]*v1alpha1.NodeGroup, booting f
 		if !r.young[p.Spec.NodeName] {
 			continue
 		}
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+		if ref := podutil.DaemonSetOf(p); ref != nil {
 			on := r.present[p.Spec.NodeName]
 			if on == nil {
 				on = map[types.NamespacedName]bool{}

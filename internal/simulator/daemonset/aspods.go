@@ -49,10 +49,11 @@ func NewestOf(pods []*corev1.Pod) Newest {
 // give the same choice in any order). p is kept, not copied: it must not
 // change.
 func (n Newest) Add(p *corev1.Pod) {
-	uid, ok := podutil.DaemonSetOf(p)
-	if !ok {
+	ref := podutil.DaemonSetOf(p)
+	if ref == nil {
 		return
 	}
+	uid := ref.UID
 	gen := generationOf(p)
 	byGen := n[uid]
 	if byGen == nil {
@@ -67,8 +68,8 @@ func (n Newest) Add(p *corev1.Pod) {
 // Chose reports whether p is the pod n holds for its DaemonSet and
 // generation.
 func (n Newest) Chose(p *corev1.Pod) bool {
-	uid, ok := podutil.DaemonSetOf(p)
-	return ok && n[uid][generationOf(p)] == p
+	ref := podutil.DaemonSetOf(p)
+	return ref != nil && n[ref.UID][generationOf(p)] == p
 }
 
 func generationOf(p *corev1.Pod) string {
