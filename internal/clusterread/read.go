@@ -20,7 +20,7 @@ import (
 )
 
 // Cluster is the cluster as one planning round reads it. DaemonSets
-// are as their pods run (daemonset.AsRun) when the pods are read. Pods,
+// are as their pods run (daemonset.AsRun). Pods,
 // DaemonSets, Namespaces, Claims, Volumes and PDBs are the informer
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
@@ -59,8 +59,10 @@ type Parts struct {
 	// without even the struct copy a List makes.
 	Informers crcache.Informers
 	// NoPods: the pods are not read (the caller has them from
-	// PodChanges.TakeIndexed).
-	NoPods bool
+	// PodChanges.TakeIndexed); DaemonSetPods, the DaemonSets' newest pods
+	// from the same take, then say how the DaemonSets run.
+	NoPods        bool
+	DaemonSetPods daemonset.Newest
 }
 
 // Read reads the cluster from c (the manager's cache).
@@ -109,10 +111,11 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	if out.Pods == nil && !parts.NoPods {
 		out.Pods = pointers(pods.Items)
 	}
-	out.DaemonSets = pointers(dss.Items)
+	newest := parts.DaemonSetPods
 	if out.Pods != nil {
-		out.DaemonSets = daemonset.AsRun(out.DaemonSets, daemonset.NewestOf(out.Pods))
+		newest = daemonset.NewestOf(out.Pods)
 	}
+	out.DaemonSets = daemonset.AsRun(pointers(dss.Items), newest)
 	out.Namespaces = pointers(nss.Items)
 	out.Claims = pointers(pvcs.Items)
 	out.Volumes = pointers(pvs.Items)

@@ -30,7 +30,8 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 			changes = p.podChanges.Take() // before the pods are read: they are then as new as the changes
 		}
 	}
-	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers, NoPods: ok})
+	cl, err := clusterread.Read(ctx, p.Client, clusterread.Parts{SharedNodes: true, Informers: p.informers, NoPods: ok,
+		DaemonSetPods: indexed.DaemonSetPods})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -38,7 +39,6 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	pods := cl.Pods
 	if ok {
 		r.in.Pods, pods = indexed.Bound, indexed.Unbound
-		cl.DaemonSets = daemonset.AsRun(cl.DaemonSets, indexed.DaemonSetPods) // the pods were not read: Read could not
 	}
 	in := &r.in
 	in.NodeGroups = cl.Active()
