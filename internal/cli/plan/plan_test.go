@@ -3,8 +3,10 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
@@ -196,14 +198,17 @@ status: {phase: Running}
 
 // TestPlanScaleDownNamesAClosedDisruptionWindow: node b would go, and
 // the plan says so whatever the group's window; with a window that is
-// closed now (here one that opens for the first minute of each year), it
+// closed now (a minute a day, twelve hours from now), it
 // adds that the controller starts the removal only once it opens; an
 // open window adds nothing.
 func TestPlanScaleDownNamesAClosedDisruptionWindow(t *testing.T) {
+	// A window of a minute twelve hours away is closed whenever the test
+	// runs; one every minute is always open.
+	away := time.Now().UTC().Add(12 * time.Hour)
 	for _, tc := range []struct {
 		cron   string
 		closed bool
-	}{{"0 0 1 1 *", true}, {"* * * * *", false}} {
+	}{{fmt.Sprintf("%d %d * * *", away.Minute(), away.Hour()), true}, {"* * * * *", false}} {
 		g := strings.Replace(group, "metadata: {name: general}", "metadata: {name: general, uid: uid-general}", 1) +
 			"  disruption: {window: {cron: \"" + tc.cron + "\", duration: 1m}}\n"
 		out, err := runPlan(t, g+node("a")+node("b"), "--scale-down")
