@@ -13,10 +13,12 @@ import (
 
 // DaemonSetsAsRun is dss as their pods run (daemonset.AsRun), for a
 // reader that does not read every pod: it lists the pods of the
-// DaemonSets' namespaces only, from c (the manager's cache, not copied).
+// DaemonSets' namespaces only, and their LimitRanges, from c (the
+// manager's cache, not copied).
 // dss is not changed.
 func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonSet) ([]*appsv1.DaemonSet, error) {
 	newest := daemonset.Newest{}
+	var lrs []*corev1.LimitRange
 	seen := map[string]bool{}
 	for _, ds := range dss {
 		if seen[ds.Namespace] {
@@ -30,6 +32,13 @@ func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonS
 		for i := range pods.Items {
 			newest.Add(&pods.Items[i])
 		}
+		l := &corev1.LimitRangeList{}
+		if err := c.List(ctx, l, client.InNamespace(ds.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing the limit ranges of namespace %s: %w", ds.Namespace, err)
+		}
+		for i := range l.Items {
+			lrs = append(lrs, &l.Items[i])
+		}
 	}
-	return daemonset.AsRun(dss, newest), nil
+	return daemonset.AsRun(dss, newest, lrs), nil
 }

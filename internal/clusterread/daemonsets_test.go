@@ -78,7 +78,99 @@ func TestDaemonSetsAreReadAsTheirPodsRun(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), again); err != nil {
 		t.Fatal(err)
 	}
-	if len(again.Spec.Template.Spec.Containers[0].Resources.Requests) != 0 || again.Annotations[daemonset.AnnotationFromPod] != "" {
+	if len(again.Spec.Template.Spec.Containers[0].Resources.Requests) != 0 || again.Annotations[daemonset.AnnotationAsRun] != "" {
 		t.Errorf("the stored DaemonSet changed: %+v", again)
 	}
+}
+
+// TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem: a
+// DaemonSet that runs on no node yet has only its template, to which
+// admission adds the container defaults of its namespace's LimitRanges.
+// Here two LimitRanges (one with a default request and a default limit
+// that becomes a request too; one with a max that becomes a default
+// limit, and a Pod item that defaults nothing) and containers that set nothing,
+// a limit alone or a request alone. A pod made from the same template is
+// admitted by the real API server; both readers must give each container
+// of the DaemonSet the requests and limits that pod got.
+func TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ds-without-pods"}}
+	rl := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return out
+	}
+	lrA := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "a-defaults", Namespace: ns.Name}, Spec: corev1.LimitRangeSpec{
+		Limits: []corev1.LimitRangeItem{
+			{Type: corev1.LimitTypeContainer, DefaultRequest: rl("cpu", "250m"), Default: rl("memory", "512Mi")}}}}
+	lrB := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "b-max", Namespace: ns.Name}, Spec: corev1.LimitRangeSpec{
+		Limits: []corev1.LimitRangeItem{
+			{Type: corev1.LimitTypeContainer, Max: rl("ephemeral-storage", "2Gi")},
+			{Type: corev1.LimitTypePod, Max: rl("cpu", "10")}}}}
+	template := corev1.PodSpec{
+		NodeSelector:   map[string]string{"pool": "none"},
+		InitContainers: []corev1.Container{{Name: "init", Image: "i"}},
+		Containers: []corev1.Container{{Name: "bare", Image: "i"},
+			{Name: "limited", Image: "i", Resources: corev1.ResourceRequirements{Limits: rl("cpu", "300m")}},
+			{Name: "requesting", Image: "i", Resources: corev1.ResourceRequirements{Requests: rl("memory", "64Mi")}}}}
+	labels := map[string]string{"app": "agent"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns.Name}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: *template.DeepCopy()}}}
+	for _, o := range []client.Object{ns, lrA, lrB, ds} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	// A pod of the template that the DaemonSet does not control: what the
+	// API server admits, and not a pod berth may read the DaemonSet from.
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns.Name}, Spec: *template.DeepCopy()}
+	if err := env.Client.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	stored := &appsv1.DaemonSet{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ds), stored); err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b corev1.ResourceList) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for name, q := range a {
+			if r, ok := b[name]; !ok || q.Cmp(r) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	admitted := func(how string, dss []*appsv1.DaemonSet) {
+		t.Helper()
+		for _, d := range dss {
+			if d.Namespace != ns.Name {
+				continue
+			}
+			spec := d.Spec.Template.Spec
+			for i, c := range append(spec.InitContainers, spec.Containers...) {
+				want := append(probe.Spec.InitContainers, probe.Spec.Containers...)[i]
+				if !same(c.Resources.Requests, want.Resources.Requests) || !same(c.Resources.Limits, want.Resources.Limits) {
+					t.Errorf("%s: container %s is read with %v, the API server admits %v", how, c.Name, c.Resources, want.Resources)
+				}
+			}
+			return
+		}
+		t.Errorf("%s: the DaemonSet was not read", how)
+	}
+	cl, err := clusterread.Read(ctx, env.Client, clusterread.Parts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted("reading the cluster", cl.DaemonSets)
+	alone, err := clusterread.DaemonSetsAsRun(ctx, env.Client, []*appsv1.DaemonSet{stored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted("reading the DaemonSets alone", alone)
 }

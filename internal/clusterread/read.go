@@ -20,7 +20,8 @@ import (
 )
 
 // Cluster is the cluster as one planning round reads it. DaemonSets
-// are as their pods run (daemonset.AsRun). Pods,
+// are as their pods run (daemonset.AsRun, with the LimitRanges of their
+// namespaces). Pods,
 // DaemonSets, Namespaces, Claims, Volumes and PDBs are the informer
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
@@ -76,13 +77,15 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	pvs := &corev1.PersistentVolumeList{}
 	pdbs := &policyv1.PodDisruptionBudgetList{}
+	lrs := &corev1.LimitRangeList{}
 	type list struct {
 		what   string
 		list   client.ObjectList
 		shared bool // the cache's own objects, not copies
 	}
 	lists := []list{{"node groups", ngs, false}, {"nodes", nodes, parts.SharedNodes}, {"pods", pods, true}, {"daemonsets", dss, true},
-		{"namespaces", nss, true}, {"persistentvolumeclaims", pvcs, true}, {"persistentvolumes", pvs, true}}
+		{"namespaces", nss, true}, {"persistentvolumeclaims", pvcs, true}, {"persistentvolumes", pvs, true},
+		{"limitranges", lrs, true}}
 	if parts.Budgets {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
 	}
@@ -115,7 +118,7 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	if out.Pods != nil {
 		newest = daemonset.NewestOf(out.Pods)
 	}
-	out.DaemonSets = daemonset.AsRun(pointers(dss.Items), newest)
+	out.DaemonSets = daemonset.AsRun(pointers(dss.Items), newest, pointers(lrs.Items))
 	out.Namespaces = pointers(nss.Items)
 	out.Claims = pointers(pvcs.Items)
 	out.Volumes = pointers(pvs.Items)

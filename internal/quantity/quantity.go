@@ -293,7 +293,8 @@ func boundCounters(cs map[string]resourcev1.Counter) int {
 // read from the API server: a pod's, a node's, a ResourceSlice's, and the
 // pod template's of a PodTemplate or a workload (Deployment, StatefulSet,
 // ReplicaSet, DaemonSet, Job), whose requests CapacityBuffers and
-// DaemonSet overhead read. Other objects are left as they are. It returns
+// DaemonSet overhead read, and a LimitRange's defaults, maxima and minima,
+// which DaemonSet overhead reads for a DaemonSet without a pod. Other objects are left as they are. It returns
 // how many quantities it replaced.
 func BoundObject(obj any) int {
 	switch o := obj.(type) {
@@ -315,6 +316,13 @@ func BoundObject(obj any) int {
 		return BoundPodSpec(&o.Spec.Template.Spec)
 	case *batchv1.Job:
 		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *corev1.LimitRange:
+		n := 0
+		for i := range o.Spec.Limits {
+			it := &o.Spec.Limits[i]
+			n += BoundList(it.Default) + BoundList(it.DefaultRequest) + BoundList(it.Max) + BoundList(it.Min)
+		}
+		return n
 	}
 	return 0
 }

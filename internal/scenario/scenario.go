@@ -46,6 +46,10 @@ type Scenario struct {
 	Namespaces []*corev1.Namespace
 	Claims     []*corev1.PersistentVolumeClaim
 	Volumes    []*corev1.PersistentVolume
+	// LimitRanges give the pods of their namespace container defaults;
+	// the planner reads them for DaemonSets without a pod
+	// (daemonset.AsRun).
+	LimitRanges []*corev1.LimitRange
 	// DRA are the resource.k8s.io/v1 objects (DeviceClasses,
 	// ResourceClaims, ResourceClaimTemplates, ResourceSlices) and the
 	// scheduling.k8s.io/v1alpha2 PodGroups.
@@ -202,19 +206,21 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		err = decode(js, &s.Claims)
 	case "v1/PersistentVolume":
 		err = decode(js, &s.Volumes)
+	case "v1/LimitRange":
+		err = decodeInNamespace(js, &s.LimitRanges)
+		if err == nil {
+			err = limitRangeValid(s.LimitRanges[len(s.LimitRanges)-1].Spec.Limits)
+		}
 	case "resource.k8s.io/v1/DeviceClass":
 		err = decode(js, &s.DRA.DeviceClasses)
 	case "resource.k8s.io/v1/ResourceSlice":
 		err = decode(js, &s.DRA.Slices)
 	case "resource.k8s.io/v1/ResourceClaim":
-		err = decode(js, &s.DRA.Claims)
-		defaultNamespace(&s.DRA.Claims[len(s.DRA.Claims)-1].ObjectMeta, err)
+		err = decodeInNamespace(js, &s.DRA.Claims)
 	case "resource.k8s.io/v1/ResourceClaimTemplate":
-		err = decode(js, &s.DRA.ClaimTemplates)
-		defaultNamespace(&s.DRA.ClaimTemplates[len(s.DRA.ClaimTemplates)-1].ObjectMeta, err)
+		err = decodeInNamespace(js, &s.DRA.ClaimTemplates)
 	case "scheduling.k8s.io/v1alpha2/PodGroup":
-		err = decode(js, &s.DRA.PodGroups)
-		defaultNamespace(&s.DRA.PodGroups[len(s.DRA.PodGroups)-1].ObjectMeta, err)
+		err = decodeInNamespace(js, &s.DRA.PodGroups)
 	case "scheduling.k8s.io/v1alpha2/Workload":
 		err = decode(js, &s.Workloads)
 	case v1alpha1.GroupVersion.String() + "/Headroom":
@@ -226,7 +232,7 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 			s.Ignored[h.Kind]++
 			return nil
 		}
-		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, "+
+		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, LimitRange, "+
 			"resource.k8s.io/v1 DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice, scheduling.k8s.io/v1alpha2 Workload and PodGroup, "+
 			"berth.dev/v1alpha1 NodeGroup and Headroom, and List of them)", where, gvk)
 	}
@@ -236,12 +242,16 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 	return nil
 }
 
-// defaultNamespace puts a namespaced object that names none in "default",
-// as kubectl apply does.
-func defaultNamespace(m *metav1.ObjectMeta, err error) {
-	if err == nil && m.Namespace == "" {
-		m.Namespace = "default"
+// decodeInNamespace is decode for a namespaced object: one that names
+// no namespace is put in "default", as kubectl apply does.
+func decodeInNamespace[T any](js []byte, into *[]*T) error {
+	if err := decode(js, into); err != nil {
+		return err
 	}
+	if o, ok := any((*into)[len(*into)-1]).(metav1.Object); ok && o.GetNamespace() == "" {
+		o.SetNamespace("default")
+	}
+	return nil
 }
 
 // decode reads one object and bounds its quantities as the controller's
@@ -351,7 +361,7 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 // (reserveDaemonSets), as their pods in the scenario run
 // (daemonset.AsRun), as the controller reads them.
 func (s *Scenario) daemonSets() []*appsv1.DaemonSet {
-	return daemonset.AsRun(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...), daemonset.NewestOf(s.Pods))
+	return daemonset.AsRun(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...), daemonset.NewestOf(s.Pods), s.LimitRanges)
 }
 
 // reserveDaemonSets are the per-node reserve DaemonSets of the Headrooms
@@ -375,4 +385,17 @@ func (s *Scenario) reserveDaemonSets() []*appsv1.DaemonSet {
 		}
 	}
 	return out
+}
+
+// limitRangeValid refuses a LimitRange item with a negative quantity, as
+// the API server does.
+func limitRangeValid(items []corev1.LimitRangeItem) error {
+	var errs []error
+	for i, it := range items {
+		for field, rl := range map[string]corev1.ResourceList{"default": it.Default, "defaultRequest": it.DefaultRequest,
+			"max": it.Max, "min": it.Min, "maxLimitRequestRatio": it.MaxLimitRequestRatio} {
+			errs = append(errs, quantity.Negative(fmt.Sprintf("spec.limits[%d].%s", i, field), rl))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -139,12 +139,30 @@ func TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
 			"spec.overhead.memory is -1Gi"},
 		"a negative allocatable": {"apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\nstatus: {allocatable: {cpu: \"-2\"}}\n",
 			`document 1 (Node "node-1"): status.allocatable.cpu is -2`},
+		"a negative default request": {"apiVersion: v1\nkind: LimitRange\nmetadata: {name: d}\nspec: {limits: [{type: Container, defaultRequest: {cpu: -1}}]}\n",
+			`document 1 (LimitRange "d"): spec.limits[0].defaultRequest.cpu is -1`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := scenario.Load(strings.NewReader(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load: %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestADocumentThatDoesNotDecodeIsRefused: a namespaced object whose
+// spec is not an object is refused with its document named, as the first
+// of its kind or after another (it once crashed berth plan).
+func TestADocumentThatDoesNotDecodeIsRefused(t *testing.T) {
+	for _, kind := range []string{"resource.k8s.io/v1 ResourceClaim", "resource.k8s.io/v1 ResourceClaimTemplate",
+		"scheduling.k8s.io/v1alpha2 PodGroup", "v1 LimitRange", "v1 Pod"} {
+		apiVersion, k, _ := strings.Cut(kind, " ")
+		bad := "apiVersion: " + apiVersion + "\nkind: " + k + "\nmetadata: {name: bad}\nspec: 5\n"
+		for _, doc := range []string{bad, "apiVersion: " + apiVersion + "\nkind: " + k + "\nmetadata: {name: good}\n---\n" + bad} {
+			if _, err := scenario.Load(strings.NewReader(doc)); err == nil || !strings.Contains(err.Error(), k+` "bad"`) {
+				t.Errorf("%s: Load: %v, want an error naming the document", kind, err)
+			}
+		}
 	}
 }
 
@@ -226,7 +244,9 @@ status: {phase: Pending, nominatedNodeName: gone, conditions: [{type: PodSchedul
 // pending pod of 1 cpu is planned an m-4 (0.16/h), as the controller
 // plans it: an m-2 (0.10/h) has 500m left beside the DaemonSet's pod.
 // Written by hand without a uid, the DaemonSet is read from its template,
-// and the pod gets an m-2.
+// and the pod gets an m-2; with a LimitRange of kube-system that gives a
+// container 1500m, the template is read as admission will complete it,
+// and the pod gets an m-4 again.
 func TestADaemonSetHoldsWhatItsPodsRequest(t *testing.T) {
 	const cluster = `apiVersion: berth.dev/v1alpha1
 kind: NodeGroup
@@ -269,8 +289,14 @@ kind: Pod
 metadata: {name: web}
 spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
 `
-	for _, tc := range []struct{ uid, want string }{{"uid: ds-agent,", "m-4"}, {"", "m-2"}} {
-		s, err := scenario.Load(strings.NewReader(strings.Replace(cluster, "UID_LINE", tc.uid, 1)))
+	const limitRange = `---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: defaults, namespace: kube-system}
+spec: {limits: [{type: Container, defaultRequest: {cpu: 1500m}}]}
+`
+	for _, tc := range []struct{ uid, more, want string }{{"uid: ds-agent,", "", "m-4"}, {"", "", "m-2"}, {"", limitRange, "m-4"}} {
+		s, err := scenario.Load(strings.NewReader(strings.Replace(cluster, "UID_LINE", tc.uid, 1) + tc.more))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +309,7 @@ spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "1"}}}]}
 			t.Fatal(err)
 		}
 		if len(plan.NewNodes) != 1 || plan.NewNodes[0].InstanceType != tc.want {
-			t.Errorf("DaemonSet with %q: planned %+v, want one %s", tc.uid, plan.NewNodes, tc.want)
+			t.Errorf("DaemonSet with %q%s: planned %+v, want one %s", tc.uid, tc.more, plan.NewNodes, tc.want)
 		}
 	}
 }

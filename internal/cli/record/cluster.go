@@ -84,7 +84,7 @@ func writeCluster(ctx context.Context, cfg *rest.Config, path string) error {
 	}
 	for _, d := range asRun {
 		d = d.DeepCopy()
-		delete(d.Annotations, daemonset.AnnotationFromPod) // berth's own mark, not the DaemonSet's
+		delete(d.Annotations, daemonset.AnnotationAsRun) // berth's own mark, not the DaemonSet's
 		d.TypeMeta = metaType("apps/v1", "DaemonSet")
 		objs = append(objs, clean(d))
 	}

@@ -152,3 +152,47 @@ func (f *fixture) deletePods() {
 		return err == nil && len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items)), err
 	})
 }
+
+// TestADaemonSetOnNoNodeYetHoldsWhatItsLimitRangeGives: scale from zero.
+// A DaemonSet whose template asks for nothing runs on the group's nodes,
+// of which there are none: it has no pod to read. Its namespace's
+// LimitRange gives every container 1500m of cpu when it asks for none,
+// so its first pod will ask for 1500m; a pending pod of 1 cpu needs a
+// node of 4 cpu, not 2. The provisioner runs as the controller runs it,
+// reading the LimitRange from the manager's cache.
+func TestADaemonSetOnNoNodeYetHoldsWhatItsLimitRangeGives(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := setup(t, b.NodeGroup("prov-dsnopod",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: f.ns}, Spec: corev1.LimitRangeSpec{
+		Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}
+	labels := map[string]string{"app": "agent"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
+			Containers:   []corev1.Container{{Name: "agent", Image: "agent"}}}}}}
+	for _, o := range []client.Object{lr, ds} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(f.deletePods) // before the namespace: later tests count the pending pods of the cluster
+	f.runAsTheController(ctx)
+	f.pods(1, b.CPU("1"))
+	var types []string
+	expect.Eventually(t, 45*time.Second, func(ctx context.Context) (bool, string, error) {
+		types = nil
+		for _, n := range f.nodes() {
+			types = append(types, n.Labels[corev1.LabelInstanceTypeStable])
+		}
+		return len(types) > 0, "no node launched yet", nil
+	})
+	if len(types) != 1 || types[0] != "m-4" {
+		t.Errorf("launched %v, want one m-4: an m-2 has 500m beside the DaemonSet's first pod", types)
+	}
+}

@@ -66,7 +66,7 @@ func daemonSetsKey(dss []*appsv1.DaemonSet) (string, bool) {
 		b.WriteByte('/')
 		b.WriteString(strconv.FormatInt(ds.Generation, 10))
 		b.WriteByte('/')
-		b.WriteString(ds.Annotations[daemonset.AnnotationFromPod]) // what its pods hold, when read from them
+		b.WriteString(ds.Annotations[daemonset.AnnotationAsRun]) // what its pods hold, when read from them
 		b.WriteByte(',')
 	}
 	return b.String(), true

@@ -20,14 +20,16 @@ import (
 // when they are admitted, never to the template. A pod of the DaemonSet
 // made from its current template therefore says better than the template
 // what the DaemonSet's pod on a new node will hold. Newest keeps such
-// pods; AsRun makes of each DaemonSet one whose template is its pod's.
+// pods; AsRun makes of each DaemonSet one whose template is its pod's
+// or, while it has none, its template as admission will complete it.
 
-// AnnotationFromPod marks a DaemonSet AsRun made from one of its pods;
-// its value names what the pod holds on a node (its requests and host
-// ports), so that what is kept from round to round for the DaemonSet's
-// generation is not kept past a change of its pods. It is never written
-// to the API server.
-const AnnotationFromPod = "berth.dev/daemonset-from-pod"
+// AnnotationAsRun marks a DaemonSet AsRun made from one of its pods, or
+// from its template with what admission gives its pods; its value names
+// what the pod holds on a node (its requests and host ports), so that
+// what is kept from round to round for the DaemonSet's generation is not
+// kept past a change of its pods or of its namespace's LimitRanges. It
+// is never written to the API server.
+const AnnotationAsRun = "berth.dev/daemonset-as-run"
 
 // Newest is the newest pod of each DaemonSet (by the DaemonSet's UID) for
 // each template generation its pods carry (the DaemonSet controller's
@@ -120,38 +122,49 @@ func (n Newest) Clone() Newest {
 	return out
 }
 
-// AsRun is dss with each DaemonSet that has a pod in n (For) replaced by
-// a copy whose template's spec is that pod's, but for what the DaemonSet
-// controller writes into each pod for its node (the node name, and the
-// required node affinity it replaces by the node's name: the template's
-// affinity is kept) and what a pod gets after it is made (ephemeral
-// containers; scheduling gates, which only the admission of a new pod
-// sets). Pods reads the copies as it reads any DaemonSet.
-// dss and its DaemonSets are not changed; a DaemonSet without a pod is
-// returned as it is.
-func AsRun(dss []*appsv1.DaemonSet, n Newest) []*appsv1.DaemonSet {
-	if len(n) == 0 {
+// AsRun is dss as their pods will run on a new node. A DaemonSet that has
+// a pod in n (For) is replaced by a copy whose template's spec is that
+// pod's, but for what the DaemonSet controller writes into each pod for
+// its node (the node name, and the required node affinity it replaces by
+// the node's name: the template's affinity is kept) and what a pod gets
+// after it is made (ephemeral containers; scheduling gates, which only
+// the admission of a new pod sets). A DaemonSet without such a pod is
+// read from its template as the API server will admit its pods: with a
+// Pod's defaults and the container defaults of its namespace's
+// LimitRanges among lrs (the LimitRanger admission plugin); a mutating
+// webhook's changes cannot be known before a pod exists. Pods reads the
+// copies as it reads any DaemonSet. dss and its DaemonSets are not
+// changed; a DaemonSet that neither changes is returned as it is.
+func AsRun(dss []*appsv1.DaemonSet, n Newest, lrs []*corev1.LimitRange) []*appsv1.DaemonSet {
+	if len(n) == 0 && len(lrs) == 0 {
 		return dss
 	}
 	out := make([]*appsv1.DaemonSet, len(dss))
 	for i, ds := range dss {
 		out[i] = ds
-		p := n.For(ds)
-		if p == nil {
+		var spec *corev1.PodSpec
+		if p := n.For(ds); p != nil {
+			spec = p.Spec.DeepCopy()
+			spec.NodeName = ""
+			spec.Affinity = ds.Spec.Template.Spec.Affinity.DeepCopy()
+			// What a pod gets after it is made, and a template may not have.
+			spec.EphemeralContainers, spec.SchedulingGates = nil, nil
+		} else if d := defaultsIn(lrs, ds.Namespace); !d.empty() {
+			spec = ds.Spec.Template.Spec.DeepCopy()
+			podutil.ApplyDefaults(spec)
+			if !d.apply(spec) {
+				continue
+			}
+		} else {
 			continue
 		}
 		c := &appsv1.DaemonSet{TypeMeta: ds.TypeMeta, ObjectMeta: ds.ObjectMeta, Spec: ds.Spec, Status: ds.Status}
-		spec := p.Spec.DeepCopy()
-		spec.NodeName = ""
-		spec.Affinity = ds.Spec.Template.Spec.Affinity.DeepCopy()
-		// What a pod gets after it is made, and a template may not have.
-		spec.EphemeralContainers, spec.SchedulingGates = nil, nil
 		c.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: ds.Spec.Template.ObjectMeta, Spec: *spec}
 		c.Annotations = maps.Clone(ds.Annotations)
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[AnnotationFromPod] = holdsKey(Pods([]*appsv1.DaemonSet{c})[0])
+		c.Annotations[AnnotationAsRun] = holdsKey(Pods([]*appsv1.DaemonSet{c})[0])
 		out[i] = c
 	}
 	return out
