@@ -145,6 +145,11 @@ type packer struct {
 	// rooms: the filters check resources (NodeResourcesFit), so a scan
 	// may pass over blocks of nodes without room (Snapshot.RoomFrom).
 	rooms bool
+	// hard are the classes of the pending pods with hardSpreads;
+	// deadAfterGreedy those of them the greedy pass left with nowhere to
+	// put one more pod (deadend.go).
+	hard            []*snapshot.Class
+	deadAfterGreedy map[*snapshot.Class]bool
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
@@ -185,6 +190,7 @@ func (p *packer) run(pods []*snapshot.Pod, order podOrder) {
 		}
 	}
 	p.pending = pods
+	p.hard = hardClasses(pods)
 	pods = p.placeNominated(slices.Clone(pods))
 	sortPods(p.s, pods, order)
 	for len(pods) > 0 {
@@ -200,6 +206,7 @@ func (p *packer) run(pods []*snapshot.Pod, order podOrder) {
 		pods = next
 	}
 	p.res.Unplaced = pods
+	p.deadAfterGreedy = p.deadEnded()
 	p.improve()
 	p.finish()
 }
@@ -229,8 +236,17 @@ const growLookahead = 4096
 // place puts one pod, in this order: on the first existing or planned
 // node where it fits as is (scanNodes), on a planned node grown to a
 // bigger instance type when that costs no more than a new node, or on a
-// new node (addToNewNode).
+// new node (addToNewNode); a pod with two spreads or more passes over
+// those that would leave the next pod of its class nowhere (placeAhead).
 func (p *packer) place(pod *snapshot.Pod) bool {
+	if hardSpreads(pod.Class) {
+		return p.placeAhead(pod)
+	}
+	return p.placeFirst(pod)
+}
+
+// placeFirst is place without looking ahead.
+func (p *packer) placeFirst(pod *snapshot.Pod) bool {
 	fit, grow := p.scanNodes(pod.Class)
 	switch {
 	case fit != nil:
@@ -380,6 +396,9 @@ func (s nodeSet) mark(i int) nodeSet {
 	s[i/64] |= 1 << (i % 64)
 	return s
 }
+
+// clone is a copy of s that mark on either does not change for the other.
+func (s nodeSet) clone() nodeSet { return slices.Clone(s) }
 
 // truncate removes the nodes at index n and beyond.
 func (s nodeSet) truncate(n int) nodeSet {

@@ -19,13 +19,18 @@ import (
 // preferences (preferredTemplate). It returns the template's launchable
 // options that fit the pod.
 func (p *packer) chooseTemplate(c *snapshot.Class) (*Template, []*snapshot.Option) {
+	return p.chooseTemplateExcept(c, nil)
+}
+
+// chooseTemplateExcept is chooseTemplate among the templates not in skip.
+func (p *packer) chooseTemplateExcept(c *snapshot.Class, skip map[*Template]bool) (*Template, []*snapshot.Option) {
 	var (
 		ties     []*Template
 		tiedOpts [][]*snapshot.Option
 		bestCost = math.Inf(1)
 	)
 	for _, t := range p.in.Templates {
-		if !p.s.TemplateAvailable(t.Node) || (len(ties) > 0 && t.Weight < ties[0].Weight) {
+		if skip[t] || !p.s.TemplateAvailable(t.Node) || (len(ties) > 0 && t.Weight < ties[0].Weight) {
 			continue
 		}
 		opts, cost, st := p.fitCost(c, t)

@@ -14,12 +14,19 @@ import (
 
 // holds reports whether every pending pod placed in this plan whose
 // required pod affinity or spread another pod's move can break still
-// passes the filters on its node with the other pods in place. It tries
-// each such pod by taking it off in a fork (reverted), so the snapshot is
+// passes the filters on its node with the other pods in place, and
+// whether the plan leaves one more pod of each class with hardSpreads
+// somewhere to go, if the greedy plan did (deadend.go). It tries each
+// such pod by taking it off in a fork (reverted), so the snapshot is
 // left as it was. O(pods with such terms x filters).
 func (p *packer) holds() bool {
 	for _, pod := range p.pending {
 		if pod.Node != nil && dependsOnOthers(pod.Class) && !p.fitsWithout(pod) {
+			return false
+		}
+	}
+	for _, c := range p.hard {
+		if !p.deadAfterGreedy[c] && !p.nextFits(c) {
 			return false
 		}
 	}

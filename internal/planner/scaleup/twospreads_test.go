@@ -1,0 +1,271 @@
+package scaleup_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// cluster is what rounds of planning have made: the plan's new nodes
+// launched and every planned pod bound where the plan put it.
+type cluster struct {
+	ng    *v1alpha1.NodeGroup
+	nodes []*corev1.Node
+	bound []*corev1.Pod
+}
+
+// plan plans pending on the cluster, then launches and binds the plan.
+func (c *cluster) plan(t *testing.T, round int, pending []*corev1.Pod) *scaleup.Plan {
+	t.Helper()
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{c.ng}, Nodes: c.nodes, Pods: c.bound, Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, p := range pending {
+		byName[p.Name] = p
+	}
+	for _, pl := range plan.ExistingNodePlacements {
+		c.bound = append(c.bound, boundTo(byName[pl.Pod.Name], pl.Node))
+	}
+	for i, nn := range plan.NewNodes {
+		name := fmt.Sprintf("n-%d-%d", round, i)
+		c.nodes = append(c.nodes, groupNode(name, c.ng, nn.InstanceType, nn.Zone, v1alpha1.CapacityType(nn.CapacityType)))
+		for _, pr := range nn.Pods {
+			c.bound = append(c.bound, boundTo(byName[pr.Name], name))
+		}
+	}
+	return plan
+}
+
+// counts are the bound pods labelled app=s by their nodes' values of key.
+func (c *cluster) counts(key string) map[string]int {
+	of := map[string]string{}
+	for _, n := range c.nodes {
+		of[n.Name] = n.Labels[key]
+	}
+	out := map[string]int{}
+	for _, p := range c.bound {
+		if p.Labels["app"] == "s" {
+			out[of[p.Spec.NodeName]]++
+		}
+	}
+	return out
+}
+
+// skewOver is the largest count less the smallest over domains.
+func skewOver(counts map[string]int, domains ...string) int {
+	lo, hi := counts[domains[0]], counts[domains[0]]
+	for _, d := range domains {
+		lo, hi = min(lo, counts[d]), max(hi, counts[d])
+	}
+	return hi - lo
+}
+
+// TestPodsSpreadOverZoneAndCapacityTypeAreNotPackedIntoADeadEnd: pods
+// spread with skew 1 over zones and over capacity types, where zone-3
+// offers on-demand only. Counts such as zones 2/2/1 with 3 on-demand
+// and 2 spot leave the next pod nowhere: it must go to zone-3 and be
+// spot. Each round must plan every pod and keep both skews, in
+// Karpenter's rounds ("Combined Zonal and Capacity Type Topology": 2, 3,
+// 3 and 11 pods, each planned on the nodes of the rounds before) and in
+// one round of 13 or 20 pods; before the planner looked ahead, 8 of 13
+// and 15 of 20 stayed unschedulable, and from the second of Karpenter's
+// rounds on none was planned.
+func TestPodsSpreadOverZoneAndCapacityTypeAreNotPackedIntoADeadEnd(t *testing.T) {
+	for _, rounds := range [][]int{{2, 3, 3, 11}, {13}, {20}, {1, 1, 1, 1, 1, 1, 1, 1}} {
+		c := &cluster{ng: twoSpreadsGroup()}
+		n := 0
+		for r, k := range rounds {
+			plan := c.plan(t, r, twoSpreadPods(fmt.Sprintf("r%d", r), k, "100m"))
+			n += k
+			zones, cts := c.counts(v1alpha1.LabelZone), c.counts(v1alpha1.LabelCapacityType)
+			if len(plan.Unschedulable) > 0 {
+				t.Errorf("rounds %v, round %d: %d of %d pods unschedulable (zones %v, capacity types %v)", rounds, r, len(plan.Unschedulable), k, zones, cts)
+				break
+			}
+			if skewOver(zones, "zone-1", "zone-2", "zone-3") > 1 || skewOver(cts, "spot", "on-demand") > 1 {
+				t.Errorf("rounds %v, round %d: zones %v, capacity types %v: a skew above 1", rounds, r, zones, cts)
+			}
+		}
+	}
+}
+
+// TestPodsSpreadOverHostnameZoneAndCapacityTypeArePlanned: Karpenter's
+// "Combined Hostname, Zonal, and Capacity Type Topology": skews 1 over
+// capacity types, 2 over zones and 3 over hostnames, every pair of zone
+// and capacity type offered; rounds of 1 to 14 pods, each on the nodes
+// of the rounds before, plan every pod within the skews.
+func TestPodsSpreadOverHostnameZoneAndCapacityTypeArePlanned(t *testing.T) {
+	var offs []v1alpha1.Offering
+	for _, z := range []string{"zone-1", "zone-2", "zone-3"} {
+		offs = append(offs, b.Spot(z, "0.03"), b.OnDemand(z, "0.10"))
+	}
+	c := &cluster{ng: b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi", offs...))}
+	for k := 1; k < 15; k++ {
+		plan := c.plan(t, k, replicas(fmt.Sprintf("r%d", k), k, b.CPU("100m"), b.Labels("app", "s"),
+			b.Spread(v1alpha1.LabelCapacityType, 1, "app", "s"), b.Spread(v1alpha1.LabelZone, 2, "app", "s"),
+			b.Spread(corev1.LabelHostname, 3, "app", "s")))
+		if len(plan.Unschedulable) > 0 {
+			t.Fatalf("round of %d pods: %d unschedulable: %s", k, len(plan.Unschedulable), plan.Unschedulable[0].Message)
+		}
+		var hosts []string
+		for _, n := range c.nodes {
+			hosts = append(hosts, n.Labels[corev1.LabelHostname])
+		}
+		if s := skewOver(c.counts(v1alpha1.LabelCapacityType), "spot", "on-demand"); s > 1 {
+			t.Errorf("round of %d pods: capacity-type skew %d", k, s)
+		}
+		if s := skewOver(c.counts(v1alpha1.LabelZone), "zone-1", "zone-2", "zone-3"); s > 2 {
+			t.Errorf("round of %d pods: zone skew %d", k, s)
+		}
+		if s := skewOver(c.counts(corev1.LabelHostname), hosts...); s > 3 {
+			t.Errorf("round of %d pods: hostname skew %d", k, s)
+		}
+	}
+}
+
+// TestEveryRoundOfTwoSpreadPodsThatCanBePlacedIsPlaced: 200 random
+// clusters: 2 or 3 zones, each offering spot, on-demand or both; pods of
+// 100m, 300m or 700m spread with skew 1 over zones and capacity types,
+// in 1 to 6 rounds of 1 to 25 pods, each planned on the nodes of the
+// rounds before. Whenever the round's pods can be placed one at a time
+// within both skews on the pairs of zone and capacity type offered
+// (placeable, a search over the counts), the plan places every one.
+// Before the planner looked ahead, 58 of 300 such clusters had a round
+// it did not.
+func TestEveryRoundOfTwoSpreadPodsThatCanBePlacedIsPlaced(t *testing.T) {
+	for seed := range 200 {
+		r := rand.New(rand.NewPCG(uint64(seed), 9))
+		zones := []string{"zone-1", "zone-2", "zone-3"}[:2+r.IntN(2)]
+		var small, large []v1alpha1.Offering
+		pairs := map[[2]string]bool{}
+		for _, z := range zones {
+			k := 1 + r.IntN(3)
+			if k&1 != 0 {
+				small, large = append(small, b.Spot(z, "0.03")), append(large, b.Spot(z, "0.12"))
+				pairs[[2]string{z, "spot"}] = true
+			}
+			if k&2 != 0 {
+				small, large = append(small, b.OnDemand(z, "0.10")), append(large, b.OnDemand(z, "0.40"))
+				pairs[[2]string{z, "on-demand"}] = true
+			}
+		}
+		c := &cluster{ng: b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi", small...), b.InstanceType("m-4", "4", "16Gi", large...))}
+		cpu := []string{"100m", "300m", "700m"}[r.IntN(3)]
+		for round := range 1 + r.IntN(6) {
+			k := 1 + r.IntN(25)
+			zc, cc := c.counts(v1alpha1.LabelZone), c.counts(v1alpha1.LabelCapacityType)
+			plan := c.plan(t, round, twoSpreadPods(fmt.Sprintf("r%d", round), k, cpu))
+			if len(plan.Unschedulable) == 0 {
+				continue
+			}
+			if placeable(zones, pairs, zc, cc, k) {
+				t.Errorf("seed %d (%v), round %d: %d of %d pods unschedulable, from zones %v and capacity types %v",
+					seed, pairs, round, len(plan.Unschedulable), k, zc, cc)
+			}
+			break
+		}
+	}
+}
+
+// placeable reports whether k more pods can be placed one at a time,
+// each keeping both skews at most 1, on the pairs of zone and capacity
+// type offered (as many nodes of each as wanted), from the given counts.
+func placeable(zones []string, pairs map[[2]string]bool, zc, cc map[string]int, k int) bool {
+	var cts []string
+	for _, ct := range []string{"spot", "on-demand"} {
+		for _, z := range zones {
+			if pairs[[2]string{z, ct}] {
+				cts = append(cts, ct)
+				break
+			}
+		}
+	}
+	zv, cv := make([]int, len(zones)), make([]int, len(cts))
+	for i, z := range zones {
+		zv[i] = zc[z]
+	}
+	for i, ct := range cts {
+		cv[i] = cc[ct]
+	}
+	seen := map[string]bool{} // states (counts less their smallest, pods left) known to fail
+	var place func(k int) bool
+	place = func(k int) bool {
+		key := fmt.Sprint(lessMin(zv), lessMin(cv), k)
+		if k == 0 || seen[key] {
+			return k == 0
+		}
+		for i, z := range zones {
+			for j, ct := range cts {
+				if !pairs[[2]string{z, ct}] {
+					continue
+				}
+				zv[i]++
+				cv[j]++
+				ok := spreadOf(zv) <= 1 && spreadOf(cv) <= 1 && place(k-1)
+				zv[i]--
+				cv[j]--
+				if ok {
+					return true
+				}
+			}
+		}
+		seen[key] = true
+		return false
+	}
+	return place(k)
+}
+
+func lessMin(v []int) []int {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = x - m
+	}
+	return out
+}
+
+func spreadOf(v []int) int {
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return hi - lo
+}
+
+// TestImprovingAPlanLeadsNoSpreadIntoADeadEnd: zones 1/1/1 with 1 spot
+// and 2 on-demand, node c (zone-3) full. The first pending pod must be
+// spot: on a (zone-1, spot, room). The second then goes to zone-2 or
+// zone-3; on b (zone-2, on-demand, room, free) it would make 2/2/1 with 3
+// on-demand, where a third pod must be zone-3 and spot: nowhere. The
+// plan must buy a zone-2 spot node instead, although the moves that
+// improve a plan (here: emptying that node into b) would save its price,
+// and a later pod must then be planned.
+func TestImprovingAPlanLeadsNoSpreadIntoADeadEnd(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi",
+		b.Spot("zone-1", "0.03"), b.Spot("zone-2", "0.03"), b.OnDemand("zone-1", "0.10"), b.OnDemand("zone-2", "0.10"), b.OnDemand("zone-3", "0.10")))
+	spread := func(name string) *corev1.Pod { return twoSpreadPods(name, 1, "400m")[0] }
+	c := &cluster{ng: ng,
+		nodes: []*corev1.Node{groupNode("a", ng, "m-1", "zone-1", v1alpha1.CapacityTypeSpot),
+			groupNode("b", ng, "m-1", "zone-2", v1alpha1.CapacityTypeOnDemand), groupNode("c", ng, "m-1", "zone-3", v1alpha1.CapacityTypeOnDemand)},
+		bound: []*corev1.Pod{boundTo(spread("x-a"), "a"), boundTo(spread("x-b"), "b"), boundTo(spread("x-c"), "c"),
+			boundTo(b.Pod("filler", b.CPU("600m")), "c")}}
+	plan := c.plan(t, 1, []*corev1.Pod{spread("p-1"), spread("p-2")})
+	want := []string{"new zone-2/spot/m-1: p-2-1", "on a: p-1-1"}
+	if got := summary(plan); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("planned %v, want %v", got, want)
+	}
+	if later := c.plan(t, 2, []*corev1.Pod{spread("p-3")}); len(later.Unschedulable) > 0 {
+		t.Errorf("a later pod is unschedulable: %s", later.Unschedulable[0].Message)
+	}
+}
