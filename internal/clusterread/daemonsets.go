@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
@@ -13,12 +14,19 @@ import (
 
 // DaemonSetsAsRun is dss as their pods run (daemonset.AsRun), for a
 // reader that does not read every pod: it lists the pods of the
-// DaemonSets' namespaces only, and their LimitRanges, from c (the
-// manager's cache, not copied).
+// DaemonSets' namespaces only, their LimitRanges and the RuntimeClasses,
+// from c (the manager's cache, not copied).
 // dss is not changed.
 func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonSet) ([]*appsv1.DaemonSet, error) {
 	newest := daemonset.Newest{}
-	var lrs []*corev1.LimitRange
+	var adm daemonset.Admission
+	rcs := &nodev1.RuntimeClassList{}
+	if err := c.List(ctx, rcs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing runtime classes: %w", err)
+	}
+	for i := range rcs.Items {
+		adm.RuntimeClasses = append(adm.RuntimeClasses, &rcs.Items[i])
+	}
 	seen := map[string]bool{}
 	for _, ds := range dss {
 		if seen[ds.Namespace] {
@@ -37,8 +45,8 @@ func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonS
 			return nil, fmt.Errorf("listing the limit ranges of namespace %s: %w", ds.Namespace, err)
 		}
 		for i := range l.Items {
-			lrs = append(lrs, &l.Items[i])
+			adm.LimitRanges = append(adm.LimitRanges, &l.Items[i])
 		}
 	}
-	return daemonset.AsRun(dss, newest, lrs), nil
+	return daemonset.AsRun(dss, newest, adm), nil
 }

@@ -2,10 +2,13 @@ package clusterread_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,7 +94,10 @@ func TestDaemonSetsAreReadAsTheirPodsRun(t *testing.T) {
 // limit, and a Pod item that defaults nothing) and containers that set nothing,
 // a limit alone or a request alone. A pod made from the same template is
 // admitted by the real API server; both readers must give each container
-// of the DaemonSet the requests and limits that pod got.
+// of the DaemonSet the requests and limits that pod got. The template
+// also names a RuntimeClass with an overhead, a node selector and a
+// toleration: the DaemonSet must be read with the overhead and node
+// selector the pod got, and tolerate what it tolerates.
 func TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem(t *testing.T) {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ds-without-pods"}}
@@ -109,9 +115,14 @@ func TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem(t *testing.T) {
 		Limits: []corev1.LimitRangeItem{
 			{Type: corev1.LimitTypeContainer, Max: rl("ephemeral-storage", "2Gi")},
 			{Type: corev1.LimitTypePod, Max: rl("cpu", "10")}}}}
+	kata := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata-ds-without-pods"}, Handler: "kata",
+		Overhead: &nodev1.Overhead{PodFixed: rl("cpu", "250m", "memory", "160Mi")},
+		Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"runtime": "kata"},
+			Tolerations: []corev1.Toleration{{Key: "kata", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}}
 	template := corev1.PodSpec{
-		NodeSelector:   map[string]string{"pool": "none"},
-		InitContainers: []corev1.Container{{Name: "init", Image: "i"}},
+		RuntimeClassName: &kata.Name,
+		NodeSelector:     map[string]string{"pool": "none"},
+		InitContainers:   []corev1.Container{{Name: "init", Image: "i"}},
 		Containers: []corev1.Container{{Name: "bare", Image: "i"},
 			{Name: "limited", Image: "i", Resources: corev1.ResourceRequirements{Limits: rl("cpu", "300m")}},
 			{Name: "requesting", Image: "i", Resources: corev1.ResourceRequirements{Requests: rl("memory", "64Mi")}}}}
@@ -119,12 +130,15 @@ func TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem(t *testing.T) {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns.Name}, Spec: appsv1.DaemonSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: *template.DeepCopy()}}}
-	for _, o := range []client.Object{ns, lrA, lrB, ds} {
+	for _, o := range []client.Object{ns, lrA, lrB, kata, ds} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), ns)
+		_ = env.Client.Delete(context.Background(), kata)
+	})
 	// A pod of the template that the DaemonSet does not control: what the
 	// API server admits, and not a pod berth may read the DaemonSet from.
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns.Name}, Spec: *template.DeepCopy()}
@@ -153,6 +167,15 @@ func TestADaemonSetWithoutPodsIsReadAsTheAPIServerWillAdmitThem(t *testing.T) {
 				continue
 			}
 			spec := d.Spec.Template.Spec
+			if !same(spec.Overhead, probe.Spec.Overhead) || !maps.Equal(spec.NodeSelector, probe.Spec.NodeSelector) {
+				t.Errorf("%s: read with overhead %v and node selector %v, the API server admits %v and %v",
+					how, spec.Overhead, spec.NodeSelector, probe.Spec.Overhead, probe.Spec.NodeSelector)
+			}
+			for _, tol := range probe.Spec.Tolerations {
+				if tol.Key == "kata" && !slices.ContainsFunc(spec.Tolerations, func(have corev1.Toleration) bool { return have.MatchToleration(&tol) }) {
+					t.Errorf("%s: read without the toleration %v the API server admits", how, tol)
+				}
+			}
 			for i, c := range append(spec.InitContainers, spec.Containers...) {
 				want := append(probe.Spec.InitContainers, probe.Spec.Containers...)[i]
 				if !same(c.Resources.Requests, want.Resources.Requests) || !same(c.Resources.Limits, want.Resources.Limits) {

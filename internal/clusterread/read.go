@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,7 +22,7 @@ import (
 
 // Cluster is the cluster as one planning round reads it. DaemonSets
 // are as their pods run (daemonset.AsRun, with the LimitRanges of their
-// namespaces). Pods,
+// namespaces and the RuntimeClasses). Pods,
 // DaemonSets, Namespaces, Claims, Volumes and PDBs are the informer
 // cache's own objects, read without a copy (a round over 5,000 nodes x 30
 // pods would otherwise copy 150,000 pods): never change one, copy it
@@ -78,6 +79,7 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	pvs := &corev1.PersistentVolumeList{}
 	pdbs := &policyv1.PodDisruptionBudgetList{}
 	lrs := &corev1.LimitRangeList{}
+	rcs := &nodev1.RuntimeClassList{}
 	type list struct {
 		what   string
 		list   client.ObjectList
@@ -85,7 +87,7 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	}
 	lists := []list{{"node groups", ngs, false}, {"nodes", nodes, parts.SharedNodes}, {"pods", pods, true}, {"daemonsets", dss, true},
 		{"namespaces", nss, true}, {"persistentvolumeclaims", pvcs, true}, {"persistentvolumes", pvs, true},
-		{"limitranges", lrs, true}}
+		{"limitranges", lrs, true}, {"runtimeclasses", rcs, true}}
 	if parts.Budgets {
 		lists = append(lists, list{"poddisruptionbudgets", pdbs, true})
 	}
@@ -118,7 +120,8 @@ func Read(ctx context.Context, c client.Reader, parts Parts) (*Cluster, error) {
 	if out.Pods != nil {
 		newest = daemonset.NewestOf(out.Pods)
 	}
-	out.DaemonSets = daemonset.AsRun(pointers(dss.Items), newest, pointers(lrs.Items))
+	out.DaemonSets = daemonset.AsRun(pointers(dss.Items), newest,
+		daemonset.Admission{LimitRanges: pointers(lrs.Items), RuntimeClasses: pointers(rcs.Items)})
 	out.Namespaces = pointers(nss.Items)
 	out.Claims = pointers(pvcs.Items)
 	out.Volumes = pointers(pvs.Items)

@@ -24,6 +24,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -293,8 +294,9 @@ func boundCounters(cs map[string]resourcev1.Counter) int {
 // read from the API server: a pod's, a node's, a ResourceSlice's, and the
 // pod template's of a PodTemplate or a workload (Deployment, StatefulSet,
 // ReplicaSet, DaemonSet, Job), whose requests CapacityBuffers and
-// DaemonSet overhead read, and a LimitRange's defaults, maxima and minima,
-// which DaemonSet overhead reads for a DaemonSet without a pod. Other objects are left as they are. It returns
+// DaemonSet overhead read, and a LimitRange's defaults, maxima and minima
+// and a RuntimeClass's overhead, which DaemonSet overhead reads for a
+// DaemonSet without a pod. Other objects are left as they are. It returns
 // how many quantities it replaced.
 func BoundObject(obj any) int {
 	switch o := obj.(type) {
@@ -316,6 +318,10 @@ func BoundObject(obj any) int {
 		return BoundPodSpec(&o.Spec.Template.Spec)
 	case *batchv1.Job:
 		return BoundPodSpec(&o.Spec.Template.Spec)
+	case *nodev1.RuntimeClass:
+		if o.Overhead != nil {
+			return BoundList(o.Overhead.PodFixed)
+		}
 	case *corev1.LimitRange:
 		n := 0
 		for i := range o.Spec.Limits {

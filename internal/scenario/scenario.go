@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,10 @@ type Scenario struct {
 	// the planner reads them for DaemonSets without a pod
 	// (daemonset.AsRun).
 	LimitRanges []*corev1.LimitRange
+	// RuntimeClasses give the pods that name them an overhead, a node
+	// selector and tolerations; the planner reads them for DaemonSets
+	// without a pod, as LimitRanges.
+	RuntimeClasses []*nodev1.RuntimeClass
 	// DRA are the resource.k8s.io/v1 objects (DeviceClasses,
 	// ResourceClaims, ResourceClaimTemplates, ResourceSlices) and the
 	// scheduling.k8s.io/v1alpha2 PodGroups.
@@ -206,6 +211,11 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		err = decode(js, &s.Claims)
 	case "v1/PersistentVolume":
 		err = decode(js, &s.Volumes)
+	case "node.k8s.io/v1/RuntimeClass":
+		err = decode(js, &s.RuntimeClasses)
+		if err == nil && s.RuntimeClasses[len(s.RuntimeClasses)-1].Overhead != nil {
+			err = quantity.Negative("overhead.podFixed", s.RuntimeClasses[len(s.RuntimeClasses)-1].Overhead.PodFixed)
+		}
 	case "v1/LimitRange":
 		err = decodeInNamespace(js, &s.LimitRanges)
 		if err == nil {
@@ -232,7 +242,7 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 			s.Ignored[h.Kind]++
 			return nil
 		}
-		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, LimitRange, "+
+		return fmt.Errorf("%s: unknown kind %s (supported: Node, Pod, DaemonSet, PodDisruptionBudget, Namespace, PersistentVolumeClaim, PersistentVolume, LimitRange, RuntimeClass, "+
 			"resource.k8s.io/v1 DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice, scheduling.k8s.io/v1alpha2 Workload and PodGroup, "+
 			"berth.dev/v1alpha1 NodeGroup and Headroom, and List of them)", where, gvk)
 	}
@@ -361,7 +371,8 @@ func (s *Scenario) ScaleDownInput(now time.Time) (scaledown.Input, error) {
 // (reserveDaemonSets), as their pods in the scenario run
 // (daemonset.AsRun), as the controller reads them.
 func (s *Scenario) daemonSets() []*appsv1.DaemonSet {
-	return daemonset.AsRun(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...), daemonset.NewestOf(s.Pods), s.LimitRanges)
+	return daemonset.AsRun(append(slices.Clone(s.DaemonSets), s.reserveDaemonSets()...), daemonset.NewestOf(s.Pods),
+		daemonset.Admission{LimitRanges: s.LimitRanges, RuntimeClasses: s.RuntimeClasses})
 }
 
 // reserveDaemonSets are the per-node reserve DaemonSets of the Headrooms

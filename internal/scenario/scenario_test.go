@@ -245,7 +245,8 @@ status: {phase: Pending, nominatedNodeName: gone, conditions: [{type: PodSchedul
 // plans it: an m-2 (0.10/h) has 500m left beside the DaemonSet's pod.
 // Written by hand without a uid, the DaemonSet is read from its template,
 // and the pod gets an m-2; with a LimitRange of kube-system that gives a
-// container 1500m, the template is read as admission will complete it,
+// container 1500m, or a RuntimeClass the template names with an
+// overhead of 1500m, the template is read as admission will complete it,
 // and the pod gets an m-4 again.
 func TestADaemonSetHoldsWhatItsPodsRequest(t *testing.T) {
 	const cluster = `apiVersion: berth.dev/v1alpha1
@@ -295,8 +296,20 @@ kind: LimitRange
 metadata: {name: defaults, namespace: kube-system}
 spec: {limits: [{type: Container, defaultRequest: {cpu: 1500m}}]}
 `
-	for _, tc := range []struct{ uid, more, want string }{{"uid: ds-agent,", "", "m-4"}, {"", "", "m-2"}, {"", limitRange, "m-4"}} {
-		s, err := scenario.Load(strings.NewReader(strings.Replace(cluster, "UID_LINE", tc.uid, 1) + tc.more))
+	// A RuntimeClass whose overhead is 1500m, named by the template.
+	const runtimeClass = `---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: kata}
+handler: kata
+overhead: {podFixed: {cpu: 1500m}}
+`
+	for _, tc := range []struct{ uid, more, want string }{{"uid: ds-agent,", "", "m-4"}, {"", "", "m-2"}, {"", limitRange, "m-4"}, {"", runtimeClass, "m-4"}} {
+		doc := strings.Replace(cluster, "UID_LINE", tc.uid, 1) + tc.more
+		if tc.more == runtimeClass {
+			doc = strings.Replace(doc, "spec: {containers: [{name: a, image: i}]}", "spec: {runtimeClassName: kata, containers: [{name: a, image: i}]}", 1)
+		}
+		s, err := scenario.Load(strings.NewReader(doc))
 		if err != nil {
 			t.Fatal(err)
 		}

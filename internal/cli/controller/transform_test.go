@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,6 +230,26 @@ func TestTrimCachedBoundsQuantitiesTheAPIServerStores(t *testing.T) {
 	}
 	if c := out.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, c) {
 		t.Errorf("cached Deployment's template not bounded: %s", c.String())
+	}
+
+	// DaemonSet overhead reads LimitRange defaults and RuntimeClass
+	// overheads for a DaemonSet without a pod.
+	lr := &corev1.LimitRange{Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+		DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: huge}}}}}
+	out, err = newTrimmer().trim(lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.(*corev1.LimitRange).Spec.Limits[0].DefaultRequest[corev1.ResourceCPU]; !quantity.InRange(corev1.ResourceCPU, c) {
+		t.Errorf("cached LimitRange's default request not bounded: %s", c.String())
+	}
+	rc := &nodev1.RuntimeClass{Overhead: &nodev1.Overhead{PodFixed: corev1.ResourceList{corev1.ResourceMemory: huge}}}
+	out, err = newTrimmer().trim(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := out.(*nodev1.RuntimeClass).Overhead.PodFixed[corev1.ResourceMemory]; !quantity.InRange(corev1.ResourceMemory, m) {
+		t.Errorf("cached RuntimeClass's overhead not bounded: %s", m.String())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/internal/podutil"
@@ -21,7 +22,8 @@ import (
 // made from its current template therefore says better than the template
 // what the DaemonSet's pod on a new node will hold. Newest keeps such
 // pods; AsRun makes of each DaemonSet one whose template is its pod's
-// or, while it has none, its template as admission will complete it.
+// or, while it has none, its template as admission will complete it
+// (Admission).
 
 // AnnotationAsRun marks a DaemonSet AsRun made from one of its pods, or
 // from its template with what admission gives its pods; its value names
@@ -122,6 +124,29 @@ func (n Newest) Clone() Newest {
 	return out
 }
 
+// Admission is what the API server's admission gives a DaemonSet's pods
+// that its template does not say and that berth can know before a pod
+// exists: the container defaults of the namespace's LimitRanges (the
+// LimitRanger plugin) and the overhead and scheduling of the RuntimeClass
+// the pods name (the RuntimeClass plugin). A mutating webhook's changes
+// cannot be known before a pod exists.
+type Admission struct {
+	LimitRanges    []*corev1.LimitRange
+	RuntimeClasses []*nodev1.RuntimeClass
+}
+
+// admit gives a pod spec of namespace ns what admission gives it (after a
+// Pod's defaults, which the plugins see applied); it reports whether
+// anything changed.
+func (a Admission) admit(spec *corev1.PodSpec, ns string) bool {
+	podutil.ApplyDefaults(spec)
+	changed := false
+	if d := defaultsIn(a.LimitRanges, ns); !d.empty() {
+		changed = d.apply(spec)
+	}
+	return withRuntimeClass(spec, a.RuntimeClasses) || changed
+}
+
 // AsRun is dss as their pods will run on a new node. A DaemonSet that has
 // a pod in n (For) is replaced by a copy whose template's spec is that
 // pod's, but for what the DaemonSet controller writes into each pod for
@@ -129,14 +154,12 @@ func (n Newest) Clone() Newest {
 // the node's name: the template's affinity is kept) and what a pod gets
 // after it is made (ephemeral containers; scheduling gates, which only
 // the admission of a new pod sets). A DaemonSet without such a pod is
-// read from its template as the API server will admit its pods: with a
-// Pod's defaults and the container defaults of its namespace's
-// LimitRanges among lrs (the LimitRanger admission plugin); a mutating
-// webhook's changes cannot be known before a pod exists. Pods reads the
-// copies as it reads any DaemonSet. dss and its DaemonSets are not
-// changed; a DaemonSet that neither changes is returned as it is.
-func AsRun(dss []*appsv1.DaemonSet, n Newest, lrs []*corev1.LimitRange) []*appsv1.DaemonSet {
-	if len(n) == 0 && len(lrs) == 0 {
+// read from its template as the API server will admit its pods (adm).
+// Pods reads the copies as it reads any DaemonSet. dss and its
+// DaemonSets are not changed; a DaemonSet that neither changes is
+// returned as it is.
+func AsRun(dss []*appsv1.DaemonSet, n Newest, adm Admission) []*appsv1.DaemonSet {
+	if len(n) == 0 && len(adm.LimitRanges) == 0 && len(adm.RuntimeClasses) == 0 {
 		return dss
 	}
 	out := make([]*appsv1.DaemonSet, len(dss))
@@ -149,13 +172,7 @@ func AsRun(dss []*appsv1.DaemonSet, n Newest, lrs []*corev1.LimitRange) []*appsv
 			spec.Affinity = ds.Spec.Template.Spec.Affinity.DeepCopy()
 			// What a pod gets after it is made, and a template may not have.
 			spec.EphemeralContainers, spec.SchedulingGates = nil, nil
-		} else if d := defaultsIn(lrs, ds.Namespace); !d.empty() {
-			spec = ds.Spec.Template.Spec.DeepCopy()
-			podutil.ApplyDefaults(spec)
-			if !d.apply(spec) {
-				continue
-			}
-		} else {
+		} else if spec = ds.Spec.Template.Spec.DeepCopy(); !adm.admit(spec, ds.Namespace) {
 			continue
 		}
 		c := &appsv1.DaemonSet{TypeMeta: ds.TypeMeta, ObjectMeta: ds.ObjectMeta, Spec: ds.Spec, Status: ds.Status}

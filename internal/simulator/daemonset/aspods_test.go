@@ -91,7 +91,7 @@ func TestADaemonSetIsReadAsItsNewestPodOfItsTemplateRuns(t *testing.T) {
 				default:
 					rand.New(rand.NewPCG(seed, 1)).Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
 				}
-				got := daemonset.Pods(daemonset.AsRun([]*appsv1.DaemonSet{tc.ds}, daemonset.NewestOf(pods), nil))[0]
+				got := daemonset.Pods(daemonset.AsRun([]*appsv1.DaemonSet{tc.ds}, daemonset.NewestOf(pods), daemonset.Admission{}))[0]
 				if got.Requests.MilliCPU != tc.wantMilli {
 					t.Fatalf("requests %dm of cpu, want %dm", got.Requests.MilliCPU, tc.wantMilli)
 				}
@@ -114,14 +114,14 @@ func TestADaemonSetIsReadAsItsNewestPodOfItsTemplateRuns(t *testing.T) {
 // its template is not marked and is the one given.
 func TestWhatADaemonSetsPodHoldsNamesIt(t *testing.T) {
 	mark := func(pods ...*corev1.Pod) string {
-		return daemonset.AsRun([]*appsv1.DaemonSet{agent("2")}, daemonset.NewestOf(pods), nil)[0].Annotations[daemonset.AnnotationAsRun]
+		return daemonset.AsRun([]*appsv1.DaemonSet{agent("2")}, daemonset.NewestOf(pods), daemonset.Admission{})[0].Annotations[daemonset.AnnotationAsRun]
 	}
 	a, b2, more := mark(agentPod("a", "n-1", "2", "300m", 1)), mark(agentPod("b", "n-2", "2", "300m", 2)), mark(agentPod("c", "n-3", "2", "301m", 3))
 	if a == "" || a != b2 || a == more {
 		t.Errorf("marks %q, %q (the same requests) and %q (more): want the first two alike and the third not", a, b2, more)
 	}
 	d := agent("3")
-	if got := daemonset.AsRun([]*appsv1.DaemonSet{d}, daemonset.NewestOf([]*corev1.Pod{agentPod("a", "n-1", "2", "300m", 1)}), nil)[0]; got != d {
+	if got := daemonset.AsRun([]*appsv1.DaemonSet{d}, daemonset.NewestOf([]*corev1.Pod{agentPod("a", "n-1", "2", "300m", 1)}), daemonset.Admission{})[0]; got != d {
 		t.Errorf("a DaemonSet read from its template is a copy (%v)", got.Annotations)
 	}
 }
@@ -135,7 +135,7 @@ func TestATemplateReadFromAPodHasNothingAPodGetsLater(t *testing.T) {
 	p := agentPod("a", "n-1", "2", "300m", 1)
 	p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug"}}}
 	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/gate"}}
-	got := daemonset.AsRun([]*appsv1.DaemonSet{agent("2")}, daemonset.NewestOf([]*corev1.Pod{p}), nil)[0].Spec.Template.Spec
+	got := daemonset.AsRun([]*appsv1.DaemonSet{agent("2")}, daemonset.NewestOf([]*corev1.Pod{p}), daemonset.Admission{})[0].Spec.Template.Spec
 	if got.NodeName != "" || len(got.EphemeralContainers) > 0 || len(got.SchedulingGates) > 0 {
 		t.Errorf("node %q, ephemeral containers %v, gates %v; want none", got.NodeName, got.EphemeralContainers, got.SchedulingGates)
 	}

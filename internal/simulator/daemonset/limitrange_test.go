@@ -104,7 +104,7 @@ func TestADaemonSetWithoutAPodGetsItsNamespacesLimitRangeDefaults(t *testing.T) 
 			if tc.pod {
 				newest = daemonset.NewestOf([]*corev1.Pod{agentPod("agent-1", "n-1", "1", "1500m", 0)})
 			}
-			got := daemonset.AsRun([]*appsv1.DaemonSet{d}, newest, tc.lrs)[0]
+			got := daemonset.AsRun([]*appsv1.DaemonSet{d}, newest, daemonset.Admission{LimitRanges: tc.lrs})[0]
 			// The requests as the planner reads them (with a Pod's defaults).
 			if diff := cmp.Diff(tc.wantRequests, strs(daemonset.Pods([]*appsv1.DaemonSet{got})[0].List)); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
@@ -132,7 +132,7 @@ func TestWhatALimitRangeGivesNamesTheDaemonSet(t *testing.T) {
 		lr := limitRange("d", corev1.LimitTypeContainer, corev1.LimitRangeItem{DefaultRequest: list("cpu", cpu)})
 		d := agent("1")
 		d.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
-		return daemonset.AsRun([]*appsv1.DaemonSet{d}, nil, []*corev1.LimitRange{lr})[0].Annotations[daemonset.AnnotationAsRun]
+		return daemonset.AsRun([]*appsv1.DaemonSet{d}, nil, daemonset.Admission{LimitRanges: []*corev1.LimitRange{lr}})[0].Annotations[daemonset.AnnotationAsRun]
 	}
 	if a, b := mark("100m"), mark("200m"); a == "" || a == b {
 		t.Errorf("marks for 100m and 200m: %q and %q, want two different ones", a, b)
