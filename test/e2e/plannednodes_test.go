@@ -93,3 +93,64 @@ func TestAntiAffinityOnCapacityTypeGetsOneNodeOfEach(t *testing.T) {
 		t.Errorf("%v launches and %d nodes, want 2 of each: %s", launched, len(nodes), fmt.Sprint(shapes(nodes)))
 	}
 }
+
+// TestPodsSpreadOverZoneAndCapacityTypeAllRun: a Deployment of 13
+// replicas of 300m with a zone and a capacity-type DoNotSchedule spread
+// (skew 1), in a group whose zone-c offers on-demand only. Packed
+// greedily, counts such as zones 2/2/1 with 3 on-demand and 2 spot leave
+// the next pod nowhere (it must go to zone-c and be spot): berth planned
+// 5 of 13 pods, and kube-scheduler could place no more. Every replica
+// must run, within both skews, on the real scheduler.
+func TestPodsSpreadOverZoneAndCapacityTypeAllRun(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	createNodeGroup(t, b.NodeGroup("two-spreads", b.InstanceType("m-1", "1", "4Gi",
+		b.Spot("zone-a", "0.030"), b.Spot("zone-b", "0.030"),
+		b.OnDemand("zone-a", "0.100"), b.OnDemand("zone-b", "0.100"), b.OnDemand("zone-c", "0.100"))))
+	startController(t)
+
+	labels := map[string]string{"app": "spread"}
+	spread := func(key string) corev1.TopologySpreadConstraint {
+		return corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](13), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector:              map[string]string{v1alpha1.LabelNodeGroup: "two-spreads"},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{spread(v1alpha1.LabelZone), spread(v1alpha1.LabelCapacityType)},
+			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("256Mi")}}}},
+		}},
+	}}
+	if err := env.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, 13, 3*time.Minute)
+
+	nodes := groupNodes(t, "two-spreads")
+	of := map[string]corev1.Node{}
+	for _, n := range nodes {
+		of[n.Name] = n
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	zones, cts := map[string]int{}, map[string]int{}
+	for _, p := range pods.Items {
+		zones[of[p.Spec.NodeName].Labels[v1alpha1.LabelZone]]++
+		cts[of[p.Spec.NodeName].Labels[v1alpha1.LabelCapacityType]]++
+	}
+	skew := func(counts map[string]int, domains ...string) int {
+		lo, hi := counts[domains[0]], counts[domains[0]]
+		for _, d := range domains {
+			lo, hi = min(lo, counts[d]), max(hi, counts[d])
+		}
+		return hi - lo
+	}
+	if skew(zones, "zone-a", "zone-b", "zone-c") > 1 || skew(cts, "spot", "on-demand") > 1 {
+		t.Errorf("pods by zone %v and by capacity type %v: a skew above 1 (nodes %v)", zones, cts, shapes(nodes))
+	}
+	t.Logf("pods by zone %v, by capacity type %v, on %d nodes %v", zones, cts, len(nodes), shapes(nodes))
+}
