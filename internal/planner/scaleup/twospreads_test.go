@@ -68,66 +68,70 @@ func skewOver(counts map[string]int, domains ...string) int {
 	return hi - lo
 }
 
-// TestPodsSpreadOverZoneAndCapacityTypeAreNotPackedIntoADeadEnd: pods
-// spread with skew 1 over zones and over capacity types, where zone-3
-// offers on-demand only. Counts such as zones 2/2/1 with 3 on-demand
-// and 2 spot leave the next pod nowhere: it must go to zone-3 and be
-// spot. Each round must plan every pod and keep both skews, in
-// Karpenter's rounds ("Combined Zonal and Capacity Type Topology": 2, 3,
-// 3 and 11 pods, each planned on the nodes of the rounds before) and in
-// one round of 13 or 20 pods; before the planner looked ahead, 8 of 13
-// and 15 of 20 stayed unschedulable, and from the second of Karpenter's
-// rounds on none was planned.
-func TestPodsSpreadOverZoneAndCapacityTypeAreNotPackedIntoADeadEnd(t *testing.T) {
-	for _, rounds := range [][]int{{2, 3, 3, 11}, {13}, {20}, {1, 1, 1, 1, 1, 1, 1, 1}} {
-		c := &cluster{ng: twoSpreadsGroup()}
-		n := 0
-		for r, k := range rounds {
-			plan := c.plan(t, r, twoSpreadPods(fmt.Sprintf("r%d", r), k, "100m"))
-			n += k
-			zones, cts := c.counts(v1alpha1.LabelZone), c.counts(v1alpha1.LabelCapacityType)
-			if len(plan.Unschedulable) > 0 {
-				t.Errorf("rounds %v, round %d: %d of %d pods unschedulable (zones %v, capacity types %v)", rounds, r, len(plan.Unschedulable), k, zones, cts)
-				break
-			}
-			if skewOver(zones, "zone-1", "zone-2", "zone-3") > 1 || skewOver(cts, "spot", "on-demand") > 1 {
-				t.Errorf("rounds %v, round %d: zones %v, capacity types %v: a skew above 1", rounds, r, zones, cts)
-			}
-		}
+// TestCombinedSpreadsArePlannedRoundAfterRound: Karpenter's combined
+// topology cases, each round planned on the nodes of the rounds before:
+// every pod is planned and every spread keeps its skew. Karpenter's
+// offerings have spot in zone-1 and zone-2 only, where pods spread with
+// skew 1 over zones and capacity types can reach counts that leave the
+// next pod nowhere (zones 2/2/1 with 3 on-demand and 2 spot: it must go
+// to zone-3 and be spot); before the planner looked ahead, 8 of 13 and
+// 15 of 20 such pods in one round stayed unschedulable, and from the
+// second of Karpenter's rounds on none was planned.
+func TestCombinedSpreadsArePlannedRoundAfterRound(t *testing.T) {
+	zones := []string{"zone-1", "zone-2", "zone-3"}
+	var everyPair []v1alpha1.Offering
+	for _, z := range zones {
+		everyPair = append(everyPair, b.Spot(z, "0.03"), b.OnDemand(z, "0.10"))
 	}
-}
-
-// TestPodsSpreadOverHostnameZoneAndCapacityTypeArePlanned: Karpenter's
-// "Combined Hostname, Zonal, and Capacity Type Topology": skews 1 over
-// capacity types, 2 over zones and 3 over hostnames, every pair of zone
-// and capacity type offered; rounds of 1 to 14 pods, each on the nodes
-// of the rounds before, plan every pod within the skews.
-func TestPodsSpreadOverHostnameZoneAndCapacityTypeArePlanned(t *testing.T) {
-	var offs []v1alpha1.Offering
-	for _, z := range []string{"zone-1", "zone-2", "zone-3"} {
-		offs = append(offs, b.Spot(z, "0.03"), b.OnDemand(z, "0.10"))
+	allPairs := b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi", everyPair...))
+	type spread struct {
+		key  string
+		skew int32
 	}
-	c := &cluster{ng: b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi", offs...))}
-	for k := 1; k < 15; k++ {
-		plan := c.plan(t, k, replicas(fmt.Sprintf("r%d", k), k, b.CPU("100m"), b.Labels("app", "s"),
-			b.Spread(v1alpha1.LabelCapacityType, 1, "app", "s"), b.Spread(v1alpha1.LabelZone, 2, "app", "s"),
-			b.Spread(corev1.LabelHostname, 3, "app", "s")))
-		if len(plan.Unschedulable) > 0 {
-			t.Fatalf("round of %d pods: %d unschedulable: %s", k, len(plan.Unschedulable), plan.Unschedulable[0].Message)
-		}
-		var hosts []string
-		for _, n := range c.nodes {
-			hosts = append(hosts, n.Labels[corev1.LabelHostname])
-		}
-		if s := skewOver(c.counts(v1alpha1.LabelCapacityType), "spot", "on-demand"); s > 1 {
-			t.Errorf("round of %d pods: capacity-type skew %d", k, s)
-		}
-		if s := skewOver(c.counts(v1alpha1.LabelZone), "zone-1", "zone-2", "zone-3"); s > 2 {
-			t.Errorf("round of %d pods: zone skew %d", k, s)
-		}
-		if s := skewOver(c.counts(corev1.LabelHostname), hosts...); s > 3 {
-			t.Errorf("round of %d pods: hostname skew %d", k, s)
-		}
+	for _, tc := range []struct {
+		name    string
+		ng      *v1alpha1.NodeGroup
+		spreads []spread
+		rounds  []int
+	}{
+		{"zone and capacity type (Combined Zonal and Capacity Type Topology)", twoSpreadsGroup(),
+			[]spread{{v1alpha1.LabelCapacityType, 1}, {v1alpha1.LabelZone, 1}}, []int{2, 3, 3, 11}},
+		{"zone and capacity type, 13 pods at once", twoSpreadsGroup(), []spread{{v1alpha1.LabelCapacityType, 1}, {v1alpha1.LabelZone, 1}}, []int{13}},
+		{"zone and capacity type, 20 pods at once", twoSpreadsGroup(), []spread{{v1alpha1.LabelCapacityType, 1}, {v1alpha1.LabelZone, 1}}, []int{20}},
+		{"zone and capacity type, one pod a round", twoSpreadsGroup(),
+			[]spread{{v1alpha1.LabelCapacityType, 1}, {v1alpha1.LabelZone, 1}}, []int{1, 1, 1, 1, 1, 1, 1, 1}},
+		{"zone and hostname (Combined Hostname and Zonal Topology)", twoSpreadsGroup(),
+			[]spread{{v1alpha1.LabelZone, 1}, {corev1.LabelHostname, 3}}, []int{2, 3, 5, 11}},
+		{"capacity type and hostname (Combined Hostname and Zonal Topology)", twoSpreadsGroup(),
+			[]spread{{v1alpha1.LabelCapacityType, 1}, {corev1.LabelHostname, 3}}, []int{2, 3, 5, 11}},
+		{"capacity type, zone and hostname (Combined Hostname, Zonal, and Capacity Type Topology)", allPairs,
+			[]spread{{v1alpha1.LabelCapacityType, 1}, {v1alpha1.LabelZone, 2}, {corev1.LabelHostname, 3}},
+			[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []b.PodOption{b.CPU("100m"), b.Labels("app", "s")}
+			for _, sp := range tc.spreads {
+				opts = append(opts, b.Spread(sp.key, sp.skew, "app", "s"))
+			}
+			c := &cluster{ng: tc.ng}
+			for r, k := range tc.rounds {
+				plan := c.plan(t, r, replicas(fmt.Sprintf("r%d", r), k, opts...))
+				if len(plan.Unschedulable) > 0 {
+					t.Fatalf("round %d: %d of %d pods unschedulable (zones %v, capacity types %v): %s", r, len(plan.Unschedulable), k,
+						c.counts(v1alpha1.LabelZone), c.counts(v1alpha1.LabelCapacityType), plan.Unschedulable[0].Message)
+				}
+				var hosts []string
+				for _, n := range c.nodes {
+					hosts = append(hosts, n.Labels[corev1.LabelHostname])
+				}
+				domains := map[string][]string{v1alpha1.LabelZone: zones, v1alpha1.LabelCapacityType: {"spot", "on-demand"}, corev1.LabelHostname: hosts}
+				for _, sp := range tc.spreads {
+					if s := skewOver(c.counts(sp.key), domains[sp.key]...); s > int(sp.skew) {
+						t.Errorf("round %d: skew %d over %s (%v), above %d", r, s, sp.key, c.counts(sp.key), sp.skew)
+					}
+				}
+			}
+		})
 	}
 }
 
