@@ -27,6 +27,8 @@ var reviewed = []string{
 	"cluster core nodes/status: patch",                       // the BerthDisruption condition on berth's nodes (config/policy: marked nodes only)
 	"cluster core persistentvolumeclaims: get list watch",
 	"cluster core persistentvolumes: get list watch",
+	"cluster core limitranges: get list watch",                             // DaemonSet overhead: the container defaults a DaemonSet's first pods will get
+	"cluster node.k8s.io runtimeclasses: get list watch",                   // DaemonSet overhead: the pod overhead a DaemonSet's first pods will get
 	"cluster core pods: get list patch watch",                              // companion headroom: remove berth's scheduling gate from a workload and write its companion's size and share key; config/policy (berth-changes-only-its-part-of-pods) refuses any other change: no image, spec, other labels or annotations
 	"cluster core pods/status: patch",                                      // nominatedNodeName of pods berth launched a node for (config/policy: nothing else of the status or metadata)
 	"cluster core pods/eviction: create",                                   // scale-down drains through the Eviction API (PodDisruptionBudgets apply), never by deleting pods
