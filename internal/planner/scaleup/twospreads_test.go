@@ -13,17 +13,27 @@ import (
 )
 
 // cluster is what rounds of planning have made: the plan's new nodes
-// launched and every planned pod bound where the plan put it.
+// launched, still booting (berth's nominations decide where the pods go;
+// on a Ready node with room kube-scheduler binds a pod wherever its
+// filters pass, and berth plans as it does), and every planned pod bound
+// where the plan put it.
 type cluster struct {
 	ng    *v1alpha1.NodeGroup
+	other []*v1alpha1.NodeGroup // groups whose nodes the test keeps none of
 	nodes []*corev1.Node
 	bound []*corev1.Pod
+}
+
+// booting is n as a node launched and not Ready yet.
+func booting(n *corev1.Node) *corev1.Node {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	return n
 }
 
 // plan plans pending on the cluster, then launches and binds the plan.
 func (c *cluster) plan(t *testing.T, round int, pending []*corev1.Pod) *scaleup.Plan {
 	t.Helper()
-	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{c.ng}, Nodes: c.nodes, Pods: c.bound, Pending: pending})
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: append([]*v1alpha1.NodeGroup{c.ng}, c.other...), Nodes: c.nodes, Pods: c.bound, Pending: pending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +46,7 @@ func (c *cluster) plan(t *testing.T, round int, pending []*corev1.Pod) *scaleup.
 	}
 	for i, nn := range plan.NewNodes {
 		name := fmt.Sprintf("n-%d-%d", round, i)
-		c.nodes = append(c.nodes, groupNode(name, c.ng, nn.InstanceType, nn.Zone, v1alpha1.CapacityType(nn.CapacityType)))
+		c.nodes = append(c.nodes, booting(groupNode(name, c.ng, nn.InstanceType, nn.Zone, v1alpha1.CapacityType(nn.CapacityType))))
 		for _, pr := range nn.Pods {
 			c.bound = append(c.bound, boundTo(byName[pr.Name], name))
 		}
@@ -247,29 +257,76 @@ func spreadOf(v []int) int {
 	return hi - lo
 }
 
-// TestImprovingAPlanLeadsNoSpreadIntoADeadEnd: zones 1/1/1 with 1 spot
-// and 2 on-demand, node c (zone-3) full. The first pending pod must be
-// spot: on a (zone-1, spot, room). The second then goes to zone-2 or
-// zone-3; on b (zone-2, on-demand, room, free) it would make 2/2/1 with 3
-// on-demand, where a third pod must be zone-3 and spot: nowhere. The
-// plan must buy a zone-2 spot node instead, although the moves that
+// threeZones is zones 1/1/1 with 1 spot pod (on a, zone-1) and 2
+// on-demand (on b, zone-2, and c, zone-3, which is full), the nodes of
+// group g (twoSpreadsGroup, maxSize max), booting or Ready.
+func threeZones(max int32, ready bool) *cluster {
+	ng := twoSpreadsGroup()
+	ng.Spec.MaxSize = max
+	c := &cluster{ng: ng}
+	for _, n := range []struct{ name, zone string }{{"a", "zone-1"}, {"b", "zone-2"}, {"c", "zone-3"}} {
+		ct := v1alpha1.CapacityTypeOnDemand
+		if n.name == "a" {
+			ct = v1alpha1.CapacityTypeSpot
+		}
+		node := groupNode(n.name, ng, "m-1", n.zone, ct)
+		if !ready {
+			node = booting(node)
+		}
+		c.nodes = append(c.nodes, node)
+		c.bound = append(c.bound, boundTo(twoSpreadPods("x-"+n.name, 1, "400m")[0], n.name))
+	}
+	c.bound = append(c.bound, boundTo(b.Pod("filler", b.CPU("600m")), "c"))
+	return c
+}
+
+// TestImprovingAPlanLeadsNoSpreadIntoADeadEnd: threeZones, booting. The
+// first pending pod must be spot: on a. The second then goes to zone-2
+// or zone-3; on b (zone-2, on-demand, room, free) it would make 2/2/1
+// with 3 on-demand, where a third pod must be zone-3 and spot: nowhere.
+// The plan must buy a zone-2 spot node instead, although the moves that
 // improve a plan (here: emptying that node into b) would save its price,
 // and a later pod must then be planned.
 func TestImprovingAPlanLeadsNoSpreadIntoADeadEnd(t *testing.T) {
-	ng := b.NodeGroup("g", b.Size(0, 1000), b.InstanceType("m-1", "1", "4Gi",
-		b.Spot("zone-1", "0.03"), b.Spot("zone-2", "0.03"), b.OnDemand("zone-1", "0.10"), b.OnDemand("zone-2", "0.10"), b.OnDemand("zone-3", "0.10")))
-	spread := func(name string) *corev1.Pod { return twoSpreadPods(name, 1, "400m")[0] }
-	c := &cluster{ng: ng,
-		nodes: []*corev1.Node{groupNode("a", ng, "m-1", "zone-1", v1alpha1.CapacityTypeSpot),
-			groupNode("b", ng, "m-1", "zone-2", v1alpha1.CapacityTypeOnDemand), groupNode("c", ng, "m-1", "zone-3", v1alpha1.CapacityTypeOnDemand)},
-		bound: []*corev1.Pod{boundTo(spread("x-a"), "a"), boundTo(spread("x-b"), "b"), boundTo(spread("x-c"), "c"),
-			boundTo(b.Pod("filler", b.CPU("600m")), "c")}}
-	plan := c.plan(t, 1, []*corev1.Pod{spread("p-1"), spread("p-2")})
-	want := []string{"new zone-2/spot/m-1: p-2-1", "on a: p-1-1"}
+	c := threeZones(1000, false)
+	plan := c.plan(t, 1, twoSpreadPods("p", 2, "400m"))
+	want := []string{"new zone-2/spot/m-1: p-2", "on a: p-1"}
 	if got := summary(plan); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("planned %v, want %v", got, want)
 	}
-	if later := c.plan(t, 2, []*corev1.Pod{spread("p-3")}); len(later.Unschedulable) > 0 {
+	if later := c.plan(t, 2, twoSpreadPods("later", 1, "400m")); len(later.Unschedulable) > 0 {
 		t.Errorf("a later pod is unschedulable: %s", later.Unschedulable[0].Message)
+	}
+}
+
+// TestOnAReadyNodeTheSchedulerDecides: threeZones with its nodes Ready.
+// kube-scheduler binds the second pod to b, where it fits, whatever berth
+// would rather: berth plans it there too, and buys no node for it.
+func TestOnAReadyNodeTheSchedulerDecides(t *testing.T) {
+	plan := threeZones(1000, true).plan(t, 1, twoSpreadPods("p", 2, "400m"))
+	if want := []string{"on a: p-1", "on b: p-2"}; fmt.Sprint(summary(plan)) != fmt.Sprint(want) {
+		t.Errorf("planned %v, want %v", summary(plan), want)
+	}
+}
+
+// TestAPodThatWaitsComesBeforeRoomForOneThatMayCome: threeZones, booting,
+// in a group g of at most 4 nodes (one more) of 1 cpu only; another group offers
+// zone-3 on-demand, where a third spread pod could go. Besides the two
+// spread pods, a pod q of 700m selects g, of a lower priority (so that
+// every order of the planner places it last). Looking ahead, the second
+// spread pod would take g's last node (a zone-2 spot node) and leave q
+// nowhere; a plan that places every pod comes first: the spread pod goes
+// to b, and q gets the last node.
+func TestAPodThatWaitsComesBeforeRoomForOneThatMayCome(t *testing.T) {
+	c := threeZones(4, false)
+	c.ng.Spec.InstanceTypes = c.ng.Spec.InstanceTypes[:1] // m-1: q and a spread pod cannot share a node
+	c.other = []*v1alpha1.NodeGroup{b.NodeGroup("h", b.Size(0, 10), b.InstanceType("m-1", "1", "4Gi", b.OnDemand("zone-3", "0.50")))}
+	q := b.Pod("q", b.CPU("700m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "g"), b.Priority(-1))
+	plan := c.plan(t, 1, append(twoSpreadPods("p", 2, "400m"), q))
+	if len(plan.Unschedulable) > 0 {
+		t.Fatalf("%s is unschedulable: %s", plan.Unschedulable[0].Pod.Name, plan.Unschedulable[0].Message)
+	}
+	if want := []string{"new zone-1/spot/m-1: q", "on a: p-1", "on b: p-2"}; fmt.Sprint(summary(plan)) != fmt.Sprint(want) {
+		t.Errorf("planned %v, want %v", summary(plan), want)
 	}
 }

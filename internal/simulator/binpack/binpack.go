@@ -150,6 +150,12 @@ type packer struct {
 	// put one more pod (deadend.go).
 	hard            []*snapshot.Class
 	deadAfterGreedy map[*snapshot.Class]bool
+	// passed are the planned nodes placeAhead passes over for the pod it
+	// places (scanNodes skips them); noAhead turns placeAhead off.
+	passed  nodeSet
+	noAhead bool
+	// passedOver: placeAhead passed over a node or template this run.
+	passedOver bool
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
@@ -170,9 +176,8 @@ func Pack(in Input) (*Result, error) {
 	}
 	static := shapeFailures{}
 	order := bestOrder(in, pods, static)
-	p := newPacker(in, static)
+	p := pack(in, pods, order, static)
 	p.res.Invalid = invalid
-	p.run(pods, order)
 	return &p.res, nil
 }
 
@@ -239,7 +244,7 @@ const growLookahead = 4096
 // new node (addToNewNode); a pod with two spreads or more passes over
 // those that would leave the next pod of its class nowhere (placeAhead).
 func (p *packer) place(pod *snapshot.Pod) bool {
-	if hardSpreads(pod.Class) {
+	if hardSpreads(pod.Class) && !p.noAhead {
 		return p.placeAhead(pod)
 	}
 	return p.placeFirst(pod)
@@ -328,6 +333,10 @@ nodes:
 		}
 		if n.Planned && n.Unschedulable {
 			continue // dropped from the plan by improve
+		}
+		if p.passed.has(i) {
+			advancing = false // passed over for one pod only (placeAhead)
+			continue
 		}
 		if grow != nil && n.Flex != nil && !p.fitsCurrent(n, c) {
 			continue // looking for free room only

@@ -3,6 +3,7 @@ package binpack
 import (
 	"slices"
 
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -29,12 +30,15 @@ const aheadTries = 16
 // want another domain).
 func hardSpreads(c *snapshot.Class) bool { return len(c.Spread) >= 2 }
 
-// placeAhead is place for a class with hardSpreads (see above). It reports
-// false when the pod fits nowhere.
+// placeAhead is place for a class with hardSpreads (see above): a fit on
+// a node kube-scheduler may bind pods to now is taken as it is (the
+// scheduler binds the pod there, whatever berth plans), one on a node
+// still booting, planned this round or new (where berth's nomination
+// decides) only if one more pod of the class would still fit somewhere.
+// It reports false when the pod fits nowhere.
 func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 	c := pod.Class
-	unusable, cursor := p.unusable[c.ID].clone(), p.cursor[c.ID]
-	restore := func() { p.unusable[c.ID], p.cursor[c.ID] = unusable, cursor }
+	defer func() { p.passed = p.passed[:0] }()
 	var firstGrow *snapshot.Node
 	for range aheadTries {
 		fit, grow := p.scanNodes(c)
@@ -44,15 +48,12 @@ func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 		if fit == nil {
 			break
 		}
-		if !p.deadEndsOn(pod, fit, nil) {
-			restore()
+		if schedulerDecides(fit) || !p.deadEndsOn(pod, fit, nil) {
 			p.add(pod, fit)
 			return true
 		}
-		i := slices.Index(p.s.Nodes, fit)
-		p.unusable[c.ID] = p.unusable[c.ID].mark(i) // passed over for this pod only: restore
+		p.passed, p.passedOver = p.passed.mark(p.indexOf(fit)), true
 	}
-	restore()
 	if firstGrow != nil && p.growthRate(firstGrow, c) <= p.newNodeRate(c) && !p.deadEndsOn(pod, firstGrow, nil) {
 		p.add(pod, firstGrow)
 		return true
@@ -67,10 +68,29 @@ func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 			p.add(pod, p.open(t, opts).Node)
 			return true
 		}
-		skip[t] = true
+		skip[t], p.passedOver = true, true
 	}
 	// Every choice leads there: the pod goes where it would have.
+	p.passed = p.passed[:0]
 	return p.placeFirst(pod)
+}
+
+// schedulerDecides reports whether kube-scheduler may bind pods to node n
+// now: an existing node that is Ready and without the taints of one that
+// is not.
+func schedulerDecides(n *snapshot.Node) bool {
+	return !n.Planned && nodeutil.Schedulable(n.Node)
+}
+
+// indexOf is the index of node n in the snapshot's nodes, looked for from
+// the end, where the planned nodes placeAhead passes over most are.
+func (p *packer) indexOf(n *snapshot.Node) int {
+	for i := len(p.s.Nodes) - 1; i >= 0; i-- {
+		if p.s.Nodes[i] == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // deadEndsOn reports whether, with pod on node n (or, for n nil, on a new
@@ -92,7 +112,8 @@ func (p *packer) deadEndsOn(pod *snapshot.Pod, n *snapshot.Node, planned func() 
 
 // nextFits reports whether a pod of class c fits on a template that may
 // launch or on a node (existing, or planned and still in the plan, as it
-// is or grown).
+// is or grown). Nodes the class can never use (what scanNodes learnt:
+// they stay unusable while pods are only added) are skipped.
 func (p *packer) nextFits(c *snapshot.Class) bool {
 	for _, t := range p.in.Templates {
 		if p.s.TemplateAvailable(t.Node) {
@@ -101,15 +122,22 @@ func (p *packer) nextFits(c *snapshot.Class) bool {
 			}
 		}
 	}
-	for i := 0; i < len(p.s.Nodes); i++ {
-		if p.rooms && i%snapshot.RoomBlock == 0 {
-			if next := p.s.RoomFrom(i, &c.Base); next > i {
-				i = next - 1
+	unusable, static := p.unusable[c.ID], p.static[c.ID]
+	for i := p.cursor[c.ID]; i < len(p.s.Nodes); i++ {
+		if i%snapshot.RoomBlock == 0 {
+			if shapes := p.s.BlockShapes(i); shapes != nil && static.hasAll(shapes) {
+				i += snapshot.RoomBlock - 1
 				continue
+			}
+			if p.rooms {
+				if next := p.s.RoomFrom(i, &c.Base); next > i {
+					i = next - 1
+					continue
+				}
 			}
 		}
 		n := p.s.Nodes[i]
-		if n.Planned && n.Unschedulable {
+		if unusable.has(i) || (n.Shape != 0 && static.has(int(n.Shape))) || (n.Planned && n.Unschedulable) {
 			continue
 		}
 		if !predicates.Run(p.in.Filters, p.s, c, n).Failed() {
@@ -142,4 +170,41 @@ func (p *packer) deadEnded() map[*snapshot.Class]bool {
 		}
 	}
 	return out
+}
+
+// pack packs pods in order on the snapshot. A run with pods of a class
+// with hardSpreads that passed over a node or template and left pods out
+// is compared with a run that does not look ahead, and the one that
+// leaves fewer pods out is kept: room kept for a pod that may come must
+// not cost a pod that waits (the nodes opened instead of those passed
+// over can take a group to its maxSize).
+func pack(in Input, pods []*snapshot.Pod, order podOrder, static shapeFailures) *packer {
+	if len(hardClasses(pods)) == 0 {
+		p := newPacker(in, static)
+		p.run(pods, order)
+		return p
+	}
+	var p *packer
+	kept := false
+	_ = in.Snapshot.WithFork(func() (bool, error) {
+		p = newPacker(in, static)
+		p.run(pods, order)
+		kept = len(p.res.Unplaced) == 0 || !p.passedOver
+		return kept, nil
+	})
+	if kept {
+		return p
+	}
+	ahead, without := len(p.res.Unplaced), 0
+	_ = in.Snapshot.WithFork(func() (bool, error) {
+		q := newPacker(in, static)
+		q.noAhead = true
+		q.run(pods, order)
+		without = len(q.res.Unplaced)
+		return false, nil
+	})
+	p = newPacker(in, static)
+	p.noAhead = without < ahead
+	p.run(pods, order)
+	return p
 }
