@@ -403,9 +403,12 @@ func (s *Scenario) reserveDaemonSets() []*appsv1.DaemonSet {
 func limitRangeValid(items []corev1.LimitRangeItem) error {
 	var errs []error
 	for i, it := range items {
-		for field, rl := range map[string]corev1.ResourceList{"default": it.Default, "defaultRequest": it.DefaultRequest,
-			"max": it.Max, "min": it.Min, "maxLimitRequestRatio": it.MaxLimitRequestRatio} {
-			errs = append(errs, quantity.Negative(fmt.Sprintf("spec.limits[%d].%s", i, field), rl))
+		for _, f := range []struct {
+			name string
+			rl   corev1.ResourceList
+		}{{"default", it.Default}, {"defaultRequest", it.DefaultRequest}, {"max", it.Max}, {"min", it.Min},
+			{"maxLimitRequestRatio", it.MaxLimitRequestRatio}} {
+			errs = append(errs, quantity.Negative(fmt.Sprintf("spec.limits[%d].%s", i, f.name), f.rl))
 		}
 	}
 	return errors.Join(errs...)

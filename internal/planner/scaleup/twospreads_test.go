@@ -12,6 +12,23 @@ import (
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
+// twoSpreadsGroup offers spot in zone-1 and zone-2 and on-demand in all
+// three zones (Karpenter's test offerings), as 1-cpu and 4-cpu types.
+func twoSpreadsGroup() *v1alpha1.NodeGroup {
+	return b.NodeGroup("g", b.Size(0, 1000),
+		b.InstanceType("m-1", "1", "4Gi", b.Spot("zone-1", "0.03"), b.Spot("zone-2", "0.03"),
+			b.OnDemand("zone-1", "0.10"), b.OnDemand("zone-2", "0.10"), b.OnDemand("zone-3", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.Spot("zone-1", "0.12"), b.Spot("zone-2", "0.12"),
+			b.OnDemand("zone-1", "0.40"), b.OnDemand("zone-2", "0.40"), b.OnDemand("zone-3", "0.40")))
+}
+
+// twoSpreadPods are n pods prefix-1.. of cpu with app=s and a zone and a
+// capacity-type DoNotSchedule spread of skew 1 over app=s.
+func twoSpreadPods(prefix string, n int, cpu string) []*corev1.Pod {
+	return replicas(prefix, n, b.CPU(cpu), b.Labels("app", "s"),
+		b.Spread(v1alpha1.LabelCapacityType, 1, "app", "s"), b.Spread(v1alpha1.LabelZone, 1, "app", "s"))
+}
+
 // cluster is what rounds of planning have made: the plan's new nodes
 // launched, still booting (berth's nominations decide where the pods go;
 // on a Ready node with room kube-scheduler binds a pod wherever its

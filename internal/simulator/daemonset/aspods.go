@@ -151,7 +151,8 @@ func (a Admission) admit(spec *corev1.PodSpec, ns string) bool {
 // a pod in n (For) is replaced by a copy whose template's spec is that
 // pod's, but for what the DaemonSet controller writes into each pod for
 // its node (the node name, and the required node affinity it replaces by
-// the node's name: the template's affinity is kept) and what a pod gets
+// the node's name: the template's affinity is kept, and its tolerations,
+// by which the controller chooses the nodes) and what a pod gets
 // after it is made (ephemeral containers; scheduling gates, which only
 // the admission of a new pod sets). A DaemonSet without such a pod is
 // read from its template as the API server will admit its pods (adm).
@@ -170,6 +171,9 @@ func AsRun(dss []*appsv1.DaemonSet, n Newest, adm Admission) []*appsv1.DaemonSet
 			spec = p.Spec.DeepCopy()
 			spec.NodeName = ""
 			spec.Affinity = ds.Spec.Template.Spec.Affinity.DeepCopy()
+			// The controller chooses nodes by the template's tolerations
+			// (Pods adds its own); admission's come after.
+			spec.Tolerations = slices.Clone(ds.Spec.Template.Spec.Tolerations)
 			// What a pod gets after it is made, and a template may not have.
 			spec.EphemeralContainers, spec.SchedulingGates = nil, nil
 		} else if spec = ds.Spec.Template.Spec.DeepCopy(); !adm.admit(spec, ds.Namespace) {

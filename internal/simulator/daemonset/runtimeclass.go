@@ -10,12 +10,15 @@ import (
 )
 
 // withRuntimeClass gives spec what the RuntimeClass admission plugin
-// gives a pod of the RuntimeClass it names among rcs: the class's pod
-// overhead, its scheduling node selector and tolerations. It reports
-// whether it changed anything. A pod the plugin would refuse (no such
-// class, an overhead or node selector of its own that differs) is left
-// as it is: the DaemonSet controller makes no pod of it, and berth keeps
-// reading its template.
+// gives a pod of the RuntimeClass it names among rcs and that decides
+// where the DaemonSet's pod holds room: the class's pod overhead and its
+// scheduling node selector (a pod admitted on a node the selector does
+// not match stays pending there, holding nothing). The class's
+// tolerations are left out: the DaemonSet controller chooses the nodes
+// it makes pods for by the template's tolerations and its own, before
+// admission adds any. It reports whether it changed anything. A pod the
+// plugin would refuse (no such class, an overhead or node selector of its
+// own that differs) is never made, and is left as it is.
 func withRuntimeClass(spec *corev1.PodSpec, rcs []*nodev1.RuntimeClass) bool {
 	if spec.RuntimeClassName == nil {
 		return false
@@ -25,26 +28,21 @@ func withRuntimeClass(spec *corev1.PodSpec, rcs []*nodev1.RuntimeClass) bool {
 		return false
 	}
 	rc := rcs[i]
-	var overhead corev1.ResourceList
-	if rc.Overhead != nil && len(rc.Overhead.PodFixed) > 0 {
-		overhead = rc.Overhead.PodFixed
-		if len(spec.Overhead) > 0 && !sameList(spec.Overhead, overhead) {
+	if rc.Overhead != nil && len(spec.Overhead) > 0 && !sameList(spec.Overhead, rc.Overhead.PodFixed) {
+		return false
+	}
+	var selector map[string]string
+	if rc.Scheduling != nil {
+		selector = rc.Scheduling.NodeSelector
+	}
+	for k, v := range selector {
+		if have, ok := spec.NodeSelector[k]; ok && have != v {
 			return false
 		}
 	}
-	var selector map[string]string
-	var tolerations []corev1.Toleration
-	if rc.Scheduling != nil {
-		selector, tolerations = rc.Scheduling.NodeSelector, rc.Scheduling.Tolerations
-		for k, v := range selector {
-			if have, ok := spec.NodeSelector[k]; ok && have != v {
-				return false
-			}
-		}
-	}
 	changed := false
-	if overhead != nil && len(spec.Overhead) == 0 {
-		spec.Overhead, changed = overhead.DeepCopy(), true
+	if rc.Overhead != nil && len(rc.Overhead.PodFixed) > 0 && len(spec.Overhead) == 0 {
+		spec.Overhead, changed = rc.Overhead.PodFixed.DeepCopy(), true
 	}
 	for k, v := range selector {
 		if _, ok := spec.NodeSelector[k]; !ok {
@@ -52,11 +50,6 @@ func withRuntimeClass(spec *corev1.PodSpec, rcs []*nodev1.RuntimeClass) bool {
 				spec.NodeSelector = map[string]string{}
 			}
 			spec.NodeSelector[k], changed = v, true
-		}
-	}
-	for _, t := range tolerations {
-		if !slices.ContainsFunc(spec.Tolerations, func(have corev1.Toleration) bool { return have.MatchToleration(&t) }) {
-			spec.Tolerations, changed = append(spec.Tolerations, t), true
 		}
 	}
 	return changed
