@@ -192,8 +192,8 @@ func AsRun(dss []*appsv1.DaemonSet, n Newest, adm Admission) []*appsv1.DaemonSet
 }
 
 // holdsKey names what a DaemonSet's pod holds on a node (its requests
-// and host ports) and where it runs (its tolerations and node selector,
-// which the pod may have beyond its template).
+// and host ports) and where it runs (its tolerations, and its node
+// selector, which admission may have added to its template's).
 func holdsKey(d Pod) string {
 	names := slices.Sorted(maps.Keys(d.List))
 	var b strings.Builder
