@@ -87,10 +87,7 @@ func daemonSetPodsSayTheOverhead(t *testing.T, informers bool) {
 func (f *fixture) daemonSetAdmittedWith1500m() {
 	f.t.Helper()
 	ctx := context.Background()
-	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: f.ns}, Spec: corev1.LimitRangeSpec{
-		Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
-			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}
-	if err := env.Client.Create(ctx, lr); err != nil {
+	if err := env.Client.Create(ctx, f.defaults1500m()); err != nil {
 		f.t.Fatal(err)
 	}
 	ng := &v1alpha1.NodeGroup{}
@@ -103,13 +100,7 @@ func (f *fixture) daemonSetAdmittedWith1500m() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	labels := map[string]string{"app": "agent"}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
-			Containers:   []corev1.Container{{Name: "agent", Image: "agent"}}}}}}
-	if err := env.Client.Create(ctx, ds); err != nil {
+	if err := env.Client.Create(ctx, f.agent()); err != nil {
 		f.t.Fatal(err)
 	}
 	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -167,16 +158,7 @@ func TestADaemonSetOnNoNodeYetHoldsWhatItsLimitRangeGives(t *testing.T) {
 		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.16")),
 		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
-	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: f.ns}, Spec: corev1.LimitRangeSpec{
-		Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
-			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}
-	labels := map[string]string{"app": "agent"}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
-			Containers:   []corev1.Container{{Name: "agent", Image: "agent"}}}}}}
-	for _, o := range []client.Object{lr, ds} {
+	for _, o := range []client.Object{f.defaults1500m(), f.agent()} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -195,4 +177,23 @@ func TestADaemonSetOnNoNodeYetHoldsWhatItsLimitRangeGives(t *testing.T) {
 	if len(types) != 1 || types[0] != "m-4" {
 		t.Errorf("launched %v, want one m-4: an m-2 has 500m beside the DaemonSet's first pod", types)
 	}
+}
+
+// defaults1500m is a LimitRange of the fixture's namespace that gives
+// 1500m of cpu to a container that asks for none.
+func (f *fixture) defaults1500m() *corev1.LimitRange {
+	return &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: f.ns}, Spec: corev1.LimitRangeSpec{
+		Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}
+}
+
+// agent is a DaemonSet of the fixture's namespace that asks for nothing
+// and runs on the group's nodes.
+func (f *fixture) agent() *appsv1.DaemonSet {
+	labels := map[string]string{"app": "agent"}
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
+			Containers:   []corev1.Container{{Name: "agent", Image: "agent"}}}}}}
 }

@@ -406,9 +406,6 @@ func (s nodeSet) mark(i int) nodeSet {
 	return s
 }
 
-// clone is a copy of s that mark on either does not change for the other.
-func (s nodeSet) clone() nodeSet { return slices.Clone(s) }
-
 // truncate removes the nodes at index n and beyond.
 func (s nodeSet) truncate(n int) nodeSet {
 	if w := n / 64; w < len(s) {
