@@ -14,12 +14,15 @@ import (
 // capacity-type spread where one zone offers on-demand only can reach
 // counts where the next pod must go to that zone and must be spot, which
 // nothing offers. Pods of such a class are therefore placed looking one
-// pod ahead: a node (existing, planned or new) after which no node and no
-// template would take one more pod of the class is passed over while
-// another takes the pod; when every one would, the pod goes where it
-// would have gone. The moves that improve the plan afterwards (holds)
-// and the exact search keep no plan that leaves a class with nowhere to
-// go where the greedy plan did not.
+// pod ahead on the nodes where berth's nomination decides (booting,
+// planned or new; on a Ready node kube-scheduler binds the pod whatever
+// berth plans): such a node after which no node and no template would
+// take one more pod of the class is passed over while another takes the
+// pod; when every one would, the pod goes where it would have gone. The
+// moves that improve the plan afterwards (holds) and the exact search
+// keep no plan that leaves a class with nowhere to go where the greedy
+// plan did not, and a packing that looked ahead and left pods out gives
+// way to one that did not if it leaves fewer out (pack).
 
 // aheadTries bounds the nodes of free room one pod passes over before it
 // gives up looking ahead.
