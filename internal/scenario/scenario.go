@@ -51,9 +51,9 @@ type Scenario struct {
 	// the planner reads them for DaemonSets without a pod
 	// (daemonset.AsRun).
 	LimitRanges []*corev1.LimitRange
-	// RuntimeClasses give the pods that name them an overhead, a node
-	// selector and tolerations; the planner reads them for DaemonSets
-	// without a pod, as LimitRanges.
+	// RuntimeClasses give the pods that name them an overhead and a node
+	// selector; the planner reads them for DaemonSets without a pod, as
+	// LimitRanges.
 	RuntimeClasses []*nodev1.RuntimeClass
 	// DRA are the resource.k8s.io/v1 objects (DeviceClasses,
 	// ResourceClaims, ResourceClaimTemplates, ResourceSlices) and the

@@ -29,8 +29,8 @@ import (
 // from its template with what admission gives its pods; its value names
 // what the pod holds on a node (its requests and host ports), so that
 // what is kept from round to round for the DaemonSet's generation is not
-// kept past a change of its pods or of its namespace's LimitRanges. It
-// is never written to the API server.
+// kept past a change of its pods, of its namespace's LimitRanges or of
+// its RuntimeClass. It is never written to the API server.
 const AnnotationAsRun = "berth.dev/daemonset-as-run"
 
 // Newest is the newest pod of each DaemonSet (by the DaemonSet's UID) for
@@ -127,9 +127,9 @@ func (n Newest) Clone() Newest {
 // Admission is what the API server's admission gives a DaemonSet's pods
 // that its template does not say and that berth can know before a pod
 // exists: the container defaults of the namespace's LimitRanges (the
-// LimitRanger plugin) and the overhead and scheduling of the RuntimeClass
-// the pods name (the RuntimeClass plugin). A mutating webhook's changes
-// cannot be known before a pod exists.
+// LimitRanger plugin) and the overhead and node selector of the
+// RuntimeClass the pods name (the RuntimeClass plugin). A mutating
+// webhook's changes cannot be known before a pod exists.
 type Admission struct {
 	LimitRanges    []*corev1.LimitRange
 	RuntimeClasses []*nodev1.RuntimeClass
