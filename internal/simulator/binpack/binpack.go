@@ -156,6 +156,8 @@ type packer struct {
 	noAhead bool
 	// passedOver: placeAhead passed over a node or template this run.
 	passedOver bool
+	// fitAt is the index of the node scanNodes last found a fit on.
+	fitAt int
 }
 
 // Pack places the pending pods. The snapshot is changed: placed pods and
@@ -355,6 +357,7 @@ nodes:
 				}
 				continue
 			}
+			p.fitAt = i
 			return n, nil
 		}
 		if st.Static && n.Shape != 0 && !c.NamesNodes {

@@ -51,13 +51,14 @@ func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 		if fit == nil {
 			break
 		}
-		if schedulerDecides(fit) || !p.deadEndsOn(pod, fit, nil) {
+		at := p.fitAt
+		if schedulerDecides(fit) || !p.deadEndsOn(pod, fit, at, nil) {
 			p.add(pod, fit)
 			return true
 		}
-		p.passed, p.passedOver = p.passed.mark(p.indexOf(fit)), true
+		p.passed, p.passedOver = p.passed.mark(at), true
 	}
-	if firstGrow != nil && p.growthRate(firstGrow, c) <= p.newNodeRate(c) && !p.deadEndsOn(pod, firstGrow, nil) {
+	if firstGrow != nil && p.growthRate(firstGrow, c) <= p.newNodeRate(c) && !p.deadEndsOn(pod, firstGrow, p.cursor[c.ID], nil) {
 		p.add(pod, firstGrow)
 		return true
 	}
@@ -67,7 +68,7 @@ func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 		if t == nil {
 			break
 		}
-		if !p.deadEndsOn(pod, nil, func() *snapshot.Node { return p.plannedNode(t, opts, 1) }) {
+		if !p.deadEndsOn(pod, nil, len(p.s.Nodes), func() *snapshot.Node { return p.plannedNode(t, opts, 1) }) {
 			p.add(pod, p.open(t, opts).Node)
 			return true
 		}
@@ -85,21 +86,11 @@ func schedulerDecides(n *snapshot.Node) bool {
 	return !n.Planned && nodeutil.Schedulable(n.Node)
 }
 
-// indexOf is the index of node n in the snapshot's nodes, looked for from
-// the end, where the planned nodes placeAhead passes over most are.
-func (p *packer) indexOf(n *snapshot.Node) int {
-	for i := len(p.s.Nodes) - 1; i >= 0; i-- {
-		if p.s.Nodes[i] == n {
-			return i
-		}
-	}
-	return -1
-}
-
 // deadEndsOn reports whether, with pod on node n (or, for n nil, on a new
 // node made by planned), no node and no template would take one more pod
-// of its class. The snapshot is left as it was.
-func (p *packer) deadEndsOn(pod *snapshot.Pod, n *snapshot.Node, planned func() *snapshot.Node) bool {
+// of its class; from is where to look for a node first (nextFits). The
+// snapshot is left as it was.
+func (p *packer) deadEndsOn(pod *snapshot.Pod, n *snapshot.Node, from int, planned func() *snapshot.Node) bool {
 	dead := false
 	_ = p.s.WithFork(func() (bool, error) {
 		if n == nil {
@@ -107,7 +98,7 @@ func (p *packer) deadEndsOn(pod *snapshot.Pod, n *snapshot.Node, planned func() 
 			p.s.AddNode(n)
 		}
 		p.s.AddPod(pod, n)
-		dead = !p.nextFits(pod.Class)
+		dead = !p.nextFits(pod.Class, from)
 		return false, nil
 	})
 	return dead
@@ -116,8 +107,11 @@ func (p *packer) deadEndsOn(pod *snapshot.Pod, n *snapshot.Node, planned func() 
 // nextFits reports whether a pod of class c fits on a template that may
 // launch or on a node (existing, or planned and still in the plan, as it
 // is or grown). Nodes the class can never use (what scanNodes learnt:
-// they stay unusable while pods are only added) are skipped.
-func (p *packer) nextFits(c *snapshot.Class) bool {
+// they stay unusable while pods are only added) are skipped. The nodes
+// are looked at from index from (where the pod before went: the next one
+// most often fits there or soon after) to the end, then from the class's
+// cursor: the answer is the same, found sooner.
+func (p *packer) nextFits(c *snapshot.Class, from int) bool {
 	for _, t := range p.in.Templates {
 		if p.s.TemplateAvailable(t.Node) {
 			if _, st := p.fit(c, t); !st.Failed() {
@@ -125,8 +119,16 @@ func (p *packer) nextFits(c *snapshot.Class) bool {
 			}
 		}
 	}
+	cursor := p.cursor[c.ID]
+	from = max(from, cursor)
+	return p.fitsBetween(c, from, len(p.s.Nodes)) || p.fitsBetween(c, cursor, from)
+}
+
+// fitsBetween reports whether a pod of class c fits on a node of index
+// lo to hi (not included), skipping those the class can never use.
+func (p *packer) fitsBetween(c *snapshot.Class, lo, hi int) bool {
 	unusable, static := p.unusable[c.ID], p.static[c.ID]
-	for i := p.cursor[c.ID]; i < len(p.s.Nodes); i++ {
+	for i := lo; i < hi; i++ {
 		if i%snapshot.RoomBlock == 0 {
 			if shapes := p.s.BlockShapes(i); shapes != nil && static.hasAll(shapes) {
 				i += snapshot.RoomBlock - 1
@@ -165,7 +167,7 @@ func hardClasses(pods []*snapshot.Pod) []*snapshot.Class {
 func (p *packer) deadEnded() map[*snapshot.Class]bool {
 	var out map[*snapshot.Class]bool
 	for _, c := range p.hard {
-		if !p.nextFits(c) {
+		if !p.nextFits(c, 0) {
 			if out == nil {
 				out = map[*snapshot.Class]bool{}
 			}

@@ -26,7 +26,7 @@ func (p *packer) holds() bool {
 		}
 	}
 	for _, c := range p.hard {
-		if !p.deadAfterGreedy[c] && !p.nextFits(c) {
+		if !p.deadAfterGreedy[c] && !p.nextFits(c, 0) {
 			return false
 		}
 	}
