@@ -61,19 +61,7 @@ func daemonSetPodsSayTheOverhead(t *testing.T, informers bool) {
 				}
 				return
 			}
-			f.runAsTheController(ctx)
-			f.pods(1, b.CPU("1"))
-			var types []string
-			expect.Eventually(t, 45*time.Second, func(ctx context.Context) (bool, string, error) {
-				types = nil
-				for _, n := range f.nodes() {
-					if !n.Spec.Unschedulable {
-						types = append(types, n.Labels[corev1.LabelInstanceTypeStable])
-					}
-				}
-				return len(types) > 0, "no node launched yet", nil
-			})
-			if len(types) != 1 || types[0] != "m-4" {
+			if types := f.launchedForOneCPU(ctx); len(types) != 1 || types[0] != "m-4" {
 				t.Errorf("launched %v, want one m-4: an m-2 has 500m beside the DaemonSet's pod", types)
 			}
 		}
@@ -164,17 +152,7 @@ func TestADaemonSetOnNoNodeYetHoldsWhatItsLimitRangeGives(t *testing.T) {
 		}
 	}
 	t.Cleanup(f.deletePods) // before the namespace: later tests count the pending pods of the cluster
-	f.runAsTheController(ctx)
-	f.pods(1, b.CPU("1"))
-	var types []string
-	expect.Eventually(t, 45*time.Second, func(ctx context.Context) (bool, string, error) {
-		types = nil
-		for _, n := range f.nodes() {
-			types = append(types, n.Labels[corev1.LabelInstanceTypeStable])
-		}
-		return len(types) > 0, "no node launched yet", nil
-	})
-	if len(types) != 1 || types[0] != "m-4" {
+	if types := f.launchedForOneCPU(ctx); len(types) != 1 || types[0] != "m-4" {
 		t.Errorf("launched %v, want one m-4: an m-2 has 500m beside the DaemonSet's first pod", types)
 	}
 }
@@ -196,4 +174,24 @@ func (f *fixture) agent() *appsv1.DaemonSet {
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group},
 			Containers:   []corev1.Container{{Name: "agent", Image: "agent"}}}}}}
+}
+
+// launchedForOneCPU runs the provisioner as the controller runs it,
+// creates a pending pod of 1 cpu, and returns the instance types of the
+// group's nodes not cordoned once one is launched.
+func (f *fixture) launchedForOneCPU(ctx context.Context) []string {
+	f.t.Helper()
+	f.runAsTheController(ctx)
+	f.pods(1, b.CPU("1"))
+	var types []string
+	expect.Eventually(f.t, 45*time.Second, func(ctx context.Context) (bool, string, error) {
+		types = nil
+		for _, n := range f.nodes() {
+			if !n.Spec.Unschedulable {
+				types = append(types, n.Labels[corev1.LabelInstanceTypeStable])
+			}
+		}
+		return len(types) > 0, "no node launched yet", nil
+	})
+	return types
 }
