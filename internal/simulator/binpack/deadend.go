@@ -120,7 +120,7 @@ func (p *packer) nextFits(c *snapshot.Class, from int) bool {
 		}
 	}
 	cursor := p.cursor[c.ID]
-	from = max(from, cursor)
+	from = min(max(from, cursor), len(p.s.Nodes))
 	return p.fitsBetween(c, from, len(p.s.Nodes)) || p.fitsBetween(c, cursor, from)
 }
 
