@@ -78,22 +78,18 @@ func (d containerDefaults) apply(spec *corev1.PodSpec) bool {
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for i := range cs {
 			r := &cs[i].Resources
-			for _, set := range []struct {
-				list *corev1.ResourceList
-				from corev1.ResourceList
-			}{{&r.Limits, d.limits}, {&r.Requests, d.requests}} {
-				for name := range set.from {
-					if _, ok := (*set.list)[name]; ok {
-						continue
-					}
-					if *set.list == nil {
-						*set.list = corev1.ResourceList{}
-					}
-					(*set.list)[name] = set.from[name].DeepCopy()
-					changed = true
-				}
-			}
+			had := len(r.Limits) + len(r.Requests)
+			r.Limits, r.Requests = fillMade(r.Limits, d.limits), fillMade(r.Requests, d.requests)
+			changed = changed || len(r.Limits)+len(r.Requests) != had
 		}
 	}
 	return changed
+}
+
+// fillMade is fill on dst, made first when it is nil and src has any.
+func fillMade(dst, src corev1.ResourceList) corev1.ResourceList {
+	if dst == nil && len(src) > 0 {
+		dst = corev1.ResourceList{}
+	}
+	return fill(dst, src)
 }
