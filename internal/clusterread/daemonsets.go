@@ -15,9 +15,12 @@ import (
 // DaemonSetsAsRun is dss as their pods run (daemonset.AsRun), for a
 // reader that does not read every pod: it lists the pods of the
 // DaemonSets' namespaces only, their LimitRanges and the RuntimeClasses,
-// from c (the manager's cache, not copied).
+// from c (the manager's cache, not copied); with no DaemonSet, nothing.
 // dss is not changed.
 func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonSet) ([]*appsv1.DaemonSet, error) {
+	if len(dss) == 0 {
+		return nil, nil
+	}
 	newest := daemonset.Newest{}
 	var adm daemonset.Admission
 	rcs := &nodev1.RuntimeClassList{}
