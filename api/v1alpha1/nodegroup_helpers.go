@@ -23,13 +23,20 @@ import (
 // still set beside them. The planner's templates and the cloud providers
 // both use it, so that what berth plans for is what it launches. The
 // hostname label is added by whoever names the node.
+//
+// The operating system is the template's kubernetes.io/os (a group of
+// Windows nodes says windows there), linux when it does not say: the
+// kubelet registers the label from the machine, and an instance type has
+// no field for it. The architecture is the instance type's.
 func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string {
 	l := make(map[string]string, len(ng.Spec.Template.Labels)+11)
 	for k, v := range ng.Spec.Template.Labels {
 		l[k] = string(v)
 	}
 	l[LabelNodeGroup] = ng.Name
-	l[LabelOS] = "linux"
+	if l[LabelOS] == "" {
+		l[LabelOS] = "linux"
+	}
 	l[LabelZone] = o.Zone
 	l[LabelInstanceType] = it.Name
 	l[LabelCapacityType] = string(o.CapacityType)

@@ -152,10 +152,16 @@ type NodeTemplate struct {
 	// valid label keys and values, and must not be one of the labels berth
 	// sets itself (berth.dev/nodegroup, berth.dev/capacity-type,
 	// berth.dev/initialized, kubernetes.io/hostname,
-	// node.kubernetes.io/instance-type, topology.kubernetes.io/zone).
+	// node.kubernetes.io/instance-type, topology.kubernetes.io/zone,
+	// kubernetes.io/arch, which is the instance type's architecture, and
+	// the deprecated beta names of the well-known labels, which follow
+	// theirs). kubernetes.io/os says which operating system the group's
+	// nodes run (linux when it is not set), as their kubelets will label
+	// them.
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="label keys must be qualified names: an optional DNS subdomain prefix and '/', then at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['berth.dev/nodegroup', 'berth.dev/capacity-type', 'berth.dev/initialized', 'kubernetes.io/hostname', 'node.kubernetes.io/instance-type', 'topology.kubernetes.io/zone']))",message="labels must not set a label berth sets on every node itself (node group, capacity type, initialized, hostname, instance type, zone)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['kubernetes.io/arch', 'beta.kubernetes.io/arch', 'beta.kubernetes.io/os', 'beta.kubernetes.io/instance-type', 'failure-domain.beta.kubernetes.io/zone']))",message="labels must not set kubernetes.io/arch (set instanceTypes[].architecture) nor a deprecated beta label (berth sets each from its well-known label)"
 	// +optional
 	Labels map[string]LabelValue `json:"labels,omitempty"`
 

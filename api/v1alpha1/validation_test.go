@@ -46,6 +46,10 @@ func TestNodeGroupValidation(t *testing.T) {
 			),
 		},
 		{
+			name: "a group of Windows nodes, saying so by the operating system label, is accepted",
+			ng:   builders.NodeGroup("valid-windows", builders.TemplateLabel("kubernetes.io/os", "windows")),
+		},
+		{
 			name: "an instance type with the devices of a DRA driver is accepted",
 			ng: builders.NodeGroup("valid-devices",
 				builders.InstanceType("gpu-2", "8", "32Gi", builders.OnDemand("zone-a", "2")),
@@ -190,6 +194,16 @@ func TestNodeGroupValidation(t *testing.T) {
 			name:    "a template label that berth sets itself is rejected",
 			ng:      builders.NodeGroup("reserved-label", builders.TemplateLabel("berth.dev/nodegroup", "other")),
 			wantErr: []string{"spec.template.labels", "must not set a label berth sets"},
+		},
+		{
+			name:    "a template label of the architecture is rejected pointing at the instance type's field",
+			ng:      builders.NodeGroup("arch-label", builders.TemplateLabel("kubernetes.io/arch", "arm64")),
+			wantErr: []string{"spec.template.labels", "must not set kubernetes.io/arch (set instanceTypes[].architecture)"},
+		},
+		{
+			name:    "a template label of a deprecated beta name is rejected",
+			ng:      builders.NodeGroup("beta-label", builders.TemplateLabel("beta.kubernetes.io/os", "windows")),
+			wantErr: []string{"spec.template.labels", "nor a deprecated beta label"},
 		},
 		{
 			name:    "a taint key that is not a qualified name is rejected naming the key",

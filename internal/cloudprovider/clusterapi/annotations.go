@@ -185,7 +185,8 @@ func parseTaints(v string) ([]corev1.Taint, error) {
 // Apply narrows the group's size bounds to the annotated ones and lets
 // the annotated capacity, labels and taints describe its (single)
 // instance type and template. It changes ng in place: pass a copy.
-// Labels berth sets itself are not taken from the annotation.
+// Labels berth sets itself are not taken from the annotation;
+// kubernetes.io/arch is the instance type's architecture.
 func (t Template) Apply(ng *v1alpha1.NodeGroup) {
 	if t.MinSize != nil && *t.MinSize > ng.Spec.MinSize {
 		ng.Spec.MinSize = *t.MinSize
@@ -206,6 +207,12 @@ func (t Template) Apply(ng *v1alpha1.NodeGroup) {
 		}
 	}
 	for k, v := range t.Labels {
+		if k == v1alpha1.LabelArch { // the machines' architecture: the type's field, which NodeLabels reads
+			for i := range ng.Spec.InstanceTypes {
+				ng.Spec.InstanceTypes[i].Architecture = v
+			}
+			continue
+		}
 		if reservedLabels[k] {
 			continue
 		}
@@ -222,10 +229,13 @@ func (t Template) Apply(ng *v1alpha1.NodeGroup) {
 }
 
 // reservedLabels are set by berth on every node of a group, from the
-// group itself; an annotation cannot change them.
+// group itself (the deprecated beta names from their well-known labels);
+// an annotation cannot change them. kubernetes.io/os is the template's,
+// so an annotation says it (Windows machines).
 var reservedLabels = map[string]bool{
 	v1alpha1.LabelNodeGroup: true, v1alpha1.LabelCapacityType: true, v1alpha1.LabelInitialized: true,
 	v1alpha1.LabelHostname: true, v1alpha1.LabelInstanceType: true, v1alpha1.LabelZone: true,
+	v1alpha1.LabelOSBeta: true, v1alpha1.LabelArchBeta: true, v1alpha1.LabelInstanceTypeBeta: true, v1alpha1.LabelZoneBeta: true,
 }
 
 func hasTaint(ts []v1alpha1.NodeTaint, t corev1.Taint) bool {

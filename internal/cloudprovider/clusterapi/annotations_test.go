@@ -160,3 +160,28 @@ func TestTemplateApply(t *testing.T) {
 		})
 	}
 }
+
+// TestAnnotatedOSAndArchitectureLabelTheNodes: the labels annotation of
+// a MachineDeployment of Windows arm64 machines makes the group's nodes
+// (planned from zero and launched) carry windows and arm64, under the
+// well-known names and the beta ones beside them, whatever beta labels
+// the annotation gives.
+func TestAnnotatedOSAndArchitectureLabelTheNodes(t *testing.T) {
+	tmpl, err := ParseAnnotations(map[string]string{AnnotationCPU: "4", AnnotationMemory: "16Gi",
+		AnnotationLabels: "kubernetes.io/os=windows,kubernetes.io/arch=arm64,beta.kubernetes.io/os=linux,beta.kubernetes.io/arch=amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng := builders.NodeGroup("g")
+	tmpl.Apply(ng)
+	it := &ng.Spec.InstanceTypes[0]
+	l := ng.NodeLabels(it, &it.Offerings[0])
+	got := map[string]string{}
+	for _, k := range []string{v1alpha1.LabelOS, v1alpha1.LabelOSBeta, v1alpha1.LabelArch, v1alpha1.LabelArchBeta} {
+		got[k] = l[k]
+	}
+	want := map[string]string{v1alpha1.LabelOS: "windows", v1alpha1.LabelOSBeta: "windows", v1alpha1.LabelArch: "arm64", v1alpha1.LabelArchBeta: "arm64"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node labels (-want +got):\n%s", diff)
+	}
+}

@@ -127,6 +127,36 @@ func TestANodeTypeIsOneItsDaemonSetsFit(t *testing.T) {
 	}
 }
 
+// TestAGroupOfWindowsNodesSaysSoByItsOSLabel (Karpenter's "pod os =
+// windows" instance-selection case): a group whose template labels its
+// nodes kubernetes.io/os=windows, as their kubelets will, takes the pods
+// selecting windows, and a pod selecting linux never gets its cheaper
+// nodes; a DaemonSet that selects linux nodes (kube-proxy) asks nothing of
+// a Windows node. The planner labelled every node linux: the Windows pod
+// waited, the linux pod got a node it can never run on.
+func TestAGroupOfWindowsNodesSaysSoByItsOSLabel(t *testing.T) {
+	win := b.NodeGroup("win", b.Size(0, 10), b.TemplateLabel(v1alpha1.LabelOS, "windows"),
+		b.InstanceType("w-2", "2", "4Gi", b.OnDemand("zone-a", "0.05")), b.InstanceType("w-4", "4", "8Gi", b.OnDemand("zone-a", "0.09")))
+	lin := b.NodeGroup("lin", b.Size(0, 10), b.InstanceType("l-4", "4", "8Gi", b.OnDemand("zone-a", "0.10")))
+	proxy := b.DaemonSet("proxy", b.CPU("1500m"), b.NodeSelector(v1alpha1.LabelOS, "linux"))
+	for _, tc := range []struct {
+		os   string
+		want []string
+	}{
+		{"windows", []string{"new zone-a/on-demand/w-2: p"}},
+		{"linux", []string{"new zone-a/on-demand/l-4: p"}},
+	} {
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{win, lin}, DaemonSets: []*appsv1.DaemonSet{proxy},
+			Pending: []*corev1.Pod{b.Pod("p", b.CPU("1"), b.NodeSelector(v1alpha1.LabelOS, tc.os))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+			t.Errorf("a pod selecting %s: plan (-want +got):\n%s", tc.os, diff)
+		}
+	}
+}
+
 // TestABootingNodeIsPlannedWithTheDevicesItsTypeHas: a GPU node launched
 // a minute ago is Ready, but its device plugin has not advertised the GPU
 // yet (or the kubelet zeroed it at start): a pod asking for a GPU waits
