@@ -40,7 +40,9 @@ type Disruption struct {
 	Budget *intstr.IntOrString `json:"budget,omitempty"`
 	// DrainTimeout is how long berth waits for the pods of a node to be
 	// evicted (PodDisruptionBudgets may make it wait) before it gives the
-	// removal up and untaints the node (default 300s).
+	// removal up and untaints the node (default 300s). Pods evicted and
+	// shutting down are waited for past it, each at most its termination
+	// grace period plus 30s.
 	// +optional
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 	// ReplaceSavingsPercent: under WhenEmptyOrUnderutilized, berth replaces

@@ -55,13 +55,39 @@ var drainMarks = []string{
 	v1alpha1.AnnotationRemovalWaiting,
 }
 
-// StopDrain takes a drain's marks off n (the berth.dev/disrupted taint and
-// the annotations the drain wrote), in place, and reports whether it
-// carried any: the node is then an ordinary node again.
+// ExcludedFromLoadBalancers is the value of the label
+// node.kubernetes.io/exclude-from-external-load-balancers a drain puts on
+// a node that did not carry it: the service controller takes the node out
+// of Services' load balancers before its pods are evicted and it goes
+// (a value that is not a boolean excludes it), and StopDrain knows the
+// label was the drain's.
+const ExcludedFromLoadBalancers = "berth"
+
+// ExcludeFromLoadBalancers labels n, in place, to leave the load
+// balancers (ExcludedFromLoadBalancers), unless it carries the label
+// already (set by someone else, it is theirs).
+func ExcludeFromLoadBalancers(n *corev1.Node) {
+	if _, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
+		return
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[corev1.LabelNodeExcludeBalancers] = ExcludedFromLoadBalancers
+}
+
+// StopDrain takes a drain's marks off n (the berth.dev/disrupted taint,
+// the annotations the drain wrote and the load-balancer exclusion it
+// added), in place, and reports whether it carried any: the node is then
+// an ordinary node again.
 func StopDrain(n *corev1.Node) bool {
 	before := len(n.Spec.Taints)
 	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintDisrupted })
 	marked := len(n.Spec.Taints) != before
+	if n.Labels[corev1.LabelNodeExcludeBalancers] == ExcludedFromLoadBalancers {
+		delete(n.Labels, corev1.LabelNodeExcludeBalancers)
+		marked = true
+	}
 	for _, a := range drainMarks {
 		if _, ok := n.Annotations[a]; ok {
 			delete(n.Annotations, a)

@@ -102,11 +102,21 @@ func IsLongTerminating(p *corev1.Pod, now time.Time) bool {
 	if p.DeletionTimestamp == nil || now.IsZero() {
 		return false
 	}
+	return TerminatingUntil(p).Before(now)
+}
+
+// TerminatingUntil is when a pod being deleted becomes long terminating
+// (IsLongTerminating): its deletion timestamp plus its grace period (30 s
+// when unset) plus LongTerminatingGrace. Zero for a pod not being deleted.
+func TerminatingUntil(p *corev1.Pod) time.Time {
+	if p.DeletionTimestamp == nil {
+		return time.Time{}
+	}
 	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
 	if p.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *p.Spec.TerminationGracePeriodSeconds
 	}
-	return p.DeletionTimestamp.Add(time.Duration(grace)*time.Second + LongTerminatingGrace).Before(now)
+	return p.DeletionTimestamp.Add(time.Duration(grace)*time.Second + LongTerminatingGrace)
 }
 
 // HeldOn is a copy of pod p bound to node: a pod nominated there (by

@@ -19,7 +19,7 @@ func TestEveryRuleThatKeepsANodeHasAHint(t *testing.T) {
 		scaledown.ReasonWorkloadClaim, scaledown.ReasonRecentlyGivenUp, scaledown.ReasonGroupHeld, scaledown.ReasonUnplaceable, scaledown.ReasonReplacementHeld,
 	}
 	for _, r := range drain.Rules() {
-		if r.Name() != drain.ReasonGoesWithNode { // it never blocks
+		if r.Name() != drain.ReasonGoesWithNode && r.Name() != drain.ReasonTerminating { // they never block
 			reasons = append(reasons, r.Name())
 		}
 	}

@@ -21,18 +21,22 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
 
-// start taints a node and records when its drain started, in one patch
-// guarded by the node's resourceVersion. The pods that must move as the
-// decision saw them are remembered: any other pod found on the node later
-// makes the removal be simulated again.
+// start taints a node, labels it to leave Services' load balancers
+// (nodeutil.ExcludeFromLoadBalancers: no new connection goes to a node
+// whose pods are evicted) and records when its drain started, in one
+// patch guarded by the node's resourceVersion. The pods that must move as
+// the decision saw them are remembered: any other pod found on the node
+// later makes the removal be simulated again.
 func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason v1alpha1.DisruptionReason, why string) error {
 	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	n.Spec.Taints = append(n.Spec.Taints, disruptedTaint)
+	nodeutil.ExcludeFromLoadBalancers(n)
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}
@@ -52,11 +56,17 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	return nil
 }
 
-// advance moves a drain on. The drain timeout comes first: it always wins.
-// Then the node's pods are read from the API server and checked again
-// (drain rules on every pod; a simulation when pods that were not part of
-// the decision are there, and after a restart); the pods that must move
-// are evicted; and once none is left the node is deleted.
+// advance moves a drain on. The node's pods are read from the API server;
+// the drain timeout comes first: it wins while a pod still needs an
+// eviction and when the pods cannot be read, but not over pods evicted
+// and shutting down, which the node waits for (each at most its grace
+// period and podutil.LongTerminatingGrace: then it goes with the node),
+// nor within the timeout after the last of them did (leftLast: a
+// provider that does not remove the node then has the time a drain has). Then the
+// pods are checked again (drain rules on every pod; a simulation when
+// pods that were not part of the decision are there, and after a
+// restart); the pods that must move are evicted; and once none is left
+// the node is deleted.
 func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	g := w.groups[n.Labels[v1alpha1.LabelNodeGroup]]
 	asked, recent := c.deleted[n.Name]
@@ -82,16 +92,18 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	// launching that Machine: its pods are gone already.
 	emptied, ok := removalWaiting(n)
 	waiting := ok && c.Clock.Since(emptied) < c.maxProvisionTime()
+	pods, err := c.freshPods(ctx, n.Name)
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout && !waiting {
-		drainTimeouts.WithLabelValues(g.Name).Inc()
-		res.GivenUp = append(res.GivenUp, n.Name)
-		return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, c.remaining(w, n)))
+		if left, ok := toEvict(w, n, pods, err == nil, started); !ok || len(left) > 0 || c.Clock.Since(leftLast(pods)) > timeout {
+			drainTimeouts.WithLabelValues(g.Name).Inc()
+			res.GivenUp = append(res.GivenUp, n.Name)
+			return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, names(left)))
+		}
 	}
 	if why := scaledown.OptedOut(n); why != "" {
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.giveUp(ctx, w, n, ReasonDrainStopped, "Drain stopped, the node stays: it "+why)
 	}
-	pods, err := c.freshPods(ctx, n.Name)
 	if err != nil {
 		return err
 	}
@@ -365,17 +377,48 @@ func (c *Controller) warnOnce(n *corev1.Node, reason, msg string) {
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
 }
 
-// remaining names up to three pods still to evict from a node, as the
-// cache shows them.
-func (c *Controller) remaining(w *world, n *corev1.Node) string {
-	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
-	var names []string
-	for i, p := range moving {
+// toEvict are the pods of a draining node that still need an eviction:
+// those that must move (CheckPods), not being deleted already and not
+// come back (cameBack). fresh says pods were read from the API server;
+// when they were not (ok false), those of the cache are named. A pod that
+// now blocks the removal leaves none: the check after the timeout stops
+// the drain and says why.
+func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started time.Time) (left []*corev1.Pod, ok bool) {
+	if !fresh {
+		pods = w.podsOn[n.Name]
+	}
+	moving, _ := scaledown.CheckPods(w.input, n.Name, pods)
+	for _, p := range moving {
+		if p.DeletionTimestamp == nil && !cameBack(p, started) {
+			left = append(left, p)
+		}
+	}
+	return left, fresh
+}
+
+// leftLast is when the last of the pods being deleted is past its grace
+// period (podutil.TerminatingUntil); zero when none is being deleted. The
+// drain timeout counts again from then: the node waited for those pods,
+// and its removal gets the time a drain gets.
+func leftLast(pods []*corev1.Pod) time.Time {
+	var last time.Time
+	for _, p := range pods {
+		if until := podutil.TerminatingUntil(p); until.After(last) {
+			last = until
+		}
+	}
+	return last
+}
+
+// names names up to three pods.
+func names(pods []*corev1.Pod) string {
+	var out []string
+	for i, p := range pods {
 		if i == 3 {
-			names = append(names, "...")
+			out = append(out, "...")
 			break
 		}
-		names = append(names, p.Namespace+"/"+p.Name)
+		out = append(out, p.Namespace+"/"+p.Name)
 	}
-	return fmt.Sprint(names)
+	return fmt.Sprint(out)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -123,6 +124,10 @@ func TestABarePodBoundDuringTheDrainStopsIt(t *testing.T) {
 func TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode(t *testing.T) {
 	f := setup(t, "sd-dnd", 2)
 	victim := f.drainHeldByPDB()
+	if v := f.node(victim).Labels[corev1.LabelNodeExcludeBalancers]; v != nodeutil.ExcludedFromLoadBalancers {
+		t.Errorf("draining node %s: label %s=%q, want %q (out of Services' load balancers while its pods are evicted)",
+			victim, corev1.LabelNodeExcludeBalancers, v, nodeutil.ExcludedFromLoadBalancers)
+	}
 	f.run() // the eviction is refused; the pod stays
 	pods := &corev1.PodList{}
 	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns), client.MatchingFields{"spec.nodeName": victim}); err != nil || len(pods.Items) != 1 {
@@ -144,6 +149,9 @@ func TestAPodMarkedDoNotDisruptAfterTheDecisionKeepsItsNode(t *testing.T) {
 	}
 	if !hasEvent(f, victim, disruption.ReasonDrainStopped, p.Name, "DoNotDisrupt") {
 		t.Errorf("events on %s: %+v, want DrainStopped naming the pod and DoNotDisrupt", victim, f.events.For(victim))
+	}
+	if v, ok := f.node(victim).Labels[corev1.LabelNodeExcludeBalancers]; ok {
+		t.Errorf("node %s kept: label %s=%q, want it gone (back in the load balancers)", victim, corev1.LabelNodeExcludeBalancers, v)
 	}
 }
 

@@ -11,12 +11,12 @@ const ReasonControllerNotFound Reason = "ControllerNotFound"
 
 // checkedControllers are the controller kinds (by group) whose existence
 // berth checks: those a cluster always has. A pod of a custom controller
-// counts as replicated without the check (berth cannot know the kind).
+// counts as replicated without the check (berth cannot know the kind); a
+// DaemonSet's pod goes with its node before this rule (GoesWithNode).
 var checkedControllers = map[schema.GroupKind]bool{
 	{Group: "", Kind: "ReplicationController"}: true,
 	{Group: "apps", Kind: "ReplicaSet"}:        true,
 	{Group: "apps", Kind: "StatefulSet"}:       true,
-	{Group: "apps", Kind: "DaemonSet"}:         true,
 	{Group: "batch", Kind: "Job"}:              true,
 }
 

@@ -11,6 +11,7 @@
 //
 //	DoNotDisrupt        berth's, Karpenter's and Ocean's opt-outs on a running pod, of any kind: Blocks
 //	GoesWithNode        DaemonSet (or annotated daemonset-pod), mirror, finished, long terminating: Stays
+//	Terminating         a pod being deleted, not long terminating yet: Moves (it leaves anyway; none of the rules below apply)
 //	ControllerExists    a pod whose ReplicaSet, Job, StatefulSet or ReplicationController is gone: Blocks
 //	SafeToEvict         safe-to-evict "true": Moves (budgets still apply); "false", "on-completion": Blocks
 //	NotReplicated       a pod without a controller: Blocks
@@ -77,6 +78,7 @@ func Rules() []Rule {
 	return []Rule{
 		DoNotDisrupt{},
 		GoesWithNode{},
+		Terminating{},
 		ControllerExists{},
 		SafeToEvict{},
 		NotReplicated{},

@@ -242,7 +242,9 @@ func TestChainPrecedence(t *testing.T) {
 		{name: "do-not-disrupt wins over safe-to-evict", pod: b.Pod("p", b.Annotation(safe, "true"), b.Annotation("berth.dev/do-not-disrupt", "true")), want: blocks, reason: drain.ReasonDoNotDisrupt},
 		{name: "a DaemonSet pod with local storage goes with its node", pod: b.Pod("ds", owner("apps/v1", "DaemonSet", "ds"), hostPath("logs")), want: stays},
 		{name: "a long-terminating bare pod goes with its node", pod: b.Pod("bare", deleted(time.Hour, nil)), want: stays},
-		{name: "a recently deleted bare pod still blocks", pod: b.Pod("bare", deleted(5*time.Second, nil)), want: blocks, reason: drain.ReasonNotReplicated},
+		{name: "a recently deleted bare pod moves: it leaves anyway, the node waits for it", pod: b.Pod("bare", deleted(5*time.Second, nil)), want: moves, reason: drain.ReasonTerminating},
+		{name: "a pod shutting down whose ReplicaSet was deleted moves", pod: b.Pod("p", owner("apps/v1", "ReplicaSet", "gone"), deleted(5*time.Second, nil)), want: moves, reason: drain.ReasonTerminating},
+		{name: "a pod shutting down with local storage and safe-to-evict false moves", pod: b.Pod("p", owner("apps/v1", "ReplicaSet", "rs"), b.EmptyDir("x"), b.Annotation(safe, "false"), deleted(5*time.Second, nil)), want: moves, reason: drain.ReasonTerminating},
 		{name: "a bare kube-system pod is reported as not replicated", pod: b.Pod("bare", b.Namespace("kube-system")), want: blocks, reason: drain.ReasonNotReplicated},
 		{name: "a replicated pod with nothing special moves", pod: b.Pod("web", owner("apps/v1", "ReplicaSet", "rs")), want: moves},
 	}
