@@ -41,8 +41,11 @@ type Disruption struct {
 	// DrainTimeout is how long berth waits for the pods of a node to be
 	// evicted (PodDisruptionBudgets may make it wait) before it gives the
 	// removal up and untaints the node (default 300s). Pods evicted and
-	// shutting down are waited for past it, each at most its termination
-	// grace period plus 30s.
+	// shutting down are waited for past it, each until it is long
+	// terminating as Cluster Autoscaler counts it (30s past its deletion
+	// timestamp plus its termination grace period: the API server's
+	// deletion timestamp already adds the grace period once), and the
+	// removal then has drainTimeout again.
 	// +optional
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 	// ReplaceSavingsPercent: under WhenEmptyOrUnderutilized, berth replaces
@@ -186,9 +189,12 @@ type Repair struct {
 	// +listType=atomic
 	// +optional
 	Conditions []RepairCondition `json:"conditions,omitempty"`
-	// MaxUnhealthyPercent: when more of the group's nodes than this are
-	// unhealthy at once, berth repairs none (a partition is not a repair);
-	// default 20.
+	// MaxUnhealthyPercent: when more of the group's nodes than this
+	// percentage, rounded up (one node of a group of up to five at 20), fail
+	// a repair condition at once (for however long: a partition takes
+	// nodes down together), berth repairs none (a partition is not a
+	// repair); default 20. Nodes never seen Ready are the launch timeout's,
+	// not repair's.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional

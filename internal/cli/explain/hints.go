@@ -42,6 +42,8 @@ var nodeHints = map[drain.Reason]string{
 		`removals start again once that pod runs or its launch stops failing`,
 	scaledown.ReasonReplacementHeld: `a cheaper node would replace this one: it is planned once the pods that wait for a node have one ` +
 		"(`berth explain pod` for one of them; raise the group's spec.maxSize if they wait at it) and the group is back within its spec.maxSize",
+	scaledown.ReasonRepairHeld: `more of the node group's nodes are unhealthy now than it repairs at once (a partition is not a repair): ` +
+		`repairs start again once fewer fail, or raise spec.disruption.repair.maxUnhealthyPercent`,
 	scaledown.ReasonUnplaceable: `the node's pods fit nowhere else and no node can be launched for them: see ` +
 		"`berth explain pod` for one of them, or raise the group's spec.maxSize or limits",
 	// Why a node goes: what keeps it instead.

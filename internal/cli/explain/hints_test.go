@@ -16,7 +16,7 @@ func TestEveryRuleThatKeepsANodeHasAHint(t *testing.T) {
 	reasons := []drain.Reason{
 		scaledown.ReasonNodeDoNotDisrupt, scaledown.ReasonPolicy, scaledown.ReasonMinSize, scaledown.ReasonBudget,
 		scaledown.ReasonNoHome, scaledown.ReasonHeadroom, scaledown.ReasonNotOwned, scaledown.ReasonNominated,
-		scaledown.ReasonWorkloadClaim, scaledown.ReasonRecentlyGivenUp, scaledown.ReasonGroupHeld, scaledown.ReasonUnplaceable, scaledown.ReasonReplacementHeld,
+		scaledown.ReasonWorkloadClaim, scaledown.ReasonRecentlyGivenUp, scaledown.ReasonGroupHeld, scaledown.ReasonUnplaceable, scaledown.ReasonReplacementHeld, scaledown.ReasonRepairHeld,
 	}
 	for _, r := range drain.Rules() {
 		if r.Name() != drain.ReasonGoesWithNode && r.Name() != drain.ReasonTerminating { // they never block

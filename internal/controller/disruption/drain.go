@@ -59,8 +59,8 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // advance moves a drain on. The node's pods are read from the API server;
 // the drain timeout comes first: it wins while a pod still needs an
 // eviction and when the pods cannot be read, but not over pods evicted
-// and shutting down, which the node waits for (each at most its grace
-// period and podutil.LongTerminatingGrace: then it goes with the node),
+// and shutting down, which the node waits for (each until it is long
+// terminating, podutil.TerminatingUntil: then it goes with the node),
 // nor within the timeout after the last of them did (leftLast: a
 // provider that does not remove the node then has the time a drain has). Then the
 // pods are checked again (drain rules on every pod; a simulation when

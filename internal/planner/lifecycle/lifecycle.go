@@ -59,13 +59,13 @@ type Verdict struct {
 }
 
 // Assess returns why the node must go, or nil: interruption first (the
-// cloud does not wait), then repair, drift, and expiry. unhealthyShare is
-// the share (0-1) of the group's nodes unhealthy now (see UnhealthyShare).
-func Assess(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, unhealthyShare float64) *Verdict {
+// cloud does not wait), then repair (unless the group holds its repairs:
+// RepairHold), drift, and expiry.
+func Assess(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, repairHeld bool) *Verdict {
 	if v := Interrupted(ng, n, now); v != nil {
 		return v
 	}
-	if v := Unhealthy(ng, n, now); v != nil && unhealthyShare*100 <= float64(maxUnhealthy(ng)) {
+	if v := Unhealthy(ng, n, now); v != nil && !repairHeld {
 		return v
 	}
 	if v := Drifted(ng, n); v != nil {
@@ -187,11 +187,25 @@ func Spread(name string, expireAfter time.Duration) time.Duration {
 }
 
 // Unhealthy reports a node whose repair conditions have held for their
-// toleration (repair on), or nil.
+// toleration (repair on), or nil. A node never seen Ready (without
+// berth.dev/initialized) is not: whether it boots in time is the launch
+// timeout's to say, after the max provision time.
 func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
-	r := ng.Spec.Disruption.Repair
-	if r == nil {
+	want, c := failing(ng, n)
+	if c == nil || now.Sub(c.LastTransitionTime.Time) < want.Toleration.Duration {
 		return nil
+	}
+	return &Verdict{Reason: v1alpha1.ReasonUnhealthy, Message: fmt.Sprintf("condition %s has been %s since %s (tolerated %s)",
+		want.Type, want.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), want.Toleration.Duration)}
+}
+
+// failing returns the repair condition an initialized node fails now, for
+// however long, and the node's condition that matches it; nil without
+// repair or when none matches. Of several, the one failed longest.
+func failing(ng *v1alpha1.NodeGroup, n *corev1.Node) (v1alpha1.RepairCondition, *corev1.NodeCondition) {
+	r := ng.Spec.Disruption.Repair
+	if r == nil || n.Labels[v1alpha1.LabelInitialized] != "true" {
+		return v1alpha1.RepairCondition{}, nil
 	}
 	conds := r.Conditions
 	if len(conds) == 0 {
@@ -199,30 +213,43 @@ func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 		conds = []v1alpha1.RepairCondition{{Type: string(corev1.NodeReady), Status: string(corev1.ConditionFalse), Toleration: tol},
 			{Type: string(corev1.NodeReady), Status: string(corev1.ConditionUnknown), Toleration: tol}}
 	}
+	var (
+		found   v1alpha1.RepairCondition
+		matched *corev1.NodeCondition
+		overdue time.Time // when the found condition reaches its toleration
+	)
 	for _, want := range conds {
-		for _, c := range n.Status.Conditions {
-			if string(c.Type) == want.Type && string(c.Status) == want.Status && !c.LastTransitionTime.IsZero() &&
-				now.Sub(c.LastTransitionTime.Time) >= want.Toleration.Duration {
-				return &Verdict{Reason: v1alpha1.ReasonUnhealthy, Message: fmt.Sprintf("condition %s has been %s since %s (tolerated %s)",
-					want.Type, want.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), want.Toleration.Duration)}
+		for i := range n.Status.Conditions {
+			c := &n.Status.Conditions[i]
+			if string(c.Type) != want.Type || string(c.Status) != want.Status || c.LastTransitionTime.IsZero() {
+				continue
+			}
+			if at := c.LastTransitionTime.Add(want.Toleration.Duration); matched == nil || at.Before(overdue) {
+				found, matched, overdue = want, c, at
 			}
 		}
 	}
-	return nil
+	return found, matched
 }
 
-// UnhealthyShare is the share of nodes (0-1) Unhealthy would report now.
-func UnhealthyShare(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, now time.Time) float64 {
-	if ng.Spec.Disruption.Repair == nil || len(nodes) == 0 {
-		return 0
+// RepairHold reports whether a group holds its repairs: more of its
+// nodes (not suspended standby nodes) fail a repair condition now than
+// its maxUnhealthyPercent allows, rounded up (a group of up to five
+// nodes may have one repaired at the default 20 %), counting every node
+// that fails one however short a time (a partition takes nodes down
+// together, and each reaches its toleration in its own time: a partition
+// is not a repair). It returns how many fail and how many may.
+func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node) (held bool, failingNow, allowed int) {
+	if ng.Spec.Disruption.Repair == nil {
+		return false, 0, 0
 	}
-	bad := 0
 	for _, n := range nodes {
-		if Unhealthy(ng, n, now) != nil {
-			bad++
+		if _, c := failing(ng, n); c != nil {
+			failingNow++
 		}
 	}
-	return float64(bad) / float64(len(nodes))
+	allowed = (int(maxUnhealthy(ng))*len(nodes) + 99) / 100
+	return failingNow > allowed, failingNow, allowed
 }
 
 func maxUnhealthy(ng *v1alpha1.NodeGroup) int32 {

@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -47,11 +48,11 @@ func TestAssess(t *testing.T) {
 	}
 	repair := func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Repair = &v1alpha1.Repair{} }
 	tests := []struct {
-		name  string
-		ng    *v1alpha1.NodeGroup
-		node  func(ng *v1alpha1.NodeGroup) *corev1.Node
-		share float64
-		want  string
+		name string
+		ng   *v1alpha1.NodeGroup
+		node func(ng *v1alpha1.NodeGroup) *corev1.Node
+		held bool
+		want string
 	}{
 		{name: "a node as launched has no reason to go", ng: group(), node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old) }},
 		{name: "AWS NTH's spot interruption taint is a notice", ng: group(), want: "Interrupted", node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
@@ -118,7 +119,13 @@ func TestAssess(t *testing.T) {
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(11*time.Minute)) }},
 		{name: "with repair a node NotReady for a moment is not", ng: group(repair),
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Minute)) }},
-		{name: "no repair when too much of the group is unhealthy (a partition)", ng: group(repair), share: 0.5,
+		{name: "a node never seen Ready is the launch timeout's, not repair's", ng: group(repair),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				n := launched(ng, old, notReadyFor(time.Hour))
+				delete(n.Labels, v1alpha1.LabelInitialized)
+				return n
+			}},
+		{name: "no repair when the group holds its repairs (a partition)", ng: group(repair), held: true,
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
 		{name: "an interruption wins over drift", want: "Interrupted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
 			node: func(*v1alpha1.NodeGroup) *corev1.Node {
@@ -127,8 +134,55 @@ func TestAssess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := reason(lifecycle.Assess(tt.ng, tt.node(tt.ng), now, tt.share)); got != tt.want {
+			if got := reason(lifecycle.Assess(tt.ng, tt.node(tt.ng), now, tt.held)); got != tt.want {
 				t.Errorf("reason %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRepairHoldsWhenMoreOfTheGroupFailsThanItRepairsAtOnce: at the
+// default 20 %, rounded up, a group of up to five nodes may have one
+// repaired (Karpenter's rounding; a group of one or three was never
+// repaired), a group of ten two; nodes down for a moment count (a
+// partition takes them down together, each reaches its toleration in its
+// own time), nodes never seen Ready do not (they are booting).
+func TestRepairHoldsWhenMoreOfTheGroupFailsThanItRepairsAtOnce(t *testing.T) {
+	ng := group(func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Repair = &v1alpha1.Repair{} })
+	down := func(d time.Duration) *corev1.Node {
+		return launched(ng, now.Add(-48*time.Hour), func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.Time{Time: now.Add(-d)}}}
+		})
+	}
+	booting := func() *corev1.Node {
+		n := down(time.Hour)
+		delete(n.Labels, v1alpha1.LabelInitialized)
+		return n
+	}
+	nodes := func(healthy int, others ...*corev1.Node) []*corev1.Node {
+		out := slices.Clone(others)
+		for range healthy {
+			out = append(out, launched(ng, now.Add(-48*time.Hour)))
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		nodes []*corev1.Node
+		held  bool
+	}{
+		{"the one node of a group of one is repaired", nodes(0, down(time.Hour)), false},
+		{"one node of three", nodes(2, down(time.Hour)), false},
+		{"one node of five", nodes(4, down(time.Hour)), false},
+		{"two nodes of five are held", nodes(3, down(time.Hour), down(time.Hour)), true},
+		{"two nodes of ten", nodes(8, down(time.Hour), down(time.Hour)), false},
+		{"one node past its toleration and two down for a moment, of ten, are held", nodes(7, down(time.Hour), down(time.Minute), down(time.Minute)), true},
+		{"one node down and four booting, of ten", nodes(5, down(time.Hour), booting(), booting(), booting(), booting()), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if held, failing, allowed := lifecycle.RepairHold(ng, tt.nodes); held != tt.held {
+				t.Errorf("held %v (%d failing, %d allowed), want %v", held, failing, allowed, tt.held)
 			}
 		})
 	}

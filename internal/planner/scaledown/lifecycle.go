@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,6 +35,11 @@ type Disruption struct {
 // whose pods fit on no other node and no node can be launched for them.
 const ReasonUnplaceable drain.Reason = "NoReplacement"
 
+// ReasonRepairHeld is the reason of an unhealthy node its group does not
+// repair: more of its nodes are unhealthy than it repairs at once
+// (lifecycle.RepairHold).
+const ReasonRepairHeld drain.Reason = "RepairHeld"
+
 // disruptions plans the nodes whose life takes them out, before any
 // scale-down: interruptions first (the cloud does not wait; they count
 // against the group's budget but are never held by it, nor by drain
@@ -42,7 +48,11 @@ const ReasonUnplaceable drain.Reason = "NoReplacement"
 // is drained at once; otherwise its replacements are planned (an
 // interrupted node's offering avoided).
 func (p *planner) disruptions(in Input) error {
-	share := map[string]float64{}
+	type hold struct {
+		held             bool
+		failing, allowed int
+	}
+	holds := map[string]hold{}
 	byGroup := map[string][]*corev1.Node{}
 	for _, n := range p.s.Nodes {
 		if !nodeutil.Standby(n.Node) { // suspended by design: not unhealthy
@@ -50,7 +60,9 @@ func (p *planner) disruptions(in Input) error {
 		}
 	}
 	for name, g := range p.groups {
-		share[name] = lifecycle.UnhealthyShare(g, byGroup[name], in.Now)
+		var h hold
+		h.held, h.failing, h.allowed = lifecycle.RepairHold(g, byGroup[name])
+		holds[name] = h
 	}
 	type due struct {
 		node    *snapshot.Node
@@ -64,8 +76,13 @@ func (p *planner) disruptions(in Input) error {
 			n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}
-		if v := lifecycle.Assess(g, n.Node, in.Now, share[g.Name]); v != nil {
+		h := holds[g.Name]
+		if v := lifecycle.Assess(g, n.Node, in.Now, h.held); v != nil {
 			all = append(all, due{node: n, group: g, verdict: v})
+		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now); v != nil && h.held {
+			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
+				"more than it repairs at once (%d, spec.disruption.repair.maxUnhealthyPercent): a partition is not a repair",
+				n.Name, v.Message, h.failing, g.Name, len(byGroup[g.Name]), h.allowed))
 		}
 	}
 	// By reason, then oldest first (by creationTimestamp), then by name:

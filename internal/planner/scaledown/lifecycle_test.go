@@ -206,3 +206,43 @@ func TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain(t *testing.T
 		t.Errorf("z: %q, want NoHome: y's room is x's pod's (blocked: %v)", blocked["z"], blocked)
 	}
 }
+
+// TestRepairInSmallGroups (Karpenter's node health suite rounds its 20 %
+// up): in a group of three with repair on, the node Ready once and
+// NotReady for an hour is repaired (a share of 33 % held every repair in
+// groups of up to four); with two of three down, both stay and say
+// RepairHeld; a node launched 12 minutes ago that was never Ready is left
+// to the launch timeout (repair drained it before its max provision time).
+func TestRepairInSmallGroups(t *testing.T) {
+	ng := spotGroup(func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.Disruption.Repair = &v1alpha1.Repair{}
+		all := intstr.FromString("100%")
+		ng.Spec.Disruption.Budget = &all
+	})
+	downFor := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) {
+			n.CreationTimestamp = metav1.NewTime(planNow.Add(-d - time.Hour))
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(planNow.Add(-d))}}
+		}
+	}
+	neverReady := func(n *corev1.Node) {
+		delete(n.Labels, v1alpha1.LabelInitialized)
+		n.CreationTimestamp = metav1.NewTime(planNow.Add(-12 * time.Minute))
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(planNow.Add(-12 * time.Minute))}}
+	}
+	in := func(nodes ...*corev1.Node) scaledown.Input {
+		return scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, LaunchGrace: 15 * time.Minute}
+	}
+	got, _ := disruptions(t, in(spotNode("a", ng), spotNode("b", ng), spotNode("dead", ng, downFor(time.Hour))))
+	if got["dead"].Reason != v1alpha1.ReasonUnhealthy {
+		t.Errorf("one of three down for an hour: disruptions %+v, want dead repaired", got)
+	}
+	got, blocked := disruptions(t, in(spotNode("a", ng), spotNode("dead-1", ng, downFor(time.Hour)), spotNode("dead-2", ng, downFor(time.Hour))))
+	if len(got) != 0 || blocked["dead-1"] != string(scaledown.ReasonRepairHeld) || blocked["dead-2"] != string(scaledown.ReasonRepairHeld) {
+		t.Errorf("two of three down: disruptions %+v, blocked %v; want none, both RepairHeld", got, blocked)
+	}
+	got, _ = disruptions(t, in(spotNode("a", ng), spotNode("b", ng), spotNode("booting", ng, neverReady)))
+	if _, ok := got["booting"]; ok {
+		t.Errorf("a node never Ready 12 minutes after its launch: disruptions %+v, want it left to the launch timeout", got)
+	}
+}

@@ -163,8 +163,9 @@ func iselPodRequests(p *corev1.Pod) (cpu, mem int64) {
 }
 
 // iselCheckPlan fails t unless every pod is planned once, and every new node
-// is an offering of its group, at its price, whose labels, taints and
-// capacity let kube-scheduler bind the pods berth puts there.
+// is an offering of its group, at its price, whose labels (required node
+// affinity) and capacity (cpu, memory and pod slots of the pods' own
+// requests) let kube-scheduler bind the pods berth puts there.
 func iselCheckPlan(t *testing.T, groups []*v1alpha1.NodeGroup, pods []*corev1.Pod, plan *scaleup.Plan) []iselPlannedNode {
 	t.Helper()
 	byName := map[string]*corev1.Pod{}
