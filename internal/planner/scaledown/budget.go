@@ -17,9 +17,11 @@ import (
 // (if any) is active. Interruptions ignore schedules: the cloud does not
 // wait. A schedule that cannot be read applies (the safe reading). A
 // group being deleted goes one node at a time at least: a budget of 0
-// does not keep its deletion waiting for ever.
+// does not keep its deletion waiting for ever. A percentage is of the
+// group's nodes that are up (budgetBase), as Karpenter counts them: a
+// booting replacement would round it up and let one more go.
 func (p *planner) allowed(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) int {
-	n := p.size[g.Name]
+	n := p.budgetBase[g.Name]
 	out := g.Spec.Disruption.Allowed(n)
 	for _, b := range g.Spec.Disruption.Budgets {
 		if len(b.Reasons) > 0 && !slices.Contains(b.Reasons, reason) {

@@ -105,6 +105,14 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	interrupted := v.Reason == v1alpha1.ReasonInterrupted
 	name := g.Name
 	if !interrupted {
+		if v.Reason != v1alpha1.ReasonUnhealthy && (n.Node.Labels[v1alpha1.LabelInitialized] != "true" || p.replacements[n.Name]) {
+			return nil // still coming up (a replacement too): drift and expiry wait until it is up
+		}
+		if pod := p.nominated[n.Name]; pod != nil && v.Reason != v1alpha1.ReasonUnhealthy {
+			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
+			p.block(n, g, ReasonNominated, &ref, "node "+n.Name+" is "+string(v.Reason)+" but stays: pod "+ref.String()+" is not bound yet and is nominated to it")
+			return nil
+		}
 		if why := OptedOut(n.Node); why != "" {
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+why)
 			return nil

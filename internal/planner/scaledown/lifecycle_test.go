@@ -1,6 +1,7 @@
 package scaledown_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -244,5 +245,97 @@ func TestRepairInSmallGroups(t *testing.T) {
 	got, _ = disruptions(t, in(spotNode("a", ng), spotNode("b", ng), spotNode("booting", ng, neverReady)))
 	if _, ok := got["booting"]; ok {
 		t.Errorf("a node never Ready 12 minutes after its launch: disruptions %+v, want it left to the launch timeout", got)
+	}
+}
+
+// TestNodesThePlanTakesOutAreNoHomeForOthersPods (Karpenter's drift
+// suite: a node being disrupted is no destination): two drifted nodes go
+// in one round; the first one's pod fits on the current node, the
+// second one's fits nowhere but on the first, which is leaving: a node is
+// launched for it (it was planned onto the leaving node, and waited for a
+// node after the drain). The same for a node whose replacement is
+// booting: its pods fill that replacement.
+func TestNodesThePlanTakesOutAreNoHomeForOthersPods(t *testing.T) {
+	launchedWith := spotGroup()
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
+		all := intstr.FromString("100%")
+		ng.Spec.Disruption.Budget = &all
+	})
+	drifted.UID = launchedWith.UID
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("d1", launchedWith), spotNode("d2", launchedWith), spotNode("e", drifted)},
+		Pods:  []*corev1.Pod{app("p1", "d1", "500m"), app("p2", "d2", "1500m"), app("pe", "e", "1000m")}})
+	if launched := len(got["d1"].Launch) + len(got["d2"].Launch); len(got) != 2 || launched != 1 {
+		t.Errorf("disruptions %+v, want d1 and d2 with one node launched between them", got)
+	}
+	replacing := spotGroup(b.TemplateLabel("tier", "gold"))
+	replacing.UID = launchedWith.UID
+	got, _ = disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{replacing},
+		Nodes: []*corev1.Node{spotNode("d", launchedWith), spotNode("x", replacing, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "n")), spotNode("n", replacing, b.NotReady())},
+		Pods:  []*corev1.Pod{app("pd", "d", "1500m"), app("px", "x", "1500m")}})
+	if d, ok := got["d"]; !ok || len(d.Launch) != 1 {
+		t.Errorf("disruption of d: %+v (%v), want a node launched (x's replacement n takes x's pod)", d, ok)
+	}
+}
+
+// TestANodeComingUpIsNotDriftedAway (Karpenter: candidates not
+// initialized, or nominated, are not disrupted): a node of the old
+// template still booting, and an old node with a pod nominated to it,
+// are not replaced for drift (both were: the booting one deleted before
+// it was up).
+func TestANodeComingUpIsNotDriftedAway(t *testing.T) {
+	launchedWith := spotGroup()
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
+		all := intstr.FromString("100%")
+		ng.Spec.Disruption.Budget = &all
+	})
+	drifted.UID = launchedWith.UID
+	boot := spotNode("boot", launchedWith, b.NotReady(), func(n *corev1.Node) {
+		n.CreationTimestamp = metav1.NewTime(planNow.Add(-time.Minute))
+		delete(n.Labels, v1alpha1.LabelInitialized)
+	})
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: []*corev1.Node{boot, spotNode("e", drifted)}, LaunchGrace: 15 * time.Minute})
+	if len(got) != 0 {
+		t.Errorf("disruptions %+v, want the booting node left alone", got)
+	}
+	up := spotNode("up", launchedWith)
+	waiting := b.Pod("waiting", b.CPU("1500m"), b.OwnedBy("ReplicaSet", "web"))
+	waiting.Status.NominatedNodeName = "up"
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: []*corev1.Node{up}, Nominated: []*corev1.Pod{waiting}})
+	if len(got) != 0 || blocked["up"] != string(scaledown.ReasonNominated) {
+		t.Errorf("disruptions %+v, blocked %v; want the node a pod is nominated to kept (PodNominated)", got, blocked)
+	}
+}
+
+// TestAPercentageBudgetIsOfTheNodesUp (Karpenter: nodes not initialized
+// are not part of the disruption count): ten drifted nodes under a budget
+// of 10 %, one already replaced by a node still booting: no second node
+// is disrupted (the booting replacement made eleven, and 10 % of eleven,
+// rounded up, two).
+func TestAPercentageBudgetIsOfTheNodesUp(t *testing.T) {
+	launchedWith := spotGroup()
+	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
+		ten := intstr.FromString("10%")
+		ng.Spec.Disruption.Budget = &ten
+	})
+	drifted.UID = launchedWith.UID
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range 10 {
+		name := fmt.Sprintf("n%d", i)
+		var opts []b.NodeOption
+		if i == 0 {
+			opts = append(opts, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "repl"))
+		}
+		nodes = append(nodes, spotNode(name, launchedWith, opts...))
+		pods = append(pods, app("p"+name, name, "1500m"))
+	}
+	nodes = append(nodes, spotNode("repl", drifted, b.NotReady(), func(n *corev1.Node) {
+		n.CreationTimestamp = metav1.NewTime(planNow.Add(-time.Minute))
+		delete(n.Labels, v1alpha1.LabelInitialized)
+	}))
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: nodes, Pods: pods, LaunchGrace: 15 * time.Minute})
+	if len(got) != 0 {
+		t.Errorf("disruptions %+v, want none while n0's replacement boots (10 %% of ten nodes up is one)", got)
 	}
 }

@@ -216,7 +216,7 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 		Now: in.Now, LaunchGrace: in.LaunchGrace}
 	for _, n := range in.Nodes {
 		if !out[n.Name] {
-			sin.Nodes = append(sin.Nodes, n)
+			sin.Nodes = append(sin.Nodes, p.asPlanned(n))
 		}
 	}
 	// The cluster's pods as the snapshot holds them (headroom units and
@@ -235,6 +235,20 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 		sin.Pending = append(sin.Pending, unboundCopy(pod))
 	}
 	return scaleup.Run(sin)
+}
+
+// asPlanned is n as the plan has it so far: a node the plan takes out
+// (drained, replaced, or leaving: cordoned in the snapshot, its pods
+// moved) is cordoned, no home for the pods planned elsewhere, which
+// would otherwise find it empty.
+func (p *planner) asPlanned(n *corev1.Node) *corev1.Node {
+	sn := p.s.Node(n.Name)
+	if sn == nil || !sn.Unschedulable || n.Spec.Unschedulable {
+		return n
+	}
+	cp := *n
+	cp.Spec.Unschedulable = true
+	return &cp
 }
 
 // boundTo returns the pod as bound to node (headroom units placed by the

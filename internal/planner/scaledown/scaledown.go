@@ -215,6 +215,9 @@ func Run(in Input) (*Plan, error) {
 			continue
 		}
 		p.size[n.NodeGroup]++
+		if n.Node.Labels[v1alpha1.LabelInitialized] == "true" && !nodeutil.Standby(n.Node) {
+			p.budgetBase[n.NodeGroup]++
+		}
 		// Being deleted (by anyone), draining, or its replacement is
 		// launching. Only the group's own nodes count as its drains: a node
 		// left tainted by a group deleted and created again under the same
@@ -269,7 +272,7 @@ func newPlanner(in Input) (*planner, error) {
 	}
 	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
 		now: in.Now, controllers: in.Controllers,
-		size: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, notReady: map[string]int{}, replacements: map[string]bool{},
+		size: map[string]int{}, budgetBase: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, notReady: map[string]int{}, replacements: map[string]bool{},
 		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}, moved: map[scaleup.PodRef]moveAt{}}
 	for _, pod := range in.Nominated {
 		if node := pod.Status.NominatedNodeName; node != "" && pod.Spec.NodeName == "" && p.nominated[node] == nil {
@@ -304,8 +307,11 @@ type planner struct {
 	controllers map[types.UID]bool
 	budgets     *drain.Budgets
 	rules       []drain.Rule
-	// size, disrupting, removed and notReady count nodes per group.
-	size, disrupting, removed, notReady map[string]int
+	// size, disrupting, removed and notReady count nodes per group;
+	// budgetBase the nodes a percentage budget is of: those up once (not
+	// booting, as a replacement being launched is) and not suspended
+	// standby nodes.
+	size, budgetBase, disrupting, removed, notReady map[string]int
 	// replacements are the nodes launched to replace others that are
 	// still there: empty until the pods move, never a candidate then.
 	replacements map[string]bool
