@@ -6,6 +6,7 @@ package scaleup_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -373,6 +374,44 @@ func TestABootingNodeKeepsTheHostPortsOfItsDaemonSets(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
 				t.Errorf("room kept %v, 9100/%s: plan (-want +got):\n%s", roomKept, tc.protocol, diff)
 			}
+		}
+	}
+}
+
+// TestNodesThePodsPreferStayWithinTheLimits (Cluster Autoscaler's
+// TestScaleUpMaxCoresLimitHit, with a preference): two pods kept apart,
+// each preferring the 8-cpu type, which costs as much as the 4-cpu one,
+// under a limit of 12 cpu (the group's, then the cluster's): one node of
+// each type, 12 cpu. Each node took the preferred type within the room the
+// limit left before any was chosen: two 8-cpu nodes, 16 cpu.
+func TestNodesThePodsPreferStayWithinTheLimits(t *testing.T) {
+	twelve := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("12")}
+	prefersBig := func(p *corev1.Pod) {
+		p.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+			{Weight: 100, Preference: b.Term(b.Expr(v1alpha1.LabelInstanceType, corev1.NodeSelectorOpIn, "big"))}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		group   []b.NodeGroupOption
+		cluster corev1.ResourceList
+	}{
+		{"the group's limit", []b.NodeGroupOption{b.GroupLimits(twelve)}, nil},
+		{"the cluster's limit", nil, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("12"), corev1.ResourceMemory: resource.MustParse("1Ti")}},
+	} {
+		ng := b.NodeGroup("g", append([]b.NodeGroupOption{b.Size(0, 10), b.InstanceType("small", "4", "16Gi", b.OnDemand("zone-a", "1")),
+			b.InstanceType("big", "8", "16Gi", b.OnDemand("zone-a", "1"))}, tc.group...)...)
+		pods := replicas("web", 2, b.CPU("1"), b.Labels("app", "web"), b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "web")), prefersBig)
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: tc.cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, n := range plan.NewNodes {
+			types = append(types, n.InstanceType)
+		}
+		slices.Sort(types)
+		if diff := cmp.Diff([]string{"big", "small"}, types); diff != "" || len(plan.Unschedulable) > 0 {
+			t.Errorf("%s: new nodes (-want +got):\n%s\nunschedulable %v", tc.name, diff, plan.Unschedulable)
 		}
 	}
 }

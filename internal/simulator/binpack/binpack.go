@@ -468,9 +468,11 @@ func (p *packer) retire(n *snapshot.Node) {
 }
 
 // finish chooses the cheapest remaining option of every planned node (the
-// one its pods prefer among equally cheap ones).
+// one its pods prefer among equally cheap ones), each within the limits
+// the nodes chosen before it leave (snapshot.LaunchAs).
 func (p *packer) finish() {
 	for _, nn := range p.res.NewNodes {
 		nn.Option = p.preferredOption(nn.Node)
+		p.s.LaunchAs(nn.Node, nn.Option)
 	}
 }

@@ -141,6 +141,18 @@ options:
 	return kept
 }
 
+// LaunchAs records that planned node n is launched as o, one of its
+// options: its capacity counts against its group's and the cluster's
+// limits as o's, so a later choice sees what this one takes. Journaled.
+func (s *Snapshot) LaunchAs(n *Node, o *Option) {
+	if n.Flex == nil || o == nil || o == n.Current {
+		return
+	}
+	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
+	n.Current = o
+	s.setCapacity(n, o.Allocatable)
+}
+
 // HoldsIn reports whether the node's pods, as they are, fit option o
 // (its pod count and requests next to o's DaemonSet overhead).
 func (n *Node) HoldsIn(o *Option) bool {
