@@ -84,6 +84,9 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		return c.release(ctx, w, n, res)
 	}
 	if v := lifecycle.Interrupted(g, n, c.Clock.Now()); v != nil {
+		if err := c.keepDeadline(ctx, w, g, n, v); err != nil {
+			return err
+		}
 		return c.advanceInterrupted(ctx, w, g, n, started, v.Deadline, res)
 	}
 	// A drain that emptied the node and waits only for the provider to
@@ -149,6 +152,27 @@ func (c *Controller) awaitRemoval(ctx context.Context, g *v1alpha1.NodeGroup, n 
 		c.warnOnce(n, ReasonRemovalLingers, fmt.Sprintf("The provider accepted removing the node %s ago and it is still there; berth keeps asking", since.Round(time.Second)))
 	}
 	return c.remove(ctx, g, n, started, res)
+}
+
+// keepDeadline acts on an interruption notice that comes while the node
+// drains for another reason: its offering is avoided, and the deadline
+// berth works out from the notice when it first sees it is written on
+// the node (berth.dev/interruption-deadline), unless the notice or the
+// drain gives one already: worked out again each round, it moved on
+// with the clock, and the node was never removed by it.
+func (c *Controller) keepDeadline(ctx context.Context, w *world, g *v1alpha1.NodeGroup, n *corev1.Node, v *lifecycle.Verdict) error {
+	if n.Annotations[v1alpha1.AnnotationInterruptionDeadline] != "" || n.Annotations[v1alpha1.AnnotationDisruptionReason] == string(v1alpha1.ReasonInterrupted) {
+		return nil
+	}
+	c.avoidInterrupted(g, n)
+	n = w.own(n)
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = v.Deadline.UTC().Format(time.RFC3339)
+	if err := c.Client.Patch(ctx, n, patch); err != nil {
+		return fmt.Errorf("recording the interruption deadline of node %s: %w", n.Name, err)
+	}
+	log.FromContext(ctx).Info("interruption notice on a draining node", "node", n.Name, "deadline", v.Deadline)
+	return nil
 }
 
 // removalWaiting returns when a provider first answered that the node

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -311,4 +312,34 @@ func TestANodeOptedOutDuringItsDrainIsKept(t *testing.T) {
 		t.Errorf("no %s event on %s: %+v", disruption.ReasonDrainStopped, victim, f.events.For(victim))
 	}
 	f.waitRunning(2)
+}
+
+// TestAnInterruptionOfANodeDrainingForAnotherReasonKeepsItsDeadline: a
+// node drains to be removed, its pod held by its PodDisruptionBudget;
+// then its interruption notice comes. The deadline is the notice's (2
+// minutes) from when berth first saw it, written on the node; once past,
+// the node is removed with its pod (the deadline was worked out anew each
+// round, moved on with the clock, and the node stayed).
+func TestAnInterruptionOfANodeDrainingForAnotherReasonKeepsItsDeadline(t *testing.T) {
+	f := setup(t, "life-int-drain", 2)
+	victim := f.drainHeldByPDB()
+	f.run() // the eviction is refused
+	f.patchNode(victim, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
+	})
+	f.clk.Step(time.Second)
+	f.run()
+	if d := f.node(victim).Annotations[v1alpha1.AnnotationInterruptionDeadline]; d != f.clk.Now().Add(lifecycle.DefaultNoticePeriod).UTC().Format(time.RFC3339) {
+		t.Errorf("node %s: interruption deadline %q, want %s (the notice from now)", victim, d, f.clk.Now().Add(lifecycle.DefaultNoticePeriod).UTC().Format(time.RFC3339))
+	}
+	f.clk.Step(time.Minute)
+	f.run()
+	if f.node(victim) == nil {
+		t.Fatalf("node %s removed before its deadline", victim)
+	}
+	f.clk.Step(2 * time.Minute)
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		f.run()
+		return f.node(victim) == nil, "node " + victim + " still there past its interruption deadline", nil
+	})
 }
