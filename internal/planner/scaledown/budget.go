@@ -70,8 +70,8 @@ func (p *planner) inFlight(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReas
 // countsDown reports whether the group's nodes that were Ready once and
 // are not now use its budget for reason: their pods may be gone already.
 // Not for repair (its own trigger must not starve its budget), nor in a
-// group being deleted (they are never candidates: its deletion would
-// wait for ever).
+// group being deleted (they are its candidates too: counted, they would
+// hold the removal of the others, and then their own).
 func countsDown(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReason) bool {
 	return reason != v1alpha1.ReasonUnhealthy && !retiring(g)
 }

@@ -411,8 +411,8 @@ func (p *planner) candidates() []candidate {
 		switch {
 		case n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID):
 			p.block(n, g, ReasonNotOwned, nil, "node "+n.Name+" was not launched by berth for this node group")
-		case n.Node.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n.Node):
-			continue // launching or unhealthy: not a scale-down matter
+		case n.Node.Labels[v1alpha1.LabelInitialized] != "true" || !nodeutil.Ready(n.Node) && !retiring(g):
+			continue // launching or unhealthy: not a scale-down matter, but in a group being deleted (its deletion waits for every node)
 		case OptedOut(n.Node) != "":
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" "+OptedOut(n.Node))
 		case g.Spec.Disruption.Policy() == v1alpha1.ConsolidationNever && !retiring(g):

@@ -879,3 +879,20 @@ func TestADrainedNodeLeavesTheSpreadsThatHonorTaints(t *testing.T) {
 		})
 	}
 }
+
+// TestADeletedGroupsDeadNodeGoesToo (a NodePool's deletion takes its
+// NodeClaims, Ready or not): a group deleted with deletionPolicy Drain,
+// one node Ready and one that was Ready once and is NotReady now, with a
+// pod: both are planned away (the dead one was never a candidate, and
+// the group's deletion waited on it for ever).
+func TestADeletedGroupsDeadNodeGoesToo(t *testing.T) {
+	ng := group("gone")
+	ng.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	other := group("other")
+	nodes := []*corev1.Node{node("live", ng), node("dead", ng, b.NotReady()), node("o", other)}
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng, other}, Nodes: nodes,
+		Pods: []*corev1.Pod{app("w", "dead", "1")}})
+	if !slices.Contains(got.removed, "dead") || !slices.Contains(got.removed, "live") {
+		t.Errorf("removed %v, blocked %v; want dead and live removed", got.removed, got.blocked)
+	}
+}
