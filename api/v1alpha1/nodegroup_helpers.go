@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,23 @@ func (ng *NodeGroup) NodeLabels(it *InstanceType, o *Offering) map[string]string
 	l[LabelOSBeta], l[LabelArchBeta] = l[LabelOS], arch
 	l[LabelZoneBeta], l[LabelInstanceTypeBeta] = o.Zone, it.Name
 	return l
+}
+
+// ExtendedResources returns the extended resources of the instance type's
+// capacity (names with a domain, such as nvidia.com/gpu, above zero), nil
+// when it has none: what a node of the type advertises once its device
+// plugins run.
+func (it *InstanceType) ExtendedResources() corev1.ResourceList {
+	var ext corev1.ResourceList
+	for name, q := range it.Capacity {
+		if strings.Contains(string(name), "/") && q.Sign() > 0 {
+			if ext == nil {
+				ext = corev1.ResourceList{}
+			}
+			ext[name] = q
+		}
+	}
+	return ext
 }
 
 // NodeTaints are the taints of the template, as a node launched for this

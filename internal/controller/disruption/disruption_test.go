@@ -3,6 +3,7 @@ package disruption_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -449,5 +450,62 @@ func TestNoReplacementWhileWaitingPodsWouldTakeItsRoom(t *testing.T) {
 		res := f.run()
 		f.clk.Step(time.Minute)
 		return len(res.Replacements) == 1, "no replacement launched once the waiting pods are gone", nil
+	})
+}
+
+// TestOldNodesAreDrainedOnceTheirReplacementIsUp (Karpenter's
+// orchestration queue: a command finishes once its replacements are
+// initialized): as in TestReplaceByACheaperNodeFirst, but the group's
+// nodes start with a startup taint an agent removes. The old nodes are
+// not drained while the Ready replacement still carries it (their pods
+// would wait there); once it is removed they are.
+func TestOldNodesAreDrainedOnceTheirReplacementIsUp(t *testing.T) {
+	f := setup(t, "sd-replace-up", 3)
+	f.deploymentOf(3, "1200m")
+	const agent = "agent.example.com/not-ready"
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		b.InstanceType("l-8", "8", "32Gi", b.OnDemand("zone-a", "0.20"))(g)
+		g.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: agent, Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+	})
+	var repl string
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		if res := f.run(); len(res.Replacements) > 0 {
+			repl = res.Replacements[0]
+		}
+		return repl != "", "no replacement launched", nil
+	})
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		n := f.node(repl)
+		return n != nil && nodeutil.Ready(n), "replacement " + repl + " not Ready yet", nil
+	})
+	for range 3 {
+		f.run()
+	}
+	for _, old := range f.nodes {
+		if n := f.node(old); n == nil || tainted(n) {
+			t.Fatalf("old node %s drained while its Ready replacement %s still carries its startup taint %s", old, repl, agent)
+		}
+	}
+	// The agent on every new node (the changed startup taints drifted the
+	// old nodes: a replacement may be launched for each) removes it.
+	expect.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		nodes := &corev1.NodeList{}
+		if err := env.Client.List(ctx, nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group.Name}); err != nil {
+			return false, "", err
+		}
+		for i := range nodes.Items {
+			if n := &nodes.Items[i]; !slices.Contains(f.nodes, n.Name) && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == agent }) {
+				f.patchNode(n.Name, func(n *corev1.Node) {
+					n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == agent })
+				})
+			}
+		}
+		f.run()
+		for _, old := range f.nodes {
+			if f.node(old) != nil {
+				return false, "old node " + old + " still there", nil
+			}
+		}
+		return true, "", nil
 	})
 }

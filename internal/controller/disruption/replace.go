@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,8 +74,8 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 
 // awaitReplacement starts the drain of a replaced node once its
 // replacements (berth.dev/replaced-by, comma-separated) are all Ready and
-// the node's pods still have a home; it gives the replacement up if a new
-// node is gone.
+// up (upFor) and the node's pods still have a home; it gives the
+// replacement up if a new node is gone.
 func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	names := strings.Split(n.Annotations[v1alpha1.AnnotationReplacedBy], ",")
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementStarted])
@@ -103,7 +104,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		case repl == nil && c.Clock.Since(started) > replacementGrace && !c.stillLaunching(ctx, w, name, started):
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.unmark(ctx, w, n, "Replacement "+name+" is gone; the node stays")
-		case repl == nil || !nodeutil.Schedulable(repl):
+		case repl == nil || !nodeutil.Schedulable(repl) || !c.upFor(w, repl):
 			return nil // still launching
 		}
 	}
@@ -124,6 +125,34 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	}
 	res.Started = append(res.Started, n.Name)
 	return nil
+}
+
+// upFor reports whether a Ready replacement is up for the pods it takes:
+// none of its group's startup taints nor the cloud controller manager's
+// uninitialized taint is left, and the extended resources (GPUs) its
+// instance type has show in its allocatable. Until then the pods evicted
+// to it would wait. Past the max provision time after its launch it is
+// what it is: the re-check of the removal decides.
+func (c *Controller) upFor(w *world, repl *corev1.Node) bool {
+	g := w.groups[repl.Labels[v1alpha1.LabelNodeGroup]]
+	if g == nil || c.Clock.Since(repl.CreationTimestamp.Time) > c.maxProvisionTime() {
+		return true
+	}
+	for _, t := range repl.Spec.Taints {
+		if t.Key == scaleup.TaintCloudUninitialized || slices.ContainsFunc(g.Spec.Template.StartupTaints, func(s v1alpha1.NodeTaint) bool { return s.Key == t.Key }) {
+			return false
+		}
+	}
+	it, _ := g.FindOffering(repl.Labels[v1alpha1.LabelInstanceType], repl.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(repl.Labels[v1alpha1.LabelCapacityType]))
+	if it == nil {
+		return true
+	}
+	for name := range it.ExtendedResources() {
+		if got, ok := repl.Status.Allocatable[name]; !ok || got.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // stillLaunching reports whether the provider still launches the named

@@ -2,7 +2,6 @@ package scaleup
 
 import (
 	"maps"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -29,7 +28,7 @@ func newDeviceTypes(groups []*v1alpha1.NodeGroup) deviceTypes {
 	for _, g := range groups {
 		for i := range g.Spec.InstanceTypes {
 			it := &g.Spec.InstanceTypes[i]
-			ext := extendedOf(it)
+			ext := it.ExtendedResources()
 			if len(it.Devices) == 0 && ext == nil {
 				continue
 			}
@@ -42,21 +41,6 @@ func newDeviceTypes(groups []*v1alpha1.NodeGroup) deviceTypes {
 		}
 	}
 	return out
-}
-
-// extendedOf returns the extended resources of an instance type's
-// capacity (names with a domain), nil when it has none.
-func extendedOf(it *v1alpha1.InstanceType) corev1.ResourceList {
-	var ext corev1.ResourceList
-	for name, q := range it.Capacity {
-		if strings.Contains(string(name), "/") && q.Sign() > 0 {
-			if ext == nil {
-				ext = corev1.ResourceList{}
-			}
-			ext[name] = q
-		}
-	}
-	return ext
 }
 
 // expectedSlices are the ResourceSlices a node of a group publishes once
