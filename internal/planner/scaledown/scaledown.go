@@ -236,6 +236,7 @@ func Run(in Input) (*Plan, error) {
 			p.replacements[by] = true
 		}
 	}
+	p.holdNominated(in.Nominated)
 	p.waiting = p.settle("", in.Pending)
 	for _, pod := range p.waiting {
 		p.plan.Unplaced = append(p.plan.Unplaced, scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name})

@@ -896,3 +896,19 @@ func TestADeletedGroupsDeadNodeGoesToo(t *testing.T) {
 		t.Errorf("removed %v, blocked %v; want dead and live removed", got.removed, got.blocked)
 	}
 }
+
+// TestAPodNominatedToANodeHoldsItsRoom (Karpenter's emptiness suite
+// considers pending pods): a pod waits for node n, nominated to it (berth
+// launched n for it); node m's pod fits on n only in the room the waiting
+// pod is to take: m stays (it was removed, its pod planned onto n, where
+// kube-scheduler keeps the room for the nominated pod, and it waited).
+func TestAPodNominatedToANodeHoldsItsRoom(t *testing.T) {
+	ng := group("nom")
+	waiting := b.Pod("waiting", b.CPU("3"), b.OwnedBy("ReplicaSet", "other"))
+	waiting.Status.NominatedNodeName = "n"
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{node("n", ng), node("m", ng)},
+		Pods: []*corev1.Pod{app("q", "m", "3")}, Nominated: []*corev1.Pod{waiting}})
+	if len(got.removed) != 0 || !strings.HasPrefix(got.blocked["m"], string(scaledown.ReasonNoHome)) {
+		t.Errorf("removed %v, blocked %v; want m kept (NoHome): n's room is the nominated pod's", got.removed, got.blocked)
+	}
+}

@@ -79,6 +79,26 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 	return unplaced
 }
 
+// holdNominated places each pod nominated to a node there, as a settled
+// pod, where it fits: kube-scheduler keeps that room for it, and the pods
+// of a node removed must not be planned into it (they would wait).
+func (p *planner) holdNominated(pods []*corev1.Pod) {
+	for _, pod := range pods {
+		n := p.s.Node(pod.Status.NominatedNodeName)
+		if n == nil {
+			continue
+		}
+		c, err := p.s.Classify(pod)
+		if err != nil {
+			continue
+		}
+		p.s.Prepare(c)
+		if to := firstFit(p.s, c, []*snapshot.Node{n}, new(int)); to != nil {
+			p.place(&snapshot.Pod{Pod: pod, Class: c}, to)
+		}
+	}
+}
+
 // place adds a settled pod to a node of the snapshot.
 func (p *planner) place(sp *snapshot.Pod, to *snapshot.Node) {
 	p.settled[sp.Pod] = true
