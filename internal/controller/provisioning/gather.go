@@ -50,7 +50,8 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 		p.Recorder.Eventf(r.groups[name], nil, corev1.EventTypeWarning, ReasonProviderRefreshFailed, "Refresh",
 			"Planning with the NodeGroup's spec: %v", err)
 	}
-	in.Nodes = append(cl.Nodes, p.pendingNodes(ctx, in.NodeGroups, cl.Nodes, daemonset.Pods(cl.DaemonSets))...)
+	launching, unlisted := p.pendingNodes(ctx, in.NodeGroups, cl.Nodes, daemonset.Pods(cl.DaemonSets))
+	in.Nodes, r.unlisted = append(cl.Nodes, launching...), unlisted
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
 	in.ClusterLimits = p.opts.ClusterLimits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
@@ -70,14 +71,28 @@ func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
 
 // pendingNodes are the launching nodes of instances the provider launched
 // whose Node has not registered yet (a Cluster API Machine booting), as
-// the planner assumes them, so that a slow boot is not launched again.
-func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, dss []daemonset.Pod) []*corev1.Node {
+// the planner assumes them, so that a slow boot is not launched again;
+// and the groups whose launching instances could not be listed: the
+// round launches nothing there (its instances booting would look gone,
+// and be launched again).
+func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, dss []daemonset.Pod) ([]*corev1.Node, map[string]bool) {
 	pending, failed := cloudprovider.Pending(ctx, p.Cloud, groups)
-	for name, err := range failed {
-		log.FromContext(ctx).Info("could not list the node group's launching instances; planning without them", "nodeGroup", name, "error", err.Error())
+	var unlisted map[string]bool
+	for _, ng := range groups {
+		err, ok := failed[ng.Name]
+		if !ok {
+			continue
+		}
+		log.FromContext(ctx).Info("could not list the node group's launching instances; launching nothing there this round", "nodeGroup", ng.Name, "error", err.Error())
+		p.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonProviderListFailed, "Plan",
+			"Launching nothing in this node group this round: its launching instances could not be listed (%v)", err)
+		if unlisted == nil {
+			unlisted = map[string]bool{}
+		}
+		unlisted[ng.Name] = true
 	}
 	if len(pending) == 0 {
-		return nil
+		return nil, unlisted
 	}
 	have := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -97,5 +112,5 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 			}
 		}
 	}
-	return out
+	return out, unlisted
 }

@@ -191,12 +191,13 @@ func (p *Provisioner) fullOfferings(groups map[string]*v1alpha1.NodeGroup) []sca
 	return out
 }
 
-// unrecoveredOfferings are the offerings of the groups whose instances
-// could not be listed since this replica leads (recoverGroups).
-func (p *Provisioner) unrecoveredOfferings(groups map[string]*v1alpha1.NodeGroup) []scaleup.Offering {
+// unlistedOfferings are the offerings of the groups whose instances could
+// not be listed since this replica leads (recoverGroups), or whose
+// launching instances could not be listed this round (round.unlisted).
+func (p *Provisioner) unlistedOfferings(groups map[string]*v1alpha1.NodeGroup, unlisted map[string]bool) []scaleup.Offering {
 	var out []scaleup.Offering
-	for name := range p.unrecovered {
-		if ng := groups[name]; ng != nil {
+	for name, ng := range groups {
+		if _, unrecovered := p.unrecovered[name]; unrecovered || unlisted[name] {
 			out = append(out, offeringsOf(ng)...)
 		}
 	}

@@ -45,8 +45,9 @@ const (
 	// the MachineDeployment cannot be read); berth plans with its spec.
 	ReasonProviderRefreshFailed = "ProviderRefreshFailed"
 	// ReasonProviderListFailed is on a NodeGroup whose provider could not
-	// list its instances when this replica began leading: berth launches
-	// nothing in it until a listing succeeds (recoverGroups).
+	// list its instances when this replica began leading (berth launches
+	// nothing in it until a listing succeeds: recoverGroups), or its
+	// launching instances in a round (that round launches nothing there).
 	ReasonProviderListFailed = "ProviderListFailed"
 )
 
@@ -300,7 +301,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	dss := daemonset.Pods(in.DaemonSets)
 	p.daemons = dss
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		in.Unavailable = append(append(p.Offerings.Unavailable(), p.fullOfferings(groups)...), p.unrecoveredOfferings(groups)...)
+		in.Unavailable = append(append(p.Offerings.Unavailable(), p.fullOfferings(groups)...), p.unlistedOfferings(groups, r.unlisted)...)
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		cached := in.Nodes
 		var resumable map[string]bool

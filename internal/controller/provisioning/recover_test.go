@@ -235,3 +235,57 @@ func TestABootingMachineKeepsRoomForItsDaemonSets(t *testing.T) {
 		t.Errorf("launched %d nodes, want 1: the booting machine holds one pod beside the DaemonSet's, not two", len(res.Launched))
 	}
 }
+
+// unlistedLaunches is a KWOK cloud that implements PendingLister and whose
+// launching instances of one group cannot be listed (a Cluster API
+// management cluster timing out) while broken.
+type unlistedLaunches struct {
+	cloudprovider.CloudProvider
+	group  string
+	broken bool
+}
+
+func (c *unlistedLaunches) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
+	if c.broken && ng.Name == c.group {
+		return nil, errors.New("the server was unable to return a response in the time allotted")
+	}
+	return nil, nil
+}
+
+// TestARoundThatCannotListAGroupsLaunchesLaunchesNothingThere (Cluster
+// Autoscaler's upcoming nodes): while the instances a group is launching
+// cannot be listed, the machines booting there would look gone and their
+// pods would get another; the round launches in the other group instead
+// (it launched in the cheaper group, blind to what boots there), and in
+// the cheaper one again once it lists.
+func TestARoundThatCannotListAGroupsLaunchesLaunchesNothingThere(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-launch-listed", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-launch")))
+	cheap := b.NodeGroup("prov-launch-unlisted", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-launch"))
+	f.alsoGroup(cheap)
+	cloud := &unlistedLaunches{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name, broken: true}
+	f.useCloud(cloud)
+	launch := func(name string) *cloudprovider.Instance {
+		t.Helper()
+		pod := b.Pod(name, b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-launch"), b.CPU("1500m"))
+		if err := env.Client.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+			got := &corev1.Pod{}
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+			return err == nil && podutil.IsProvisionable(got), "pod " + name + " not marked unschedulable yet", err
+		})
+		res, err := f.prov.RunOnce(context.Background())
+		if err != nil || len(res.Launched) != 1 {
+			t.Fatalf("the round for %s: %v, launched %v; want one node", name, err, res)
+		}
+		return res.Launched[0]
+	}
+	if got := launch("first"); got.NodeGroup != "prov-launch-listed" {
+		t.Errorf("launched in %s while the cheaper group's launches could not be listed, want prov-launch-listed", got.NodeGroup)
+	}
+	cloud.broken = false
+	if got := launch("second"); got.NodeGroup != cheap.Name {
+		t.Errorf("launched in %s once the provider lists the cheaper group's launches again, want %s", got.NodeGroup, cheap.Name)
+	}
+}

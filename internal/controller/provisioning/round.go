@@ -26,6 +26,9 @@ type round struct {
 	// holding a nomination.
 	pending map[types.NamespacedName]*corev1.Pod
 	waiting map[types.NamespacedName]bool
+	// unlisted are the groups whose launching instances could not be
+	// listed this round: it launches nothing there.
+	unlisted map[string]bool
 }
 
 // newRound reads the cluster and brings the provisioner's bookkeeping up
