@@ -46,13 +46,15 @@ func Disrupted(n *corev1.Node) bool {
 	return false
 }
 
-// drainMarks are the annotations a drain writes, besides its taint. The
-// removal berth asked a provider for (berth.dev/removal-accepted) is not
-// among them: once accepted it is not undone.
+// drainMarks are the annotations a drain writes, besides its taint, and
+// the interruption deadline (a drain given up outlived its notice: a
+// later notice has a deadline of its own). The removal berth asked a
+// provider for (berth.dev/removal-accepted) is not among them: once
+// accepted it is not undone.
 var drainMarks = []string{
 	v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
 	v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted,
-	v1alpha1.AnnotationRemovalWaiting,
+	v1alpha1.AnnotationRemovalWaiting, v1alpha1.AnnotationInterruptionDeadline,
 }
 
 // ExcludedFromLoadBalancers is the value of the label

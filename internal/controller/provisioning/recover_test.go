@@ -289,3 +289,78 @@ func TestARoundThatCannotListAGroupsLaunchesLaunchesNothingThere(t *testing.T) {
 		t.Errorf("launched in %s once the provider lists the cheaper group's launches again, want %s", got.NodeGroup, cheap.Name)
 	}
 }
+
+// bootingMachines launches machines whose Nodes never register in the
+// test (a Cluster API Machine booting), lists them as launching, and
+// cannot list those of the broken group.
+type bootingMachines struct {
+	cloudprovider.CloudProvider
+	launched []*cloudprovider.Instance
+	broken   string
+}
+
+func (c *bootingMachines) Create(_ context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	inst := &cloudprovider.Instance{NodeName: fmt.Sprintf("%s-machine-%d", req.NodeGroup.Name, len(c.launched)), NodeGroup: req.NodeGroup.Name,
+		Offering: req.Offering, CreatedAt: time.Now()}
+	c.launched = append(c.launched, inst)
+	return inst, nil
+}
+
+func (c *bootingMachines) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
+	if ng.Name == c.broken {
+		return nil, errors.New("the server was unable to return a response in the time allotted")
+	}
+	var out []*cloudprovider.Instance
+	for _, inst := range c.launched {
+		if inst.NodeGroup == ng.Name {
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+// TestAPodWhoseMachineBootsIsNotLaunchedForAgainWhileTheMachinesCannotBeListed:
+// berth launched a machine for a pod; a later round sees it booting
+// through the provider's listing; then a round cannot list it. The pod
+// keeps its machine: no node is launched for it in the other group (one
+// was: the machine looked gone).
+func TestAPodWhoseMachineBootsIsNotLaunchedForAgainWhileTheMachinesCannotBeListed(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-boot-dear", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-boot")))
+	f.alsoGroup(b.NodeGroup("prov-boot-cheap", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-boot")))
+	cloud := &bootingMachines{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
+	f.useCloud(cloud)
+	pod := b.Pod("waits", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-boot"), b.CPU("1500m"))
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
+	})
+	round := func(name string) *provisioning.Result {
+		t.Helper()
+		res, err := f.prov.RunOnce(context.Background())
+		if err != nil {
+			t.Fatalf("round %s: %v", name, err)
+		}
+		return res
+	}
+	if res := round("first"); len(res.Launched) != 1 || res.Launched[0].NodeGroup != "prov-boot-cheap" {
+		t.Fatalf("first round launched %v, want one machine in prov-boot-cheap", res.Launched)
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && got.Status.NominatedNodeName != "", "pod not nominated yet", err
+	})
+	if res := round("listed"); len(res.Launched) != 0 {
+		t.Fatalf("a round that lists the booting machine launched %v", res.Launched)
+	}
+	cloud.broken = "prov-boot-cheap"
+	for _, name := range []string{"unlisted", "unlisted again"} {
+		if res := round(name); len(res.Launched) != 0 {
+			t.Errorf("round %s, the booting machine not listed: launched %v, want nothing", name, res.Launched)
+		}
+	}
+}

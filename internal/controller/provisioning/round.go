@@ -46,7 +46,7 @@ func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
 	r.known = p.trackSchedulable(r.in.Nodes, r.now)
 	p.recheckAt = time.Time{}
 	p.sortPods(ctx, r, pods)
-	p.forgetNominations(r.known, r.waiting)
+	p.forgetNominations(r.known, r.waiting, len(r.unlisted) > 0)
 	virtual, owner, err := p.virtualUnits(ctx, r.in.NodeGroups)
 	if err != nil {
 		return nil, err
@@ -91,6 +91,12 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
+		case burst.AwaitsNode(pod) && len(r.unlisted) > 0 && p.nominated.get(key) != "" && !known[p.nominated.get(key)]:
+			// berth launched a node for it that is not known this round,
+			// while the launching instances of some group could not be
+			// listed: it may be booting there. It waits for the next
+			// round, not planned again.
+			waiting[key] = true
 		case burst.AwaitsNode(pod):
 			if berth := p.nominated.get(key); berth != "" {
 				// berth had planned this pod on a node; the scheduler did

@@ -187,9 +187,9 @@ func Spread(name string, expireAfter time.Duration) time.Duration {
 }
 
 // Unhealthy reports a node whose repair conditions have held for their
-// toleration (repair on), or nil. A node never seen Ready (without
-// berth.dev/initialized) is not: whether it boots in time is the launch
-// timeout's to say, after the max provision time.
+// toleration (repair on), or nil. A node never up (upOnce) is not:
+// whether it boots in time is the launch timeout's to say, after the max
+// provision time.
 func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 	want, c := failing(ng, n)
 	if c == nil || now.Sub(c.LastTransitionTime.Time) < want.Toleration.Duration {
@@ -204,7 +204,7 @@ func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 // repair or when none matches. Of several, the one failed longest.
 func failing(ng *v1alpha1.NodeGroup, n *corev1.Node) (v1alpha1.RepairCondition, *corev1.NodeCondition) {
 	r := ng.Spec.Disruption.Repair
-	if r == nil || n.Labels[v1alpha1.LabelInitialized] != "true" {
+	if r == nil || !upOnce(n) {
 		return v1alpha1.RepairCondition{}, nil
 	}
 	conds := r.Conditions
@@ -232,10 +232,17 @@ func failing(ng *v1alpha1.NodeGroup, n *corev1.Node) (v1alpha1.RepairCondition, 
 	return found, matched
 }
 
+// upOnce reports whether a node has been up: berth saw it Ready
+// (berth.dev/initialized), or adopted it (a Cluster API node that lived
+// before berth knew it: the launch timeout never takes it).
+func upOnce(n *corev1.Node) bool {
+	return n.Labels[v1alpha1.LabelInitialized] == "true" || n.Annotations[v1alpha1.AnnotationAdoptedAt] != ""
+}
+
 // RepairHold reports whether a group holds its repairs: more of its
 // nodes (not suspended standby nodes) fail a repair condition now than
-// its maxUnhealthyPercent allows, rounded up (a group of up to five
-// nodes may have one repaired at the default 20 %), counting every node
+// its maxUnhealthyPercent of those up allows, rounded up (a group of up
+// to five nodes may have one repaired at the default 20 %), counting every node
 // that fails one however short a time (a partition takes nodes down
 // together, and each reaches its toleration in its own time: a partition
 // is not a repair). It returns how many fail and how many may.
@@ -243,12 +250,17 @@ func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node) (held bool, failin
 	if ng.Spec.Disruption.Repair == nil {
 		return false, 0, 0
 	}
+	up := 0
 	for _, n := range nodes {
+		if !upOnce(n) {
+			continue // booting: neither unhealthy nor one of those the share is of
+		}
+		up++
 		if _, c := failing(ng, n); c != nil {
 			failingNow++
 		}
 	}
-	allowed = (int(maxUnhealthy(ng))*len(nodes) + 99) / 100
+	allowed = (int(maxUnhealthy(ng))*up + 99) / 100
 	return failingNow > allowed, failingNow, allowed
 }
 

@@ -125,6 +125,12 @@ func TestAssess(t *testing.T) {
 				delete(n.Labels, v1alpha1.LabelInitialized)
 				return n
 			}},
+		{name: "an adopted Cluster API node NotReady since before berth knew it is repaired (the launch timeout never takes it)", ng: group(repair), want: "Unhealthy",
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				n := launched(ng, old, notReadyFor(time.Hour), b.NodeAnnotation(v1alpha1.AnnotationAdoptedAt, old.Format(time.RFC3339)))
+				delete(n.Labels, v1alpha1.LabelInitialized)
+				return n
+			}},
 		{name: "no repair when the group holds its repairs (a partition)", ng: group(repair), held: true,
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
 		{name: "an interruption wins over drift", want: "Interrupted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
@@ -178,6 +184,7 @@ func TestRepairHoldsWhenMoreOfTheGroupFailsThanItRepairsAtOnce(t *testing.T) {
 		{"two nodes of ten", nodes(8, down(time.Hour), down(time.Hour)), false},
 		{"one node past its toleration and two down for a moment, of ten, are held", nodes(7, down(time.Hour), down(time.Minute), down(time.Minute)), true},
 		{"one node down and four booting, of ten", nodes(5, down(time.Hour), booting(), booting(), booting(), booting()), false},
+		{"two of five up are held, a sixth booting or not", nodes(3, down(time.Hour), down(time.Hour), booting()), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,6 +40,7 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if why := OptedOut(n.Node); why != "" && n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNodeDoNotDisrupt, Message: "node " + name + " " + why}, nil
 	}
+	p.holdNominated(in.Nominated)
 	p.settle(name, in.Pending)
 	placeVirtual(p.s, p.groups, in.Virtual)
 	movers, _, blocked := p.classify(n, g)

@@ -239,8 +239,8 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 
 // asPlanned is n as the plan has it so far: a node the plan takes out
 // (drained, replaced, or leaving: cordoned in the snapshot, its pods
-// moved) is cordoned, no home for the pods planned elsewhere, which
-// would otherwise find it empty.
+// moved) is cordoned and tainted as a drained node, no home for the pods
+// planned elsewhere, which would otherwise find it empty.
 func (p *planner) asPlanned(n *corev1.Node) *corev1.Node {
 	sn := p.s.Node(n.Name)
 	if sn == nil || !sn.Unschedulable || n.Spec.Unschedulable {
@@ -248,6 +248,7 @@ func (p *planner) asPlanned(n *corev1.Node) *corev1.Node {
 	}
 	cp := *n
 	cp.Spec.Unschedulable = true
+	cp.Spec.Taints = append(slices.Clip(n.Spec.Taints), DisruptedTaint()) // as rehome: spreads that honor taints stop counting it
 	return &cp
 }
 

@@ -906,9 +906,14 @@ func TestAPodNominatedToANodeHoldsItsRoom(t *testing.T) {
 	ng := group("nom")
 	waiting := b.Pod("waiting", b.CPU("3"), b.OwnedBy("ReplicaSet", "other"))
 	waiting.Status.NominatedNodeName = "n"
-	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{node("n", ng), node("m", ng)},
-		Pods: []*corev1.Pod{app("q", "m", "3")}, Nominated: []*corev1.Pod{waiting}})
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{node("n", ng), node("m", ng)},
+		Pods: []*corev1.Pod{app("q", "m", "3")}, Nominated: []*corev1.Pod{waiting}}
+	got := run(t, in)
 	if len(got.removed) != 0 || !strings.HasPrefix(got.blocked["m"], string(scaledown.ReasonNoHome)) {
 		t.Errorf("removed %v, blocked %v; want m kept (NoHome): n's room is the nominated pod's", got.removed, got.blocked)
+	}
+	// The check before a drain (or before a replaced node is drained) says so too.
+	if bl, err := scaledown.Recheck(in, "m"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
+		t.Errorf("Recheck of m: %+v, %v; want NoHome", bl, err)
 	}
 }
