@@ -415,3 +415,23 @@ func TestNodesThePodsPreferStayWithinTheLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestADaemonSetThatWaitsForTheNodeToBeUpIsCountedOnANewNode (Karpenter's
+// DaemonSets with node affinity for karpenter.sh/initialized): an agent
+// of 1 cpu that selects berth.dev/initialized=true runs on every node
+// once berth has seen it Ready: a pod of 1500m gets the 4-cpu type, which
+// holds both (it got the 2-cpu type, where the agent found no room once
+// the node was up).
+func TestADaemonSetThatWaitsForTheNodeToBeUpIsCountedOnANewNode(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	agent := b.DaemonSet("agent", b.CPU("1"), b.NodeSelector(v1alpha1.LabelInitialized, "true"))
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, DaemonSets: []*appsv1.DaemonSet{agent},
+		Pending: []*corev1.Pod{b.Pod("web", b.CPU("1500m"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"new zone-a/on-demand/m-4: web"}, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}

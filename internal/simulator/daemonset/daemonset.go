@@ -4,6 +4,8 @@
 package daemonset
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -73,14 +76,28 @@ func Pods(dss []*appsv1.DaemonSet) []Pod {
 }
 
 // RunsOn reports whether the DaemonSet would run a pod on the node: its
-// node selector and required affinity match, and it tolerates the node's
-// NoSchedule and NoExecute taints.
+// node selector and required affinity match the node as it is once up
+// (asUp), and it tolerates the node's NoSchedule and NoExecute taints.
 func (d Pod) RunsOn(node *corev1.Node) bool {
-	if ok, _ := d.affinity.Match(node); !ok {
+	if ok, _ := d.affinity.Match(asUp(node)); !ok {
 		return false
 	}
 	_, untolerated := snapshot.UntoleratedTaint(node.Spec.Taints, d.pod.Spec.Tolerations)
 	return !untolerated
+}
+
+// asUp is the node as it is once berth has seen it Ready: a node of a
+// berth group (planned, launching or booting) carries
+// berth.dev/initialized then, which agents that wait for a node to be up
+// select, as Karpenter's karpenter.sh/initialized.
+func asUp(node *corev1.Node) *corev1.Node {
+	if node.Labels[v1alpha1.LabelNodeGroup] == "" || node.Labels[v1alpha1.LabelInitialized] == "true" {
+		return node
+	}
+	up := *node
+	up.Labels = maps.Clone(node.Labels)
+	up.Labels[v1alpha1.LabelInitialized] = "true"
+	return &up
 }
 
 // Remaining is what allocatable leaves once the DaemonSets that run on
