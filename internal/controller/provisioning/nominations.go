@@ -163,6 +163,22 @@ func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
 	return ok && now.After(end)
 }
 
+// neverUp reports whether a node a pod is nominated to will not take it:
+// it is being deleted, or it has not been schedulable once in the max
+// provision time since its launch (the launch timeout removes it, within
+// its caps; a Cluster API Node stays until its Machine goes). The pod
+// needs a node again.
+func (p *Provisioner) neverUp(n *corev1.Node, now time.Time) bool {
+	if n == nil {
+		return false
+	}
+	if n.DeletionTimestamp != nil {
+		return true
+	}
+	_, ready := p.schedulableSince(n.Name)
+	return !ready && p.opts.MaxProvisionTime > 0 && !n.CreationTimestamp.IsZero() && now.Sub(n.CreationTimestamp.Time) > p.opts.MaxProvisionTime
+}
+
 // noteGraceEnd moves recheckAt forward to the end of a held pod's grace.
 func (p *Provisioner) noteGraceEnd(pod *corev1.Pod) {
 	if end, ok := p.graceEnd(pod); ok && (p.recheckAt.IsZero() || end.Before(p.recheckAt)) {

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -362,5 +363,48 @@ func TestAPodWhoseMachineBootsIsNotLaunchedForAgainWhileTheMachinesCannotBeListe
 		if res := round(name); len(res.Launched) != 0 {
 			t.Errorf("round %s, the booting machine not listed: launched %v, want nothing", name, res.Launched)
 		}
+	}
+}
+
+// TestAPodNominatedToANodeThatNeverCameUpGetsAnother (Karpenter: a second
+// node for a pod whose in-flight node is terminating): berth launched a
+// node for a pod and nominated the pod to it; the node is still not Ready
+// past the max provision time (here 2 s). The pod needs a node again and
+// gets one (it was held on the dead node's room for as long as the node
+// stayed, which for a Cluster API Node is until its Machine goes).
+func TestAPodNominatedToANodeThatNeverCameUpGetsAnother(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-never-up", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	prov := provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
+		Recorder: f.events, Clock: clock.RealClock{}},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+			MaxProvisionTime: 2 * time.Second})
+	pod := f.pods(1, b.CPU("1500m"))[0]
+	res, err := prov.RunOnce(context.Background())
+	if err != nil || len(res.Launched) != 1 {
+		t.Fatalf("first round: %v, launched %v; want one node", err, res)
+	}
+	first := res.Launched[0].NodeName
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && got.Status.NominatedNodeName == first, "pod not nominated to " + first + " yet", err
+	})
+	time.Sleep(3 * time.Second) // past the max provision time; the node is still not Ready
+	// The scheduler clears the nomination when it retries the pod; the
+	// running controller restores it (onPodUpdate), RunOnce alone does
+	// not: as it would be.
+	got := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), got); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Status.NominatedNodeName = first
+	if err := env.Client.Status().Patch(context.Background(), got, patch); err != nil {
+		t.Fatal(err)
+	}
+	res, err = prov.RunOnce(context.Background())
+	if err != nil || len(res.Launched) != 1 || res.Launched[0].NodeName == first {
+		t.Fatalf("round past the max provision time: %v, launched %v; want another node for the pod", err, res)
 	}
 }

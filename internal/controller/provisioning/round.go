@@ -76,14 +76,22 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 	waiting := map[types.NamespacedName]bool{}
 	r.pending, r.waiting = pending, waiting
 	burst := podutil.NewBurst(pods)
+	var nodes map[string]*corev1.Node // by name, made when a pod is nominated
 	for _, pod := range pods {
 		if podutil.IsBound(pod) {
 			in.Pods = append(in.Pods, pod)
 			continue
 		}
 		key := client.ObjectKeyFromObject(pod)
+		if nodes == nil && pod.Status.NominatedNodeName != "" {
+			nodes = make(map[string]*corev1.Node, len(in.Nodes))
+			for _, n := range in.Nodes {
+				nodes[n.Name] = n
+			}
+		}
 		switch {
-		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now):
+		case podutil.IsUnbound(pod) && known[pod.Status.NominatedNodeName] && !p.nominationFailed(pod, now) &&
+			!p.neverUp(nodes[pod.Status.NominatedNodeName], now):
 			// A pod nominated to a node (by berth, or by preemption) holds
 			// room there: plan as if it were bound to it.
 			p.noteGraceEnd(pod)
