@@ -700,15 +700,7 @@ func TestALaunchRefusedAtMaxSizeIsNotTheOfferingsFault(t *testing.T) {
 		b.TemplateLabel("pool", "prov-full"), b.LaunchDelay(metav1.Duration{Duration: time.Hour}))
 	f.alsoGroup(other)
 	f.useCloud(&otherLauncher{CloudProvider: kwok.New(env.Client, clock.RealClock{})})
-	pod := b.Pod("either-group", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-full"), b.CPU("1"))
-	if err := env.Client.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		got := &corev1.Pod{}
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
-	})
+	f.poolPod("either-group", "prov-full", "1")
 	res, err := f.prov.RunOnce(context.Background())
 	if err != nil {
 		t.Fatalf("the round failed: %v", err)

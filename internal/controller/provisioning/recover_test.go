@@ -54,26 +54,7 @@ func TestAGroupWhoseInstancesCannotBeListedStopsNoOtherGroup(t *testing.T) {
 	f.alsoGroup(cheap)
 	cloud := &unlisted{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name, broken: true}
 	f.useCloud(cloud)
-	launch := func(name string) *cloudprovider.Instance {
-		t.Helper()
-		pod := b.Pod(name, b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-list"), b.CPU("1500m"))
-		if err := env.Client.Create(context.Background(), pod); err != nil {
-			t.Fatal(err)
-		}
-		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-			got := &corev1.Pod{}
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-			return err == nil && podutil.IsProvisionable(got), "pod " + name + " not marked unschedulable yet", err
-		})
-		res, err := f.prov.RunOnce(context.Background())
-		if err != nil {
-			t.Fatalf("the round for %s failed: %v", name, err)
-		}
-		if len(res.Launched) != 1 {
-			t.Fatalf("the round for %s launched %d nodes, want 1", name, len(res.Launched))
-		}
-		return res.Launched[0]
-	}
+	launch := func(name string) *cloudprovider.Instance { return f.launchFor(name, "prov-list") }
 	if got := launch("first"); got.NodeGroup != "prov-listed" {
 		t.Errorf("launched in %s while the cheaper group's instances could not be listed, want prov-listed", got.NodeGroup)
 	}
@@ -180,15 +161,7 @@ func TestATransientErrorThatPersistsIsTheOfferingsAfterAll(t *testing.T) {
 	f.alsoGroup(cheap)
 	f.useCloud(&denying{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name})
 	for i := range 3 {
-		pod := b.Pod(fmt.Sprintf("denied-%d", i), b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-deny"), b.CPU("1500m"))
-		if err := env.Client.Create(context.Background(), pod); err != nil {
-			t.Fatal(err)
-		}
-		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-			got := &corev1.Pod{}
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-			return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
-		})
+		f.poolPod(fmt.Sprintf("denied-%d", i), "prov-deny", "1500m")
 	}
 	for i := range 2 {
 		if _, err := f.prov.RunOnce(context.Background()); err == nil {
@@ -265,23 +238,7 @@ func TestARoundThatCannotListAGroupsLaunchesLaunchesNothingThere(t *testing.T) {
 	f.alsoGroup(cheap)
 	cloud := &unlistedLaunches{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: cheap.Name, broken: true}
 	f.useCloud(cloud)
-	launch := func(name string) *cloudprovider.Instance {
-		t.Helper()
-		pod := b.Pod(name, b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-launch"), b.CPU("1500m"))
-		if err := env.Client.Create(context.Background(), pod); err != nil {
-			t.Fatal(err)
-		}
-		expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-			got := &corev1.Pod{}
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-			return err == nil && podutil.IsProvisionable(got), "pod " + name + " not marked unschedulable yet", err
-		})
-		res, err := f.prov.RunOnce(context.Background())
-		if err != nil || len(res.Launched) != 1 {
-			t.Fatalf("the round for %s: %v, launched %v; want one node", name, err, res)
-		}
-		return res.Launched[0]
-	}
+	launch := func(name string) *cloudprovider.Instance { return f.launchFor(name, "prov-launch") }
 	if got := launch("first"); got.NodeGroup != "prov-launch-listed" {
 		t.Errorf("launched in %s while the cheaper group's launches could not be listed, want prov-launch-listed", got.NodeGroup)
 	}
@@ -330,15 +287,7 @@ func TestAPodWhoseMachineBootsIsNotLaunchedForAgainWhileTheMachinesCannotBeListe
 	f.alsoGroup(b.NodeGroup("prov-boot-cheap", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-boot")))
 	cloud := &bootingMachines{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
 	f.useCloud(cloud)
-	pod := b.Pod("waits", b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", "prov-boot"), b.CPU("1500m"))
-	if err := env.Client.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		got := &corev1.Pod{}
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-		return err == nil && podutil.IsProvisionable(got), "pod not marked unschedulable yet", err
-	})
+	pod := f.poolPod("waits", "prov-boot", "1500m")
 	round := func(name string) *provisioning.Result {
 		t.Helper()
 		res, err := f.prov.RunOnce(context.Background())
@@ -407,4 +356,33 @@ func TestAPodNominatedToANodeThatNeverCameUpGetsAnother(t *testing.T) {
 	if err != nil || len(res.Launched) != 1 || res.Launched[0].NodeName == first {
 		t.Fatalf("round past the max provision time: %v, launched %v; want another node for the pod", err, res)
 	}
+}
+
+// poolPod creates a pod of cpu that selects the pool label's value (the
+// groups of the test carry it) and waits until the scheduler has marked it
+// unschedulable.
+func (f *fixture) poolPod(name, pool, cpu string) *corev1.Pod {
+	f.t.Helper()
+	pod := b.Pod(name, b.Namespace(f.ns), b.NoUID(), b.NodeSelector("pool", pool), b.CPU(cpu))
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		f.t.Fatal(err)
+	}
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && podutil.IsProvisionable(got), "pod " + name + " not marked unschedulable yet", err
+	})
+	return pod
+}
+
+// launchFor creates a pod selecting pool (poolPod) and runs a round,
+// which must launch one node; it returns that node.
+func (f *fixture) launchFor(name, pool string) *cloudprovider.Instance {
+	f.t.Helper()
+	f.poolPod(name, pool, "1500m")
+	res, err := f.prov.RunOnce(context.Background())
+	if err != nil || len(res.Launched) != 1 {
+		f.t.Fatalf("the round for %s: %v, launched %v; want one node", name, err, res)
+	}
+	return res.Launched[0]
 }

@@ -29,6 +29,19 @@ func spotNode(name string, ng *v1alpha1.NodeGroup, opts ...b.NodeOption) *corev1
 		v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "spot"), b.NodeAnnotation(v1alpha1.AnnotationLaunchHash, ng.LaunchHash())}, opts...)...)
 }
 
+// driftGroups are spotGroup as its nodes were launched, and as it is now:
+// a template label added (its nodes drifted), and budget when not nil.
+func driftGroups(budget *intstr.IntOrString) (launchedWith, drifted *v1alpha1.NodeGroup) {
+	launchedWith = spotGroup()
+	drifted = spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
+		if budget != nil {
+			ng.Spec.Disruption.Budget = budget
+		}
+	})
+	drifted.UID = launchedWith.UID
+	return launchedWith, drifted
+}
+
 var notice = b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule)
 
 // planNow is when disruptions plans.
@@ -147,9 +160,7 @@ func TestTheOldestExpiredNodeGoesFirst(t *testing.T) {
 // TestDriftKeepsTheDrainRules: a drifted node with a bare pod stays; an
 // interrupted one goes anyway (the cloud takes it).
 func TestDriftKeepsTheDrainRules(t *testing.T) {
-	launchedWith := spotGroup()
-	drifted := spotGroup(b.TemplateLabel("tier", "gold"))
-	drifted.UID = launchedWith.UID
+	launchedWith, drifted := driftGroups(nil)
 	bare := func(node string) *corev1.Pod { return b.Pod("bare-"+node, b.NodeName(node), b.CPU("100m")) }
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
 		Nodes: []*corev1.Node{spotNode("a", launchedWith), spotNode("i", launchedWith, notice), spotNode("z", launchedWith)},
@@ -167,9 +178,7 @@ func TestDriftKeepsTheDrainRules(t *testing.T) {
 // and l labelled scale-down-disabled, and both stay (NodeDoNotDisrupt);
 // i is annotated too but interrupted, and goes (the cloud takes it).
 func TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway(t *testing.T) {
-	launchedWith := spotGroup()
-	drifted := spotGroup(b.TemplateLabel("tier", "gold"))
-	drifted.UID = launchedWith.UID
+	launchedWith, drifted := driftGroups(nil)
 	optOut := b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true")
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
 		Nodes: []*corev1.Node{spotNode("a", launchedWith, optOut), spotNode("l", launchedWith, b.NodeLabels(v1alpha1.LabelScaleDownDisabled, "true")),
@@ -256,12 +265,8 @@ func TestRepairInSmallGroups(t *testing.T) {
 // node after the drain). The same for a node whose replacement is
 // booting: its pods fill that replacement.
 func TestNodesThePlanTakesOutAreNoHomeForOthersPods(t *testing.T) {
-	launchedWith := spotGroup()
-	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
-		all := intstr.FromString("100%")
-		ng.Spec.Disruption.Budget = &all
-	})
-	drifted.UID = launchedWith.UID
+	all := intstr.FromString("100%")
+	launchedWith, drifted := driftGroups(&all)
 	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
 		Nodes: []*corev1.Node{spotNode("d1", launchedWith), spotNode("d2", launchedWith), spotNode("e", drifted)},
 		Pods:  []*corev1.Pod{app("p1", "d1", "500m"), app("p2", "d2", "1500m"), app("pe", "e", "1000m")}})
@@ -284,12 +289,8 @@ func TestNodesThePlanTakesOutAreNoHomeForOthersPods(t *testing.T) {
 // are not replaced for drift (both were: the booting one deleted before
 // it was up).
 func TestANodeComingUpIsNotDriftedAway(t *testing.T) {
-	launchedWith := spotGroup()
-	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
-		all := intstr.FromString("100%")
-		ng.Spec.Disruption.Budget = &all
-	})
-	drifted.UID = launchedWith.UID
+	all := intstr.FromString("100%")
+	launchedWith, drifted := driftGroups(&all)
 	boot := spotNode("boot", launchedWith, b.NotReady(), func(n *corev1.Node) {
 		n.CreationTimestamp = metav1.NewTime(planNow.Add(-time.Minute))
 		delete(n.Labels, v1alpha1.LabelInitialized)
@@ -313,12 +314,8 @@ func TestANodeComingUpIsNotDriftedAway(t *testing.T) {
 // is disrupted (the booting replacement made eleven, and 10 % of eleven,
 // rounded up, two).
 func TestAPercentageBudgetIsOfTheNodesUp(t *testing.T) {
-	launchedWith := spotGroup()
-	drifted := spotGroup(b.TemplateLabel("tier", "gold"), func(ng *v1alpha1.NodeGroup) {
-		ten := intstr.FromString("10%")
-		ng.Spec.Disruption.Budget = &ten
-	})
-	drifted.UID = launchedWith.UID
+	ten := intstr.FromString("10%")
+	launchedWith, drifted := driftGroups(&ten)
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
 	for i := range 10 {
