@@ -73,8 +73,8 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 			cb.Status.PodTemplateRef == nil || cb.Status.Replicas == nil || *cb.Status.Replicas <= 0 {
 			continue
 		}
-		if s := cb.Status.ProvisioningStrategy; s != nil && *s == cbv1beta1.StrategyStandbyCapacity {
-			continue // kept on standby nodes (controller/standby), not running ones
+		if s := cb.Spec.ProvisioningStrategy; s != nil && *s != "" && *s != cbv1beta1.StrategyActiveCapacity {
+			continue // kept on standby nodes (controller/standby), or another autoscaler's
 		}
 		pt := &corev1.PodTemplate{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {

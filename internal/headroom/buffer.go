@@ -14,6 +14,7 @@ import (
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // BufferReplicas is the number of chunks of a CapacityBuffer: the larger of
@@ -23,7 +24,7 @@ import (
 // bounded by MaxUnits whatever the spec says (the upstream API has no
 // maxima); capped reports that the spec asked for more.
 func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32, chunk corev1.PodSpec) (n int32, capped bool, err error) {
-	if spec.Percentage != nil && scalableReplicas == nil {
+	if spec.Percentage != nil && scalableReplicas == nil && spec.Replicas == nil && spec.Limits == nil {
 		return 0, false, errors.New("spec.percentage needs spec.scalableRef")
 	}
 	if spec.Replicas != nil && *spec.Replicas < 0 {
@@ -38,7 +39,7 @@ func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32,
 	if spec.Replicas != nil {
 		want, set = float64(*spec.Replicas), true
 	}
-	if spec.Percentage != nil {
+	if spec.Percentage != nil && scalableReplicas != nil { // of nothing without a scalable object, as Cluster Autoscaler reads it
 		pct := math.Ceil(float64(max(*scalableReplicas, 0)) * float64(*spec.Percentage) / 100)
 		if *spec.Percentage > 0 {
 			pct = max(pct, 1)
@@ -76,7 +77,7 @@ func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (float64,
 		if per.Sign() <= 0 {
 			continue
 		}
-		n = min(n, math.Floor(limit.AsApproximateFloat64()/per.AsApproximateFloat64()))
+		n = min(n, wholeChunks(limit.AsDec(), per.AsDec())) // exact: 600m / 200m is three chunks
 	}
 	if math.IsInf(n, 1) {
 		return 0, errors.New("spec.limits: the chunk requests none of the limited resources")
@@ -96,6 +97,7 @@ func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, 
 	for i := range replicas {
 		name := fmt.Sprintf("buffer-%s-%d", cb.Name, i)
 		spec := template.Spec.DeepCopy()
+		podutil.ApplyDefaults(spec) // as the API server admits a pod: limits alone are requests
 		spec.Priority = &prio
 		spec.NodeName = ""
 		p := &corev1.Pod{

@@ -173,6 +173,8 @@ func TestBufferReplicas(t *testing.T) {
 		{name: "limits cap the count", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(10), Limits: limits("2")}, want: 4},
 		{name: "limits alone give as many chunks as fit", spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1700m")}, want: 3},
 		{name: "percentage without a scalable object is an error", spec: cbv1beta1.CapacityBufferSpec{Percentage: i32(10)}, wantErr: "needs spec.scalableRef"},
+		{name: "percentage without a scalable object is of nothing beside replicas (as Cluster Autoscaler reads it)",
+			spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(3), Percentage: i32(50)}, want: 3},
 		// The upstream API has no maxima: counts a namespace can write must
 		// neither wrap around nor make berth allocate millions of pods.
 		{name: "a huge percentage of huge replicas is cut to the maximum, not wrapped",
@@ -312,5 +314,28 @@ func TestQuotaChunks(t *testing.T) {
 				t.Errorf("got %g chunks, want %g", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestChunksAreCountedExactly (Cluster Autoscaler's
+// TestCalculateMaxPodsFromLimits divides exactly): a limit or a quota of
+// 600m holds three chunks of 200m, 7 cpu ten of 700m; in floating point
+// 600m / 200m is 2.999..., and berth kept two.
+func TestChunksAreCountedExactly(t *testing.T) {
+	for _, tc := range []struct {
+		chunk, limit string
+		want         int32
+	}{{"200m", "600m", 3}, {"700m", "7", 10}, {"300m", "900m", 3}} {
+		chunk := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tc.chunk)}}}}}
+		limits := cbv1beta1.ResourceList{"cpu": resource.MustParse(tc.limit)}
+		if got, _, err := headroom.BufferReplicas(&cbv1beta1.CapacityBufferSpec{Limits: &limits}, nil, chunk); err != nil || got != tc.want {
+			t.Errorf("limits of %s, chunks of %s: %d chunks (%v), want %d", tc.limit, tc.chunk, got, err, tc.want)
+		}
+		hard := corev1.ResourceList{"requests.cpu": resource.MustParse(tc.limit)}
+		quota := corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: hard}, Status: corev1.ResourceQuotaStatus{Hard: hard}}
+		if got := headroom.QuotaChunks([]corev1.ResourceQuota{quota}, chunk, nil); got != float64(tc.want) {
+			t.Errorf("a quota of %s, chunks of %s: %g chunks, want %d", tc.limit, tc.chunk, got, tc.want)
+		}
 	}
 }

@@ -2,9 +2,12 @@ package headroom
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
+	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/resource"
 )
 
@@ -40,39 +43,48 @@ func QuotaChunks(quotas []corev1.ResourceQuota, chunk corev1.PodSpec, others []C
 		}
 		for name, hard := range q.Status.Hard {
 			per := perChunk(name, chunk)
-			if per <= 0 {
+			if per.Sign() <= 0 {
 				continue
 			}
 			used := q.Status.Used[name]
-			left := hard.AsApproximateFloat64() - used.AsApproximateFloat64()
+			// Exact: in floating point 600m / 200m is 2.999..., two chunks.
+			left := new(inf.Dec).Sub(hard.AsDec(), used.AsDec())
 			for _, o := range others {
 				if quotaMatches(q, o.Spec) {
-					left -= float64(max(o.Count, 0)) * perChunk(name, o.Spec)
+					op := perChunk(name, o.Spec)
+					left.Sub(left, new(inf.Dec).Mul(op.AsDec(), inf.NewDec(int64(max(o.Count, 0)), 0)))
 				}
 			}
-			n = min(n, max(math.Floor(left/per), 0))
+			n = min(n, max(wholeChunks(left, per.AsDec()), 0))
 		}
 	}
 	return n
 }
 
+// wholeChunks is how many whole chunks of per fit in left, exactly
+// (rounded toward zero).
+func wholeChunks(left, per *inf.Dec) float64 {
+	f, err := strconv.ParseFloat(new(inf.Dec).QuoRound(left, per, 0, inf.RoundDown).String(), 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
 // perChunk is how much of a quota resource one chunk takes.
-func perChunk(name corev1.ResourceName, chunk corev1.PodSpec) float64 {
+func perChunk(name corev1.ResourceName, chunk corev1.PodSpec) apiresource.Quantity {
 	pod := &corev1.Pod{Spec: chunk}
 	switch {
 	case name == corev1.ResourcePods || name == "count/pods":
-		return 1
+		return *apiresource.NewQuantity(1, apiresource.DecimalSI)
 	case strings.HasPrefix(string(name), "limits."):
-		q := resource.PodLimits(pod, resource.PodResourcesOptions{})[corev1.ResourceName(strings.TrimPrefix(string(name), "limits."))]
-		return q.AsApproximateFloat64()
+		return resource.PodLimits(pod, resource.PodResourcesOptions{})[corev1.ResourceName(strings.TrimPrefix(string(name), "limits."))]
 	case strings.HasPrefix(string(name), "requests."):
-		q := resource.PodRequests(pod, resource.PodResourcesOptions{})[corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))]
-		return q.AsApproximateFloat64()
+		return resource.PodRequests(pod, resource.PodResourcesOptions{})[corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))]
 	case name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourceEphemeralStorage:
-		q := resource.PodRequests(pod, resource.PodResourcesOptions{})[name]
-		return q.AsApproximateFloat64()
+		return resource.PodRequests(pod, resource.PodResourcesOptions{})[name]
 	}
-	return 0
+	return apiresource.Quantity{}
 }
 
 // quotaMatches reports whether the quota counts a pod of this spec: every

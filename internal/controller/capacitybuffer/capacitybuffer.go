@@ -22,12 +22,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -38,8 +40,8 @@ const Name = "capacitybuffer"
 // Condition reasons.
 const (
 	ReasonTranslated          = "BufferTranslated"
-	ReasonUnsupportedStrategy = "UnsupportedProvisioningStrategy"
 	ReasonTemplateNotFound    = "PodTemplateNotFound"
+	ReasonBufferIsEmpty       = "BufferIsEmpty"
 	ReasonScalableNotFound    = "ScalableObjectNotFound"
 	ReasonUnsupportedScalable = "UnsupportedScalableKind"
 	ReasonNoPodToCopy         = "NoPodToCopy"
@@ -112,16 +114,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	status := cb.Status.DeepCopy()
 	strategy := cbv1beta1.StrategyActiveCapacity
-	if cb.Spec.ProvisioningStrategy != nil {
-		strategy = *cb.Spec.ProvisioningStrategy
+	if s := cb.Spec.ProvisioningStrategy; s != nil && *s != "" { // empty: the default, as Cluster Autoscaler reads it
+		strategy = *s
+	}
+	if strategy != cbv1beta1.StrategyActiveCapacity && strategy != cbv1beta1.StrategyStandbyCapacity {
+		// Another autoscaler may serve it: berth writes nothing to it (its
+		// status is that autoscaler's) and plans none of it (Units).
+		log.FromContext(ctx).V(1).Info("leaving a buffer of a strategy berth does not serve", "buffer", req.NamespacedName, "strategy", strategy)
+		return reconcile.Result{}, nil
 	}
 	status.ProvisioningStrategy = &strategy
-	if strategy != cbv1beta1.StrategyActiveCapacity && strategy != cbv1beta1.StrategyStandbyCapacity {
-		// Another autoscaler may serve it; berth leaves it alone.
-		r.fail(cb, status, ReasonUnsupportedStrategy, fmt.Sprintf("berth serves %s and %s, not %q",
-			cbv1beta1.StrategyActiveCapacity, cbv1beta1.StrategyStandbyCapacity, strategy))
-		return reconcile.Result{}, r.write(ctx, cb, status)
-	}
 	tr, err := r.translate(ctx, cb)
 	var bad *specError
 	if errors.As(err, &bad) {
@@ -153,6 +155,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // the condition is left as it is: saying "not provisioning" for the few
 // seconds after a restart would be false, and flap.
 func (r *Reconciler) setProvisioning(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, replicas int32) {
+	if replicas == 0 {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionFalse,
+			Reason: ReasonBufferIsEmpty, Message: "the buffer asks for no chunk", ObservedGeneration: cb.Generation})
+		return
+	}
 	ready, planned := r.Ready.Get(state.BufferKey(cb.Namespace, cb.Name))
 	if !planned {
 		if meta.FindStatusCondition(status.Conditions, cbv1beta1.ConditionProvisioning) == nil {
@@ -251,7 +258,11 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	default:
 		return translation{}, problem(ReasonInvalid, "set spec.podTemplateRef or spec.scalableRef")
 	}
-	n, capped, err := hr.BufferReplicas(sp, scalable, template.Spec)
+	// Chunks are counted as the API server will admit their pods: a
+	// container that only limits a resource requests it.
+	chunk := *template.Spec.DeepCopy()
+	podutil.ApplyDefaults(&chunk)
+	n, capped, err := hr.BufferReplicas(sp, scalable, chunk)
 	if err != nil {
 		return translation{}, &specError{reason: ReasonInvalid, err: err}
 	}
@@ -267,7 +278,7 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err != nil {
 		return translation{}, err
 	}
-	if allowed := hr.QuotaChunks(quotas.Items, template.Spec, others); float64(tr.replicas) > allowed {
+	if allowed := hr.QuotaChunks(quotas.Items, chunk, others); float64(tr.replicas) > allowed {
 		tr.replicas = int32(allowed)
 		tr.cut = fmt.Sprintf("cut to %d chunks by the ResourceQuota of namespace %s (shared with its other buffers)", tr.replicas, cb.Namespace)
 	}

@@ -69,6 +69,8 @@ func TestBufferTranslation(t *testing.T) {
 			Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "nope"}, Replicas: i32(1)}},
 		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "other-strategy", Namespace: "default"},
 			Spec: cbv1beta1.CapacityBufferSpec{ProvisioningStrategy: &other, PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "chunk"}, Replicas: i32(1)}},
+		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "default"},
+			Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "chunk"}, Replicas: i32(0)}},
 	} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -103,12 +105,47 @@ func TestBufferTranslation(t *testing.T) {
 		t.Errorf("Provisioning is True before berth planned for the buffer")
 	}
 
-	for name, reason := range map[string]string{"missing-template": capacitybuffer.ReasonTemplateNotFound, "other-strategy": capacitybuffer.ReasonUnsupportedStrategy} {
-		cb = reconcileBuffer(t, r, name)
-		c := meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || cb.Status.Replicas != nil {
-			t.Errorf("%s: condition %+v replicas %v, want False/%s and no replicas", name, c, cb.Status.Replicas, reason)
+	cb = reconcileBuffer(t, r, "missing-template")
+	if c := meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning); c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != capacitybuffer.ReasonTemplateNotFound || cb.Status.Replicas != nil {
+		t.Errorf("missing-template: condition %+v replicas %v, want False/%s and no replicas", c, cb.Status.Replicas, capacitybuffer.ReasonTemplateNotFound)
+	}
+	// A strategy berth does not serve is another autoscaler's (Cluster
+	// Autoscaler's strategy filter): berth writes nothing to it (it wrote
+	// its own verdict over the other's).
+	if cb = reconcileBuffer(t, r, "other-strategy"); len(cb.Status.Conditions) != 0 || cb.Status.Replicas != nil || cb.Status.ProvisioningStrategy != nil {
+		t.Errorf("other-strategy: status %+v, want none written", cb.Status)
+	}
+	// An empty buffer is not provisioning (Cluster Autoscaler's BufferIsEmpty).
+	cb = reconcileBuffer(t, r, "empty")
+	if c := meta.FindStatusCondition(cb.Status.Conditions, cbv1beta1.ConditionProvisioning); c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != capacitybuffer.ReasonBufferIsEmpty {
+		t.Errorf("empty: Provisioning %+v, want False/%s", c, capacitybuffer.ReasonBufferIsEmpty)
+	}
+}
+
+// TestAChunkThatOnlyLimitsRequestsItsLimits (Cluster Autoscaler's
+// defaulting: container limits imply requests): a PodTemplate whose
+// container sets limits alone is counted as the API server admits its
+// pods: 10 cpu of limits hold ten 1-cpu chunks (berth found the chunk
+// requested nothing and said InvalidSpec).
+func TestAChunkThatOnlyLimitsRequestsItsLimits(t *testing.T) {
+	ctx := context.Background()
+	pod := b.Pod("limits-only", b.CPU("1"))
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "limits-only", Namespace: "default"}, Template: corev1.PodTemplateSpec{Spec: pod.Spec}}
+	limits := cbv1beta1.ResourceList{"cpu": resource.MustParse("10")}
+	cb := &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "limits-only", Namespace: "default"},
+		Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "limits-only"}, Limits: &limits}}
+	for _, o := range []client.Object{pt, cb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	if got := reconcileBuffer(t, r, "limits-only"); got.Status.Replicas == nil || *got.Status.Replicas != 10 {
+		t.Errorf("status %+v, want 10 chunks", got.Status)
 	}
 }
 
