@@ -29,13 +29,14 @@ type Disruption struct {
 	// ConsolidateAfter is how long a node must have been removable before
 	// berth removes it (default 30s).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="consolidateAfter must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	ConsolidateAfter *metav1.Duration `json:"consolidateAfter,omitempty"`
 	// Budget is how many of the group's nodes may be disrupted at once: a
 	// count ("2") or a percentage of the group's nodes ("10%", the
 	// default), rounded up. 0 or "0%" disrupts nothing but interrupted
 	// nodes and, one at a time, the nodes of a NodeGroup being deleted.
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="budget must be a count or a percentage such as \"10%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%?$')",message="budget must be a count or a percentage such as \"10%\""
 	// +optional
 	Budget *intstr.IntOrString `json:"budget,omitempty"`
 	// DrainTimeout is how long berth waits for the pods of a node to be
@@ -47,6 +48,7 @@ type Disruption struct {
 	// deletion timestamp already adds the grace period once), and the
 	// removal then has drainTimeout again.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="drainTimeout must be a positive duration such as 300s or 5m (units h, m, s, ms)"
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 	// ReplaceSavingsPercent: under WhenEmptyOrUnderutilized, berth replaces
 	// up to three nodes whose pods fit on the other nodes plus one new node
@@ -74,6 +76,7 @@ type Disruption struct {
 	// together does not expire at once; through the same path as
 	// scale-down (replacement first, budget, PodDisruptionBudgets).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="expireAfter must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	ExpireAfter *metav1.Duration `json:"expireAfter,omitempty"`
 	// Interruption: the signals of a cloud taking a node back, and whether
 	// rebalance recommendations are acted on. A node under notice is
@@ -96,6 +99,7 @@ type DisruptionWindow struct {
 	Cron string `json:"cron"`
 	// Duration the window stays open.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	Duration metav1.Duration `json:"duration"`
 }
 
@@ -148,6 +152,7 @@ type DisruptionBudget struct {
 	Schedule string `json:"schedule,omitempty"`
 	// Duration the budget applies from each time of Schedule.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
@@ -178,6 +183,7 @@ type Interruption struct {
 	// signal does not say (annotation berth.dev/interruption-deadline);
 	// default 2m.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="noticePeriod must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	NoticePeriod *metav1.Duration `json:"noticePeriod,omitempty"`
 }
 
@@ -213,5 +219,6 @@ type RepairCondition struct {
 	Status string `json:"status"`
 	// Toleration is how long the condition must have held.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="toleration must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	Toleration metav1.Duration `json:"toleration"`
 }

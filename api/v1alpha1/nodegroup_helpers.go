@@ -154,6 +154,20 @@ func (d Disruption) Allowed(n int) int {
 	if d.Budget != nil {
 		b = *d.Budget
 	}
+	return ScaledBudget(b, n)
+}
+
+// ScaledBudget is a budget's count, or its percentage of n rounded up; a
+// count written as a string ("1", as Karpenter's budgets are written) is
+// a count. 0 for anything else.
+func ScaledBudget(b intstr.IntOrString, n int) int {
+	if b.Type == intstr.String && !strings.HasSuffix(b.StrVal, "%") {
+		v, err := strconv.Atoi(b.StrVal)
+		if err != nil || v < 0 {
+			return 0
+		}
+		return v
+	}
 	v, err := intstr.GetScaledValueFromIntOrPercent(&b, n, true)
 	if err != nil || v < 0 {
 		return 0

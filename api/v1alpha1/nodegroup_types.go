@@ -373,6 +373,7 @@ type ClusterAPIProvider struct {
 	// launch of the group returns insufficient capacity, berth removes
 	// the stuck Machine and falls back to other groups. Default 10m.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="machineTimeout must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	MachineTimeout *metav1.Duration `json:"machineTimeout,omitempty"`
 }
 
@@ -381,12 +382,14 @@ type KWOKProvider struct {
 	// LaunchDelay is how long a new node stays NotReady before KWOK turns
 	// it Ready, as a real machine needs time to boot. Default 0.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="launchDelay must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	LaunchDelay *metav1.Duration `json:"launchDelay,omitempty"`
 
 	// ResumeDelay is how long a suspended standby node stays NotReady after
 	// berth resumes it, before KWOK turns it Ready again. Default: a third
 	// of LaunchDelay (a suspended machine keeps its disk and boots faster).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="resumeDelay must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	ResumeDelay *metav1.Duration `json:"resumeDelay,omitempty"`
 
 	// FailOfferings injects failures: a launch of a matching offering fails

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -364,4 +366,53 @@ func TestClusterAPIObjectCannotBeChanged(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be changed") {
 		t.Fatalf("Update = %v, want a rejection saying the object cannot be changed", err)
 	}
+}
+
+// TestDurationsThatDoNotParseAreRefused (Karpenter's NodePool CEL tests:
+// invalid units, negative durations): a duration field written as a
+// Karpenter habit ("Never"), with a unit Go does not read ("1d"), or
+// negative is refused by the API server naming the field. The API server
+// stored them (the fields were plain strings), and then no NodeGroup of
+// the cluster could be listed: each failed to decode.
+func TestDurationsThatDoNotParseAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		path  []string
+		value string
+		want  string
+	}{
+		{[]string{"spec", "disruption", "expireAfter"}, "Never", "expireAfter must be a duration"},
+		{[]string{"spec", "disruption", "consolidateAfter"}, "1d", "consolidateAfter must be a duration"},
+		{[]string{"spec", "disruption", "drainTimeout"}, "-5m", "drainTimeout must be a positive duration"},
+		{[]string{"spec", "disruption", "drainTimeout"}, "0s", "drainTimeout must be a positive duration"},
+		{[]string{"spec", "provider", "kwok", "launchDelay"}, "30 minutes", "launchDelay must be a duration"},
+	} {
+		t.Run(strings.Join(tc.path[1:], ".")+"="+tc.value, func(t *testing.T) {
+			ng := builders.NodeGroup("dur-" + strings.ToLower(strings.NewReplacer(" ", "", "-", "m").Replace(tc.value)) + "-" + tc.path[len(tc.path)-1][:4])
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("NodeGroup"))
+			if err := unstructured.SetNestedField(u.Object, tc.value, tc.path...); err != nil {
+				t.Fatal(err)
+			}
+			err = env.Client.Create(context.Background(), u)
+			if err == nil {
+				_ = env.Client.Delete(context.Background(), u)
+				t.Fatalf("%s: %q accepted", strings.Join(tc.path, "."), tc.value)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %q refused with %v, want a message containing %q", strings.Join(tc.path, "."), tc.value, err, tc.want)
+			}
+		})
+	}
+	// A count written as a string is a budget too (Karpenter writes them so).
+	ng := builders.NodeGroup("dur-budget-count")
+	two := intstr.FromString("2")
+	ng.Spec.Disruption.Budget = &two
+	if err := env.Client.Create(context.Background(), ng); err != nil {
+		t.Errorf("budget \"2\" refused: %v", err)
+	}
+	_ = env.Client.Delete(context.Background(), ng)
 }

@@ -48,13 +48,7 @@ func (p *planner) allowed(g *v1alpha1.NodeGroup, reason v1alpha1.DisruptionReaso
 }
 
 // scaled is a count or a percentage of n, rounded up; 0 stays 0.
-func scaled(v intstr.IntOrString, n int) int {
-	got, err := intstr.GetScaledValueFromIntOrPercent(&v, n, true)
-	if err != nil || got < 0 {
-		return 0
-	}
-	return got
-}
+func scaled(v intstr.IntOrString, n int) int { return v1alpha1.ScaledBudget(v, n) }
 
 // inFlight is how many of the group's nodes use its budget for reason:
 // those being deleted or drained, those this plan disrupts, and

@@ -336,3 +336,18 @@ func TestAPercentageBudgetIsOfTheNodesUp(t *testing.T) {
 		t.Errorf("disruptions %+v, want none while n0's replacement boots (10 %% of ten nodes up is one)", got)
 	}
 }
+
+// TestABudgetOfACountWrittenAsAStringIsACount (Karpenter's budgets are
+// strings: nodes: "1"): three drifted nodes under a Drifted budget of
+// "1" are replaced one at a time, as with 1 (the string was read as a
+// percentage that did not parse, 0, and none was replaced).
+func TestABudgetOfACountWrittenAsAStringIsACount(t *testing.T) {
+	all := intstr.FromString("100%")
+	launchedWith, drifted := driftGroups(&all)
+	drifted.Spec.Disruption.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromString("1"), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}}}
+	got, _ := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith), spotNode("b", launchedWith), spotNode("c", launchedWith)}})
+	if len(got) != 1 {
+		t.Errorf("disruptions %+v, want one node (a budget of \"1\")", got)
+	}
+}
