@@ -178,6 +178,7 @@ type HeadroomTarget struct {
 	// creation to its binding, when its first scheduling attempt found no
 	// room), e.g. 5s. A wait as long as a node launch needs no headroom.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="wait must be a duration such as 5s or 2m (units h, m, s, ms; not negative)"
 	Wait metav1.Duration `json:"wait"`
 	// Percent of the pods in scope that should get capacity within Wait:
 	// 50 to 100.
@@ -388,6 +389,7 @@ type HeadroomSchedule struct {
 	Cron string `json:"cron"`
 	// Duration of the window.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must be a duration such as 30m or 8h (units h, m, s, ms; not negative)"
 	Duration metav1.Duration `json:"duration"`
 	// Units during the window. Without resources, the shape of spec.units.
 	// +required

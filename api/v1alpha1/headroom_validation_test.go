@@ -53,6 +53,9 @@ func TestHeadroomAndBufferValidation(t *testing.T) {
 		{name: "a percentage above 200 is rejected naming automatic.percentage", obj: headroom("hr-pct", func(s *v1alpha1.HeadroomSpec) {
 			s.Automatic = &v1alpha1.AutomaticHeadroom{Percentage: 201}
 		}), wantErr: []string{"spec.automatic.percentage", "less than or equal to 200"}},
+		{name: "a negative wait is rejected naming target.wait", obj: headroom("hr-wait", func(s *v1alpha1.HeadroomSpec) {
+			s.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: -5 * time.Second}, Percent: 95}
+		}), wantErr: []string{"spec.target.wait", "wait must be a duration"}},
 		{name: "a malformed cron is rejected naming the schedule's cron", obj: headroom("hr-cron", func(s *v1alpha1.HeadroomSpec) {
 			s.Schedules = []v1alpha1.HeadroomSchedule{window("every monday at 8")}
 		}), wantErr: []string{"spec.schedules[0].cron", "cron must be a 5-field expression"}},
