@@ -147,6 +147,7 @@ const (
 const FinalizerNodes = "berth.dev/nodes"
 
 // NodeTemplate is the part of a node that berth sets at launch.
+// +kubebuilder:validation:XValidation:rule="((has(self.taints) ? self.taints.map(t, t.key + ':' + t.effect) : []) + (has(self.startupTaints) ? self.startupTaints.map(t, t.key + ':' + t.effect) : [])).all(k, ((has(self.taints) ? self.taints.map(t, t.key + ':' + t.effect) : []) + (has(self.startupTaints) ? self.startupTaints.map(t, t.key + ':' + t.effect) : [])).exists_one(j, j == k))",message="taints and startupTaints must not repeat a key and effect: a node's taints are unique by key and effect, and the API server would refuse every node of the group"
 type NodeTemplate struct {
 	// Labels are added to every node of the group. Keys and values must be
 	// valid label keys and values, and must not be one of the labels berth

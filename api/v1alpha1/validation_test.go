@@ -208,6 +208,23 @@ func TestNodeGroupValidation(t *testing.T) {
 			wantErr: []string{"spec.template.labels", "nor a deprecated beta label"},
 		},
 		{
+			name: "a taint and a startup taint of the same key and effect are rejected (every node of the group would be)",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("dup-taint", builders.TemplateTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
+				ng.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: "dedicated", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+				return ng
+			}(),
+			wantErr: []string{"spec.template", "must not repeat a key and effect"},
+		},
+		{
+			name: "a taint and a startup taint of one key with two effects are accepted",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("two-effects", builders.TemplateTaint("dedicated", "gpu", corev1.TaintEffectNoSchedule))
+				ng.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: "dedicated", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoExecute)}}
+				return ng
+			}(),
+		},
+		{
 			name:    "a taint key that is not a qualified name is rejected naming the key",
 			ng:      builders.NodeGroup("bad-taint-key", builders.TemplateTaint("a b", "x", corev1.TaintEffectNoSchedule)),
 			wantErr: []string{"spec.template.taints[0].key", "qualified name"},

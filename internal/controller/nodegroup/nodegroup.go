@@ -172,7 +172,11 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 		}
 		_, o := ng.FindOffering(n.Labels[v1alpha1.LabelInstanceType], n.Labels[v1alpha1.LabelZone], v1alpha1.CapacityType(n.Labels[v1alpha1.LabelCapacityType]))
 		if o != nil {
-			if p, err := o.Price(); err == nil {
+			price := o.Price
+			if nodeutil.Suspended(n) {
+				price = o.StoppedPrice // a suspended standby node costs its stopped price, as its Headroom counts it
+			}
+			if p, err := price(); err == nil {
 				out.price += p
 			}
 		}

@@ -160,3 +160,37 @@ func TestStaleCacheIsNotAnError(t *testing.T) {
 		t.Errorf("after a fresh reconcile: %d nodes in status, labels %v; want 1 node and the other writer's label kept", got.Status.Nodes, got.Labels)
 	}
 }
+
+// TestASuspendedStandbyNodeCostsItsStoppedPrice: a group's status and
+// price metric count a suspended standby node at its offering's stopped
+// price (0.008), as its Headroom does, not its running price (0.10): the
+// group said 0.1000 where the Headroom said 0.008.
+func TestASuspendedStandbyNodeCostsItsStoppedPrice(t *testing.T) {
+	ctx := context.Background()
+	offering := b.OnDemand("zone-a", "0.10")
+	offering.StoppedPricePerHour = "0.008"
+	ng := b.NodeGroup("status-stopped", b.InstanceType("m-2", "2", "8Gi", offering))
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ng) })
+	n := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, "status-stopped-a")
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintStandby, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	n.Annotations[v1alpha1.AnnotationSuspendedAt] = time.Now().UTC().Format(time.RFC3339)
+	if err := env.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, 3*time.Minute), Holds: state.NewHolds(), Clock: clk}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: ng.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ng.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.PricePerHour != "0.0080" {
+		t.Errorf("price %q, want 0.0080 (the stopped price of its one suspended node)", got.Status.PricePerHour)
+	}
+}
