@@ -361,7 +361,9 @@ func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuff
 		} else if err != nil {
 			return nil, fmt.Errorf("reading the pod template of buffer %s: %w", o.Name, err)
 		}
-		out = append(out, hr.Chunks{Spec: pt.Template.Spec, Count: min(*o.Status.Replicas, hr.MaxUnits)})
+		spec := *pt.Template.Spec.DeepCopy()
+		podutil.ApplyDefaults(&spec) // counted as this buffer's chunk is
+		out = append(out, hr.Chunks{Spec: spec, Count: min(*o.Status.Replicas, hr.MaxUnits)})
 	}
 	return out, nil
 }

@@ -165,7 +165,8 @@ func (p *Provisioner) nominationFailed(pod *corev1.Pod, now time.Time) bool {
 
 // neverUp reports whether a node a pod is nominated to will not take it:
 // it is being deleted, or it has not been schedulable once in the max
-// provision time since its launch (the launch timeout removes it, within
+// provision time since its launch or its resume from standby (the launch
+// timeout removes it, within
 // its caps; a Cluster API Node stays until its Machine goes). The pod
 // needs a node again.
 func (p *Provisioner) neverUp(n *corev1.Node, now time.Time) bool {
@@ -176,7 +177,12 @@ func (p *Provisioner) neverUp(n *corev1.Node, now time.Time) bool {
 		return true
 	}
 	_, ready := p.schedulableSince(n.Name)
-	return !ready && p.opts.MaxProvisionTime > 0 && !n.CreationTimestamp.IsZero() && now.Sub(n.CreationTimestamp.Time) > p.opts.MaxProvisionTime
+	ready = ready || n.Labels[v1alpha1.LabelInitialized] == "true" && n.Annotations[v1alpha1.AnnotationResumedAt] == "" // up once: as a restart finds it
+	launched := n.CreationTimestamp.Time
+	if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt]); err == nil && at.After(launched) {
+		launched = at // a standby node resumed boots again from then
+	}
+	return !ready && p.opts.MaxProvisionTime > 0 && !launched.IsZero() && now.Sub(launched) > p.opts.MaxProvisionTime
 }
 
 // noteGraceEnd moves recheckAt forward to the end of a held pod's grace.

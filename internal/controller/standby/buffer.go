@@ -16,6 +16,7 @@ import (
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -35,6 +36,9 @@ func (r *Reconciler) buffer(ctx context.Context, key types.NamespacedName) (owne
 		return o, nil
 	}
 	st := cb.Status
+	if s := cb.Spec.ProvisioningStrategy; s == nil || *s != cbv1beta1.StrategyStandbyCapacity { // the spec says; a status may be left from before
+		return o, nil
+	}
 	if st.ProvisioningStrategy == nil || *st.ProvisioningStrategy != cbv1beta1.StrategyStandbyCapacity ||
 		!meta.IsStatusConditionTrue(st.Conditions, cbv1beta1.ConditionReadyForProvisioning) || st.PodTemplateRef == nil || st.Replicas == nil {
 		return o, nil
@@ -47,7 +51,8 @@ func (r *Reconciler) buffer(ctx context.Context, key types.NamespacedName) (owne
 		// not ready, and then it keeps no standby units.
 		return o, fmt.Errorf("reading the PodTemplate of capacity buffer %s: %w", key, err)
 	}
-	pod := &corev1.Pod{ObjectMeta: pt.Template.ObjectMeta, Spec: pt.Template.Spec}
+	pod := &corev1.Pod{ObjectMeta: pt.Template.ObjectMeta, Spec: *pt.Template.Spec.DeepCopy()}
+	podutil.ApplyDefaults(&pod.Spec) // as the API server admits a pod: limits alone are requests
 	o.obj, o.desired = cb, min(max(*st.Replicas, 0), hr.MaxUnits)
 	o.shape = resource.PodRequests(pod, resource.PodResourcesOptions{})
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)

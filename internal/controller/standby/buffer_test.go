@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -29,13 +30,17 @@ import (
 // provisioningStrategy buffer.x-k8s.io/standby-capacity of 3 chunks of 1
 // cpu whose template selects zone-b gets two 2-cpu standby nodes in
 // zone-b (zone-a is cheaper, but its chunks could not run there), no
-// running units, and a Provisioning condition that says so; deleted, its
-// standby nodes go.
+// running units, and a Provisioning condition that says so (its
+// containers set limits alone: they request them); handed to another
+// autoscaler's strategy, or deleted, its standby nodes go.
 func TestAStandbyCapacityBufferIsKeptOnStandbyNodes(t *testing.T) {
 	ctx := context.Background()
 	const group = "standby-buffer"
 	ng := b.NodeGroup(group, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.08"), b.OnDemand("zone-b", "0.10")))
-	pod := b.Pod("chunk", b.CPU("1"), b.Memory("1Gi"), b.NodeSelector(v1alpha1.LabelZone, "zone-b"))
+	pod := b.Pod("chunk", b.NodeSelector(v1alpha1.LabelZone, "zone-b"))
+	// Limits alone: the chunk requests them as the API server admits it.
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceCPU: apiresource.MustParse("1"), corev1.ResourceMemory: apiresource.MustParse("1Gi")}}
 	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "standby-chunk", Namespace: "default"}, Template: corev1.PodTemplateSpec{Spec: pod.Spec}}
 	strategy := cbv1beta1.StrategyStandbyCapacity
 	three := int32(3)
@@ -109,6 +114,35 @@ func TestAStandbyCapacityBufferIsKeptOnStandbyNodes(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, cbv1beta1.ConditionProvisioning); c == nil || c.Status != metav1.ConditionTrue ||
 		c.Reason != capacitybuffer.ReasonStandby {
 		t.Errorf("Provisioning condition with 4 units on 2 standby nodes %+v, want True/%s", c, capacitybuffer.ReasonStandby)
+	}
+
+	// Handed to another autoscaler's strategy: berth leaves its status as
+	// it was, and keeps no standby node for it any more.
+	other := "example.com/other"
+	got.Spec.ProvisioningStrategy = &other
+	if err := env.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	translate()
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.nodes()); n != 0 {
+		t.Errorf("%d standby nodes left after the buffer went to another strategy, want 0", n)
+	}
+	got = translate()
+	got.Spec.ProvisioningStrategy = &strategy
+	if err := env.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	translate()
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.nodes()); n != 2 {
+		t.Fatalf("%d standby nodes once the buffer is standby again, want 2", n)
 	}
 
 	if err := env.Client.Delete(ctx, cb); err != nil {
