@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -280,15 +281,34 @@ func SliceName(nodeName, driver string, i int) string {
 }
 
 // LaunchHash is a hash of what of the group's spec a node is launched
-// with: the template's labels, taints and startup taints, and the Cluster
-// API object a node comes from. berth writes it on every node it launches
-// (AnnotationLaunchHash); a node whose hash differs from its group's has
-// drifted. Instance types and offerings are not in it: a node drifts when
-// its own offering leaves the group, not when another changes.
+// with: the template's labels, taints and startup taints (each list as a
+// set: taints written in another order are the same taints), and the
+// Cluster API object a node comes from. berth writes it on every node it
+// launches (AnnotationLaunchHash); a node whose hash the group does not
+// match (MatchesLaunchHash) has drifted. Instance types and offerings are
+// not in it: a node drifts when its own offering leaves the group, not
+// when another changes.
 func (ng *NodeGroup) LaunchHash() string {
 	if ng.pinnedHash != "" {
 		return ng.pinnedHash
 	}
+	return ng.launchHash(true)
+}
+
+// MatchesLaunchHash reports whether a node's launch hash is the group's:
+// LaunchHash, or the hash of its taints in the order written, which
+// berth wrote on the nodes it launched before it hashed them as a set
+// (they have not drifted).
+func (ng *NodeGroup) MatchesLaunchHash(h string) bool {
+	if ng.pinnedHash != "" {
+		return h == ng.pinnedHash || h == ng.pinnedOrdered
+	}
+	return h == ng.launchHash(true) || h == ng.launchHash(false)
+}
+
+// launchHash hashes the launch spec, with its taint lists sorted or as
+// written.
+func (ng *NodeGroup) launchHash(sorted bool) string {
 	type launched struct {
 		Labels        map[string]LabelValue `json:"labels,omitempty"`
 		Taints        []NodeTaint           `json:"taints,omitempty"`
@@ -296,6 +316,9 @@ func (ng *NodeGroup) LaunchHash() string {
 		ClusterAPI    []string              `json:"clusterAPI,omitempty"`
 	}
 	l := launched{Labels: ng.Spec.Template.Labels, Taints: ng.Spec.Template.Taints, StartupTaints: ng.Spec.Template.StartupTaints}
+	if sorted {
+		l.Taints, l.StartupTaints = sortedTaints(l.Taints), sortedTaints(l.StartupTaints)
+	}
 	if c := ng.Spec.Provider.ClusterAPI; c != nil {
 		l.ClusterAPI = []string{c.APIVersion, string(c.Kind), c.Namespace, c.Name}
 	}
@@ -304,12 +327,23 @@ func (ng *NodeGroup) LaunchHash() string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// sortedTaints is a sorted copy of ts (nil stays nil).
+func sortedTaints(ts []NodeTaint) []NodeTaint {
+	if ts == nil {
+		return nil
+	}
+	out := slices.Clone(ts)
+	slices.SortFunc(out, func(a, b NodeTaint) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(string(a.Effect), string(b.Effect)), strings.Compare(a.Value, b.Value))
+	})
+	return out
+}
+
 // PinLaunchHash fixes LaunchHash at the hash of the spec as it is now. A
 // provider that lets its own objects describe a group's template (Cluster
 // API's capacity annotations) changes a copy the planners use; the nodes
 // of the group were hashed from the stored spec (at launch or adoption),
 // and must not look drifted because of the copy.
 func (ng *NodeGroup) PinLaunchHash() {
-	ng.pinnedHash = ""
-	ng.pinnedHash = ng.LaunchHash()
+	ng.pinnedHash, ng.pinnedOrdered = ng.launchHash(true), ng.launchHash(false)
 }

@@ -54,9 +54,12 @@ type NodeGroup struct {
 	// +optional
 	Status NodeGroupStatus `json:"status,omitempty"`
 
-	// pinnedHash, when set, is LaunchHash's answer (PinLaunchHash). It
-	// lives only in memory: it is neither stored nor served.
-	pinnedHash string `json:"-"`
+	// pinnedHash, when set, is LaunchHash's answer (PinLaunchHash), and
+	// pinnedOrdered the hash of its taints in the order written
+	// (MatchesLaunchHash). They live only in memory: neither stored nor
+	// served.
+	pinnedHash    string `json:"-"`
+	pinnedOrdered string `json:"-"`
 }
 
 // NodeGroupSpec is the desired shape of a NodeGroup.

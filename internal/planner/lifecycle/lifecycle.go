@@ -150,7 +150,7 @@ func Drifted(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 
 // launchHashDrift reports a node whose launch hash differs from its group's.
 func launchHashDrift(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
-	if h := n.Annotations[v1alpha1.AnnotationLaunchHash]; h != "" && h != ng.LaunchHash() {
+	if h := n.Annotations[v1alpha1.AnnotationLaunchHash]; h != "" && !ng.MatchesLaunchHash(h) {
 		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "node group " + ng.Name + "'s template (labels, taints) or provider changed since the node was launched"}
 	}
 	return nil

@@ -1,6 +1,9 @@
 package lifecycle_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -224,4 +227,44 @@ func TestExpirySpreads(t *testing.T) {
 	if len(seen) < 5 {
 		t.Errorf("six nodes got only %d different delays", len(seen))
 	}
+}
+
+// TestTaintsReorderedAreNotDrift (Karpenter hashes a NodePool's lists as
+// sets): a group whose taints are written in another order (a manifest
+// rendered again) describes the same nodes: none has drifted (every node
+// of the group drifted and was replaced). A node launched before taints
+// were hashed as a set, with the hash of the order written, has not
+// drifted either; a taint changed is drift.
+func TestTaintsReorderedAreNotDrift(t *testing.T) {
+	taint := func(key string) v1alpha1.NodeTaint {
+		return v1alpha1.NodeTaint{Key: key, Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}
+	}
+	withTaints := func(ts ...v1alpha1.NodeTaint) *v1alpha1.NodeGroup {
+		return group(func(ng *v1alpha1.NodeGroup) { ng.Spec.Template.Taints = ts })
+	}
+	old := now.Add(-48 * time.Hour)
+	launchedBA := launched(withTaints(taint("c"), taint("a"), taint("b")), old)
+	if v := lifecycle.Drifted(withTaints(taint("b"), taint("c"), taint("a")), launchedBA); v != nil {
+		t.Errorf("taints reordered: %s, want no drift", v.Message)
+	}
+	legacy := launched(withTaints(taint("b"), taint("a")), old)
+	legacy.Annotations[v1alpha1.AnnotationLaunchHash] = legacyHash(withTaints(taint("b"), taint("a")))
+	if v := lifecycle.Drifted(withTaints(taint("b"), taint("a")), legacy); v != nil {
+		t.Errorf("a node hashed with its taints in the order written: %s, want no drift", v.Message)
+	}
+	if v := lifecycle.Drifted(withTaints(taint("a"), taint("c")), launchedBA); v == nil {
+		t.Error("a taint changed: no drift, want Drifted")
+	}
+}
+
+// legacyHash is the launch hash berth wrote before it hashed taints as a
+// set: the template's labels and taints in the order written.
+func legacyHash(ng *v1alpha1.NodeGroup) string {
+	data, _ := json.Marshal(struct {
+		Labels        map[string]v1alpha1.LabelValue `json:"labels,omitempty"`
+		Taints        []v1alpha1.NodeTaint           `json:"taints,omitempty"`
+		StartupTaints []v1alpha1.NodeTaint           `json:"startupTaints,omitempty"`
+	}{ng.Spec.Template.Labels, ng.Spec.Template.Taints, ng.Spec.Template.StartupTaints})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
