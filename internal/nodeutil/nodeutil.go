@@ -131,6 +131,16 @@ func Suspended(n *corev1.Node) bool {
 // again rather than lost when it is NotReady.
 const resumeBoot = 10 * time.Minute
 
+// BootedSince is when a node last began to boot: its creation, or its
+// resume from standby (berth.dev/resumed-at) when later.
+func BootedSince(n *corev1.Node) time.Time {
+	since := n.CreationTimestamp.Time
+	if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt]); err == nil && at.After(since) {
+		since = at
+	}
+	return since
+}
+
 // Resuming reports whether the node was resumed from standby less than
 // resumeBoot ago and is not Ready yet.
 func Resuming(n *corev1.Node, now time.Time) bool {

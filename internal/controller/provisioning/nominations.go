@@ -178,11 +178,8 @@ func (p *Provisioner) neverUp(n *corev1.Node, now time.Time) bool {
 	}
 	_, ready := p.schedulableSince(n.Name)
 	ready = ready || n.Labels[v1alpha1.LabelInitialized] == "true" && n.Annotations[v1alpha1.AnnotationResumedAt] == "" // up once: as a restart finds it
-	launched := n.CreationTimestamp.Time
-	if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt]); err == nil && at.After(launched) {
-		launched = at // a standby node resumed boots again from then
-	}
-	return !ready && p.opts.MaxProvisionTime > 0 && !launched.IsZero() && now.Sub(launched) > p.opts.MaxProvisionTime
+	booted := nodeutil.BootedSince(n)
+	return !ready && p.opts.MaxProvisionTime > 0 && !booted.IsZero() && now.Sub(booted) > p.opts.MaxProvisionTime
 }
 
 // noteGraceEnd moves recheckAt forward to the end of a held pod's grace.

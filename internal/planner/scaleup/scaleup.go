@@ -223,11 +223,7 @@ func (in Input) booting(n *corev1.Node) bool {
 	if in.Now.IsZero() || n.CreationTimestamp.IsZero() {
 		return !nodeutil.Ready(n) || n.Labels[v1alpha1.LabelInitialized] != "true"
 	}
-	if in.Now.Sub(n.CreationTimestamp.Time) < in.LaunchGrace {
-		return true
-	}
-	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
-	return err == nil && in.Now.Sub(at) < in.LaunchGrace
+	return in.Now.Sub(nodeutil.BootedSince(n)) < in.LaunchGrace
 }
 
 func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.Node) bool) (*snapshot.Snapshot, error) {
