@@ -8,9 +8,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -78,13 +81,23 @@ func draUpstream(ctx context.Context, t *testing.T, c DRACase) (map[string]bool,
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	// The slice tracker and the claim cache fill from the informers
-	// asynchronously: wait until they hold every object.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	// The slice tracker, the claim cache and the manager's record of
+	// allocated devices (a handler of the claim cache) fill from the
+	// informers asynchronously: wait until they hold every object. A
+	// device not yet recorded as allocated would be free to the plugin.
+	allocated := allocatedDevices(c)
+	synced := func() bool {
 		sl, err := tr.ListPatchedResourceSlices()
-		if err == nil && tr.HasSynced() && len(sl) == len(c.Slices) && len(claims.List(nil)) == len(c.Claims) {
-			break
+		if err != nil || !tr.HasSynced() || len(sl) != len(c.Slices) || len(claims.List(nil)) != len(c.Claims) {
+			return false
+		}
+		got, err := manager.ResourceClaims().ListAllAllocatedDevices()
+		return err == nil && got.Equal(allocated)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !synced() {
+		if time.Now().After(deadline) {
+			t.Fatal("kube-scheduler's DRA manager did not see every slice, claim and allocated device within 30 s")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -108,6 +121,23 @@ func draUpstream(ctx context.Context, t *testing.T, c DRACase) (map[string]bool,
 		}
 	}
 	return out, why
+}
+
+// allocatedDevices is the set of devices a case's claims hold, as
+// kube-scheduler counts them (a result with admin access holds none).
+func allocatedDevices(c DRACase) sets.Set[structured.DeviceID] {
+	out := sets.New[structured.DeviceID]()
+	for _, cl := range c.Claims {
+		if cl.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range cl.Status.Allocation.Devices.Results {
+			if !ptr.Deref(r.AdminAccess, false) {
+				out.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+			}
+		}
+	}
+	return out
 }
 
 func must(t *testing.T, f func() error) {
