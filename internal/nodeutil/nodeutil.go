@@ -127,6 +127,23 @@ func Suspended(n *corev1.Node) bool {
 	return Standby(n) && n.Annotations[v1alpha1.AnnotationSuspendedAt] != "" && n.Annotations[v1alpha1.AnnotationStandbyRemoving] == ""
 }
 
+// TaintCloudUninitialized is the taint the kubelet sets on a node
+// registered with --cloud-provider=external until the cloud controller
+// manager has initialized it (k8s.io/cloud-provider/api).
+const TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// StartupTaints are the taints a new node of a group carries until it is
+// up, and that go away on their own: the group's startup taints (removed
+// by the agents that set them up) and the cloud controller manager's
+// uninitialized taint. Only their keys and effects are set.
+func StartupTaints(ng *v1alpha1.NodeGroup) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(ng.Spec.Template.StartupTaints)+1)
+	for _, t := range ng.Spec.Template.StartupTaints {
+		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return append(out, corev1.Taint{Key: TaintCloudUninitialized, Effect: corev1.TaintEffectNoSchedule})
+}
+
 // resumeBoot is how long a node resumed from standby counts as booting
 // again rather than lost when it is NotReady.
 const resumeBoot = 10 * time.Minute

@@ -135,11 +135,12 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 // what it is: the re-check of the removal decides.
 func (c *Controller) upFor(w *world, repl *corev1.Node) bool {
 	g := w.groups[repl.Labels[v1alpha1.LabelNodeGroup]]
-	if g == nil || c.Clock.Since(repl.CreationTimestamp.Time) > c.maxProvisionTime() {
+	if g == nil || c.Clock.Since(nodeutil.BootedSince(repl)) > c.maxProvisionTime() {
 		return true
 	}
+	startup := nodeutil.StartupTaints(g)
 	for _, t := range repl.Spec.Taints {
-		if t.Key == scaleup.TaintCloudUninitialized || slices.ContainsFunc(g.Spec.Template.StartupTaints, func(s v1alpha1.NodeTaint) bool { return s.Key == t.Key }) {
+		if slices.ContainsFunc(startup, func(s corev1.Taint) bool { return s.Key == t.Key }) {
 			return false
 		}
 	}

@@ -63,6 +63,10 @@ func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[
 	return p.schedulable.observe(p.inflight.merge(nodes), now)
 }
 
+// knownOrNone reports whether a node berth nominated a pod to is known
+// this round, or there is none.
+func knownOrNone(known map[string]bool, node string) bool { return node == "" || known[node] }
+
 // sortPods puts bound pods, and pods holding a nomination, into the plan
 // input as placed, and pods that need a node as pending; it fills the
 // round's pending and waiting sets. A pod held by a nomination moves
@@ -99,7 +103,7 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
-		case burst.AwaitsNode(pod) && len(r.unlisted) > 0 && p.nominated.get(key) != "" && !known[p.nominated.get(key)]:
+		case burst.AwaitsNode(pod) && len(r.unlisted) > 0 && !knownOrNone(known, p.nominated.get(key)):
 			// berth launched a node for it that is not known this round,
 			// while the launching instances of some group could not be
 			// listed: it may be booting there. It waits for the next

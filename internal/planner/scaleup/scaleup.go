@@ -252,10 +252,9 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	return snapshot.New(sin)
 }
 
-// TaintCloudUninitialized is the taint the kubelet sets on a node
-// registered with --cloud-provider=external until the cloud controller
-// manager has initialized it (k8s.io/cloud-provider/api).
-const TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+// TaintCloudUninitialized is the cloud controller manager's taint of a
+// node not yet initialized (nodeutil.TaintCloudUninitialized).
+const TaintCloudUninitialized = nodeutil.TaintCloudUninitialized
 
 // transientTaints are taints of a berth-managed node that will go away on
 // their own: while the node is booting, the group's startup taints (the
@@ -269,10 +268,7 @@ const TaintCloudUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, up bool) []corev1.Taint {
 	var out []corev1.Taint
 	if up {
-		for _, t := range ng.Spec.Template.StartupTaints {
-			out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
-		}
-		out = append(out, corev1.Taint{Key: TaintCloudUninitialized, Effect: corev1.TaintEffectNoSchedule})
+		out = nodeutil.StartupTaints(ng)
 	}
 	if nodeutil.Ready(n) || up {
 		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
