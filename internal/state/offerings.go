@@ -55,13 +55,23 @@ func (o *Offerings) MarkUnavailable(off v1alpha1.OfferingKey, message string) {
 	o.mu.Lock()
 	now := o.clock.Now()
 	f := Failure{Offering: off, Message: message, At: now, Streak: 1}
-	// A failure within one TTL after the previous wait ended continues the
-	// streak; a longer good spell starts it afresh.
-	if prev, ok := o.fails[off]; ok && now.Before(prev.Until.Add(o.ttl)) {
+	prev, known := o.fails[off]
+	switch {
+	case known && now.Before(prev.Until):
+		// Another failure of the same wait (the other launches of one
+		// round, nodes of one reclaim wave): the streak stays, and the
+		// wait is at least as long again from now.
+		f.Streak = prev.Streak
+	case known && now.Before(prev.Until.Add(o.ttl)):
+		// A failure within one TTL after the previous wait ended continues
+		// the streak; a longer good spell starts it afresh.
 		f.Streak = min(prev.Streak+1, 32)
 	}
 	factor := min(time.Duration(1)<<(f.Streak-1), MaxBackoffFactor)
 	f.Until = now.Add(factor * o.ttl)
+	if known && prev.Until.After(f.Until) {
+		f.Until = prev.Until
+	}
 	o.fails[off] = f
 	o.mu.Unlock()
 	if o.OnChange != nil {

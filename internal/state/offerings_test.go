@@ -89,3 +89,38 @@ func TestAnOfferingThatKeepsFailingWaitsLongerEachTime(t *testing.T) {
 		t.Errorf("wait after a good spell %s, want the base TTL %s", got, ttl)
 	}
 }
+
+// TestFailuresOfOneWaitDoNotLengthenTheBackoff: the failures of one wait
+// (the five launches of one round answered out of capacity, the nodes of
+// one spot reclaim wave) are one failure: the wait is one TTL from the
+// last of them, not doubled for each; the next failure after the wait
+// doubles it once.
+func TestFailuresOfOneWaitDoNotLengthenTheBackoff(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	ttl := 3 * time.Minute
+	o := state.NewOfferings(clk, ttl)
+	spot := scaleup.Offering{NodeGroup: "general", InstanceType: "m-2", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeSpot)}
+
+	for range 5 {
+		o.MarkUnavailable(spot, "insufficient capacity")
+	}
+	if got := o.NextExpiry("general").Sub(start); got != ttl {
+		t.Errorf("avoided for %s after five failures of one round, want the TTL %s", got, ttl)
+	}
+	clk.SetTime(start.Add(time.Minute)) // another failure while avoided
+	o.MarkUnavailable(spot, "insufficient capacity")
+	if got, want := o.NextExpiry("general"), start.Add(time.Minute+ttl); !got.Equal(want) {
+		t.Errorf("avoided until %s after a failure within the wait, want one TTL from it: %s", got.Format(time.TimeOnly), want.Format(time.TimeOnly))
+	}
+	clk.SetTime(o.NextExpiry("general")) // tried again once allowed, and fails again
+	o.MarkUnavailable(spot, "insufficient capacity")
+	if got := o.NextExpiry("general").Sub(clk.Now()); got != 2*ttl {
+		t.Errorf("avoided for %s after failing again once the wait ended, want twice the TTL", got)
+	}
+	clk.SetTime(clk.Now().Add(time.Minute)) // a failure within a doubled wait does not shorten it
+	o.MarkUnavailable(spot, "insufficient capacity")
+	if got := o.NextExpiry("general").Sub(clk.Now()); got != 2*ttl {
+		t.Errorf("avoided for %s more after a failure within a doubled wait, want twice the TTL from it", got)
+	}
+}
