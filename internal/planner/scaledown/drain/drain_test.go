@@ -117,13 +117,25 @@ func TestGoesWithNode(t *testing.T) {
 }
 
 func TestDoNotDisrupt(t *testing.T) {
+	at := drain.Context{Now: now}
 	runRule(t, drain.DoNotDisrupt{}, []ruleCase{
 		{name: "a regular pod is not decided", pod: b.Pod("web"), want: undecided},
 		{name: "berth's annotation blocks", pod: b.Pod("web", b.Annotation("berth.dev/do-not-disrupt", "true")), want: blocks},
 		{name: "Karpenter's annotation blocks", pod: b.Pod("web", b.Annotation("karpenter.sh/do-not-disrupt", "true")), want: blocks},
 		{name: "Ocean's label blocks", pod: b.Pod("web", b.Labels("spotinst.io/restrict-scale-down", "true")), want: blocks},
 		{name: "a value other than true does not block", pod: b.Pod("web", b.Annotation("berth.dev/do-not-disrupt", "false")), want: undecided},
+		{name: "a duration blocks while the pod has run for less", pod: b.Pod("batch", started(time.Minute), b.Annotation("karpenter.sh/do-not-disrupt", "1h")), ctx: at, want: blocks},
+		{name: "a duration of berth's annotation blocks too", pod: b.Pod("batch", started(time.Minute), b.Annotation("berth.dev/do-not-disrupt", "30m")), ctx: at, want: blocks},
+		{name: "a duration the pod has run for no longer blocks", pod: b.Pod("batch", started(2*time.Hour), b.Annotation("karpenter.sh/do-not-disrupt", "1h")), ctx: at, want: undecided},
+		{name: "a duration blocks a pod not started yet", pod: b.Pod("batch", b.Annotation("karpenter.sh/do-not-disrupt", "1h")), ctx: at, want: blocks},
+		{name: "a duration blocks when the time is not known", pod: b.Pod("batch", started(2*time.Hour), b.Annotation("karpenter.sh/do-not-disrupt", "1h")), want: blocks},
+		{name: "a negative duration does not block", pod: b.Pod("batch", started(time.Minute), b.Annotation("karpenter.sh/do-not-disrupt", "-1h")), ctx: at, want: undecided},
 	})
+}
+
+// started sets the pod's start time ago before now.
+func started(ago time.Duration) b.PodOption {
+	return func(p *corev1.Pod) { p.Status.StartTime = &metav1.Time{Time: now.Add(-ago)} }
 }
 
 func TestControllerExists(t *testing.T) {
