@@ -28,7 +28,8 @@ type Replacement struct {
 // room (their pods pass every drain rule): their pods are planned by the
 // scale-up planner on the rest of the cluster plus new nodes; they must
 // go to the nodes that stay or exactly one new node, saving at least the
-// group's share, and the waiting pods that could take that node's room
+// group's share, not a spot node when one of them is spot (spotNode), and
+// the waiting pods that could take that node's room
 // must fit on it with them (tryReplace).
 func (p *planner) replace(in Input, cands []candidate) error {
 	var stuck []candidate
@@ -80,12 +81,14 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 	old, savings := 0.0, 1.0
 	perGroup := map[string]int{}
 	var nodes []*snapshot.Node
+	spot := false
 	for _, c := range set {
 		price, ok := nodePrice(c.group, c.node)
 		if !ok {
 			return nil, nil, nil
 		}
 		old += price
+		spot = spot || c.node.Node.Labels[v1alpha1.LabelCapacityType] == string(v1alpha1.CapacityTypeSpot)
 		savings = min(savings, c.group.Spec.Disruption.Savings())
 		perGroup[c.group.Name]++
 		nodes = append(nodes, c.node)
@@ -101,7 +104,7 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return nil, nil, err
 	}
 	nn, ok := oneNewNode(plan, refs)
-	if !ok || nn.PricePerHour > (1-savings)*old {
+	if !ok || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) {
 		return nil, nil, nil
 	}
 	r = replacement(set, nn, old)
@@ -123,10 +126,19 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return nil, nil, err
 	}
 	nn, ok = oneNewNode(plan, refs)
-	if !ok || len(plan.NewNodes) != 1 || len(plan.Unschedulable) > 0 || nn.NodeGroup != r.New.NodeGroup || nn.PricePerHour > (1-savings)*old {
+	if !ok || len(plan.NewNodes) != 1 || len(plan.Unschedulable) > 0 || nn.NodeGroup != r.New.NodeGroup || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) {
 		return nil, r, nil
 	}
 	return replacement(set, nn, old), nil, nil
+}
+
+// spotNode reports whether a new node is bought at the spot price. Spot
+// nodes are not replaced by spot nodes (Karpenter's spot-to-spot
+// consolidation is off by default too): the cheapest spot offering is
+// often the one whose nodes were just interrupted, and one exact offering
+// (berth launches no fleet of alternatives) is the least likely to last.
+func spotNode(nn scaleup.NewNode) bool {
+	return nn.CapacityType == string(v1alpha1.CapacityTypeSpot)
 }
 
 // replacement is the set's replacement by the new node.

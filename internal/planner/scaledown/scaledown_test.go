@@ -567,6 +567,9 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		// moved pods (app=web); pinned pins a moved pod to its node.
 		waitFor                   string
 		otherFull, follow, pinned bool
+		// smallSpot, largeSpot buy the small nodes, the large type at the
+		// spot price (else on demand).
+		smallSpot, largeSpot bool
 	}{
 		{name: "three small nodes become one large", large: "0.20", wantNodes: 3},
 		{name: "at its maxSize", large: "0.20", maxSize: 3, wantNodes: 3},
@@ -601,6 +604,10 @@ func TestReplaceByACheaperNode(t *testing.T) {
 		{name: "not when a waiting pod would follow the moved pods onto the new node", large: "0.20", follow: true, waiting: []string{"5"},
 			held: "pods wait for a node of node group mix"},
 		{name: "not when a pod of theirs fits on no other node", large: "0.20", pinned: true},
+		// Karpenter's spot-to-spot consolidation is off by default.
+		{name: "spot nodes not by a spot node", large: "0.20", smallSpot: true, largeSpot: true},
+		{name: "spot nodes by a cheaper on-demand node", large: "0.20", smallSpot: true, wantNodes: 3},
+		{name: "on-demand nodes by a spot node", large: "0.20", largeSpot: true, wantNodes: 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ng := group("mix", func(ng *v1alpha1.NodeGroup) {
@@ -608,9 +615,13 @@ func TestReplaceByACheaperNode(t *testing.T) {
 					ng.Spec.MaxSize = tt.maxSize
 				}
 				ng.Spec.InstanceTypes = nil
-				b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))(ng)
-				b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", tt.large))(ng)
+				b.InstanceType("small-2", "2", "8Gi", priced(tt.smallSpot, "0.10"))(ng)
+				b.InstanceType("large-8", "8", "32Gi", priced(tt.largeSpot, tt.large))(ng)
 			})
+			smallCapacity := "on-demand"
+			if tt.smallSpot {
+				smallCapacity = "spot"
+			}
 			groups := []*v1alpha1.NodeGroup{ng}
 			if tt.other != "" {
 				groups = append(groups, group("other", func(ng *v1alpha1.NodeGroup) {
@@ -626,7 +637,7 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			for i := range 3 {
 				name := fmt.Sprintf("small-%d", i)
 				nodes = append(nodes, b.Node(name, "2", "8Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, "small-2",
-					v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")))
+					v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, smallCapacity)))
 				opts := []b.PodOption{b.NodeName(name), b.CPU("1200m"), b.Phase(corev1.PodRunning), b.Labels("app", "web")}
 				if !tt.bare {
 					opts = append(opts, b.OwnedBy("ReplicaSet", "web"))
@@ -713,6 +724,15 @@ func TestReplaceByACheaperNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// priced is an offering in zone-a at price, bought at the spot price when
+// spot is set.
+func priced(spot bool, price string) v1alpha1.Offering {
+	if spot {
+		return b.Spot("zone-a", price)
+	}
+	return b.OnDemand("zone-a", price)
 }
 
 // TestNoReplacementWhoseRoomAWaitingPodCouldTake: a group at its maxSize
