@@ -17,7 +17,7 @@
 //	NotReplicated       a pod without a controller: Blocks
 //	LocalStorage        emptyDir on disk or hostPath not listed in safe-to-evict-local-volumes: Blocks
 //	SystemPodWithoutPDB a kube-system pod no PodDisruptionBudget covers: Blocks
-//	DisruptionBudget    a pod whose budget allows no disruption now: Blocks
+//	DisruptionBudget    a pod whose budget allows no disruption now (and that the Eviction API does not evict freely): Blocks
 package drain
 
 import (

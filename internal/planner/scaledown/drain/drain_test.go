@@ -217,7 +217,62 @@ func TestDisruptionBudget(t *testing.T) {
 		{name: "a budget that allows none blocks", pod: b.Pod("web", b.Labels("app", "web")), ctx: ctx(0, "default", "app", "web"), want: blocks},
 		{name: "a budget of another namespace does not apply", pod: b.Pod("web", b.Labels("app", "web")), ctx: ctx(0, "other", "app", "web"), want: undecided},
 		{name: "a budget of other labels does not apply", pod: b.Pod("web", b.Labels("app", "web")), ctx: ctx(0, "default", "app", "db"), want: undecided},
+		// The Eviction API's rules for pods the budget does not guard.
+		{name: "a pod not started yet is evicted whatever the budget", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodPending)), ctx: ctx(0, "default", "app", "web"), want: undecided},
+		{name: "a pod not started yet is evicted even under two budgets", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodPending)), ctx: drain.Context{PDBs: drain.NewBudgets([]*policyv1.PodDisruptionBudget{
+			pdb("default", 1, "app", "web"), pdb("default", 1, "app", "web")})}, want: undecided},
+		{name: "an unready pod under AlwaysAllow is evicted whatever the budget", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(false)),
+			ctx: budgetOf(0, 3, 3, ptr.To(policyv1.AlwaysAllow)), want: undecided},
+		{name: "a ready pod under AlwaysAllow is held by a budget that allows none", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(true)),
+			ctx: budgetOf(0, 3, 3, ptr.To(policyv1.AlwaysAllow)), want: blocks},
+		{name: "an unready pod is evicted while the budget has its healthy pods", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(false)),
+			ctx: budgetOf(0, 3, 3, nil), want: undecided},
+		{name: "an unready pod is held while the budget lacks healthy pods", pod: b.Pod("web", b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(false)),
+			ctx: budgetOf(0, 2, 3, ptr.To(policyv1.IfHealthyBudget)), want: blocks},
 	})
+}
+
+// ready sets the pod's Ready condition.
+func ready(yes bool) b.PodOption {
+	return func(p *corev1.Pod) {
+		st := corev1.ConditionFalse
+		if yes {
+			st = corev1.ConditionTrue
+		}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: st})
+	}
+}
+
+// budgetOf is a budget of app=web allowing allowed disruptions, with
+// currentHealthy and desiredHealthy and the unhealthy-pod policy.
+func budgetOf(allowed, current, desired int32, policy *policyv1.UnhealthyPodEvictionPolicyType) drain.Context {
+	p := pdb("default", allowed, "app", "web")
+	p.Status.CurrentHealthy, p.Status.DesiredHealthy = current, desired
+	p.Spec.UnhealthyPodEvictionPolicy = policy
+	return drain.Context{PDBs: drain.NewBudgets([]*policyv1.PodDisruptionBudget{p})}
+}
+
+// TestUnhealthyPodsSpendNoDisruption: the pods the Eviction API evicts
+// without a disruption of their budget do not spend one in the plan: a
+// budget allowing one disruption takes a node's unready pods and one
+// ready pod, and no second ready pod.
+func TestUnhealthyPodsSpendNoDisruption(t *testing.T) {
+	budgets := budgetOf(1, 3, 3, ptr.To(policyv1.AlwaysAllow)).PDBs
+	sick := func(name string) *corev1.Pod {
+		return b.Pod(name, b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(false))
+	}
+	well := func(name string) *corev1.Pod {
+		return b.Pod(name, b.Labels("app", "web"), b.Phase(corev1.PodRunning), ready(true))
+	}
+	if err := budgets.Take([]*corev1.Pod{sick("s1"), sick("s2"), well("w1")}); err != nil {
+		t.Fatalf("two unready pods and one ready pod refused: %v", err)
+	}
+	if err := budgets.Take([]*corev1.Pod{sick("s3")}); err != nil {
+		t.Errorf("an unready pod refused once the budget is spent: %v", err)
+	}
+	if err := budgets.Take([]*corev1.Pod{well("w2")}); err == nil {
+		t.Error("a second ready pod taken from a budget allowing one disruption")
+	}
 }
 
 // TestBudgetsWithoutUIDs: hand-written budgets (berth plan) carry no UID;

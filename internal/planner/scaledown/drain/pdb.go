@@ -110,7 +110,9 @@ func (b *Budgets) Take(pods []*corev1.Pod) error {
 	need := map[types.NamespacedName]int32{}
 	for _, p := range pods {
 		for _, pdb := range b.Matching(p) {
-			need[key(pdb)]++
+			if !evictedFreely(p, pdb) {
+				need[key(pdb)]++
+			}
 		}
 	}
 	for k, n := range need {
@@ -128,11 +130,49 @@ func key(pdb *policyv1.PodDisruptionBudget) types.NamespacedName {
 	return types.NamespacedName{Namespace: pdb.Namespace, Name: pdb.Name}
 }
 
+// unguarded reports whether the Eviction API evicts a pod without looking
+// at its PodDisruptionBudgets: it has not started (phase Pending), or has
+// finished.
+func unguarded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// evictedFreely reports whether the Eviction API evicts the pod without
+// using a disruption of pdb, as kube-apiserver decides it: a pod not
+// started, or one not Ready (it is no healthy pod the budget guards) when
+// the budget's unhealthyPodEvictionPolicy is AlwaysAllow, or, under the
+// default IfHealthyBudget, while the budget has the healthy pods it
+// desires.
+func evictedFreely(p *corev1.Pod, pdb *policyv1.PodDisruptionBudget) bool {
+	if unguarded(p) {
+		return true
+	}
+	if podReady(p) {
+		return false
+	}
+	if pol := pdb.Spec.UnhealthyPodEvictionPolicy; pol != nil && *pol == policyv1.AlwaysAllow {
+		return true
+	}
+	return pdb.Status.DesiredHealthy > 0 && pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy
+}
+
+// podReady reports whether the pod's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // DisruptionBudget blocks: a pod whose PodDisruptionBudget allows no disruption
 // now keeps its node this round (budgets for several pods of one node are
 // checked together by the planner with Budgets.Take), and so does a pod
 // that more than one PodDisruptionBudget covers: the Eviction API refuses
-// to evict it at all.
+// to evict it at all. A pod the Eviction API evicts without using a
+// disruption (evictedFreely: not started, or not Ready where the budget
+// lets such pods go) is not held by its budget.
 type DisruptionBudget struct{}
 
 // Name returns the rule's reason.
@@ -140,6 +180,9 @@ func (DisruptionBudget) Name() Reason { return ReasonPDB }
 
 // Check implements Rule.
 func (DisruptionBudget) Check(p *corev1.Pod, c *Context) Outcome {
+	if unguarded(p) {
+		return Outcome{}
+	}
 	pdbs := c.PDBs.Matching(p)
 	if len(pdbs) > 1 {
 		return Outcome{Verdict: Blocks, Reason: ReasonPDB,
@@ -147,7 +190,7 @@ func (DisruptionBudget) Check(p *corev1.Pod, c *Context) Outcome {
 				podName(p), len(pdbs), key(pdbs[0]), key(pdbs[1]))}
 	}
 	for _, pdb := range pdbs {
-		if c.PDBs.left[key(pdb)] <= 0 {
+		if c.PDBs.left[key(pdb)] <= 0 && !evictedFreely(p, pdb) {
 			return Outcome{Verdict: Blocks, Reason: ReasonPDB,
 				Message: "pod " + podName(p) + ": PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name + " allows no disruption now"}
 		}
