@@ -181,7 +181,7 @@ func TestTheLatestScaleUpEventIsTheControllersLastWord(t *testing.T) {
 // explain counts it as booting, and the pod waits for it.
 func TestTheLaunchGraceIsTheControllersMaxProvisionTime(t *testing.T) {
 	small := b.NodeGroup("small", b.InstanceType("standard-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
-	slow := b.Node("small-1", "2", "4Gi", b.LaunchedBy(small), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule), func(n *corev1.Node) {
+	slow := b.Node("small-1", "2", "4Gi", b.LaunchedBy(small), b.Booting(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule), func(n *corev1.Node) {
 		n.CreationTimestamp = metav1.NewTime(now.Add(-20 * time.Minute))
 	})
 	pod := b.Pod("web", b.CPU("1"))

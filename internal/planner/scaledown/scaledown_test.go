@@ -283,7 +283,7 @@ func TestNoHomeOnANodeThatIsGoingOrDown(t *testing.T) {
 			home: node("home", g, created(now.Add(-time.Hour)), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
 			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
 		{name: "a node of berth's still booting is a home",
-			home: node("home", g, created(now.Add(-time.Minute)), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
+			home: node("home", g, created(now.Add(-time.Minute)), b.Booting(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{}}},
 		{name: "a node being deleted is no home",
 			home: b.Node("home", "4", "16Gi", deleting),
@@ -935,5 +935,28 @@ func TestAPodNominatedToANodeHoldsItsRoom(t *testing.T) {
 	// The check before a drain (or before a replaced node is drained) says so too.
 	if bl, err := scaledown.Recheck(in, "m"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
 		t.Errorf("Recheck of m: %+v, %v; want NoHome", bl, err)
+	}
+}
+
+// TestAYoungNodeThatWentDownIsNoHome: a node of berth's that came up
+// (labelled initialized) and went unreachable five minutes after its
+// launch is down, not booting: kube-scheduler puts no pod there, so no
+// node is removed whose pods would need it.
+func TestAYoungNodeThatWentDownIsNoHome(t *testing.T) {
+	g := group("g")
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	created := func(at time.Time) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(at) }
+	}
+	down := func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+			corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	}
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
+		Nodes: []*corev1.Node{node("a", g, created(now.Add(-time.Hour))), node("dead", g, created(now.Add(-5*time.Minute)), down)},
+		Pods:  []*corev1.Pod{app("w", "a", "1")}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace}
+	if got := run(t, in); len(got.removed) != 0 {
+		t.Errorf("removed %v: its pod would go to node dead, unreachable since it came up", got.removed)
 	}
 }

@@ -44,7 +44,6 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 	age := func(d time.Duration) b.NodeOption {
 		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(now.Add(-d)) }
 	}
-	uninitializedLabel := func(n *corev1.Node) { delete(n.Labels, v1alpha1.LabelInitialized) }
 	onIt := []string{"on n: web"}
 	newNode := []string{"new zone-a/on-demand/m-2: web"}
 	tests := []struct {
@@ -52,12 +51,15 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 		node []b.NodeOption
 		want []string
 	}{
-		{"a node launched a minute ago, not Ready yet, with every taint of a node coming up", []b.NodeOption{age(time.Minute), notReady, startup, uninitialized}, onIt},
+		{"a node launched a minute ago, not Ready yet, with every taint of a node coming up", []b.NodeOption{age(time.Minute), b.Booting(), notReady, startup, uninitialized}, onIt},
 		{"a node Ready a moment ago whose agent has not removed its startup taint yet", []b.NodeOption{age(2 * time.Minute), startup}, onIt},
 		{"a node whose startup taint is still there an hour after its launch", []b.NodeOption{age(time.Hour), startup}, newNode},
 		{"a node the cloud controller manager has not initialized an hour after its launch", []b.NodeOption{age(time.Hour), uninitialized}, newNode},
 		{"a hand-written node, Ready and initialized, with its startup taint", []b.NodeOption{startup}, newNode},
-		{"a hand-written node not Ready yet with its startup taint", []b.NodeOption{uninitializedLabel, notReady, startup}, onIt},
+		{"a hand-written node not Ready yet with its startup taint", []b.NodeOption{b.Booting(), notReady, startup}, onIt},
+		// Up once (initialized) and not Ready now: down, not booting.
+		{"a node launched five minutes ago that came up and went down", []b.NodeOption{age(5 * time.Minute), notReady}, newNode},
+		{"a hand-written node that came up and went down", []b.NodeOption{notReady}, newNode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -218,8 +218,13 @@ const DefaultLaunchGrace = 15 * time.Minute
 // booting reports whether a node is still coming up: it was created, or
 // resumed from standby, less than LaunchGrace ago. A node whose age is
 // not known (Now zero, or a hand-written node without a creation time) is
-// booting until it is Ready and labelled initialized.
+// booting until it is Ready and labelled initialized. A node that came up
+// (labelled initialized, not resumed since) and is not Ready now is down,
+// not booting, however young: kube-scheduler keeps pods off it.
 func (in Input) booting(n *corev1.Node) bool {
+	if n.Labels[v1alpha1.LabelInitialized] == "true" && n.Annotations[v1alpha1.AnnotationResumedAt] == "" && !nodeutil.Ready(n) {
+		return false
+	}
 	if in.Now.IsZero() || n.CreationTimestamp.IsZero() {
 		return !nodeutil.Ready(n) || n.Labels[v1alpha1.LabelInitialized] != "true"
 	}

@@ -71,9 +71,19 @@ func KWOK() NodeOption {
 	}
 }
 
-// NotReady clears the Ready condition, as on a node that is still booting.
+// NotReady clears the Ready condition, as on a node that is still booting
+// (see Booting) or went down.
 func NotReady() NodeOption {
 	return func(n *corev1.Node) { n.Status.Conditions = nil }
+}
+
+// Booting makes the node one still coming up: not Ready, and never seen
+// Ready (no initialized label). Apply it after LaunchedBy.
+func Booting() NodeOption {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = nil
+		delete(n.Labels, v1alpha1.LabelInitialized)
+	}
 }
 
 // LaunchedBy makes the node one berth launched for the group and saw
