@@ -3,11 +3,13 @@ package scaledown
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -76,14 +78,34 @@ func placeVirtual(s *snapshot.Snapshot, groups map[string]*v1alpha1.NodeGroup, v
 }
 
 // utilization is the larger of the cpu and memory requested over
-// allocatable, DaemonSet pods included, as Cluster Autoscaler computes it.
+// allocatable, DaemonSet pods included: how full kube-scheduler finds the
+// node.
 func utilization(n *snapshot.Node) float64 {
+	return share(n, n.Requested.MilliCPU, n.Requested.Memory)
+}
+
+// share is the larger of cpu and memory over the node's allocatable.
+func share(n *snapshot.Node, milliCPU, memory int64) float64 {
 	u := 0.0
 	if a := n.Allocatable.MilliCPU; a > 0 {
-		u = float64(n.Requested.MilliCPU) / float64(a)
+		u = float64(milliCPU) / float64(a)
 	}
 	if a := n.Allocatable.Memory; a > 0 {
-		u = max(u, float64(n.Requested.Memory)/float64(a))
+		u = max(u, float64(memory)/float64(a))
 	}
 	return u
+}
+
+// candidateUtilization is a candidate's utilization as Cluster Autoscaler
+// computes it: without the pods terminating past their grace period
+// (they are going; kube-scheduler still counts them until they are gone).
+func candidateUtilization(n *snapshot.Node, now time.Time) float64 {
+	cpu, mem := n.Requested.MilliCPU, n.Requested.Memory
+	for _, sp := range n.Pods {
+		if podutil.IsLongTerminating(sp.Pod, now) {
+			cpu -= sp.Class.Requests.MilliCPU
+			mem -= sp.Class.Requests.Memory
+		}
+	}
+	return share(n, cpu, mem)
 }

@@ -261,7 +261,7 @@ func Run(in Input) (*Plan, error) {
 // with every node being drained or replaced cordoned: it is no home for
 // anyone.
 func newPlanner(in Input) (*planner, error) {
-	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: holdingRoom(in.Pods, in.Now),
+	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
 		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base,
 		Now: in.Now, LaunchGrace: in.LaunchGrace, DaemonSets: in.DaemonSets})
 	if err != nil {
@@ -427,7 +427,7 @@ func (p *planner) candidates() []candidate {
 			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
 			p.block(n, g, ReasonNominated, &ref, "pod "+ref.String()+" is not bound yet and is nominated to node "+n.Name)
 		default:
-			out = append(out, candidate{node: n, group: g, util: utilization(n)})
+			out = append(out, candidate{node: n, group: g, util: candidateUtilization(n, p.now)})
 		}
 	}
 	slices.SortFunc(out, func(a, b candidate) int {
@@ -572,17 +572,6 @@ func (p *planner) placedByPlan(sp *snapshot.Pod) bool {
 	return sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod]
 }
 
-// holdingRoom are the pods that hold room on their nodes: all but those
-// terminating past their grace period (they are going).
-func holdingRoom(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
-	out := make([]*corev1.Pod, 0, len(pods))
-	for _, p := range pods {
-		if !podutil.IsLongTerminating(p, now) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // taken reports whether a lifecycle disruption of this plan takes the node.
 func (p *planner) taken(node string) bool {

@@ -135,8 +135,10 @@ func TestRecheckCountsWhatNeedsAHome(t *testing.T) {
 }
 
 // TestPodsThatAreGoingOrCannotComeBack: a pod terminating long past its
-// grace period neither keeps its node nor fills the node it is on; a pod
-// whose ReplicaSet is gone keeps its node (it would not come back).
+// grace period does not keep its node, but still fills the node it is on
+// (kube-scheduler counts it there until it is gone: a finalizer may hold
+// it for ever); a pod whose ReplicaSet is gone keeps its node (it would
+// not come back).
 func TestPodsThatAreGoingOrCannotComeBack(t *testing.T) {
 	g := group("g")
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -153,9 +155,15 @@ func TestPodsThatAreGoingOrCannotComeBack(t *testing.T) {
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{}},
 		},
 		{
-			name: "a pod stuck terminating does not fill the node others would move to",
+			name: "a pod stuck terminating still fills the node others would move to",
 			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g, b.NodeLabels(v1alpha1.LabelScaleDownDisabled, "true"))}, Now: now,
 				Pods: []*corev1.Pod{app("w", "a", "3"), app("stuck", "b", "3", stuck)}},
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w", "b": "NodeDoNotDisrupt"}},
+		},
+		{
+			name: "a pod stuck terminating leaves the room it does not hold",
+			in: scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{node("a", g), node("b", g, b.NodeLabels(v1alpha1.LabelScaleDownDisabled, "true"))}, Now: now,
+				Pods: []*corev1.Pod{app("w", "a", "1"), app("stuck", "b", "2", stuck)}},
 			want: outcome{removed: []string{"a"}, blocked: map[string]string{"b": "NodeDoNotDisrupt"}},
 		},
 		{
