@@ -245,14 +245,17 @@ func Run(in Input) (*Plan, error) {
 	if err := p.disruptions(in); err != nil {
 		return nil, err
 	}
-	cands := p.candidates()
-	for _, c := range cands {
+	now, later := p.byWindow(p.candidates())
+	for _, c := range now {
 		p.consider(c)
 	}
 	if len(p.plan.Remove) == 0 {
-		if err := p.replace(in, cands); err != nil {
+		if err := p.replace(in, now); err != nil {
 			return nil, err
 		}
+	}
+	for _, c := range later {
+		p.consider(c)
 	}
 	return p.plan, nil
 }

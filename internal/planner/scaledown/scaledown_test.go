@@ -960,3 +960,52 @@ func TestAYoungNodeThatWentDownIsNoHome(t *testing.T) {
 		t.Errorf("removed %v: its pod would go to node dead, unreachable since it came up", got.removed)
 	}
 }
+
+// TestARemovalWaitingForItsWindowHoldsNothingBack: group night may
+// disrupt only from 02:00 to 03:00; at noon its emptiest node is still
+// planned (its consolidateAfter runs), but last: its pod takes no room a
+// group without a window needs for a removal that can start now, and no
+// replacement waits for it.
+func TestARemovalWaitingForItsWindowHoldsNothingBack(t *testing.T) {
+	noon := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	night := group("night", func(g *v1alpha1.NodeGroup) {
+		g.Spec.Disruption.Window = &v1alpha1.DisruptionWindow{Cron: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}}
+	})
+	t.Run("room", func(t *testing.T) {
+		day := group("day")
+		got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{night, day}, Now: noon,
+			Nodes: []*corev1.Node{node("a", night), node("b", day), node("c", day)},
+			Pods:  []*corev1.Pod{app("pa", "a", "1"), app("pb", "b", "1500m"), app("busy", "c", "2500m")}})
+		want := outcome{removed: []string{"b"}, blocked: map[string]string{"a": "NoHome default/pa", "c": "NoHome default/pb"}}
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+			t.Errorf("plan at noon (-want +got):\n%s", diff)
+		}
+		at2 := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{night, day}, Now: noon.Add(14*time.Hour + 30*time.Minute),
+			Nodes: []*corev1.Node{node("a", night), node("b", day), node("c", day)},
+			Pods:  []*corev1.Pod{app("pa", "a", "1"), app("pb", "b", "1500m"), app("busy", "c", "2500m")}})
+		if !slices.Contains(at2.removed, "a") {
+			t.Errorf("at 02:30, in its window, a is not removed: %+v", at2)
+		}
+	})
+	t.Run("replacement", func(t *testing.T) {
+		day := group("day", func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.InstanceTypes = nil
+			b.InstanceType("c8", "8", "64Gi", b.OnDemand("zone-a", "0.40"))(ng)
+			b.InstanceType("c16", "16", "64Gi", b.OnDemand("zone-a", "0.80"))(ng)
+		})
+		dedicated := b.NodeTaint("dedicated", "night", corev1.TaintEffectNoSchedule)
+		plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{night, day}, Now: noon,
+			Nodes: []*corev1.Node{node("idle", night, dedicated), b.Node("big", "16", "64Gi", b.LaunchedBy(day),
+				b.NodeLabels(v1alpha1.LabelInstanceType, "c16", v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand"))},
+			Pods: []*corev1.Pod{app("w1", "big", "3"), app("w2", "big", "3")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Replace) != 1 || !slices.Equal(plan.Replace[0].Nodes, []string{"big"}) || plan.Replace[0].New.InstanceType != "c8" {
+			t.Errorf("replacements %+v, want big replaced by a c8 while idle waits for its window", plan.Replace)
+		}
+		if len(plan.Remove) != 1 || plan.Remove[0].Node != "idle" {
+			t.Errorf("removals %+v, want idle planned, waiting for its window", plan.Remove)
+		}
+	})
+}
