@@ -14,7 +14,7 @@ import (
 // contenders) and a group past its maxSize (it gets none: replaceable).
 // held is the first replacement the contenders alone held back, if any.
 // Else, while a group is past its maxSize, the replacements are planned
-// once more in every group (at most maxReplaced plans). The nodes of the
+// once more in every group (at most maxReplaced+maxAlone plans). The nodes of the
 // replacement found say which rules apply to it, instead of that a pod
 // has no home.
 func (p *planner) holdBack(in Input, stuck []candidate, held *Replacement) error {
@@ -25,8 +25,8 @@ func (p *planner) holdBack(in Input, stuck []candidate, held *Replacement) error
 	if !slices.ContainsFunc(in.NodeGroups, func(g *v1alpha1.NodeGroup) bool { return p.pastMaxSize(g.Name) }) {
 		return nil
 	}
-	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
-		r, heldBack, err := p.tryReplace(in, stuck[:k], in.NodeGroups, true)
+	for _, set := range replacementSets(stuck) {
+		r, heldBack, err := p.tryReplace(in, set, in.NodeGroups, true)
 		if err != nil {
 			return err
 		}

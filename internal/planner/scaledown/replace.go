@@ -1,6 +1,7 @@
 package scaledown
 
 import (
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,27 @@ import (
 
 // maxReplaced bounds how many nodes one replacement takes out.
 const maxReplaced = 3
+
+// maxAlone bounds how many more candidates are tried alone once the sets
+// of the least-utilised ones found no replacement (each try is a what-if
+// plan).
+const maxAlone = 8
+
+// replacementSets are the sets of candidates a replacement is looked for
+// in, in order: the 3, 2 and 1 least-utilised, then each of the next
+// maxAlone alone, so that one node no cheaper node can take (it runs the
+// cheapest type already, or a pod pinned to its zone) does not keep every
+// other node from being replaced.
+func replacementSets(stuck []candidate) [][]candidate {
+	var out [][]candidate
+	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
+		out = append(out, stuck[:k])
+	}
+	for i := 1; i < len(stuck) && i <= maxAlone; i++ {
+		out = append(out, stuck[i:i+1])
+	}
+	return out
+}
 
 // Replacement is a set of nodes whose pods fit on the other nodes plus one
 // new node that costs less than they do together.
@@ -25,7 +47,8 @@ type Replacement struct {
 
 // replace looks, when nothing could simply be removed, for the cheapest
 // replacement of the 3, 2 or 1 least-utilised candidates that only lack
-// room (their pods pass every drain rule): their pods are planned by the
+// room (their pods pass every drain rule), or else of one of the next
+// ones alone (replacementSets): their pods are planned by the
 // scale-up planner on the rest of the cluster plus new nodes; they must
 // go to the nodes that stay or exactly one new node, saving at least the
 // group's share, not a spot node when one of them is spot (spotNode), and
@@ -43,8 +66,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 	}
 	groups := p.replaceable(in.NodeGroups)
 	var held *Replacement
-	for k := min(maxReplaced, len(stuck)); k >= 1; k-- {
-		set := stuck[:k]
+	for _, set := range replacementSets(stuck) {
 		r, heldBack, err := p.tryReplace(in, set, groups, true)
 		if err != nil {
 			return err
@@ -98,6 +120,9 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 			return nil, nil, nil
 		}
 	}
+	if cheapestOffering(groups) > (1-savings)*old {
+		return nil, nil, nil // no new node could save enough: no what-if plan needed
+	}
 	refs, movers := p.movers(nodes)
 	plan, err := p.planElsewhere(in, groups, nodes, nil, nil)
 	if err != nil {
@@ -130,6 +155,26 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return nil, r, nil
 	}
 	return replacement(set, nn, old), nil, nil
+}
+
+// cheapestOffering is the lowest price of any offering of the groups (a
+// replacement, one new node, costs at least that); +Inf when none has a
+// price.
+func cheapestOffering(groups []*v1alpha1.NodeGroup) float64 {
+	low := math.Inf(1)
+	for _, g := range groups {
+		if g.Spec.MaxSize == 0 {
+			continue // no room for a new node
+		}
+		for i := range g.Spec.InstanceTypes {
+			for j := range g.Spec.InstanceTypes[i].Offerings {
+				if price, err := g.Spec.InstanceTypes[i].Offerings[j].Price(); err == nil {
+					low = min(low, price)
+				}
+			}
+		}
+	}
+	return low
 }
 
 // spotNode reports whether a new node is bought at the spot price. Spot

@@ -1009,3 +1009,33 @@ func TestARemovalWaitingForItsWindowHoldsNothingBack(t *testing.T) {
 		}
 	})
 }
+
+// TestANodeNoCheaperNodeCanTakeDoesNotKeepTheOthersFromBeingReplaced:
+// node a, the least utilised, runs the cheapest type with a pod pinned to
+// zone-a: nothing replaces it, alone or with big. big (a c16 running 6
+// cpu of zone-b pods) is replaced by a c8 on its own.
+func TestANodeNoCheaperNodeCanTakeDoesNotKeepTheOthersFromBeingReplaced(t *testing.T) {
+	ng := group("g", func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.InstanceTypes = nil
+		b.InstanceType("c2", "2", "64Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.10"))(ng)
+		b.InstanceType("c8", "8", "64Gi", b.OnDemand("zone-a", "0.40"), b.OnDemand("zone-b", "0.40"))(ng)
+		b.InstanceType("c16", "16", "64Gi", b.OnDemand("zone-a", "0.80"), b.OnDemand("zone-b", "0.80"))(ng)
+	})
+	zonal := func(name, it, cpu, zone string) *corev1.Node {
+		return b.Node(name, cpu, "64Gi", b.LaunchedBy(ng), b.NodeLabels(v1alpha1.LabelInstanceType, it,
+			v1alpha1.LabelZone, zone, v1alpha1.LabelCapacityType, "on-demand"))
+	}
+	plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
+		Nodes: []*corev1.Node{zonal("a", "c2", "2", "zone-a"), zonal("big", "c16", "16", "zone-b")},
+		Pods: []*corev1.Pod{
+			app("za", "a", "500m", b.NodeSelector(v1alpha1.LabelZone, "zone-a")),
+			app("zb-1", "big", "3", b.NodeSelector(v1alpha1.LabelZone, "zone-b")),
+			app("zb-2", "big", "3", b.NodeSelector(v1alpha1.LabelZone, "zone-b")),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Replace) != 1 || !slices.Equal(plan.Replace[0].Nodes, []string{"big"}) || plan.Replace[0].New.InstanceType != "c8" {
+		t.Errorf("replacements %+v, want big replaced by a c8 (blocked: %+v)", plan.Replace, plan.Blocked)
+	}
+}
