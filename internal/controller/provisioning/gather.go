@@ -2,8 +2,10 @@ package provisioning
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -62,9 +64,9 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 // neverRegistered reports whether a launching instance that has its
 // infrastructure (a provider ID) is older than MaxProvisionTime without a
 // Node (a Cluster API Machine whose kubelet never joined): it no longer
-// counts as capacity, and the pods planned on it are planned again. One
-// still waiting for infrastructure is the provider's to give up
-// (GivenUp, after its machine timeout).
+// counts as capacity, and the pods planned on it are planned again (see
+// unregistered). One still waiting for infrastructure is the provider's
+// to give up (GivenUp, after its machine timeout).
 func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
 	return inst.ProviderID != "" && p.opts.MaxProvisionTime > 0 && !inst.CreatedAt.IsZero() && p.Clock.Since(inst.CreatedAt) > p.opts.MaxProvisionTime
 }
@@ -99,10 +101,19 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 		have[n.Name] = true
 	}
 	var out []*corev1.Node
+	stuck := map[string]bool{}
 	for _, ng := range groups {
 		for _, inst := range pending[ng.Name] {
-			if inst.GivenUp || p.neverRegistered(inst) {
+			if inst.GivenUp {
 				p.inflight.forget(inst.NodeName)
+				continue
+			}
+			if p.neverRegistered(inst) {
+				p.inflight.forget(inst.NodeName)
+				stuck[inst.NodeName] = true
+				if n := p.unregistered(ctx, ng, inst); n != nil && !have[inst.NodeName] {
+					out = append(out, n)
+				}
 				continue
 			}
 			if !have[inst.NodeName] {
@@ -112,5 +123,35 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 			}
 		}
 	}
+	for name := range p.unjoined {
+		if !stuck[name] {
+			delete(p.unjoined, name) // gone, or registered at last
+		}
+	}
 	return out, unlisted
+}
+
+// unregistered is a launched instance that never registered its Node
+// (neverRegistered) as the planner sees it: a node of its group that takes
+// no pod (cordoned) and still counts against the group's maxSize and
+// limits, as the machine is still there and billed. Its offering is
+// avoided, once per instance, as a launch that failed: launched again
+// there, the next machine would likely hang the same way. The instance
+// itself is left to the provider (a Cluster API MachineHealthCheck).
+func (p *Provisioner) unregistered(ctx context.Context, ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) *corev1.Node {
+	if !p.unjoined[inst.NodeName] {
+		p.unjoined[inst.NodeName] = true
+		msg := fmt.Sprintf("instance %s (%s) has not registered a Node within the max provision time (%s)", inst.NodeName, inst.ProviderID, p.opts.MaxProvisionTime)
+		log.FromContext(ctx).Info("a launched instance never registered its Node; avoiding its offering", "nodeGroup", ng.Name, "instance", inst.NodeName,
+			"providerID", inst.ProviderID, "instanceType", inst.Offering.InstanceType, "zone", inst.Offering.Zone)
+		p.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: inst.Offering.InstanceType, Zone: inst.Offering.Zone,
+			CapacityType: string(inst.Offering.CapacityType)}, msg)
+	}
+	n := cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
+	if n == nil {
+		return nil
+	}
+	n.CreationTimestamp = metav1.NewTime(inst.CreatedAt)
+	n.Spec.Unschedulable = true
+	return n
 }

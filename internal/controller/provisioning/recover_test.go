@@ -114,9 +114,11 @@ func (c *booting) Pending(_ context.Context, ng *v1alpha1.NodeGroup) ([]*cloudpr
 // for 20 minutes (the provider gives that up); one that has its
 // infrastructure and launches for longer than the max provision time (15
 // minutes here) without its Node registering (its kubelet never joined)
-// no longer counts, and the pod gets a node.
+// no longer counts, and the pod gets a node, not in the offering whose
+// machine hung: that one is avoided as a failed launch, once for the
+// machine however many rounds see it.
 func TestAMachineWhoseNodeNeverRegistersStopsCountingAsCapacity(t *testing.T) {
-	f := setup(t, b.NodeGroup("prov-stuck", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	f := setup(t, b.NodeGroup("prov-stuck", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.12"))))
 	cloud := &booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-time.Minute), providerID: "test:///m-0"}
 	f.useCloud(cloud)
 	f.pods(1, b.CPU("1"))
@@ -128,8 +130,28 @@ func TestAMachineWhoseNodeNeverRegistersStopsCountingAsCapacity(t *testing.T) {
 		t.Fatalf("launched %d nodes while a machine waits for its infrastructure, want 0 (the provider gives it up)", len(res.Launched))
 	}
 	cloud.providerID = "test:///m-0"
-	if res := f.run(); len(res.Launched) != 1 {
-		t.Errorf("launched %d nodes while the only machine has not registered its node for 20 minutes, want 1", len(res.Launched))
+	res := f.run()
+	if len(res.Launched) != 1 || res.Launched[0].Offering.Zone != "zone-b" {
+		t.Errorf("launched %+v while the only machine (zone-a) has not registered its node for 20 minutes, want one node in zone-b", res.Launched)
+	}
+	f.run()
+	fails := f.offerings.Failures(f.group)
+	if len(fails) != 1 || fails[0].Offering.Zone != "zone-a" || fails[0].Streak != 1 {
+		t.Errorf("failures of the group after two rounds %+v, want zone-a's once", fails)
+	}
+}
+
+// TestAMachineWhoseNodeNeverRegisteredStillCountsAgainstTheLimits: a group
+// limited to 2 cpu has one 2-cpu machine whose Node never registered: it
+// is still there, and billed. The pod it was launched for gets no second
+// machine in the group (two would run past the limit).
+func TestAMachineWhoseNodeNeverRegisteredStillCountsAgainstTheLimits(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-stuck-limit", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.12")),
+		b.GroupLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})))
+	f.useCloud(&booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-20 * time.Minute), providerID: "test:///m-0"})
+	f.pods(1, b.CPU("1"))
+	if res := f.run(); len(res.Launched) != 0 {
+		t.Errorf("launched %+v beside the 2-cpu machine that never registered, in a group limited to 2 cpu, want nothing", res.Launched)
 	}
 }
 
