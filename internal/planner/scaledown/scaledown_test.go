@@ -1039,3 +1039,20 @@ func TestANodeNoCheaperNodeCanTakeDoesNotKeepTheOthersFromBeingReplaced(t *testi
 		t.Errorf("replacements %+v, want big replaced by a c8 (blocked: %+v)", plan.Replace, plan.Blocked)
 	}
 }
+
+// TestAPodThatFollowsASmallerPodMovesWithIt: an app pod (1 cpu) requires
+// to run on the node of its cache pod (200m). Largest first, the app pod
+// was tried before its cache had a new node, found none, and kept node a
+// for ever; it now goes once the cache pod has gone to node h.
+func TestAPodThatFollowsASmallerPodMovesWithIt(t *testing.T) {
+	g := group("g")
+	optOut := func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true" }
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
+		Nodes: []*corev1.Node{node("a", g), node("h", g, optOut)},
+		Pods: []*corev1.Pod{app("cache", "a", "200m", b.Labels("app", "cache")),
+			app("app", "a", "1", b.PodAffinity(b.AffinityTerm(corev1.LabelHostname, "app", "cache")))}})
+	want := outcome{removed: []string{"a"}, blocked: map[string]string{"h": "NodeDoNotDisrupt"}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
@@ -39,7 +40,8 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 // rehome cordons and taints the node (DisruptedTaint), takes the movers
 // off it and places each on the
 // first node (fullest first, homes) where the filters pass, largest pods
-// first. It returns the moves of the pods it evicts (not of headroom units
+// first; a pod that finds none while its required pod affinity selects
+// another mover is tried again after the others (followsAMover). It returns the moves of the pods it evicts (not of headroom units
 // or settled pods), the new homes of pods an earlier removal of this plan
 // moved to the node (again), or the first pod with no home. Call it in a
 // fork.
@@ -57,12 +59,25 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		p.homes = homes(p.s, p.groups)
 	}
 	moves = make([]Move, 0, len(pods))
-	for _, sp := range pods {
+	var deferred []*snapshot.Pod
+	for i := 0; i < len(pods)+len(deferred); i++ {
+		var sp *snapshot.Pod
+		if i < len(pods) {
+			sp = pods[i]
+		} else {
+			sp = deferred[i-len(pods)]
+		}
 		unbound, c := p.unboundClass(sp)
 		if c == nil {
 			return nil, nil, sp
 		}
 		to := firstFit(p.s, c, p.homes, &p.hint)
+		if to == nil && i < len(pods) && followsAMover(sp, pods) {
+			// Its required pod affinity selects a pod that moves too and may
+			// not be placed yet: tried again once the others are.
+			deferred = append(deferred, sp)
+			continue
+		}
 		if to == nil {
 			return nil, nil, sp
 		}
@@ -78,6 +93,18 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		}
 	}
 	return moves, again, nil
+}
+
+// followsAMover reports whether a required pod affinity term of the pod
+// selects another of the pods that move with it.
+func followsAMover(sp *snapshot.Pod, movers []*snapshot.Pod) bool {
+	a := sp.Spec.Affinity
+	if a == nil || a.PodAffinity == nil || len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(movers, func(m *snapshot.Pod) bool {
+		return m != sp && podutil.RequiredTermSelects(sp.Pod, m.Pod, true)
+	})
 }
 
 // movedHere reports whether the pod is on its node because this plan moved
