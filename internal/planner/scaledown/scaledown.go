@@ -575,7 +575,6 @@ func (p *planner) placedByPlan(sp *snapshot.Pod) bool {
 	return sp.Annotations[v1alpha1.AnnotationVirtual] != "" || p.settled[sp.Pod]
 }
 
-
 // taken reports whether a lifecycle disruption of this plan takes the node.
 func (p *planner) taken(node string) bool {
 	for _, d := range p.plan.Disruptions {
