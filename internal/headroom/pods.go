@@ -23,6 +23,20 @@ const (
 	RoleNodeReserve = "node-reserve"
 )
 
+// WithPauseImage runs the pause containers of a placeholder or reserve
+// pod spec in image (a mirror of PauseImage for clusters that cannot pull
+// from registry.k8s.io); "" keeps PauseImage.
+func WithPauseImage(spec *corev1.PodSpec, image string) {
+	if image == "" {
+		return
+	}
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == "pause" {
+			spec.Containers[i].Image = image
+		}
+	}
+}
+
 // pauseContainer is the one container of placeholder and reserve pods, as
 // the restricted Pod Security profile wants it (berth-system enforces it):
 // non-root, no privilege escalation, no capabilities, RuntimeDefault

@@ -104,7 +104,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.StringVar(&o.webhookAddr, "webhook-bind-address", ":9443", "address of the admission webhook that gates pods a CompanionProfile selects (0 disables it)")
 	f.StringVar(&o.webhookURL, "webhook-url", "", "base URL the API server calls the webhook at (https://127.0.0.1:9443 when berth runs outside the cluster); empty: --webhook-service")
 	f.StringVar(&o.webhookService, "webhook-service", "berth-system/berth-controller-webhook", "namespace/name of the Service in front of the webhook (port 443)")
-	f.StringVar(&o.pauseImage, "pause-image", "registry.k8s.io/pause:3.10", "image of berth's companion placeholder pods")
+	f.StringVar(&o.pauseImage, "pause-image", "registry.k8s.io/pause:3.10", "image of berth's placeholder and per-node reserve pods (Headroom and companion placeholders, node reserves)")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	f.AddGoFlagSet(gfs)

@@ -70,7 +70,10 @@ type Reconciler struct {
 	Standby  StandbySource
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
-	changes  *notify.Channel
+	// PauseImage runs in placeholder and per-node reserve pods (""
+	// headroom.PauseImage).
+	PauseImage string
+	changes    *notify.Channel
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms,verbs=get;list;watch

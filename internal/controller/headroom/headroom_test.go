@@ -347,3 +347,32 @@ func TestAutomaticHeadroomCountsTheWorkloadInScope(t *testing.T) {
 		t.Errorf("desired units %d, want 2 (50 %% of the 4 cpu requested in scope)", got)
 	}
 }
+
+// TestPlaceholdersAndReservesRunTheConfiguredPauseImage: a cluster that
+// cannot pull from registry.k8s.io sets --pause-image to its mirror; the
+// Headroom's placeholder pods and its per-node reserve pods run it (they
+// ran registry.k8s.io's image whatever the flag said, and never started).
+func TestPlaceholdersAndReservesRunTheConfiguredPauseImage(t *testing.T) {
+	ensureNamespace(t)
+	const mirror = "mirror.example.com/pause:3.10"
+	create(t, b.NodeGroup("pi-group"),
+		&v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "pi"}, Spec: v1alpha1.HeadroomSpec{
+			Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"pi-group"}}, Units: units(1), Placeholders: true,
+			PerNode: &v1alpha1.PerNodeReserve{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}})
+	r, _, _ := reconciler()
+	r.PauseImage = mirror
+	reconcileOnce(t, r, "pi")
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "headroom-pi"}, d); err != nil {
+		t.Fatal(err)
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "node-reserve-pi"}, ds); err != nil {
+		t.Fatal(err)
+	}
+	for what, spec := range map[string]corev1.PodSpec{"placeholder": d.Spec.Template.Spec, "node reserve": ds.Spec.Template.Spec} {
+		if got := spec.Containers[0].Image; got != mirror {
+			t.Errorf("%s pods run %s, want %s", what, got, mirror)
+		}
+	}
+}

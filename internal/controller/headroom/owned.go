@@ -49,6 +49,7 @@ func (r *Reconciler) placeholders(ctx context.Context, h *v1alpha1.Headroom, res
 	labels := hr.PlaceholderLabels(h)
 	replicas := res.Count
 	template := hr.PlaceholderTemplate(h, res)
+	hr.WithPauseImage(&template.Spec, r.PauseImage)
 	hash := specHash(replicas, template)
 	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
 		// Only write what berth wants when it changed: the API server
@@ -80,6 +81,7 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 		return 0, client.IgnoreNotFound(r.Client.Delete(ctx, ds))
 	}
 	want := hr.NodeReserveDaemonSet(h)
+	hr.WithPauseImage(&want.Spec.Template.Spec, r.PauseImage)
 	hash := specHash(0, want.Spec.Template)
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, ds, func() error {
 		// As for placeholders: rewriting the defaulted template would
