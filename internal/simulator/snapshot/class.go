@@ -454,10 +454,12 @@ func spreadConstraints(pod *corev1.Pod, when corev1.UnsatisfiableConstraintActio
 }
 
 // RequestsOf is what kube-scheduler counts a pod as requesting: its
-// containers' requests (sidecars and overhead as the KEPs say), and while
-// an in-place resize is pending or in progress the larger of those and
-// what the kubelet reports allocated and actuated (only the reported
-// ones when the resize is infeasible).
+// containers' requests, or its pod-level requests (sidecars and overhead
+// as the KEPs say), and while an in-place resize of either is pending or
+// in progress the larger of those and what the kubelet reports allocated
+// and actuated (only the reported ones when the resize is infeasible).
+// kube-scheduler 1.36 reads pod-level resizes too
+// (InPlacePodLevelResourcesVerticalScaling, beta, on by default).
 func RequestsOf(pod *corev1.Pod) corev1.ResourceList {
-	return resource.PodRequests(pod, resource.PodResourcesOptions{UseStatusResources: true})
+	return resource.PodRequests(pod, resource.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
 }
