@@ -68,3 +68,31 @@ func TestPodsWithTemplateClaimsMove(t *testing.T) {
 		t.Errorf("gpu-1: removed %v, blocked %q; want it kept (NoHome default/train-0): no other node has a gpu", got.removed, got.blocked["gpu-1"])
 	}
 }
+
+// TestANodeWhoseDriverNeverPublishedIsNoHomeForDevicePods: gpu-2, of a
+// type with a GPU, has been up for months and its DRA driver never
+// published a ResourceSlice: kube-scheduler sees no device there. The GPU
+// pod of gpu-1 has no home, and gpu-1 stays (it was moved onto gpu-2's
+// GPU of the type, and gpu-1 removed).
+func TestANodeWhoseDriverNeverPublishedIsNoHomeForDevicePods(t *testing.T) {
+	const drv = "gpu.example.com"
+	g := group("g", b.InstanceType("g-1", "4", "16Gi", b.OnDemand("zone-a", "1.10")), b.Devices(drv, "gpu", 1, nil))
+	withType := func(n *corev1.Node) *corev1.Node {
+		it, off := g.FindOffering("g-1", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		for k, v := range g.NodeLabels(it, off) {
+			n.Labels[k] = v
+		}
+		return n
+	}
+	owned := b.AllocatedOn(b.Claim("train-0-gpu", b.DeviceRequest("g", "gpu", 1)), drv, "gpu-1", 1, "gpu-0")
+	pod := app("train-0", "gpu-1", "1", b.PodClaimTemplate("gpu", "one-gpu"))
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("train-0-gpu")}}
+	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Pods: []*corev1.Pod{pod, app("keep", "gpu-2", "1")},
+		Nodes: []*corev1.Node{withType(node("gpu-1", g)), withType(node("gpu-2", g))},
+		DRA: snapshot.DRA{DeviceClasses: []*resourcev1.DeviceClass{b.DeviceClass("gpu", drv)}, Claims: []*resourcev1.ResourceClaim{owned},
+			ClaimTemplates: []*resourcev1.ResourceClaimTemplate{b.ClaimTemplate("one-gpu", b.DeviceRequest("g", "gpu", 1))},
+			Slices:         []*resourcev1.ResourceSlice{b.Slice("gpu-1", drv, "gpu", 1, nil)}}}
+	if got := run(t, in); slices.Contains(got.removed, "gpu-1") {
+		t.Errorf("gpu-1 removed: its GPU pod would go to gpu-2, whose driver never published a device (%+v)", got)
+	}
+}

@@ -45,8 +45,10 @@ func newDeviceTypes(groups []*v1alpha1.NodeGroup) deviceTypes {
 
 // expectedSlices are the ResourceSlices a node of a group publishes once
 // its DRA drivers run: those of its instance type. A node that is still
-// booting has published none yet; planning with them keeps berth from
-// launching a second node for pods the first one will take.
+// booting may not have published them yet; planning with them keeps berth
+// from launching a second node for pods the first one will take. Past its
+// boot a node has what it published (the caller asks only for booting
+// nodes): a driver that never published is no device to plan on.
 func (d deviceTypes) expectedSlices(n *corev1.Node, group string) []*resourcev1.ResourceSlice {
 	t, ok := d[group][n.Labels[v1alpha1.LabelInstanceType]]
 	if !ok || len(t.it.Devices) == 0 {

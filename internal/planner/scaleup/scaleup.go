@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -243,13 +244,17 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		var taints []corev1.Taint
 		var ports []snapshot.HostPort
+		var expected []*resourcev1.ResourceSlice
 		if ng := byName[group]; ng != nil {
 			up := booting(n)
 			n, ports = room.kept(devices.expected(n, group, up))
 			taints = transientTaints(n, ng, up)
+			if up {
+				expected = devices.expectedSlices(n, group)
+			}
 		}
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n, NodeGroup: group, IgnoreTaints: taints,
-			ExpectedSlices: devices.expectedSlices(n, group), HostPorts: ports})
+			ExpectedSlices: expected, HostPorts: ports})
 	}
 	if in.Base != nil {
 		return in.Base.Snapshot(sin)

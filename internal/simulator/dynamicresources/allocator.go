@@ -155,14 +155,36 @@ func (m *Model[N, O]) withShared(own []*resourcev1.ResourceSlice) []*resourcev1.
 	return slices.Concat(own, m.otherSlices)
 }
 
-// slicesOf returns the ResourceSlices a node has: those it published, or
-// when it has published none yet, the ones its instance type will.
+// slicesOf returns the ResourceSlices a node has: those it published, and
+// of each driver it has published none of yet, the ones its instance type
+// will (Host.Expected: a booting node's).
 func (m *Model[N, O]) slicesOf(h *Host[O]) []*resourcev1.ResourceSlice {
-	own := m.nodeSlices[h.Node.Name]
-	if len(own) == 0 {
-		own = h.Expected
+	return m.withShared(withExpected(m.nodeSlices[h.Node.Name], h.Expected))
+}
+
+// withExpected adds to the slices a node published the expected slices of
+// the drivers it has published none of.
+func withExpected(own, expected []*resourcev1.ResourceSlice) []*resourcev1.ResourceSlice {
+	if len(own) == 0 || len(expected) == 0 {
+		if len(own) == 0 {
+			return expected
+		}
+		return own
 	}
-	return m.withShared(own)
+	published := map[string]bool{}
+	for _, sl := range own {
+		published[sl.Spec.Driver] = true
+	}
+	var missing []*resourcev1.ResourceSlice
+	for _, sl := range expected {
+		if !published[sl.Spec.Driver] {
+			missing = append(missing, sl)
+		}
+	}
+	if len(missing) == 0 {
+		return own
+	}
+	return slices.Concat(own, missing)
 }
 
 // realAllocated are the devices of the slices' pools that claims in the
