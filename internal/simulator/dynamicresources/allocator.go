@@ -15,8 +15,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// features are the allocator features berth simulates: those of the
-// stable allocator, which kube-scheduler 1.36 uses with default gates.
+// features are the allocator features berth simulates: admin access,
+// prioritized lists, partitionable devices and device taints. kube-scheduler
+// 1.36's default gates also turn on consumable capacity (devices that
+// allow multiple allocations) and binding conditions, which berth does not
+// simulate (docs/limitations.md).
 var features = structured.Features{AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true}
 
 // optionClaims keys what the model memoises per option and the claims a
