@@ -262,6 +262,12 @@ func TestRefusals(t *testing.T) {
 		{"zero replicas", []string{"--namespace", helmchart.Namespace, "--set", "replicas=0"}, "replicas"},
 		// The admission policy would refuse berth's webhook configuration.
 		{"a webhook URL that is not loopback", []string{"--namespace", helmchart.Namespace, "--set", "webhook.url=https://berth.example.com:9443"}, "url"},
+		{"two replicas without leader election", []string{"--namespace", helmchart.Namespace, "--set", "controller.leaderElect=false"}, "replicas"},
+		{"a lease outside berth-system", []string{"--namespace", helmchart.Namespace, "--set", "controller.leaderElection.namespace=kube-system"}, "namespace"},
+		{"a PodDisruptionBudget that allows no eviction", []string{"--namespace", helmchart.Namespace, "--set", "podDisruptionBudget.maxUnavailable=0"}, "maxUnavailable"},
+		{"a kubeconfig Secret without its key", []string{"--namespace", helmchart.Namespace, "--set", "controller.clusterAPI.kubeconfigSecret.name=mgmt"}, "key"},
+		{"a kubeconfig path and a kubeconfig Secret", []string{"--namespace", helmchart.Namespace, "--set", "controller.clusterAPI.kubeconfig=/x",
+			"--set", "controller.clusterAPI.kubeconfigSecret.name=mgmt", "--set", "controller.clusterAPI.kubeconfigSecret.key=value"}, "not both"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := helmchart.Helm(context.Background(), root, append([]string{"template", "berth", helmchart.Chart}, tt.args...)...)
@@ -291,6 +297,33 @@ func TestOptionalObjects(t *testing.T) {
 	if q.Spec.ScopeSelector == nil || len(q.Spec.ScopeSelector.MatchExpressions) != 1 ||
 		!slices.Equal(q.Spec.ScopeSelector.MatchExpressions[0].Values, []string{"system-cluster-critical"}) || q.Spec.Hard.Pods().Value() < 2 {
 		t.Errorf("critical pods quota %+v, want at least 2 pods of system-cluster-critical", q.Spec)
+	}
+}
+
+// TestClusterAPIKubeconfigSecret: the management cluster's kubeconfig, in
+// a Secret, is mounted read-only and is the controller's
+// --clusterapi-kubeconfig.
+func TestClusterAPIKubeconfigSecret(t *testing.T) {
+	d := deployment(t, render(t, "--set", "controller.clusterAPI.enabled=true", "--set", "controller.clusterAPI.kubeconfigSecret.name=mgmt",
+		"--set", "controller.clusterAPI.kubeconfigSecret.key=value"))
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	if !slices.Contains(c.Args, "--clusterapi-kubeconfig=/etc/berth/clusterapi/value") {
+		t.Errorf("args %q, want --clusterapi-kubeconfig=/etc/berth/clusterapi/value", c.Args)
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.MountPath == "/etc/berth/clusterapi" && m.ReadOnly && m.Name == "clusterapi-kubeconfig"
+	}) {
+		t.Errorf("mounts %+v, want clusterapi-kubeconfig read-only at /etc/berth/clusterapi", c.VolumeMounts)
+	}
+	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "clusterapi-kubeconfig" && v.Secret != nil && v.Secret.SecretName == "mgmt" &&
+			len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "value" && v.Secret.Items[0].Path == "value"
+	}) {
+		t.Errorf("volumes %+v, want the Secret mgmt's key value", spec.Volumes)
+	}
+	if err := newControllerCommand().ParseFlags(c.Args[1:]); err != nil {
+		t.Errorf("the controller rejects the arguments: %v", err)
 	}
 }
 
