@@ -162,9 +162,9 @@ func TestDeploymentIsProductionReady(t *testing.T) {
 	if lim := c.Resources.Limits.Memory(); lim.Cmp(*c.Resources.Requests.Memory()) < 0 {
 		t.Errorf("memory limit %s below the request", lim)
 	}
-	if got := goMemLimits(c); len(got) != 1 || got[0].ValueFrom == nil || got[0].ValueFrom.ResourceFieldRef == nil ||
+	if got := memoryLimits(c); len(got) != 1 || got[0].Name != "BERTH_MEMORY_LIMIT" || got[0].ValueFrom == nil || got[0].ValueFrom.ResourceFieldRef == nil ||
 		got[0].ValueFrom.ResourceFieldRef.Resource != "limits.memory" || got[0].ValueFrom.ResourceFieldRef.ContainerName != c.Name {
-		t.Errorf("GOMEMLIMIT %+v: want it once, from the container's memory limit", got)
+		t.Errorf("memory limit variables %+v: want BERTH_MEMORY_LIMIT once, from the container's memory limit (the controller holds its heap under 90 %% of it)", got)
 	}
 
 	pdb := convert[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", "berth-controller"))
@@ -347,27 +347,28 @@ func ptrString[T any](p *T) string {
 	return fmt.Sprint(*p)
 }
 
-// TestGOMEMLIMITSetByTheUserWins: a GOMEMLIMIT in env replaces the one
-// from the memory limit (once: a duplicate would leave which one wins to
-// the order), and other variables keep it.
+// TestGOMEMLIMITSetByTheUserWins: a GOMEMLIMIT in env replaces the limit
+// the controller takes from the container's memory limit (only the user's
+// is passed), and other variables keep it.
 func TestGOMEMLIMITSetByTheUserWins(t *testing.T) {
 	c := deployment(t, render(t, "--set-json", `env=[{"name":"GOMEMLIMIT","value":"300MiB"},{"name":"TZ","value":"UTC"}]`)).Spec.Template.Spec.Containers[0]
-	if got := goMemLimits(c); len(got) != 1 || got[0].Value != "300MiB" {
-		t.Errorf("GOMEMLIMIT %+v, want the user's 300MiB only", got)
+	if got := memoryLimits(c); len(got) != 1 || got[0].Name != "GOMEMLIMIT" || got[0].Value != "300MiB" {
+		t.Errorf("memory limit variables %+v, want the user's GOMEMLIMIT 300MiB only", got)
 	}
 	c = deployment(t, render(t, "--set-json", `env=[{"name":"TZ","value":"UTC"}]`)).Spec.Template.Spec.Containers[0]
-	if got := goMemLimits(c); len(got) != 1 || got[0].ValueFrom == nil {
-		t.Errorf("GOMEMLIMIT %+v beside another variable, want the memory limit's", got)
+	if got := memoryLimits(c); len(got) != 1 || got[0].Name != "BERTH_MEMORY_LIMIT" || got[0].ValueFrom == nil {
+		t.Errorf("memory limit variables %+v beside another variable, want the container's memory limit", got)
 	}
 	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "TZ" && e.Value == "UTC" }) {
 		t.Errorf("env %+v: the user's TZ is missing", c.Env)
 	}
 }
 
-func goMemLimits(c corev1.Container) []corev1.EnvVar {
+// memoryLimits are the container's GOMEMLIMIT and BERTH_MEMORY_LIMIT.
+func memoryLimits(c corev1.Container) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	for _, e := range c.Env {
-		if e.Name == "GOMEMLIMIT" {
+		if e.Name == "GOMEMLIMIT" || e.Name == "BERTH_MEMORY_LIMIT" {
 			out = append(out, e)
 		}
 	}

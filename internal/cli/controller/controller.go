@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -160,6 +161,9 @@ func (o *options) validate() error {
 
 func (o *options) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
+		return err
+	}
+	if err := setSoftMemoryLimit(os.Getenv); err != nil {
 		return err
 	}
 	limits, err := o.clusterLimits.List()
