@@ -95,10 +95,14 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	}
 	if bad := stuck(ms, p.clock.Now(), r.timeout); len(bad) > 0 {
 		if err := p.remove(ctx, r, ng, bad[0]); err != nil {
-			return nil, fmt.Errorf("removing machine %s/%s without infrastructure: %w", bad[0].Namespace, bad[0].Name, err)
+			return nil, fmt.Errorf("removing machine %s/%s that will get no Node: %w", bad[0].Namespace, bad[0].Name, err)
+		}
+		why := fmt.Sprintf("got no infrastructure (provider ID) within %s", r.timeout)
+		if bad[0].Failure != "" {
+			why = "failed: " + bad[0].Failure
 		}
 		return nil, &cloudprovider.InsufficientCapacityError{Offering: req.Offering, Message: fmt.Sprintf(
-			"machine %s/%s of %s got no infrastructure (provider ID) within %s; berth removed it", bad[0].Namespace, bad[0].Name, r, r.timeout)}
+			"machine %s/%s of %s %s; berth removed it", bad[0].Namespace, bad[0].Name, r, why)}
 	}
 	limit := ng.Spec.MaxSize
 	if tmpl.MaxSize != nil && *tmpl.MaxSize < limit {

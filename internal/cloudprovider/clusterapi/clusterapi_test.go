@@ -463,6 +463,42 @@ func TestPendingListsMachinesStillBooting(t *testing.T) {
 	}
 }
 
+// TestAMachineItsInfrastructureFailedIsGivenUpAtOnce: a Machine whose
+// infrastructure provider failed it for good (v1beta1's failureReason and
+// failureMessage, kept under status.deprecated.v1beta1 in v1beta2) will
+// get no Node: it is no launching node as soon as it failed, not only
+// after the machine timeout (10 minutes), and the next launch in the group
+// removes it and reports the offering out of capacity with the failure.
+func TestAMachineItsInfrastructureFailedIsGivenUpAtOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "failed", 1, nil)
+	addMachine(t, f.ng, "failed", "failed-0", false)
+	m := capiObj("Machine", "failed-0", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(m.Object, "InsufficientCapacity", "status", "deprecated", "v1beta1", "failureReason")
+	_ = unstructured.SetNestedField(m.Object, "no m5.large capacity in us-east-1a", "status", "deprecated", "v1beta1", "failureMessage")
+	if err := env.Client.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.provider.Pending(ctx, f.ng)
+	if err != nil || len(got) != 1 || !got[0].GivenUp {
+		t.Fatalf("pending = %+v, %v; want failed-0 given up at once", got, err)
+	}
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	_, err = f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+	if !cloudprovider.IsInsufficientCapacity(err) || !strings.Contains(err.Error(), "no m5.large capacity") {
+		t.Fatalf("launch beside the failed machine: %v, want insufficient capacity naming the failure", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	if _, marked := m.GetAnnotations()[clusterapi.AnnotationDeleteMachine]; !marked && m.GetDeletionTimestamp() == nil {
+		t.Errorf("the failed machine is neither marked for deletion nor deleted: %v", m.GetAnnotations())
+	}
+}
+
 // TestCancelRemovalAfterAFailedReplicaChange: the replica change after the
 // mark failed (a foreign delete mark made berth refuse to lower); the
 // removal is given up and cancelled: berth's mark is gone, and a later

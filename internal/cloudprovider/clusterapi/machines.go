@@ -3,6 +3,7 @@ package clusterapi
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,6 +77,10 @@ type machine struct {
 	NodeName   string
 	Created    time.Time
 	Deleting   bool
+	// Failure is why the infrastructure provider failed the Machine for
+	// good (phase Failed, failureReason, failureMessage; "" when it did
+	// not).
+	Failure string
 	// MachineSet is the MachineSet the Machine belongs to, if any.
 	MachineSet  string
 	Annotations map[string]string
@@ -99,7 +104,26 @@ func machineFrom(u *unstructured.Unstructured) machine {
 		MachineSet: u.GetLabels()[machineOwnerLabels[v1alpha1.ClusterAPIMachineSet]]}
 	m.ProviderID, _, _ = unstructured.NestedString(u.Object, "spec", "providerID")
 	m.NodeName, _, _ = unstructured.NestedString(u.Object, "status", "nodeRef", "name")
+	m.Failure = failureOf(u)
 	return m
+}
+
+// failureOf says why a Machine failed for good: v1beta1's
+// status.failureReason and failureMessage (under
+// status.deprecated.v1beta1 in v1beta2), or phase Failed; "" when it has
+// not failed.
+func failureOf(u *unstructured.Unstructured) string {
+	for _, at := range [][]string{{"status"}, {"status", "deprecated", "v1beta1"}} {
+		reason, _, _ := unstructured.NestedString(u.Object, append(slices.Clone(at), "failureReason")...)
+		msg, _, _ := unstructured.NestedString(u.Object, append(slices.Clone(at), "failureMessage")...)
+		if reason != "" || msg != "" {
+			return strings.TrimSpace(strings.Join([]string{reason, msg}, " "))
+		}
+	}
+	if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase == "Failed" {
+		return "phase Failed"
+	}
+	return ""
 }
 
 // machines lists the Machines of the object, oldest first.
@@ -142,14 +166,24 @@ func machineForProviderID(ms []machine, providerID string) (machine, bool) {
 	return machine{}, false
 }
 
-// stuck returns the Machines that have had no provider ID for longer than
-// the timeout: their infrastructure did not come.
+// stuck returns the Machines without a Node that will not get one: those
+// without a provider ID for longer than the timeout (their infrastructure
+// did not come), and those their infrastructure provider failed
+// (Cluster Autoscaler's provider gives those up at once too).
 func stuck(ms []machine, now time.Time, timeout time.Duration) []machine {
 	var out []machine
 	for _, m := range ms {
-		if !m.Deleting && m.ProviderID == "" && now.Sub(m.Created) > timeout {
+		if givenUp(m, now, timeout) {
 			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// givenUp reports whether a live Machine without a Node will not get one.
+func givenUp(m machine, now time.Time, timeout time.Duration) bool {
+	if m.Deleting || m.NodeName != "" {
+		return false
+	}
+	return m.Failure != "" || m.ProviderID == "" && now.Sub(m.Created) > timeout
 }

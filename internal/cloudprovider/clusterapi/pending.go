@@ -9,8 +9,8 @@ import (
 )
 
 // Pending returns the group's live Machines without a Node yet, named by
-// the Machine; those without infrastructure past the machine timeout are
-// GivenUp.
+// the Machine; those without infrastructure past the machine timeout, and
+// those their infrastructure provider failed, are GivenUp.
 func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
 	if ng.Spec.Provider.ClusterAPI == nil {
 		return nil, nil
@@ -31,7 +31,7 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 		}
 		inst := instance(ng, m)
 		inst.NodeName = m.Name
-		inst.GivenUp = m.ProviderID == "" && now.Sub(m.Created) > r.timeout
+		inst.GivenUp = givenUp(m, now, r.timeout)
 		out = append(out, inst)
 	}
 	return out, nil
