@@ -58,7 +58,11 @@ var outputs = []output{
 	{file: "admission-policies.yaml", sources: []string{"policy/node-changes.yaml", "policy/node-owner-mark.yaml", "policy/pod-changes.yaml",
 		"policy/system-pods.yaml", "policy/tenant-objects.yaml", "policy/webhook-configuration.yaml"}, condition: ".Values.admissionPolicies.enabled"},
 	{file: "priorityclasses.yaml", sources: []string{"system/priorityclasses.yaml"}, condition: ".Values.priorityClasses.create"},
-	{file: "namespace.yaml", sources: []string{"system/namespace.yaml"}, condition: ".Values.namespace.create"},
+	// Helm 3 cannot install a chart that renders its release namespace
+	// (with --create-namespace: "already exists"): it gets none (NOTES say
+	// how to label the namespace).
+	{file: "namespace.yaml", sources: []string{"system/namespace.yaml"},
+		condition: `and .Values.namespace.create (semverCompare ">=4.0.0-0" .Capabilities.HelmVersion.Version)`},
 }
 
 func main() {

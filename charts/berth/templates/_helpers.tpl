@@ -48,9 +48,6 @@ there.
 {{- if ne .Release.Namespace "berth-system" -}}
 {{- fail (printf "berth must be installed in the namespace berth-system (helm install ... --namespace berth-system --create-namespace), not %q: the controller keeps its placeholder pods there" .Release.Namespace) -}}
 {{- end -}}
-{{- if and .Values.namespace.create (semverCompare "<4.0.0-0" .Capabilities.HelmVersion.Version) -}}
-{{- fail "namespace.create renders the namespace berth-system, which Helm 3 cannot install (with --create-namespace: namespaces berth-system already exists; without it the release cannot be stored). With Helm 3: kubectl create namespace berth-system && kubectl label namespace berth-system pod-security.kubernetes.io/enforce=restricted, then install with --set namespace.create=false" -}}
-{{- end -}}
 {{- end -}}
 
 {{/* The metrics address the controller binds. */}}

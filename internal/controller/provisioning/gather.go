@@ -17,7 +17,9 @@ import (
 
 // read reads the cluster from the cache into a new round: node groups
 // (not those being deleted: no node is launched for them), nodes, pods and
-// what the planner needs besides. It changes nothing.
+// what the planner needs besides. It changes nothing in the cluster; it
+// marks the offering of a launched instance that never registered its
+// Node unavailable (unregistered).
 func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	var changes *snapshot.PodChanges
 	var indexed clusterread.Indexed
@@ -94,6 +96,9 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 		unlisted[ng.Name] = true
 	}
 	if len(pending) == 0 {
+		if len(unlisted) == 0 {
+			clear(p.unjoined)
+		}
 		return nil, unlisted
 	}
 	have := make(map[string]bool, len(nodes))
@@ -123,9 +128,11 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 			}
 		}
 	}
-	for name := range p.unjoined {
-		if !stuck[name] {
-			delete(p.unjoined, name) // gone, or registered at last
+	if len(unlisted) == 0 { // a group not listed may hold a machine marked already
+		for name := range p.unjoined {
+			if !stuck[name] {
+				delete(p.unjoined, name) // gone, or registered at last
+			}
 		}
 	}
 	return out, unlisted

@@ -235,9 +235,13 @@ func offeringsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
 }
 
 // forgetNominations drops nominations of pods that no longer wait, and of
-// nodes that are gone (known: the node names trackSchedulable returned),
-// but not in a round that could not list some group's launching
-// instances (unlisted): a node not known then may be booting there.
+// nodes that are gone (known: the node names trackSchedulable returned)
+// or will never come (a launched instance that never registered its Node,
+// unjoined), but not in a round that could not list some group's
+// launching instances (unlisted): a node not known then may be booting
+// there.
 func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool, unlisted bool) {
-	p.nominated.retain(func(pod types.NamespacedName, node string) bool { return waiting[pod] && (known[node] || unlisted) })
+	p.nominated.retain(func(pod types.NamespacedName, node string) bool {
+		return waiting[pod] && !p.unjoined[node] && (known[node] || unlisted)
+	})
 }

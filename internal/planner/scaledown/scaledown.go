@@ -85,7 +85,9 @@ type Input struct {
 	// LaunchGrace is how long after its creation (or its resume from
 	// standby) a not-Ready node of berth's is still booting, and so a home
 	// for pods: the max provision time. A node older than that and not
-	// Ready is no home. With Now zero every such node is booting.
+	// Ready is no home, nor is one that came up once (labelled
+	// initialized) and is not Ready now. With Now zero every other such
+	// node is booting.
 	LaunchGrace time.Duration
 	// Controllers are the UIDs of the workload controllers that exist
 	// (ReplicaSets, Jobs, StatefulSets, ReplicationControllers,

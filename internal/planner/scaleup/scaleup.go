@@ -51,9 +51,10 @@ type Input struct {
 	Nominated map[types.NamespacedName]string
 	// Now and LaunchGrace tell which not-Ready nodes are still booting:
 	// those younger than LaunchGrace (DefaultLaunchGrace is the
-	// controller's default). Zero Now, or a node without a creation time
-	// (a hand-written one), treats a not-Ready node of a node group as
-	// booting.
+	// controller's default) that have not come up once (labelled
+	// initialized, not resumed since). Zero Now, or a node without a
+	// creation time (a hand-written one), treats a not-Ready node of a
+	// node group not labelled initialized as booting.
 	Now         time.Time
 	LaunchGrace time.Duration
 	// Base, when set, is the model of the cluster kept from the previous

@@ -92,8 +92,9 @@ func (f *fingerprinter) containers(cs []corev1.Container, requests bool) {
 }
 
 // statusResources writes what the kubelet reports of an in-place resize
-// (the containers' actuated and allocated requests, and whether the
-// resize is infeasible): kube-scheduler counts them (RequestsOf).
+// (the containers' and the pod's actuated and allocated requests, and
+// whether the resize is infeasible): kube-scheduler counts them
+// (RequestsOf).
 func (f *fingerprinter) statusResources(pod *corev1.Pod) {
 	for _, css := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for i := range css {
@@ -107,6 +108,13 @@ func (f *fingerprinter) statusResources(pod *corev1.Pod) {
 			}
 			f.resourceList(cs.AllocatedResources)
 		}
+	}
+	if pod.Status.Resources != nil || len(pod.Status.AllocatedResources) > 0 {
+		f.str("pod") // a resize of pod-level resources
+		if pod.Status.Resources != nil {
+			f.resourceList(pod.Status.Resources.Requests)
+		}
+		f.resourceList(pod.Status.AllocatedResources)
 	}
 	if resource.IsPodResizeInfeasible(pod) {
 		f.str("infeasible")

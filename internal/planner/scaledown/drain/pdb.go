@@ -131,10 +131,11 @@ func key(pdb *policyv1.PodDisruptionBudget) types.NamespacedName {
 }
 
 // unguarded reports whether the Eviction API evicts a pod without looking
-// at its PodDisruptionBudgets: it has not started (phase Pending), or has
-// finished.
+// at its PodDisruptionBudgets (kube-apiserver's canIgnorePDB): it has not
+// started (phase Pending), has finished, or is being deleted.
 func unguarded(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+		p.DeletionTimestamp != nil
 }
 
 // evictedFreely reports whether the Eviction API evicts the pod without
