@@ -52,17 +52,41 @@ func NewOfferings(clk clock.PassiveClock, ttl time.Duration) *Offerings {
 
 // MarkUnavailable records a failed launch.
 func (o *Offerings) MarkUnavailable(off v1alpha1.OfferingKey, message string) {
+	o.mark(off, message, time.Time{})
+}
+
+// lateFailureWindow is how long past the end of its streak a failure is
+// remembered, so that a launch failure found late (MarkLaunchFailed) can
+// still continue the streak: longer than any max provision time in use.
+const lateFailureWindow = time.Hour
+
+// MarkLaunchFailed records a launch made at launched that failed only
+// now (a node never Ready, a machine whose Node never registered, found
+// out a max provision time later): the streak is judged at the launch,
+// so that an offering whose every launch hangs waits longer each time,
+// though each failure comes to light long after the previous wait ended.
+func (o *Offerings) MarkLaunchFailed(off v1alpha1.OfferingKey, message string, launched time.Time) {
+	o.mark(off, message, launched)
+}
+
+// mark records a failure found now of a launch made at launched (zero:
+// now).
+func (o *Offerings) mark(off v1alpha1.OfferingKey, message string, launched time.Time) {
 	o.mu.Lock()
 	now := o.clock.Now()
+	at := now
+	if !launched.IsZero() && launched.Before(now) {
+		at = launched
+	}
 	f := Failure{Offering: off, Message: message, At: now, Streak: 1}
 	prev, known := o.fails[off]
 	switch {
-	case known && now.Before(prev.Until):
+	case known && at.Before(prev.Until):
 		// Another failure of the same wait (the other launches of one
 		// round, nodes of one reclaim wave): the streak stays, and the
 		// wait is at least as long again from now.
 		f.Streak = prev.Streak
-	case known && now.Before(prev.Until.Add(o.ttl)):
+	case known && at.Before(prev.Until.Add(o.ttl)):
 		// A failure within one TTL after the previous wait ended continues
 		// the streak; a longer good spell starts it afresh.
 		f.Streak = min(prev.Streak+1, 32)
@@ -108,8 +132,8 @@ func (o *Offerings) Failures(nodeGroup string) []Failure {
 	var out []Failure
 	for k, f := range o.fails {
 		if !now.Before(f.Until) {
-			if !now.Before(f.Until.Add(o.ttl)) {
-				delete(o.fails, k) // the streak is over too
+			if !now.Before(f.Until.Add(o.ttl + lateFailureWindow)) {
+				delete(o.fails, k) // the streak is over too, for a failure found late as well
 			}
 			continue
 		}

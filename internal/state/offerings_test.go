@@ -124,3 +124,30 @@ func TestFailuresOfOneWaitDoNotLengthenTheBackoff(t *testing.T) {
 		t.Errorf("avoided for %s more after a failure within a doubled wait, want twice the TTL from it", got)
 	}
 }
+
+// TestAnOfferingWhoseEveryLaunchHangsWaitsLongerEachTime: each launch of
+// an offering hangs, found out only 15 minutes later (a node never Ready,
+// a machine whose Node never registers); the offering is launched again
+// as soon as its wait ends. Judged at the launch, each failure continues
+// the streak, though it comes to light long after the previous wait
+// ended: the waits double as for failures found at once.
+func TestAnOfferingWhoseEveryLaunchHangsWaitsLongerEachTime(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	ttl, provision := 3*time.Minute, 15*time.Minute
+	o := state.NewOfferings(clk, ttl)
+	hangs := scaleup.Offering{NodeGroup: "general", InstanceType: "c-2", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeOnDemand)}
+	launched := start
+	var waits []time.Duration
+	for range 4 {
+		clk.SetTime(launched.Add(provision))
+		_ = o.Failures("") // rounds read the failures meanwhile
+		o.MarkLaunchFailed(hangs, "node did not become Ready", launched)
+		until := o.NextExpiry("general")
+		waits = append(waits, until.Sub(clk.Now()))
+		launched = until // launched again as soon as allowed
+	}
+	if diff := cmp.Diff([]time.Duration{ttl, 2 * ttl, 4 * ttl, 8 * ttl}, waits); diff != "" {
+		t.Errorf("waits of an offering whose every launch hangs (-want +got):\n%s", diff)
+	}
+}

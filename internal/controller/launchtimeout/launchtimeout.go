@@ -51,7 +51,9 @@ const (
 
 // Unavailable marks offerings that should not be launched for a while.
 type Unavailable interface {
-	MarkUnavailable(off v1alpha1.OfferingKey, message string)
+	// MarkLaunchFailed marks an offering whose launch at launched failed
+	// (found out only now).
+	MarkLaunchFailed(off v1alpha1.OfferingKey, message string, launched time.Time)
 }
 
 // Reconciler enforces the maximum provision time.
@@ -121,8 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		age.Round(time.Second), r.MaxProvisionTime)
 	log.FromContext(ctx).Info("deleting node that never became ready", "node", node.Name, "nodeGroup", group, "age", age.String())
 	r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonLaunchTimeout, "Delete", "%s", msg)
-	r.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
-		Zone: node.Labels[v1alpha1.LabelZone], CapacityType: node.Labels[v1alpha1.LabelCapacityType]}, "node "+node.Name+" did not become Ready")
+	r.Offerings.MarkLaunchFailed(v1alpha1.OfferingKey{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
+		Zone: node.Labels[v1alpha1.LabelZone], CapacityType: node.Labels[v1alpha1.LabelCapacityType]}, "node "+node.Name+" did not become Ready",
+		nodeutil.BootedSince(node))
 	if err := r.Cloud.Delete(ctx, node.Name); err != nil && !cloudprovider.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
 	}

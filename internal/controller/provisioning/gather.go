@@ -151,8 +151,8 @@ func (p *Provisioner) unregistered(ctx context.Context, ng *v1alpha1.NodeGroup, 
 		msg := fmt.Sprintf("instance %s (%s) has not registered a Node within the max provision time (%s)", inst.NodeName, inst.ProviderID, p.opts.MaxProvisionTime)
 		log.FromContext(ctx).Info("a launched instance never registered its Node; avoiding its offering", "nodeGroup", ng.Name, "instance", inst.NodeName,
 			"providerID", inst.ProviderID, "instanceType", inst.Offering.InstanceType, "zone", inst.Offering.Zone)
-		p.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: inst.Offering.InstanceType, Zone: inst.Offering.Zone,
-			CapacityType: string(inst.Offering.CapacityType)}, msg)
+		p.Offerings.MarkLaunchFailed(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: inst.Offering.InstanceType, Zone: inst.Offering.Zone,
+			CapacityType: string(inst.Offering.CapacityType)}, msg, inst.CreatedAt)
 	}
 	n := cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
 	if n == nil {
