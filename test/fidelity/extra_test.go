@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -245,42 +244,14 @@ func (g gen) resourcesExtras(p *corev1.Pod, existing bool) {
 // selectors, terminating and not yet started pods). Every disagreement
 // fails the test.
 func TestExtendedFeaturesFidelity(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var pairs, agree, feasibleUp int
-	var problems []string
-	for seed := int64(1); seed <= int64(*extraCases); seed++ {
+	a := compareGenerated(t, *extraCases, func(seed int64) Case {
 		c := Generate(seed)
 		extra(&c, seed)
-		up := newUpstream(ctx, t, c)
-		want, wantWhy, err := up.feasible(ctx, c.Pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, gotWhy, err := ours(c)
-		if err != nil {
-			t.Logf("seed %d: berth error %v", seed, err)
-			continue
-		}
-		for name, w := range want {
-			pairs++
-			if w {
-				feasibleUp++
-			}
-			if got[name] == w {
-				agree++
-				continue
-			}
-			if len(problems) < 60 {
-				problems = append(problems, fmt.Sprintf("seed %d node %s: kube-scheduler feasible=%v (%s), berth feasible=%v (%s)",
-					seed, name, w, wantWhy[name], got[name], gotWhy[name]))
-			}
-		}
-	}
-	t.Logf("extra: %d pairs, %d feasible upstream, agree %d", pairs, feasibleUp, agree)
-	if agree != pairs {
-		t.Errorf("%d disagreements, first ones:\n%s", pairs-agree, strings.Join(problems, "\n"))
-	}
+		return c
+	})
+	t.Logf("extended features: %d clusters, %d pod/node pairs (%d feasible for kube-scheduler), agreement %d/%d",
+		*extraCases, a.pairs, a.feasible, a.agree, a.pairs)
+	a.check(t)
 }
 
 // tcase is a hand-written case.
@@ -339,19 +310,10 @@ func runTable(t *testing.T, cases []tcase) {
 		if c.Namespaces == nil {
 			c.Namespaces = defaultNamespaces()
 		}
-		up := newUpstream(ctx, t, c)
-		want, wantWhy, err := up.feasible(ctx, c.Pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, gotWhy, err := ours(c)
-		if err != nil {
-			t.Errorf("%s: berth error: %v", tc.name, err)
-			continue
-		}
+		want, got := verdicts(ctx, t, tc.name, c)
 		for _, n := range c.Nodes {
-			if name := n.Name; got[name] != want[name] {
-				t.Errorf("%s node %s: kube-scheduler feasible=%v (%s), berth feasible=%v (%s)", tc.name, name, want[name], wantWhy[name], got[name], gotWhy[name])
+			if name := n.Name; got.ok[name] != want.ok[name] {
+				t.Errorf("%s node %s: kube-scheduler feasible=%v (%s), berth feasible=%v (%s)", tc.name, name, want.ok[name], want.why[name], got.ok[name], got.why[name])
 			}
 		}
 	}

@@ -148,44 +148,77 @@ func ours(c Case) (map[string]bool, map[string]string, error) {
 // clusters and reports the agreement rate. Every disagreement fails the
 // test: it is a bug, or a deliberate difference to document here.
 func TestFidelity(t *testing.T) {
+	a := compareGenerated(t, *cases, Generate)
+	rate := 100 * float64(a.agree) / float64(a.pairs)
+	t.Logf("fidelity: %d clusters, %d pod/node pairs (%d feasible for kube-scheduler), agreement %d/%d = %.3f%%",
+		*cases, a.pairs, a.feasible, a.agree, a.pairs, rate)
+	fmt.Printf("fidelity: %d clusters, %d pod/node pairs (%d feasible), agreement %.3f%%\n", *cases, a.pairs, a.feasible, rate)
+	a.check(t)
+}
+
+// agreement counts how berth's verdicts compare with kube-scheduler's.
+type agreement struct {
+	pairs, agree, feasible int
+	problems               []string
+}
+
+// check fails on every disagreement (naming the first ones) and when the
+// cases were all feasible or all infeasible (they would test little).
+func (a agreement) check(t *testing.T) {
+	t.Helper()
+	if a.agree != a.pairs {
+		t.Errorf("%d disagreements, first ones:\n%s", a.pairs-a.agree, strings.Join(a.problems, "\n"))
+	}
+	if a.feasible == 0 || a.feasible == a.pairs {
+		t.Errorf("the generator must produce both feasible and infeasible pairs (feasible %d of %d)", a.feasible, a.pairs)
+	}
+}
+
+// compareGenerated runs the clusters gen makes of seeds 1..n through
+// kube-scheduler and berth.
+func compareGenerated(t *testing.T, n int, gen func(seed int64) Case) agreement {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var pairs, agree, feasibleUp int
-	var problems []string
-	for seed := int64(1); seed <= int64(*cases); seed++ {
-		c := Generate(seed)
-		up := newUpstream(ctx, t, c)
-		want, wantWhy, err := up.feasible(ctx, c.Pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, gotWhy, err := ours(c)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		for name, w := range want {
-			pairs++
+	var a agreement
+	for seed := int64(1); seed <= int64(n); seed++ {
+		c := gen(seed)
+		want, got := verdicts(ctx, t, fmt.Sprintf("seed %d", seed), c)
+		for name, w := range want.ok {
+			a.pairs++
 			if w {
-				feasibleUp++
+				a.feasible++
 			}
-			if got[name] == w {
-				agree++
+			if got.ok[name] == w {
+				a.agree++
 				continue
 			}
-			if len(problems) < 20 {
-				problems = append(problems, fmt.Sprintf("seed %d node %s: kube-scheduler feasible=%v (%s), berth feasible=%v (%s)",
-					seed, name, w, wantWhy[name], got[name], gotWhy[name]))
+			if len(a.problems) < 20 {
+				a.problems = append(a.problems, fmt.Sprintf("seed %d node %s: kube-scheduler feasible=%v (%s), berth feasible=%v (%s)",
+					seed, name, w, want.why[name], got.ok[name], got.why[name]))
 			}
 		}
 	}
-	rate := 100 * float64(agree) / float64(pairs)
-	t.Logf("fidelity: %d clusters, %d pod/node pairs (%d feasible for kube-scheduler), agreement %d/%d = %.3f%%",
-		*cases, pairs, feasibleUp, agree, pairs, rate)
-	fmt.Printf("fidelity: %d clusters, %d pod/node pairs (%d feasible), agreement %.3f%%\n", *cases, pairs, feasibleUp, rate)
-	if agree != pairs {
-		t.Errorf("%d disagreements, first ones:\n%s", pairs-agree, strings.Join(problems, "\n"))
+	return a
+}
+
+// verdict is, per node, whether the pod fits and why not.
+type verdict struct {
+	ok  map[string]bool
+	why map[string]string
+}
+
+// verdicts runs one case through kube-scheduler's filters and berth's; an
+// error of either fails the test (what names the case).
+func verdicts(ctx context.Context, t *testing.T, what string, c Case) (want, got verdict) {
+	t.Helper()
+	up := newUpstream(ctx, t, c)
+	var err error
+	if want.ok, want.why, err = up.feasible(ctx, c.Pod); err != nil {
+		t.Fatalf("%s: kube-scheduler: %v", what, err)
 	}
-	if feasibleUp == 0 || feasibleUp == pairs {
-		t.Errorf("the generator must produce both feasible and infeasible pairs (feasible %d of %d)", feasibleUp, pairs)
+	if got.ok, got.why, err = ours(c); err != nil {
+		t.Fatalf("%s: berth: %v", what, err)
 	}
+	return want, got
 }

@@ -254,8 +254,9 @@ func TestPlan(t *testing.T) {
 
 // TestNoHomeOnANodeThatIsGoingOrDown: a pod may move only to a node
 // kube-scheduler will put it on and that stays: not one of berth's nodes
-// NotReady past the launch grace (it was never going to boot, or went
-// down), not a node being deleted. A node still booting is a home.
+// NotReady past the launch grace (it was never going to boot), nor one
+// that came up once and went down, however young; not a node being
+// deleted. A node still booting is a home.
 func TestNoHomeOnANodeThatIsGoingOrDown(t *testing.T) {
 	g := group("g")
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -278,6 +279,10 @@ func TestNoHomeOnANodeThatIsGoingOrDown(t *testing.T) {
 	}{
 		{name: "a node of berth's unreachable for hours is no home",
 			home: node("home", g, created(now.Add(-3*time.Hour)), unreachable),
+			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
+		// Up once (labelled initialized), it is down, not booting.
+		{name: "a node of berth's that came up and went down five minutes after its launch is no home",
+			home: node("home", g, created(now.Add(-5*time.Minute)), unreachable),
 			want: outcome{blocked: map[string]string{"a": "NoHome default/w"}}},
 		{name: "a node of berth's not Ready since its launch past the launch grace is no home",
 			home: node("home", g, created(now.Add(-time.Hour)), b.NotReady(), b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)),
@@ -935,29 +940,6 @@ func TestAPodNominatedToANodeHoldsItsRoom(t *testing.T) {
 	// The check before a drain (or before a replaced node is drained) says so too.
 	if bl, err := scaledown.Recheck(in, "m"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
 		t.Errorf("Recheck of m: %+v, %v; want NoHome", bl, err)
-	}
-}
-
-// TestAYoungNodeThatWentDownIsNoHome: a node of berth's that came up
-// (labelled initialized) and went unreachable five minutes after its
-// launch is down, not booting: kube-scheduler puts no pod there, so no
-// node is removed whose pods would need it.
-func TestAYoungNodeThatWentDownIsNoHome(t *testing.T) {
-	g := group("g")
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	created := func(at time.Time) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(at) }
-	}
-	down := func(n *corev1.Node) {
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
-			corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
-	}
-	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g},
-		Nodes: []*corev1.Node{node("a", g, created(now.Add(-time.Hour))), node("dead", g, created(now.Add(-5*time.Minute)), down)},
-		Pods:  []*corev1.Pod{app("w", "a", "1")}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace}
-	if got := run(t, in); len(got.removed) != 0 {
-		t.Errorf("removed %v: its pod would go to node dead, unreachable since it came up", got.removed)
 	}
 }
 
