@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 var extraCases = flag.Int("extracases", 2000, "number of extended random clusters")
@@ -92,9 +93,9 @@ func extra(c *Case, seed int64) {
 			{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 			{Key: "empty", Operator: corev1.TolerationOpEqual},
 			{Key: "empty", Operator: corev1.TolerationOpEqual, Value: "x"},
-			{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrInt64(30)},
+			{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
 			{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists},
-			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptrInt64(300)},
+			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
 		} {
 			if g.chance(0.3) {
 				spec.Tolerations = append(spec.Tolerations, t)
@@ -144,8 +145,6 @@ func extra(c *Case, seed int64) {
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MatchLabelKeys: []string{"tier"}}}
 	}
 }
-
-func ptrInt64(v int64) *int64 { return &v }
 
 // bigRequests are requests of cpu, memory, ephemeral storage, hugepages
 // and extended resources, large enough to run out.

@@ -168,10 +168,10 @@ func (m *Model[N, O]) slicesOf(h *Host[O]) []*resourcev1.ResourceSlice {
 // withExpected adds to the slices a node published the expected slices of
 // the drivers it has published none of.
 func withExpected(own, expected []*resourcev1.ResourceSlice) []*resourcev1.ResourceSlice {
-	if len(own) == 0 || len(expected) == 0 {
-		if len(own) == 0 {
-			return expected
-		}
+	if len(own) == 0 {
+		return expected
+	}
+	if len(expected) == 0 {
 		return own
 	}
 	published := map[string]bool{}
