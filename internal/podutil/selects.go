@@ -24,13 +24,22 @@ func RequiredTermSelects(q, f *corev1.Pod, pending bool) bool {
 	if a == nil {
 		return false
 	}
-	var terms []corev1.PodAffinityTerm
-	if a.PodAntiAffinity != nil {
-		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+	if a.PodAntiAffinity != nil && termsSelect(q, f, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) {
+		return true
 	}
-	if pending && a.PodAffinity != nil {
-		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-	}
+	return pending && RequiredAffinitySelects(q, f)
+}
+
+// RequiredAffinitySelects reports whether a required pod affinity term of
+// q selects f: q may go only where a pod like f is. Namespace selectors
+// are read as in RequiredTermSelects.
+func RequiredAffinitySelects(q, f *corev1.Pod) bool {
+	a := q.Spec.Affinity
+	return a != nil && a.PodAffinity != nil && termsSelect(q, f, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+}
+
+// termsSelect reports whether one of q's pod affinity terms selects f.
+func termsSelect(q, f *corev1.Pod, terms []corev1.PodAffinityTerm) bool {
 	for i := range terms {
 		t := &terms[i]
 		inNamespace := t.NamespaceSelector != nil || (len(t.Namespaces) == 0 && q.Namespace == f.Namespace)

@@ -59,23 +59,25 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 		p.homes = homes(p.s, p.groups)
 	}
 	moves = make([]Move, 0, len(pods))
-	var deferred []*snapshot.Pod
-	for i := 0; i < len(pods)+len(deferred); i++ {
-		var sp *snapshot.Pod
-		if i < len(pods) {
-			sp = pods[i]
-		} else {
-			sp = deferred[i-len(pods)]
-		}
+	// The pods to place in turn; a deferred pod joins its end, once.
+	queue := pods
+	var deferred map[*snapshot.Pod]bool
+	for len(queue) > 0 {
+		sp := queue[0]
+		queue = queue[1:]
 		unbound, c := p.unboundClass(sp)
 		if c == nil {
 			return nil, nil, sp
 		}
 		to := firstFit(p.s, c, p.homes, &p.hint)
-		if to == nil && i < len(pods) && followsAMover(sp, pods) {
+		if to == nil && !deferred[sp] && followsAMover(sp, pods) {
 			// Its required pod affinity selects a pod that moves too and may
 			// not be placed yet: tried again once the others are.
-			deferred = append(deferred, sp)
+			if deferred == nil {
+				deferred = map[*snapshot.Pod]bool{}
+			}
+			deferred[sp] = true
+			queue = append(queue, sp)
 			continue
 		}
 		if to == nil {
@@ -98,12 +100,8 @@ func (p *planner) rehome(n *snapshot.Node, movers []*snapshot.Pod) (moves, again
 // followsAMover reports whether a required pod affinity term of the pod
 // selects another of the pods that move with it.
 func followsAMover(sp *snapshot.Pod, movers []*snapshot.Pod) bool {
-	a := sp.Spec.Affinity
-	if a == nil || a.PodAffinity == nil || len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 {
-		return false
-	}
 	return slices.ContainsFunc(movers, func(m *snapshot.Pod) bool {
-		return m != sp && podutil.RequiredTermSelects(sp.Pod, m.Pod, true)
+		return m != sp && podutil.RequiredAffinitySelects(sp.Pod, m.Pod)
 	})
 }
 
