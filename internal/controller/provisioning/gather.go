@@ -101,9 +101,15 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 		}
 		return nil, unlisted
 	}
-	have := make(map[string]bool, len(nodes))
+	// A Node registered under the instance's name or provider ID: the
+	// provider's record of its launch may lag (a Machine's nodeRef), and its
+	// Node may be named by the cloud, not after the Machine.
+	have := make(map[string]bool, 2*len(nodes))
 	for _, n := range nodes {
 		have[n.Name] = true
+		if n.Spec.ProviderID != "" {
+			have[n.Spec.ProviderID] = true
+		}
 	}
 	var out []*corev1.Node
 	stuck := map[string]bool{}
@@ -113,18 +119,19 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 				p.inflight.forget(inst.NodeName)
 				continue
 			}
+			if have[inst.NodeName] || inst.ProviderID != "" && have[inst.ProviderID] {
+				continue // registered: the Node is planned as it is
+			}
 			if p.neverRegistered(inst) {
 				p.inflight.forget(inst.NodeName)
 				stuck[inst.NodeName] = true
-				if n := p.unregistered(ctx, ng, inst); n != nil && !have[inst.NodeName] {
+				if n := p.unregistered(ctx, ng, inst); n != nil {
 					out = append(out, n)
 				}
 				continue
 			}
-			if !have[inst.NodeName] {
-				if n := syntheticNode(ng, inst, dss); n != nil {
-					out = append(out, n)
-				}
+			if n := syntheticNode(ng, inst, dss); n != nil {
+				out = append(out, n)
 			}
 		}
 	}

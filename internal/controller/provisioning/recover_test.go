@@ -155,6 +155,39 @@ func TestAMachineWhoseNodeNeverRegisteredStillCountsAgainstTheLimits(t *testing.
 	}
 }
 
+// TestAMachineWhoseNodeRegisteredLateIsNoFailedLaunch: a machine the
+// provider still lists as launching 20 minutes after its launch (its
+// record not updated yet) whose Node has registered under the machine's
+// name is a node like any other: its offering is not avoided as a launch
+// that hung.
+func TestAMachineWhoseNodeRegisteredLateIsNoFailedLaunch(t *testing.T) {
+	registeredLate(t, "prov-late", "-machine-0", "")
+}
+
+// TestAMachineWhoseNodeRegisteredLateUnderTheCloudsNameIsNoFailedLaunch:
+// so is one whose Node registered under the name the cloud gave it,
+// with the machine's provider ID.
+func TestAMachineWhoseNodeRegisteredLateUnderTheCloudsNameIsNoFailedLaunch(t *testing.T) {
+	registeredLate(t, "prov-late-named", "-ip-10-0-3-17", "test:///m-0")
+}
+
+func registeredLate(t *testing.T, group, node, providerID string) {
+	t.Helper()
+	ng := b.NodeGroup(group, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.12")))
+	f := setup(t, ng)
+	f.useCloud(&booting{CloudProvider: kwok.New(env.Client, clock.RealClock{}), group: f.group, since: time.Now().Add(-20 * time.Minute), providerID: "test:///m-0"})
+	n := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, f.group+node)
+	n.Spec.ProviderID = providerID
+	if err := env.Client.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	f.run()
+	f.run()
+	if fails := f.offerings.Failures(f.group); len(fails) != 0 {
+		t.Errorf("failures of the group %+v after rounds that saw the machine's Node, want none", fails)
+	}
+}
+
 // denying is a cloud whose launches in one group fail with an error of the
 // API call itself (a webhook that denies nodes with a 500); it launches
 // the others with KWOK.
