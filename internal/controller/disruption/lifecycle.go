@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -174,11 +175,12 @@ func (c *Controller) syncInterruptions(ctx context.Context, w *world) []error {
 	return errs
 }
 
-// avoidInterrupted marks the offering of an interrupted node unavailable:
-// the cloud is taking its capacity back, and a replacement launched on it
-// would likely be interrupted too.
+// avoidInterrupted marks the offering of an interrupted node unavailable
+// when the cloud is taking its capacity back (lifecycle.TakesCapacity: a
+// spot interruption): a replacement launched on it would likely be
+// interrupted too.
 func (c *Controller) avoidInterrupted(g *v1alpha1.NodeGroup, n *corev1.Node) {
-	if c.Offerings == nil {
+	if c.Offerings == nil || !lifecycle.TakesCapacity(n, lifecycle.Interrupted(g, n, c.Clock.Now())) {
 		return
 	}
 	l := n.Labels

@@ -75,17 +75,22 @@ func (f *fixture) tolerantRun() *disruption.Result {
 }
 
 // TestAnInterruptedNodeIsReplacedAndDrainedBeforeItsDeadline: the only
-// node gets an interruption notice with two minutes left; berth launches a
-// replacement at once (not of the interrupted offering), drains the node,
-// and removes it; the offering is avoided afterwards.
+// node, a spot one, gets an interruption notice with two minutes left;
+// berth launches a replacement at once (not of the interrupted spot
+// offering: the cloud takes its capacity back), drains the node, and
+// removes it; the offering is avoided afterwards.
 func TestAnInterruptedNodeIsReplacedAndDrainedBeforeItsDeadline(t *testing.T) {
 	f := setup(t, "life-spot", 1, b.InstanceType("m-3", "3", "8Gi", b.OnDemand("zone-a", "0.20")))
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		g.Spec.InstanceTypes[0].Offerings = append(g.Spec.InstanceTypes[0].Offerings, b.Spot("zone-a", "0.03"))
+	})
 	f.deployment(1)
 	offerings := state.NewOfferings(f.clk, time.Hour)
 	f.ctrl.Offerings = offerings
 	victim := f.nodes[0]
 	deadline := f.clk.Now().Add(2 * time.Minute)
 	f.patchNode(victim, func(n *corev1.Node) {
+		n.Labels[v1alpha1.LabelCapacityType] = string(v1alpha1.CapacityTypeSpot)
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
 		n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = deadline.UTC().Format(time.RFC3339)
 	})
@@ -94,11 +99,11 @@ func TestAnInterruptedNodeIsReplacedAndDrainedBeforeItsDeadline(t *testing.T) {
 		t.Fatalf("round after the notice: replacements %v, started %v; want one replacement and %s drained at once", res.Replacements, res.Started, victim)
 	}
 	repl := f.node(res.Replacements[0])
-	if repl == nil || repl.Labels[v1alpha1.LabelInstanceType] != "m-3" {
-		t.Errorf("replacement %+v, want m-3 (the interrupted m-2 offering is avoided)", repl)
+	if repl == nil || repl.Labels[v1alpha1.LabelCapacityType] == string(v1alpha1.CapacityTypeSpot) {
+		t.Errorf("replacement %+v, want one not on spot (the interrupted m-2 spot offering is avoided)", repl)
 	}
-	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" {
-		t.Errorf("unavailable offerings %v, want the interrupted m-2", u)
+	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" || u[0].CapacityType != string(v1alpha1.CapacityTypeSpot) {
+		t.Errorf("unavailable offerings %v, want the interrupted m-2 spot", u)
 	}
 	f.removedWithin(victim, time.Minute)
 	if f.clk.Now().After(deadline) {
@@ -342,4 +347,27 @@ func TestAnInterruptionOfANodeDrainingForAnotherReasonKeepsItsDeadline(t *testin
 		f.run()
 		return f.node(victim) == nil, "node " + victim + " still there past its interruption deadline", nil
 	})
+}
+
+// TestARebalanceRecommendationOnADrainingNodeIsNoDeadline: a node drains,
+// its pod held by its PodDisruptionBudget, in a group that acts on
+// rebalance recommendations; then the node gets one. A recommendation is
+// no interruption notice: the drain goes on at the budget's pace. (It was
+// read as a notice without a deadline, and the node was removed at once
+// with its pod.)
+func TestARebalanceRecommendationOnADrainingNodeIsNoDeadline(t *testing.T) {
+	f := setup(t, "life-rebalance-drain", 2)
+	f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Disruption.Interruption = &v1alpha1.Interruption{Rebalance: true} })
+	victim := f.drainHeldByPDB()
+	f.run() // the eviction is refused
+	f.patchNode(victim, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: lifecycle.RebalanceTaints[0], Effect: corev1.TaintEffectPreferNoSchedule})
+	})
+	for range 3 {
+		f.clk.Step(10 * time.Second)
+		f.tolerantRun()
+	}
+	if f.node(victim) == nil {
+		t.Fatalf("node %s removed with its pod held by its budget, after a rebalance recommendation", victim)
+	}
 }

@@ -136,8 +136,8 @@ func (f *fixture) markedBy(repl string) int {
 
 // TestAnInterruptionDoesNotWaitForAReplacementStillBooting: three nodes
 // wait for a replacement that takes minutes to boot; one of them gets an
-// interruption notice with two minutes left. Its drain starts in that
-// round (the cloud takes it at the deadline whether or not the
+// interruption notice (spot) with two minutes left. Its drain starts in
+// that round (the cloud takes it at the deadline whether or not the
 // replacement is Ready), its offering is avoided, and the two others keep
 // waiting.
 func TestAnInterruptionDoesNotWaitForAReplacementStillBooting(t *testing.T) {
@@ -146,6 +146,7 @@ func TestAnInterruptionDoesNotWaitForAReplacementStillBooting(t *testing.T) {
 	f.ctrl.Offerings = offerings
 	victim := f.nodes[0]
 	f.patchNode(victim, func(n *corev1.Node) {
+		n.Labels[v1alpha1.LabelCapacityType] = string(v1alpha1.CapacityTypeSpot)
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
 		n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = f.clk.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339)
 	})
@@ -156,8 +157,8 @@ func TestAnInterruptionDoesNotWaitForAReplacementStillBooting(t *testing.T) {
 	if n := f.node(victim); n == nil || !tainted(n) || n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
 		t.Errorf("node %s: want it tainted %s and draining for the interruption", victim, v1alpha1.TaintDisrupted)
 	}
-	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" {
-		t.Errorf("unavailable offerings %v, want the interrupted node's m-2", u)
+	if u := offerings.Unavailable(); len(u) != 1 || u[0].InstanceType != "m-2" || u[0].CapacityType != string(v1alpha1.CapacityTypeSpot) {
+		t.Errorf("unavailable offerings %v, want the interrupted node's m-2 spot", u)
 	}
 	if got := f.markedBy(repl); got != 3 {
 		t.Errorf("%d nodes still marked replaced by %s, want all 3 (the interrupted one drains with its mark)", got, repl)

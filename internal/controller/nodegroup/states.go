@@ -41,7 +41,7 @@ func nodesByState(ng *v1alpha1.NodeGroup, nodes []corev1.Node, now time.Time) v1
 		if lifecycle.Interrupted(ng, n, now) != nil {
 			out.Interrupted++
 		}
-		if lifecycle.Drifted(ng, n) != nil {
+		if lifecycle.Drifted(ng, n) != nil || lifecycle.Rebalance(ng, n) != nil {
 			out.Drifted++
 		}
 		if lifecycle.Expired(ng, n, now) != nil {

@@ -56,69 +56,100 @@ type Verdict struct {
 	Deadline time.Time
 	// Message says why, for a user.
 	Message string
+	// Signal is the taint key or condition type of an interruption notice.
+	Signal string
 }
 
-// Assess returns why the node must go, or nil: interruption first (the
-// cloud does not wait), then repair (unless the group holds its repairs:
-// RepairHold), drift, and expiry.
-func Assess(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, repairHeld bool) *Verdict {
+// Verdicts returns why the node must go, in the order its reasons are
+// acted on, or none: an interruption notice alone (the cloud does not
+// wait, whatever else holds), else repair (unless the group holds its
+// repairs: RepairHold), a rebalance recommendation, drift and expiry. A
+// node held by the budget of its first reason may go for the next (a
+// freeze of drift replacements does not stop expiry).
+func Verdicts(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, repairHeld bool) []*Verdict {
 	if v := Interrupted(ng, n, now); v != nil {
-		return v
+		return []*Verdict{v}
 	}
+	var out []*Verdict
 	if v := Unhealthy(ng, n, now); v != nil && !repairHeld {
-		return v
+		out = append(out, v)
 	}
-	if v := Drifted(ng, n); v != nil {
-		return v
+	for _, v := range []*Verdict{Rebalance(ng, n), Drifted(ng, n), Expired(ng, n, now)} {
+		if v != nil {
+			out = append(out, v)
+		}
 	}
-	return Expired(ng, n, now)
+	return out
 }
 
-// Interrupted reports an interruption notice on the node (or, with
-// rebalance on, a rebalance recommendation, as drift: replaced ahead of
-// time within its budget).
+// MaintenanceTaints are the interruption notices that take the machine,
+// not the capacity: a replacement of the same offering is as good
+// (scheduled maintenance, an Auto Scaling group's own termination).
+var MaintenanceTaints = []string{
+	"aws-node-termination-handler/scheduled-maintenance",
+	"aws-node-termination-handler/asg-lifecycle-termination",
+}
+
+// Interrupted reports an interruption notice on the node: a taint or
+// condition of the group's signals (DefaultInterruptionTaints unless it
+// lists its own).
 func Interrupted(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 	cfg := ng.Spec.Disruption.Interruption
 	taints, conditions := DefaultInterruptionTaints, []string(nil)
 	notice := DefaultNoticePeriod
-	rebalance := false
 	if cfg != nil {
 		if len(cfg.Taints) > 0 {
 			taints = cfg.Taints
 		}
 		conditions = cfg.Conditions
-		rebalance = cfg.Rebalance
 		if cfg.NoticePeriod != nil && cfg.NoticePeriod.Duration > 0 {
 			notice = cfg.NoticePeriod.Duration
 		}
 	}
-	signal := ""
+	signal, kind := "", ""
 	for _, t := range n.Spec.Taints {
 		if slices.Contains(taints, t.Key) {
-			signal = "taint " + t.Key
+			signal, kind = t.Key, "taint"
 		}
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Status == corev1.ConditionTrue && slices.Contains(conditions, string(c.Type)) {
-			signal = "condition " + string(c.Type)
+			signal, kind = string(c.Type), "condition"
 		}
 	}
-	if signal != "" {
-		deadline := now.Add(notice)
-		if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationInterruptionDeadline]); err == nil {
-			deadline = at
-		} else if started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted]); err == nil &&
-			n.Annotations[v1alpha1.AnnotationDisruptionReason] == string(v1alpha1.ReasonInterrupted) {
-			deadline = started.Add(notice) // the notice as berth first acted on it
-		}
-		return &Verdict{Reason: v1alpha1.ReasonInterrupted, Deadline: deadline,
-			Message: fmt.Sprintf("interruption notice (%s): the node goes at %s", signal, deadline.UTC().Format(time.RFC3339))}
+	if signal == "" {
+		return nil
 	}
-	if rebalance {
-		for _, t := range n.Spec.Taints {
-			if slices.Contains(RebalanceTaints, t.Key) {
-				return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "rebalance recommendation (taint " + t.Key + "): replaced ahead of an interruption"}
-			}
+	deadline := now.Add(notice)
+	if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationInterruptionDeadline]); err == nil {
+		deadline = at
+	} else if started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted]); err == nil &&
+		n.Annotations[v1alpha1.AnnotationDisruptionReason] == string(v1alpha1.ReasonInterrupted) {
+		deadline = started.Add(notice) // the notice as berth first acted on it
+	}
+	return &Verdict{Reason: v1alpha1.ReasonInterrupted, Deadline: deadline, Signal: signal,
+		Message: fmt.Sprintf("interruption notice (%s %s): the node goes at %s", kind, signal, deadline.UTC().Format(time.RFC3339))}
+}
+
+// TakesCapacity reports whether an interruption takes its node's
+// capacity away, so that its offering is avoided for a while: a spot
+// node's notice, but a maintenance notice (MaintenanceTaints). An
+// on-demand node's capacity stays to be bought again.
+func TakesCapacity(n *corev1.Node, v *Verdict) bool {
+	return v != nil && v.Reason == v1alpha1.ReasonInterrupted && n.Labels[v1alpha1.LabelCapacityType] == string(v1alpha1.CapacityTypeSpot) &&
+		!slices.Contains(MaintenanceTaints, v.Signal)
+}
+
+// Rebalance reports a rebalance recommendation on the node when the group
+// acts on them (spec.disruption.interruption.rebalance): the node is
+// replaced ahead of an interruption, as drift, within its budget.
+func Rebalance(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
+	if cfg := ng.Spec.Disruption.Interruption; cfg == nil || !cfg.Rebalance {
+		return nil
+	}
+	for _, t := range n.Spec.Taints {
+		if slices.Contains(RebalanceTaints, t.Key) {
+			return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "rebalance recommendation (taint " + t.Key + "): replaced ahead of an interruption"}
 		}
 	}
 	return nil

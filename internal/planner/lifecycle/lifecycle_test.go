@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,14 +36,16 @@ func launched(ng *v1alpha1.NodeGroup, created time.Time, opts ...b.NodeOption) *
 	return n
 }
 
-func reason(v *lifecycle.Verdict) string {
-	if v == nil {
-		return ""
+// reasons are the verdicts' reasons, in order, joined by commas.
+func reasons(vs []*lifecycle.Verdict) string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, string(v.Reason))
 	}
-	return string(v.Reason)
+	return strings.Join(out, ",")
 }
 
-func TestAssess(t *testing.T) {
+func TestVerdicts(t *testing.T) {
 	old := now.Add(-48 * time.Hour)
 	notReadyFor := func(d time.Duration) b.NodeOption {
 		return func(n *corev1.Node) {
@@ -136,6 +139,20 @@ func TestAssess(t *testing.T) {
 			}},
 		{name: "no repair when the group holds its repairs (a partition)", ng: group(repair), held: true,
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node { return launched(ng, old, notReadyFor(time.Hour)) }},
+		{name: "a drifted node past expireAfter may go for either, drift first", want: "Drifted,Expired",
+			ng: group(func(ng *v1alpha1.NodeGroup) {
+				b.TemplateLabel("tier", "gold")(ng)
+				ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
+			}),
+			node: func(*v1alpha1.NodeGroup) *corev1.Node { return launched(group(), old) }},
+		{name: "an unhealthy node with a rebalance recommendation is repaired first", want: "Unhealthy,Drifted",
+			ng: group(repair, func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.Interruption = &v1alpha1.Interruption{Rebalance: true}
+			}),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				return launched(ng, old, notReadyFor(time.Hour),
+					b.NodeTaint("aws-node-termination-handler/rebalance-recommendation", "", corev1.TaintEffectPreferNoSchedule))
+			}},
 		{name: "an interruption wins over drift", want: "Interrupted", ng: group(func(ng *v1alpha1.NodeGroup) { b.TemplateLabel("tier", "gold")(ng) }),
 			node: func(*v1alpha1.NodeGroup) *corev1.Node {
 				return launched(group(), old, b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule))
@@ -143,8 +160,38 @@ func TestAssess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := reason(lifecycle.Assess(tt.ng, tt.node(tt.ng), now, tt.held)); got != tt.want {
-				t.Errorf("reason %q, want %q", got, tt.want)
+			if got := reasons(lifecycle.Verdicts(tt.ng, tt.node(tt.ng), now, tt.held)); got != tt.want {
+				t.Errorf("reasons %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWhichInterruptionsTakeTheCapacity: the offering of an interrupted
+// node is avoided when the cloud takes the capacity back (a spot
+// interruption), not for a maintenance notice nor on an on-demand node,
+// whose replacement of the same offering is as good (Karpenter marks an
+// offering unavailable only on a spot interruption).
+func TestWhichInterruptionsTakeTheCapacity(t *testing.T) {
+	taint := func(key string) b.NodeOption { return b.NodeTaint(key, "", corev1.TaintEffectNoSchedule) }
+	onDemand := b.NodeLabels(v1alpha1.LabelCapacityType, "on-demand")
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"a spot node's interruption notice", launched(group(), now, taint("aws-node-termination-handler/spot-itn")), true},
+		{"GKE's preemption of a spot node", launched(group(), now, taint("cloud.google.com/impending-node-termination")), true},
+		{"the provider's own notice on a spot node", launched(group(), now, taint(v1alpha1.TaintInterruption)), true},
+		{"scheduled maintenance of a spot node", launched(group(), now, taint("aws-node-termination-handler/scheduled-maintenance")), false},
+		{"an Auto Scaling group's termination of a spot node", launched(group(), now, taint("aws-node-termination-handler/asg-lifecycle-termination")), false},
+		{"an on-demand node's notice", launched(group(), now, onDemand, taint("aws-node-termination-handler/spot-itn")), false},
+		{"a spot node without a notice", launched(group(), now), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lifecycle.TakesCapacity(tt.node, lifecycle.Interrupted(group(), tt.node, now)); got != tt.want {
+				t.Errorf("TakesCapacity = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -45,8 +45,9 @@ const ReasonRepairHeld drain.Reason = "RepairHeld"
 // against the group's budget but are never held by it, nor by drain
 // rules: the node goes anyway), then repairs, drift and expiry (within
 // their budgets, drain rules apply). A node whose pods all fit elsewhere
-// is drained at once; otherwise its replacements are planned (an
-// interrupted node's offering avoided).
+// is drained at once; otherwise its replacements are planned (the
+// offering of a node whose interruption takes its capacity avoided:
+// lifecycle.TakesCapacity).
 func (p *planner) disruptions(in Input) error {
 	type hold struct {
 		held             bool
@@ -65,39 +66,60 @@ func (p *planner) disruptions(in Input) error {
 		holds[name] = h
 	}
 	type due struct {
-		node    *snapshot.Node
-		group   *v1alpha1.NodeGroup
-		verdict *lifecycle.Verdict
+		node     *snapshot.Node
+		group    *v1alpha1.NodeGroup
+		verdicts []*lifecycle.Verdict
 	}
 	var all []due
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
-		if g == nil || g.DeletionTimestamp != nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || nodeutil.Standby(n.Node) ||
+		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || nodeutil.Standby(n.Node) ||
 			n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID) {
 			continue
 		}
+		if g.DeletionTimestamp != nil {
+			// Its group's removal takes the node within the group's budget,
+			// but a notice does not wait for that.
+			if v := lifecycle.Interrupted(g, n.Node, in.Now); v != nil {
+				all = append(all, due{node: n, group: g, verdicts: []*lifecycle.Verdict{v}})
+			}
+			continue
+		}
 		h := holds[g.Name]
-		if v := lifecycle.Assess(g, n.Node, in.Now, h.held); v != nil {
-			all = append(all, due{node: n, group: g, verdict: v})
+		if vs := lifecycle.Verdicts(g, n.Node, in.Now, h.held); len(vs) > 0 {
+			all = append(all, due{node: n, group: g, verdicts: vs})
 		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now); v != nil && h.held {
 			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
 				"more than it repairs at once (%d, spec.disruption.repair.maxUnhealthyPercent): a partition is not a repair",
 				n.Name, v.Message, h.failing, g.Name, len(byGroup[g.Name]), h.allowed))
 		}
 	}
-	// By reason, then oldest first (by creationTimestamp), then by name:
-	// a budget goes to the oldest nodes, not to the names that sort first.
+	// By (first) reason, then oldest first (by creationTimestamp), then by
+	// name: a budget goes to the oldest nodes, not to the names that sort
+	// first.
 	rank := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonInterrupted: 0, v1alpha1.ReasonUnhealthy: 1, v1alpha1.ReasonDrifted: 2, v1alpha1.ReasonExpired: 3}
 	slices.SortStableFunc(all, func(a, b due) int {
-		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]),
+		return cmp.Or(cmp.Compare(rank[a.verdicts[0].Reason], rank[b.verdicts[0].Reason]),
 			a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
 	})
 	for _, d := range all {
-		if err := p.disrupt(in, d.node, d.group, d.verdict); err != nil {
+		if err := p.disrupt(in, d.node, d.group, p.withinBudget(d.group, d.verdicts)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// withinBudget is the first of a node's verdicts whose reason the group's
+// budget allows one more disruption for, or the first when none is (it
+// is then held, and says so).
+func (p *planner) withinBudget(g *v1alpha1.NodeGroup, vs []*lifecycle.Verdict) *lifecycle.Verdict {
+	for _, v := range vs {
+		if v.Reason == v1alpha1.ReasonInterrupted || p.inFlight(g, v.Reason) < p.allowed(g, v.Reason) {
+			return v
+		}
+	}
+	return vs[0]
 }
 
 // disrupt plans one node's lifecycle disruption, or reports what holds it.
@@ -144,7 +166,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	})
 	if !placed {
 		var avoid []scaleup.Offering
-		if interrupted {
+		if lifecycle.TakesCapacity(n.Node, v) {
 			l := n.Node.Labels
 			avoid = append(avoid, scaleup.Offering{NodeGroup: name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone], CapacityType: l[v1alpha1.LabelCapacityType]})
 		}
