@@ -224,7 +224,9 @@ type InstanceType struct {
 
 	// Capacity of a node of this type: cpu, memory, pods,
 	// ephemeral-storage and any extended resources such as nvidia.com/gpu.
-	// It is also the node's allocatable.
+	// A new node is planned with it as its allocatable until the group has
+	// a node of the type up; then with what such nodes make allocatable
+	// where that is less, or where the type does not say.
 	// +kubebuilder:validation:XValidation:rule="'cpu' in self && 'memory' in self",message="capacity must include cpu and memory"
 	// +required
 	Capacity corev1.ResourceList `json:"capacity"`

@@ -71,6 +71,7 @@ func nodeHint(r string) string { return nodeHints[drain.Reason(r)] }
 // the first entry whose text the reason contains wins.
 var groupHints = []struct{ contains, hint string }{
 	{"node group at maxSize", "raise the node group's spec.maxSize"},
+	{"none of its offerings can be launched for now", "the group's offerings are avoided for a while after failed launches: `kubectl describe nodegroup` shows why (status.conditions LaunchFailing, events); add other offerings to spec.instanceTypes, or wait"},
 	{"node group limit on", "raise the node group's spec.limits"},
 	{"cluster limit on", "raise the controller's --cluster-max-cpu / --cluster-max-memory"},
 	{"limits reached", "raise the node group's spec.limits or the controller's cluster limits"},

@@ -16,8 +16,8 @@ import (
 // Options keeps the options of every node group and zone from one round
 // to the next. An option (an instance type and capacity type in a zone,
 // with its labels, price, allocatable and DaemonSet overhead) depends
-// only on its group's spec, on the DaemonSets and on which offerings are
-// unavailable; building every option of a large catalogue is about a
+// only on its group's spec, on the DaemonSets, on which offerings are
+// unavailable and on what the group's nodes were seen to have (observed); building every option of a large catalogue is about a
 // quarter of a small round (400 types in 5 offerings: 2,000 options), so
 // a round reuses those nothing changed for. Options never change once
 // built, and their node objects are read only.
@@ -45,6 +45,7 @@ type zoneEntry struct {
 	generation  int64
 	daemonSets  string
 	unavailable string
+	observed    string
 	opts        []*snapshot.Option
 }
 
@@ -86,15 +87,15 @@ func unavailableKey(group, zone string, unavailable map[Offering]bool) string {
 
 // get returns the cached options of a group's zone, or builds them with
 // build and keeps them; a nil cache always builds.
-func (c *Options) get(ng *v1alpha1.NodeGroup, zone string, dss string, cacheable bool, unavailable map[Offering]bool,
+func (c *Options) get(ng *v1alpha1.NodeGroup, zone string, dss string, cacheable bool, unavailable map[Offering]bool, seen observed,
 	build func() ([]*snapshot.Option, error)) ([]*snapshot.Option, error) {
 	if c == nil || !cacheable || ng.UID == "" || ng.Spec.Provider.ClusterAPI != nil {
 		return build()
 	}
 	key := zoneKey{group: ng.UID, zone: zone}
 	c.seen[key] = true
-	unavail := unavailableKey(ng.Name, zone, unavailable)
-	if e := c.byZone[key]; e != nil && e.generation == ng.Generation && e.daemonSets == dss && e.unavailable == unavail {
+	unavail, obs := unavailableKey(ng.Name, zone, unavailable), seen.key(ng.Name)
+	if e := c.byZone[key]; e != nil && e.generation == ng.Generation && e.daemonSets == dss && e.unavailable == unavail && e.observed == obs {
 		return e.opts, nil
 	}
 	opts, err := build()
@@ -102,7 +103,7 @@ func (c *Options) get(ng *v1alpha1.NodeGroup, zone string, dss string, cacheable
 		delete(c.byZone, key)
 		return nil, err
 	}
-	c.byZone[key] = &zoneEntry{generation: ng.Generation, daemonSets: dss, unavailable: unavail, opts: opts}
+	c.byZone[key] = &zoneEntry{generation: ng.Generation, daemonSets: dss, unavailable: unavail, observed: obs, opts: opts}
 	return opts, nil
 }
 

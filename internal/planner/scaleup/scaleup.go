@@ -8,6 +8,7 @@ package scaleup
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -163,7 +164,7 @@ func Run(in Input) (*Plan, error) {
 	defer in.Base.Release(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
-	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
+	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, observe(s.Nodes, groups), topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func Run(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := buildPlan(bin, res)
+	plan := buildPlan(bin, res, withoutTemplates(groups, templates))
 	placeFollowers(plan, fold.of)
 	return plan, nil
 }
@@ -314,25 +315,54 @@ func belowMinSize(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) bool {
 }
 
 // minSizeNodes lists one template per node a group lacks to reach its
-// minSize, spread round-robin over the group's zones.
+// minSize, spread round-robin over the group's zones: in each zone the
+// template with the cheapest option (a pending pod's spread over
+// capacity or instance types splits a zone's template in several, one
+// per value; which value a minSize node takes is not the pod's to say).
 func minSizeNodes(s *snapshot.Snapshot, groups []*v1alpha1.NodeGroup, templates []*binpack.Template) []*binpack.Template {
 	var out []*binpack.Template
 	for _, g := range groups {
 		missing := int(g.Spec.MinSize) - s.Group(g.Name).Nodes
-		var own []*binpack.Template
+		var zones []*binpack.Template // in the templates' (zone) order
 		for _, t := range templates {
-			if t.Group == g.Name {
-				own = append(own, t)
+			if t.Group != g.Name {
+				continue
+			}
+			if i := slices.IndexFunc(zones, func(z *binpack.Template) bool { return z.Zone == t.Zone }); i < 0 {
+				zones = append(zones, t)
+			} else if cheapestPrice(t) < cheapestPrice(zones[i]) {
+				zones[i] = t
 			}
 		}
-		for i := 0; i < missing && len(own) > 0; i++ {
-			out = append(out, own[i%len(own)])
+		for i := 0; i < missing && len(zones) > 0; i++ {
+			out = append(out, zones[i%len(zones)])
 		}
 	}
 	return out
 }
 
-func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
+// cheapestPrice is the price of a template's cheapest option.
+func cheapestPrice(t *binpack.Template) float64 {
+	price := math.Inf(1)
+	for _, o := range t.Node.Flex.Options {
+		price = min(price, o.Price)
+	}
+	return price
+}
+
+// withoutTemplates are the groups none of whose offerings may be launched
+// now (Input.Unavailable): a pod's explanation names them too.
+func withoutTemplates(groups []*v1alpha1.NodeGroup, templates []*binpack.Template) []string {
+	var out []string
+	for _, g := range groups {
+		if !slices.ContainsFunc(templates, func(t *binpack.Template) bool { return t.Group == g.Name }) {
+			out = append(out, g.Name)
+		}
+	}
+	return out
+}
+
+func buildPlan(in binpack.Input, res *binpack.Result, unavailable []string) *Plan {
 	plan := &Plan{ExistingNodePlacements: []Placement{}, Unschedulable: []Unschedulable{}, NewNodes: []NewNode{}}
 	for _, pl := range res.Placements {
 		if !pl.Node.Planned {
@@ -371,7 +401,7 @@ func buildPlan(in binpack.Input, res *binpack.Result) *Plan {
 	for _, p := range res.Unplaced {
 		msg, ok := explained[p.Class]
 		if !ok {
-			msg = explain(in, p.Class)
+			msg = explain(in, p.Class, unavailable)
 			explained[p.Class] = msg
 		}
 		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: ref(p.Pod), Message: msg})
@@ -388,13 +418,22 @@ func optionOf(nn *binpack.NewNode) (*optionRef, bool) {
 	return o, ok
 }
 
+// unavailableReason is why a group none of whose offerings may be
+// launched now fits no pod.
+const unavailableReason = "none of its offerings can be launched for now (a launch failed, the provider is at its limit, or its machines could not be listed: see the NodeGroup's events)"
+
 // explain says, per node group, why a pod fits none:
 // "0/2 node groups fit: large: untolerated taint size=large:NoSchedule;
-// medium: insufficient cpu (needs 3, max 2)".
-func explain(in binpack.Input, c *snapshot.Class) string {
+// medium: insufficient cpu (needs 3, max 2)". The groups none of whose
+// offerings may be launched now (unavailable) come first.
+func explain(in binpack.Input, c *snapshot.Class, unavailable []string) string {
 	verdicts := binpack.Explain(in, c)
 	var order []string
 	reasons := map[string][]string{}
+	for _, g := range unavailable {
+		order = append(order, g)
+		reasons[g] = []string{unavailableReason}
+	}
 	for _, v := range verdicts {
 		g := v.Template.Group
 		if _, seen := reasons[g]; !seen {

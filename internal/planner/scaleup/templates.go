@@ -34,9 +34,11 @@ type optionRef struct {
 // each with the options (instance type x capacity type) offered in the
 // zone, minus the unavailable offerings; and one per value of the split
 // keys too (topologyOptionKeys), so that a planned node carries them.
-// The options of a zone come from cache when nothing they depend on
-// changed (a nil cache builds them all).
-func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, split []string, cache *Options) ([]*binpack.Template, error) {
+// An option's allocatable is what the group's nodes of its type have
+// (observed.effective). The options of a zone come from cache when
+// nothing they depend on changed (a nil cache builds them all).
+func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, seen observed,
+	split []string, cache *Options) ([]*binpack.Template, error) {
 	var out []*binpack.Template
 	dssKey, cacheable := daemonSetsKey(daemonSets)
 	var dss []daemonset.Pod
@@ -50,11 +52,11 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet
 			}
 		}
 		for _, zone := range slices.Sorted(maps.Keys(zones)) {
-			opts, err := cache.get(ng, zone, dssKey, cacheable, unavailable, func() ([]*snapshot.Option, error) {
+			opts, err := cache.get(ng, zone, dssKey, cacheable, unavailable, seen, func() ([]*snapshot.Option, error) {
 				if !built {
 					dss, built = daemonset.Pods(daemonSets), true
 				}
-				return zoneOptions(ng, zone, dss, unavailable)
+				return zoneOptions(ng, zone, dss, unavailable, seen)
 			})
 			if err != nil {
 				return nil, err
@@ -73,7 +75,7 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet
 // zoneOptions are the options a node group offers in a zone. Their nodes,
 // options and references are allocated in one slab each: a round builds
 // every option of every group (thousands for a large catalogue).
-func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unavailable map[Offering]bool) ([]*snapshot.Option, error) {
+func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unavailable map[Offering]bool, seen observed) ([]*snapshot.Option, error) {
 	type offering struct {
 		it  *v1alpha1.InstanceType
 		off *v1alpha1.Offering
@@ -105,7 +107,7 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unava
 	nodes, all, refs := make([]corev1.Node, len(offs)), make([]snapshot.Option, len(offs)), make([]optionRef, len(offs))
 	opts := make([]*snapshot.Option, len(offs))
 	for k, o := range offs {
-		if err := buildOption(ng, o.it, o.off, o.key, taints, dss, &nodes[k], &all[k], &refs[k]); err != nil {
+		if err := buildOption(ng, o.it, seen.effective(ng.Name, o.it), o.off, o.key, taints, dss, &nodes[k], &all[k], &refs[k]); err != nil {
 			return nil, err
 		}
 		opts[k] = &all[k]
@@ -161,8 +163,9 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 	}
 }
 
-// buildOption fills node, o and ref with the option of an offering.
-func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha1.Offering, key Offering,
+// buildOption fills node, o and ref with the option of an offering, whose
+// node has allocatable (observed.effective).
+func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, allocatable corev1.ResourceList, off *v1alpha1.Offering, key Offering,
 	taints []corev1.Taint, dss []daemonset.Pod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
 	price, err := off.Price()
 	if err != nil {
@@ -170,13 +173,13 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, off *v1alpha
 	}
 	*node = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: ng.NodeLabels(it, off)}, Spec: corev1.NodeSpec{Taints: taints}}
 	pods := v1alpha1.DefaultPodsPerNode
-	if q, ok := it.Capacity[corev1.ResourcePods]; ok {
+	if q, ok := allocatable[corev1.ResourcePods]; ok {
 		pods = int(q.Value())
 	}
 	*ref = optionRef{Offering: key, group: ng}
 	*o = snapshot.Option{
 		InstanceType: it.Name, CapacityType: string(off.CapacityType), Price: price,
-		Allocatable: snapshot.FromList(it.Capacity), AllowedPods: pods, Node: node,
+		Allocatable: snapshot.FromList(allocatable), AllowedPods: pods, Node: node,
 		Ref: ref, Slices: it.ResourceSlices(node.Name),
 	}
 	for _, ds := range dss {

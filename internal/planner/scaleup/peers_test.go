@@ -1,0 +1,186 @@
+package scaleup_test
+
+// Cases from Cluster Autoscaler's scale-up (core/scaleup/orchestrator,
+// processors/nodeinfosprovider): what a new node has, minSize nodes, and
+// what a pod is told of the groups that cannot take it.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
+	b "github.com/berth-dev/berth/internal/testing/builders"
+)
+
+// TestANewNodeIsLikeTheGroupsNodesOfItsType: a group's type says 4 cpu
+// and nothing of pods or ephemeral-storage (the Cluster API capacity
+// annotations, or a NodeGroup written from the cloud's catalogue); its
+// nodes register with what the kubelet makes allocatable (kube-reserved
+// and the eviction threshold off, 29 pods on the cloud's network, a 100Gi
+// disk). As Cluster Autoscaler plans with a Ready node of the group as
+// its template once one exists, a pod of 3950m gets no node (one would
+// be launched each round, the pod never fitting), 40 small pods need two
+// nodes, and a pod asking for disk gets one.
+func TestANewNodeIsLikeTheGroupsNodesOfItsType(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	registered := func(name, cpu, pods string) *corev1.Node {
+		n := groupNode(name, ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		b.LaunchedBy(ng)(n)
+		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse(cpu)
+		n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse(pods)
+		n.Status.Capacity[corev1.ResourcePods] = resource.MustParse(pods)
+		return n
+	}
+	withDisk := func(n *corev1.Node, q string) *corev1.Node {
+		b.NodeAllocatable(corev1.ResourceEphemeralStorage, q)(n)
+		return n
+	}
+	gpu := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")), b.ExtraCapacity("nvidia.com/gpu", "2"))
+	withGPUs := func(n *corev1.Node, q string) *corev1.Node {
+		b.NodeAllocatable("nvidia.com/gpu", q)(n)
+		return n
+	}
+	notReady := func(n *corev1.Node) *corev1.Node {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+		return n
+	}
+	small := func(n int, prefix string, node string) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range n {
+			p := b.Pod(fmt.Sprintf("%s-%02d", prefix, i), b.CPU("50m"))
+			if node != "" {
+				p = boundTo(p, node)
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	runPlanCases(t, []planCase{
+		{
+			name:    "a pod larger than what the group's nodes have",
+			groups:  []*v1alpha1.NodeGroup{ng},
+			nodes:   []*corev1.Node{registered("g-1", "3920m", "110"), registered("g-2", "3920m", "110")},
+			pending: []*corev1.Pod{b.Pod("big", b.CPU("3950m"))},
+			want:    []string{"unschedulable: big"},
+		},
+		{
+			name:    "a pod the group's nodes hold gets one (control)",
+			groups:  []*v1alpha1.NodeGroup{ng},
+			nodes:   []*corev1.Node{registered("g-1", "3920m", "110")},
+			bound:   []*corev1.Pod{boundTo(b.Pod("there", b.CPU("1")), "g-1")},
+			pending: []*corev1.Pod{b.Pod("fits", b.CPU("3900m"))},
+			want:    []string{"new zone-a/on-demand/m-4: fits"},
+		},
+		{
+			name:    "the type does not say its ephemeral-storage, the group's nodes have 100Gi",
+			groups:  []*v1alpha1.NodeGroup{ng},
+			nodes:   []*corev1.Node{withDisk(registered("g-1", "4", "110"), "100Gi")},
+			bound:   []*corev1.Pod{boundTo(b.Pod("there", b.CPU("4")), "g-1")},
+			pending: []*corev1.Pod{b.Pod("scratch", b.CPU("1"), b.Request(corev1.ResourceEphemeralStorage, "1Gi"))},
+			want:    []string{"new zone-a/on-demand/m-4: scratch"},
+		},
+		{
+			name:    "a node one of whose GPUs failed does not take it off the nodes launched",
+			groups:  []*v1alpha1.NodeGroup{gpu},
+			nodes:   []*corev1.Node{withGPUs(registered("g-1", "4", "110"), "2"), withGPUs(registered("g-2", "4", "110"), "1")},
+			bound:   []*corev1.Pod{boundTo(b.Pod("there", b.CPU("4")), "g-1"), boundTo(b.Pod("there-too", b.CPU("4")), "g-2")},
+			pending: []*corev1.Pod{b.Pod("train", b.CPU("1"), b.Request("nvidia.com/gpu", "2"))},
+			want:    []string{"new zone-a/on-demand/m-4: train"},
+		},
+		{
+			name:    "a node that is not Ready says nothing of the type",
+			groups:  []*v1alpha1.NodeGroup{ng},
+			nodes:   []*corev1.Node{notReady(registered("g-1", "1", "110"))},
+			pending: []*corev1.Pod{b.Pod("big", b.CPU("3900m"))},
+			want:    []string{"new zone-a/on-demand/m-4: big"},
+		},
+		{
+			name:    "the group's nodes hold 29 pods",
+			groups:  []*v1alpha1.NodeGroup{ng},
+			nodes:   []*corev1.Node{registered("g-1", "4", "29")},
+			bound:   small(29, "there", "g-1"),
+			pending: small(40, "w", ""),
+			want: []string{
+				"new zone-a/on-demand/m-4: w-00,w-01,w-02,w-03,w-04,w-05,w-06,w-07,w-08,w-09,w-10,w-11,w-12,w-13,w-14,w-15,w-16,w-17,w-18,w-19,w-20,w-21,w-22,w-23,w-24,w-25,w-26,w-27,w-28",
+				"new zone-a/on-demand/m-4: w-29,w-30,w-31,w-32,w-33,w-34,w-35,w-36,w-37,w-38,w-39",
+			},
+		},
+	})
+}
+
+// TestMinSizeNodesDoNotTurnOnAnotherGroupsPods: a group below minSize 2
+// offers one type on-demand and, cheaper, on spot, in two zones; its two
+// nodes are spot, one per zone, whatever another group's pending pod
+// spreads over: a spread over capacity types (or instance types) splits
+// the templates by that key, and the minSize nodes still take the
+// cheapest of each zone (not both in zone-a, one on-demand at three times
+// the price, or a type four times the price), as Cluster Autoscaler
+// raises the target size (ScaleUpToNodeGroupMinSize) whatever else waits.
+func TestMinSizeNodesDoNotTurnOnAnotherGroupsPods(t *testing.T) {
+	spotted := b.NodeGroup("g", b.Size(2, 10), b.InstanceType("m-2", "2", "8Gi",
+		b.OnDemand("zone-a", "0.10"), b.Spot("zone-a", "0.03"), b.OnDemand("zone-b", "0.10"), b.Spot("zone-b", "0.03")))
+	typed := b.NodeGroup("g", b.Size(2, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.40")))
+	other := b.NodeGroup("other", b.InstanceType("o-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.TemplateTaint("dedicated", "other", corev1.TaintEffectNoSchedule))
+	elsewhere := func(key string) *corev1.Pod {
+		return b.Pod("x", b.CPU("1"), b.Labels("app", "x"), b.NodeSelector(v1alpha1.LabelNodeGroup, "other"),
+			b.Tolerate("dedicated", "other", corev1.TaintEffectNoSchedule), b.Spread(key, 1, "app", "x"))
+	}
+	runPlanCases(t, []planCase{
+		{
+			name:   "spot and on-demand, nothing pending (control)",
+			groups: []*v1alpha1.NodeGroup{spotted, other},
+			want:   []string{"new zone-a/spot/m-2: ", "new zone-b/spot/m-2: "},
+		},
+		{
+			name:    "spot and on-demand, another group's pod spreads over capacity types",
+			groups:  []*v1alpha1.NodeGroup{spotted, other},
+			pending: []*corev1.Pod{elsewhere(v1alpha1.LabelCapacityType)},
+			want:    []string{"new zone-a/on-demand/o-2: x", "new zone-a/spot/m-2: ", "new zone-b/spot/m-2: "},
+		},
+		{
+			name:   "two types, nothing pending (control)",
+			groups: []*v1alpha1.NodeGroup{typed, other},
+			want:   []string{"new zone-a/on-demand/m-2: ", "new zone-a/on-demand/m-2: "},
+		},
+		{
+			name:    "two types, another group's pod spreads over instance types",
+			groups:  []*v1alpha1.NodeGroup{typed, other},
+			pending: []*corev1.Pod{elsewhere(v1alpha1.LabelInstanceType)},
+			want:    []string{"new zone-a/on-demand/m-2: ", "new zone-a/on-demand/m-2: ", "new zone-a/on-demand/o-2: x"},
+		},
+	})
+}
+
+// TestAPodSaysWhichGroupsAreBackedOff: the only offering of group g
+// failed to launch and is avoided for a while (Input.Unavailable, the
+// controller's --unavailable-offering-ttl). The pod's NotTriggerScaleUp
+// event, the plan's message, names g and counts it ("0/1", not "0/0" as
+// if no group existed), with a second group that does not fit too, as
+// Cluster Autoscaler tells the pod each group it skipped and why ("in
+// backoff after failed scale-up", skippedreasons.go).
+func TestAPodSaysWhichGroupsAreBackedOff(t *testing.T) {
+	g := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	h := b.NodeGroup("h", b.Size(0, 10), b.InstanceType("h-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.TemplateTaint("dedicated", "h", corev1.TaintEffectNoSchedule))
+	backedOff := []scaleup.Offering{{NodeGroup: "g", InstanceType: "m-4", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeOnDemand)}}
+	for _, groups := range [][]*v1alpha1.NodeGroup{{g}, {g, h}} {
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: groups, Unavailable: backedOff, Pending: []*corev1.Pod{b.Pod("web", b.CPU("1"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Unschedulable) != 1 {
+			t.Fatalf("%d groups: plan %+v, want web unschedulable", len(groups), plan)
+		}
+		msg := plan.Unschedulable[0].Message
+		if !strings.Contains(msg, "g: ") || !strings.Contains(msg, fmt.Sprintf("/%d node groups", len(groups))) {
+			t.Errorf("%d groups: message %q does not say that group g's offerings are all unavailable", len(groups), msg)
+		}
+	}
+}
