@@ -143,6 +143,11 @@ type Controller struct {
 	accounted map[string]map[types.UID]bool
 	// givenUp is when this replica last gave up each node's drain.
 	givenUp map[string]time.Time
+	// emptied is when this replica first found each draining node with no
+	// pod left to evict or shutting down: its removal has the drain
+	// timeout from then (pods that left after the timeout). Memory only:
+	// after a restart the removal has it again (the safe direction).
+	emptied map[string]time.Time
 	// deleted holds when this replica last asked the cloud provider to
 	// remove each node that still exists: a removal the provider accepted
 	// (AnnotationRemovalAccepted on the node, so that a restart knows it)
@@ -174,7 +179,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -242,6 +247,11 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 	for name := range c.deleted {
 		if w.byName[name] == nil {
 			delete(c.deleted, name)
+		}
+	}
+	for name := range c.emptied {
+		if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
+			delete(c.emptied, name)
 		}
 	}
 	for name, at := range c.givenUp {

@@ -61,8 +61,10 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // eviction and when the pods cannot be read, but not over pods evicted
 // and shutting down, which the node waits for (each until it is long
 // terminating, podutil.TerminatingUntil: then it goes with the node),
-// nor within the timeout after the last of them did (leftLast: a
-// provider that does not remove the node then has the time a drain has). Then the
+// nor within the timeout after the last of them did (leftLast), or after
+// the node was first found with no pod left (emptiedAt: pods that left
+// after the timeout): a provider that does not remove the node then has
+// the time a drain has. Then the
 // pods are checked again (drain rules on every pod; a simulation when
 // pods that were not part of the decision are there, and after a
 // restart); the pods that must move are evicted; and once none is left
@@ -96,8 +98,13 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	emptied, ok := removalWaiting(n)
 	waiting := ok && c.Clock.Since(emptied) < c.maxProvisionTime()
 	pods, err := c.freshPods(ctx, n.Name)
+	left, fresh := toEvict(w, n, pods, err == nil, started)
+	last := leftLast(pods)
+	if fresh && len(left) == 0 && last.IsZero() {
+		last = c.emptiedAt(n.Name) // its pods are gone: the removal has its time from then
+	}
 	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout && !waiting {
-		if left, ok := toEvict(w, n, pods, err == nil, started); !ok || len(left) > 0 || c.Clock.Since(leftLast(pods)) > timeout {
+		if !fresh || len(left) > 0 || c.Clock.Since(last) > timeout {
 			drainTimeouts.WithLabelValues(g.Name).Inc()
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, names(left)))
@@ -136,7 +143,30 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if evicting > 0 {
 		return nil
 	}
+	c.evictDaemonSetPods(ctx, pods)
 	return c.remove(ctx, g, n, started, res)
+}
+
+// AnnotationEnableDaemonSetEviction is Cluster Autoscaler's opt-out of a
+// DaemonSet pod from eviction when its node is removed ("false").
+const AnnotationEnableDaemonSetEviction = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
+
+// evictDaemonSetPods asks, once its other pods are gone and before the
+// node is removed, the Eviction API to evict the node's DaemonSet pods,
+// best effort and without waiting, as Cluster Autoscaler does
+// (--daemonset-eviction-for-occupied-nodes): an agent (a log shipper)
+// gets its SIGTERM and grace period through the API, not only the
+// machine's shutdown. Not those that tolerate the draining node's taint
+// (their DaemonSet would make them again there) nor those whose pod says
+// enable-ds-eviction "false".
+func (c *Controller) evictDaemonSetPods(ctx context.Context, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if !podutil.IsOwnedByDaemonSet(p) || p.DeletionTimestamp != nil || podutil.IsTerminal(p) || p.Annotations[AnnotationEnableDaemonSetEviction] == "false" ||
+			v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &disruptedTaint, snapshot.TolerationComparisonOperators) {
+			continue
+		}
+		c.evict(ctx, p)
+	}
 }
 
 // awaitRemoval follows a node whose removal the provider accepted and
@@ -386,6 +416,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}
 	delete(c.accounted, n.Name)
+	delete(c.emptied, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
@@ -418,6 +449,17 @@ func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started t
 		}
 	}
 	return left, fresh
+}
+
+// emptiedAt is when this replica first found the draining node with
+// nothing left to evict or shutting down (now, the first time).
+func (c *Controller) emptiedAt(node string) time.Time {
+	at, ok := c.emptied[node]
+	if !ok {
+		at = c.Clock.Now()
+		c.emptied[node] = at
+	}
+	return at
 }
 
 // leftLast is when the last of the pods being deleted is past its grace

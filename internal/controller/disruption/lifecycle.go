@@ -138,6 +138,7 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 	if left > 0 {
 		return nil
 	}
+	c.evictDaemonSetPods(ctx, pods)
 	return c.remove(ctx, g, n, started, res)
 }
 

@@ -195,10 +195,13 @@ func TestAPodTheCacheHasNotShownKeepsTheNode(t *testing.T) {
 	}
 }
 
-// TestAFailingDrainDoesNotStopTheOthers: two drains time out in one round;
-// untainting the first fails; the second is still given up.
+// TestAFailingDrainDoesNotStopTheOthers: two drains time out in one round,
+// their pods held by their budget; untainting the first fails; the second
+// is still given up.
 func TestAFailingDrainDoesNotStopTheOthers(t *testing.T) {
 	f := setup(t, "sd-isolate", 2)
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
 	for _, name := range f.nodes {
 		n := f.node(name)
 		patch := client.MergeFrom(n.DeepCopy())

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -114,6 +115,47 @@ func TestAnEvictedPodShuttingDownIsWaitedForPastTheDrainTimeout(t *testing.T) {
 		f.run()
 		return f.node(victim) == nil, "node " + victim + " not removed yet", nil
 	})
+}
+
+// TestANodeWhosePodsLeftAfterTheDrainTimeoutIsRemoved: as above, but the
+// pod finishes within its grace period, after the drain timeout, and is
+// gone. The node, empty, is removed: the drain is not given up (it was,
+// "pods still to evict: []", and the pods had moved for nothing).
+func TestANodeWhosePodsLeftAfterTheDrainTimeoutIsRemoved(t *testing.T) {
+	f := setup(t, "sd-slow-gone", 2)
+	f.slowDeployment("slow", 600)
+	f.waitRunning(2)
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	victim := res.Started[0]
+	f.clk.Step(10 * time.Second)
+	f.run() // evicts the pod
+	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
+	f.clk.Step(6 * time.Minute) // past the drain timeout
+	if res := f.run(); contains(res.GivenUp, victim) {
+		t.Fatalf("6 minutes into the drain, its pod shutting down: given up; want the drain waiting")
+	}
+	patch := client.MergeFrom(leaving.DeepCopy())
+	leaving.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), &corev1.Pod{})
+		return apierrors.IsNotFound(err), "pod " + leaving.Name + " still there", client.IgnoreNotFound(err)
+	})
+	f.clk.Step(10 * time.Second)
+	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
+		if res := f.run(); contains(res.GivenUp, victim) {
+			return false, "", fmt.Errorf("drain of the emptied node given up; events %+v", f.events.For(victim))
+		}
+		return f.node(victim) == nil, "node " + victim + " not removed yet", nil
+	})
+	if hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
+		t.Errorf("events on %s: %+v, want no DrainTimedOut", victim, f.events.For(victim))
+	}
 }
 
 // TestAPodShuttingDownWhoseDeploymentWasDeletedDoesNotStopTheDrain: while
