@@ -139,6 +139,10 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+why)
 			return nil
 		}
+		if why := p.cooling[n.Name]; why != "" { // drained again at once, it would churn its load balancers and pods' room
+			p.block(n, g, ReasonRecentlyGivenUp, nil, "node "+n.Name+" is "+string(v.Reason)+" but stays for now: "+why)
+			return nil
+		}
 		if p.inFlight(g, v.Reason) >= p.allowed(g, v.Reason) {
 			p.block(n, g, ReasonBudget, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+"), but node group "+name+" disrupts as many nodes as its budget for "+string(v.Reason)+" allows"+p.downNote(g, v.Reason))
 			return nil

@@ -196,6 +196,28 @@ func TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway(t *testing.T) {
 	}
 }
 
+// TestADriftedNodeWhoseDrainWasGivenUpWaitsItsCooldown: every node
+// drifted; the drain of a was given up a moment ago (its drain timed out):
+// it stays for the cooldown (RecentlyGivenUp) rather than being tainted
+// again at once, while z drifts away; i, given up too, is interrupted and
+// goes (the cloud takes it).
+func TestADriftedNodeWhoseDrainWasGivenUpWaitsItsCooldown(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	all := intstr.FromString("100%")
+	drifted.Spec.Disruption.Budget = &all
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes:   []*corev1.Node{spotNode("a", launchedWith), spotNode("i", launchedWith, notice), spotNode("z", launchedWith)},
+		Cooling: map[string]string{"a": "berth gave up draining node a a moment ago", "i": "berth gave up draining node i a moment ago"}})
+	if _, ok := got["a"]; ok || blocked["a"] != string(scaledown.ReasonRecentlyGivenUp) {
+		t.Errorf("drifted node a given up a moment ago: disrupted %v, blocked %q; want it kept (RecentlyGivenUp)", ok, blocked["a"])
+	}
+	for _, name := range []string{"i", "z"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("node %s not disrupted (blocked %q)", name, blocked[name])
+		}
+	}
+}
+
 // TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain: x is
 // interrupted and holds a bare pod (no controller: it would block a
 // drain, and it does not come back) and a Deployment's 3-cpu pod. The
