@@ -79,8 +79,9 @@ func (p *planner) disruptions(in Input) error {
 		}
 		if g.DeletionTimestamp != nil {
 			// Its group's removal takes the node within the group's budget,
-			// but a notice does not wait for that.
-			if v := lifecycle.Interrupted(g, n.Node, in.Now); v != nil {
+			// but a notice does not wait for that (an orphaned group's
+			// nodes are no longer berth's).
+			if v := lifecycle.Interrupted(g, n.Node, in.Now); v != nil && retiring(g) {
 				all = append(all, due{node: n, group: g, verdicts: []*lifecycle.Verdict{v}})
 			}
 			continue
@@ -94,32 +95,45 @@ func (p *planner) disruptions(in Input) error {
 				n.Name, v.Message, h.failing, g.Name, len(byGroup[g.Name]), h.allowed))
 		}
 	}
-	// By (first) reason, then oldest first (by creationTimestamp), then by
-	// name: a budget goes to the oldest nodes, not to the names that sort
-	// first.
+	// Each node's reasons, by reason, then oldest first (by
+	// creationTimestamp), then by name: a budget goes to the oldest nodes,
+	// not to the names that sort first. A node goes for the first of its
+	// reasons whose budget has room when its turn comes (a Drifted budget
+	// of 0 does not stop its expiry), and is held, saying so, by its last
+	// when none has.
+	type turn struct {
+		due
+		verdict *lifecycle.Verdict
+		last    bool
+	}
+	var turns []turn
+	for _, d := range all {
+		for i, v := range d.verdicts {
+			turns = append(turns, turn{due: d, verdict: v, last: i == len(d.verdicts)-1})
+		}
+	}
 	rank := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonInterrupted: 0, v1alpha1.ReasonUnhealthy: 1, v1alpha1.ReasonDrifted: 2, v1alpha1.ReasonExpired: 3}
-	slices.SortStableFunc(all, func(a, b due) int {
-		return cmp.Or(cmp.Compare(rank[a.verdicts[0].Reason], rank[b.verdicts[0].Reason]),
+	slices.SortStableFunc(turns, func(a, b turn) int {
+		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]),
 			a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
 	})
-	for _, d := range all {
-		if err := p.disrupt(in, d.node, d.group, p.withinBudget(d.group, d.verdicts)); err != nil {
+	done := map[*snapshot.Node]bool{}
+	for _, t := range turns {
+		if done[t.node] || !t.last && !p.budgetHasRoom(t.group, t.verdict) {
+			continue
+		}
+		done[t.node] = true
+		if err := p.disrupt(in, t.node, t.group, t.verdict); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// withinBudget is the first of a node's verdicts whose reason the group's
-// budget allows one more disruption for, or the first when none is (it
-// is then held, and says so).
-func (p *planner) withinBudget(g *v1alpha1.NodeGroup, vs []*lifecycle.Verdict) *lifecycle.Verdict {
-	for _, v := range vs {
-		if v.Reason == v1alpha1.ReasonInterrupted || p.inFlight(g, v.Reason) < p.allowed(g, v.Reason) {
-			return v
-		}
-	}
-	return vs[0]
+// budgetHasRoom reports whether the group's budget for the verdict's
+// reason allows one more disruption (an interruption is never held).
+func (p *planner) budgetHasRoom(g *v1alpha1.NodeGroup, v *lifecycle.Verdict) bool {
+	return v.Reason == v1alpha1.ReasonInterrupted || p.inFlight(g, v.Reason) < p.allowed(g, v.Reason)
 }
 
 // disrupt plans one node's lifecycle disruption, or reports what holds it.
@@ -174,7 +188,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			l := n.Node.Labels
 			avoid = append(avoid, scaleup.Offering{NodeGroup: name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone], CapacityType: l[v1alpha1.LabelCapacityType]})
 		}
-		plan, err := p.planElsewhere(in, in.NodeGroups, []*snapshot.Node{n}, nil, avoid)
+		plan, err := p.planElsewhere(in, active(in.NodeGroups), []*snapshot.Node{n}, nil, avoid)
 		if err != nil {
 			return err
 		}

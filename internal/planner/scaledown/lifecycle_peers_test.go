@@ -118,3 +118,61 @@ func TestAnOnDemandNodeUnderScheduledMaintenanceIsReplacedOnItsOffering(t *testi
 		t.Errorf("replacements %+v, want one on-demand m-2 (a maintenance event takes no capacity away)", d.Launch)
 	}
 }
+
+// TestAnInterruptedNodeOfAGroupBeingDeletedIsReplacedElsewhere: the group
+// of interrupted node i is being deleted; the pod that fits nowhere else
+// gets a replacement in another group, never in the group being deleted
+// (it would be drained again); in a group deleted with deletionPolicy
+// Orphan the node is no longer berth's and is left alone.
+func TestAnInterruptedNodeOfAGroupBeingDeletedIsReplacedElsewhere(t *testing.T) {
+	for _, policy := range []v1alpha1.DeletionPolicy{v1alpha1.DeletionDrain, v1alpha1.DeletionOrphan} {
+		ng := spotGroup(func(ng *v1alpha1.NodeGroup) {
+			ng.DeletionTimestamp = &metav1.Time{Time: planNow.Add(-time.Minute)}
+			ng.Spec.DeletionPolicy = policy
+		})
+		other := group("other", func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.InstanceTypes = nil
+			b.InstanceType("o-2", "2", "8Gi", b.OnDemand("zone-a", "0.50"))(ng)
+		})
+		got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng, other},
+			Nodes: []*corev1.Node{spotNode("i", ng, notice)},
+			Pods:  []*corev1.Pod{app("wi", "i", "1500m")}})
+		d, ok := got["i"]
+		if policy == v1alpha1.DeletionOrphan {
+			if ok {
+				t.Errorf("Orphan: node i disrupted %+v; want it left alone (no longer berth's)", d)
+			}
+			continue
+		}
+		if !ok || len(d.Launch) != 1 {
+			t.Errorf("%s: disruption %+v (%v, blocked %v); want one replacement", policy, d, ok, blocked)
+		}
+		for _, nn := range d.Launch {
+			if nn.NodeGroup == ng.Name {
+				t.Errorf("%s: replacement %s/%s/%s launched in node group %s, which is being deleted", policy, nn.Zone, nn.CapacityType, nn.InstanceType, nn.NodeGroup)
+			}
+		}
+	}
+}
+
+// TestAnExpiredBudgetGoesToTheOldestNode: drift is frozen (a Drifted
+// budget of 0) and one node may expire at a time: the only Expired slot
+// goes to the oldest expired node (10 days), not to a younger one that
+// is also drifted (3 days), which comes first among the drifted.
+func TestAnExpiredBudgetGoesToTheOldestNode(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	drifted.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: 24 * time.Hour}
+	drifted.Spec.Disruption.Budgets = []v1alpha1.DisruptionBudget{
+		{Nodes: intstr.FromInt32(0), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}},
+		{Nodes: intstr.FromInt32(1), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonExpired}},
+	}
+	age := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
+	}
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("old", drifted, age(10*24*time.Hour)), spotNode("young", launchedWith, age(3*24*time.Hour)),
+			spotNode("z1", drifted), spotNode("z2", drifted), spotNode("z3", drifted)}})
+	if _, ok := got["old"]; !ok {
+		t.Errorf("expired node old (10 days) not disrupted (blocked %q) while young (3 days, drifted and expired) took the Expired budget: %v", blocked["old"], got["young"].Reason)
+	}
+}

@@ -64,7 +64,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 			stuck = append(stuck, c)
 		}
 	}
-	groups := p.replaceable(in.NodeGroups)
+	groups := p.replaceable(active(in.NodeGroups))
 	var held *Replacement
 	for _, set := range replacementSets(stuck) {
 		r, heldBack, err := p.tryReplace(in, set, groups, true)

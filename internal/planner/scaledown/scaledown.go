@@ -549,6 +549,18 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	return nil
 }
 
+// active are the groups not being deleted: those a replacement may be
+// launched in (a node of a group being deleted would be drained again).
+func active(groups []*v1alpha1.NodeGroup) []*v1alpha1.NodeGroup {
+	out := make([]*v1alpha1.NodeGroup, 0, len(groups))
+	for _, g := range groups {
+		if g.DeletionTimestamp == nil {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // retiring reports whether the group is being deleted and its nodes are to
 // be drained and removed (deletionPolicy Drain).
 func retiring(g *v1alpha1.NodeGroup) bool {
