@@ -115,3 +115,22 @@ func TestTheDaemonSetPodsOfARemovedNodeAreEvicted(t *testing.T) {
 		t.Errorf("evictions asked %v, want the Deployment's pod evicted before the agent", got)
 	}
 }
+
+// TestTheDaemonSetPodsOfAnEmptyNodeGoWithIt: a node removed empty (only
+// agents on it) goes without its agents evicted, as Cluster Autoscaler's
+// --daemonset-eviction-for-empty-nodes is off by default.
+func TestTheDaemonSetPodsOfAnEmptyNodeGoWithIt(t *testing.T) {
+	f := setup(t, "sd-agents-empty", 2)
+	f.agents("shipper", nil)
+	evicted := f.recordEvictions()
+	res := f.run()
+	if len(res.Started) == 0 {
+		t.Fatalf("started %v, want an empty node drained", res.Started)
+	}
+	victim := res.Started[0]
+	shipper := f.agentOn("shipper", victim)
+	f.removedWithin(victim, time.Minute)
+	if got := evicted(); slices.Contains(got, shipper) {
+		t.Errorf("evictions asked %v: agent %s of the node removed empty, want it left to go with the node", got, shipper)
+	}
+}

@@ -143,8 +143,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if evicting > 0 {
 		return nil
 	}
-	c.evictDaemonSetPods(ctx, pods)
-	return c.remove(ctx, g, n, started, res)
+	return c.remove(ctx, g, n, started, pods, res)
 }
 
 // AnnotationEnableDaemonSetEviction is Cluster Autoscaler's opt-out of a
@@ -153,12 +152,14 @@ const AnnotationEnableDaemonSetEviction = "cluster-autoscaler.kubernetes.io/enab
 
 // evictDaemonSetPods asks, once its other pods are gone and before the
 // node is removed, the Eviction API to evict the node's DaemonSet pods,
-// best effort and without waiting, as Cluster Autoscaler does
-// (--daemonset-eviction-for-occupied-nodes): an agent (a log shipper)
-// gets its SIGTERM and grace period through the API, not only the
-// machine's shutdown. Not those that tolerate the draining node's taint
-// (their DaemonSet would make them again there) nor those whose pod says
-// enable-ds-eviction "false".
+// best effort and without waiting, as Cluster Autoscaler does for a node
+// that had pods to move (--daemonset-eviction-for-occupied-nodes, on by
+// default; not for a node removed empty, as
+// --daemonset-eviction-for-empty-nodes is off by default): an agent (a
+// log shipper) gets its SIGTERM and grace period through the API, not
+// only the machine's shutdown. Not those that tolerate the draining
+// node's taint (their DaemonSet would make them again there) nor those
+// whose pod says enable-ds-eviction "false".
 func (c *Controller) evictDaemonSetPods(ctx context.Context, pods []*corev1.Pod) {
 	for _, p := range pods {
 		if !podutil.IsOwnedByDaemonSet(p) || p.DeletionTimestamp != nil || podutil.IsTerminal(p) || p.Annotations[AnnotationEnableDaemonSetEviction] == "false" ||
@@ -181,7 +182,7 @@ func (c *Controller) awaitRemoval(ctx context.Context, g *v1alpha1.NodeGroup, n 
 	if since := c.Clock.Since(accepted); !accepted.IsZero() && since > c.maxProvisionTime() {
 		c.warnOnce(n, ReasonRemovalLingers, fmt.Sprintf("The provider accepted removing the node %s ago and it is still there; berth keeps asking", since.Round(time.Second)))
 	}
-	return c.remove(ctx, g, n, started, res)
+	return c.remove(ctx, g, n, started, nil, res)
 }
 
 // keepDeadline acts on an interruption notice that comes while the node
@@ -263,15 +264,20 @@ func cameBack(p *corev1.Pod, started time.Time) bool {
 
 // remove deletes a drained node through the cloud provider, after reading
 // it once more from the API server: it must still be berth's and still be
-// draining. Only the Node's own disappearance proves the removal; a
-// provider that does not know the node leaves it tainted and says so.
-func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev1.Node, started time.Time, res *Result) error {
+// draining. Its DaemonSet pods (of pods, the fresh read of its pods; nil
+// when not read) are evicted first (evictDaemonSetPods). Only the Node's
+// own disappearance proves the removal; a provider that does not know the
+// node leaves it tainted and says so.
+func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev1.Node, started time.Time, pods []*corev1.Pod, res *Result) error {
 	fresh := &corev1.Node{}
 	if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(n), fresh); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("reading node %s: %w", n.Name, err))
 	}
 	if !owns(g, fresh) || !nodeutil.Disrupted(fresh) || fresh.DeletionTimestamp != nil {
 		return nil // changed since the round read it: the next round decides
+	}
+	if fresh.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonEmpty) {
+		c.evictDaemonSetPods(ctx, pods)
 	}
 	err := c.Cloud.Delete(ctx, n.Name)
 	if _, ok := removalWaiting(fresh); !ok && cloudprovider.IsRemovalWaiting(err) {

@@ -113,7 +113,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alpha1.NodeGroup, n *corev1.Node, started, deadline time.Time, res *Result) error {
 	if !c.Clock.Now().Before(deadline) {
 		c.warnOnce(n, ReasonInterrupted, "The interruption deadline "+deadline.UTC().Format(time.RFC3339)+" passed: removing the node with what is left on it")
-		return c.remove(ctx, g, n, started, res)
+		return c.remove(ctx, g, n, started, nil, res)
 	}
 	pods, err := c.freshPods(ctx, n.Name)
 	if err != nil {
@@ -138,8 +138,7 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 	if left > 0 {
 		return nil
 	}
-	c.evictDaemonSetPods(ctx, pods)
-	return c.remove(ctx, g, n, started, res)
+	return c.remove(ctx, g, n, started, pods, res)
 }
 
 // syncInterruptions writes the interruptions a provider learned of itself
