@@ -72,14 +72,14 @@ func limitReason(s *snapshot.Snapshot, group string, opts []*snapshot.Option) st
 	var why []string
 	gl, cl := s.GroupLimit(group), s.ClusterLimit()
 	none := &snapshot.Resources{}
-	if n := gl.Exceeded(&usage.Capacity, none, &smallest.Allocatable); n != "" {
+	if n := gl.Exceeded(&usage.Capacity, none, smallest.Counted()); n != "" {
 		why = append(why, fmt.Sprintf("node group limit on %s reached (%s of %s)", n,
 			snapshot.FormatQuantity(n, snapshot.Amount(&usage.Capacity, n)), snapshot.FormatQuantity(n, snapshot.Amount(&gl.Max, n))))
 	}
 	if gl.ExceedsPods(usage.Slots, int64(smallest.AllowedPods)) {
 		why = append(why, fmt.Sprintf("node group limit on pods reached (%d pod slots of %d; the smallest type has %d)", usage.Slots, gl.MaxPods, smallest.AllowedPods))
 	}
-	if n := cl.Exceeded(&total, none, &smallest.Allocatable); n != "" {
+	if n := cl.Exceeded(&total, none, smallest.Counted()); n != "" {
 		why = append(why, fmt.Sprintf("cluster limit on %s reached (%s of %s)", n,
 			snapshot.FormatQuantity(n, snapshot.Amount(&total, n)), snapshot.FormatQuantity(n, snapshot.Amount(&cl.Max, n))))
 	}

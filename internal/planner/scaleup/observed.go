@@ -26,28 +26,42 @@ type typeKey struct{ group, instanceType string }
 // its template: a pod that fits the declared capacity but no real node
 // gets no node launched for it round after round. The most, not the
 // least, so that one node whose device plugin failed does not take the
-// devices off every launch.
-type observed map[typeKey]corev1.ResourceList
+// devices off every launch. A node whose instance type label names none
+// of the group's types (a Cluster API group's node carries the cloud's
+// name) is the group's when the group has one type.
+type observed struct {
+	lists map[typeKey]corev1.ResourceList
+	// keys name, per group, what its nodes were seen with (for the
+	// option cache).
+	keys map[string]string
+}
 
 // observe reads the nodes of the groups that are up.
-func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) observed {
-	byName := make(map[string]*v1alpha1.NodeGroup, len(groups))
-	for _, g := range groups {
-		byName[g.Name] = g
+func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) *observed {
+	type known struct {
+		g       *v1alpha1.NodeGroup
+		startup []corev1.Taint
 	}
-	out := observed{}
+	byName := make(map[string]known, len(groups))
+	for _, g := range groups {
+		byName[g.Name] = known{g: g, startup: nodeutil.StartupTaints(g)}
+	}
+	out := &observed{lists: map[typeKey]corev1.ResourceList{}, keys: map[string]string{}}
 	for _, sn := range nodes {
 		n := sn.Node
-		g := byName[sn.NodeGroup]
-		it := n.Labels[v1alpha1.LabelInstanceType]
-		if g == nil || it == "" || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(g, n) {
+		k, ok := byName[sn.NodeGroup]
+		if !ok || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(k.startup, n) {
 			continue
 		}
-		key := typeKey{group: g.Name, instanceType: it}
-		most := out[key]
+		it := typeOf(k.g, n.Labels[v1alpha1.LabelInstanceType])
+		if it == "" {
+			continue
+		}
+		key := typeKey{group: k.g.Name, instanceType: it}
+		most := out.lists[key]
 		if most == nil {
 			most = corev1.ResourceList{}
-			out[key] = most
+			out.lists[key] = most
 		}
 		for name, q := range n.Status.Allocatable {
 			if cur, ok := most[name]; !ok || q.Cmp(cur) > 0 {
@@ -55,13 +69,27 @@ func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) observed {
 			}
 		}
 	}
+	out.name()
 	return out
+}
+
+// typeOf is the group's instance type a node labelled label is of: the
+// one of that name, or the group's only type; "" when neither.
+func typeOf(g *v1alpha1.NodeGroup, label string) string {
+	its := g.Spec.InstanceTypes
+	if label != "" && slices.ContainsFunc(its, func(it v1alpha1.InstanceType) bool { return it.Name == label }) {
+		return label
+	}
+	if len(its) == 1 {
+		return its[0].Name
+	}
+	return ""
 }
 
 // startingUp reports whether a node still carries one of its group's
 // startup taints: its allocatable may not be complete yet.
-func startingUp(g *v1alpha1.NodeGroup, n *corev1.Node) bool {
-	for _, t := range nodeutil.StartupTaints(g) {
+func startingUp(startup []corev1.Taint, n *corev1.Node) bool {
+	for _, t := range startup {
 		if slices.ContainsFunc(n.Spec.Taints, func(nt corev1.Taint) bool { return nt.Key == t.Key && nt.Effect == t.Effect }) {
 			return true
 		}
@@ -72,41 +100,52 @@ func startingUp(g *v1alpha1.NodeGroup, n *corev1.Node) bool {
 // effective is what a node of the type is planned with: the declared
 // capacity, but a resource the group's nodes have less of (and more than
 // none) at what they have, and one the type does not say at what they
-// have. Nil observed: the declared capacity itself.
-func (o observed) effective(group string, it *v1alpha1.InstanceType) corev1.ResourceList {
-	seen := o[typeKey{group: group, instanceType: it.Name}]
-	if len(seen) == 0 {
-		return it.Capacity
+// have; seen reports whether the group's nodes said anything (else the
+// declared capacity itself).
+func (o *observed) effective(group string, it *v1alpha1.InstanceType) (list corev1.ResourceList, seen bool) {
+	var got corev1.ResourceList
+	if o != nil {
+		got = o.lists[typeKey{group: group, instanceType: it.Name}]
 	}
-	out := make(corev1.ResourceList, max(len(it.Capacity), len(seen)))
+	if len(got) == 0 {
+		return it.Capacity, false
+	}
+	out := make(corev1.ResourceList, max(len(it.Capacity), len(got)))
 	for name, q := range it.Capacity {
-		if s, ok := seen[name]; ok && s.Sign() > 0 && s.Cmp(q) < 0 {
+		if s, ok := got[name]; ok && s.Sign() > 0 && s.Cmp(q) < 0 {
 			q = s
 		}
 		out[name] = q
 	}
-	for name, s := range seen {
+	for name, s := range got {
 		if _, ok := it.Capacity[name]; !ok && s.Sign() > 0 {
 			out[name] = s
 		}
 	}
-	return out
+	return out, true
 }
 
-// key names what the group's nodes were seen with, for the option cache.
-func (o observed) key(group string) string {
-	var parts []string
-	for k, list := range o {
-		if k.group != group {
-			continue
-		}
+// name fills keys: per group, its types and what their nodes have.
+func (o *observed) name() {
+	parts := map[string][]string{}
+	for k, list := range o.lists {
 		names := make([]string, 0, len(list))
 		for name, q := range list {
 			names = append(names, string(name)+"="+q.String())
 		}
 		slices.Sort(names)
-		parts = append(parts, k.instanceType+":"+strings.Join(names, ","))
+		parts[k.group] = append(parts[k.group], k.instanceType+":"+strings.Join(names, ","))
 	}
-	slices.Sort(parts)
-	return strings.Join(parts, ";")
+	for g, p := range parts {
+		slices.Sort(p)
+		o.keys[g] = strings.Join(p, ";")
+	}
+}
+
+// key names what the group's nodes were seen with, for the option cache.
+func (o *observed) key(group string) string {
+	if o == nil {
+		return ""
+	}
+	return o.keys[group]
 }

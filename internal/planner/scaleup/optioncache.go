@@ -87,7 +87,7 @@ func unavailableKey(group, zone string, unavailable map[Offering]bool) string {
 
 // get returns the cached options of a group's zone, or builds them with
 // build and keeps them; a nil cache always builds.
-func (c *Options) get(ng *v1alpha1.NodeGroup, zone string, dss string, cacheable bool, unavailable map[Offering]bool, seen observed,
+func (c *Options) get(ng *v1alpha1.NodeGroup, zone string, dss string, cacheable bool, unavailable map[Offering]bool, seen *observed,
 	build func() ([]*snapshot.Option, error)) ([]*snapshot.Option, error) {
 	if c == nil || !cacheable || ng.UID == "" || ng.Spec.Provider.ClusterAPI != nil {
 		return build()

@@ -184,3 +184,75 @@ func TestAPodSaysWhichGroupsAreBackedOff(t *testing.T) {
 		}
 	}
 }
+
+// TestANewNodeCountsInTheLimitsAsItsTypesCapacity: spec.limits caps the
+// total capacity of the group's nodes. The group's Ready node has 16Gi
+// capacity, 14Gi allocatable (kube-reserved, eviction threshold): a new
+// node is planned with 14Gi for its pods but counts against the limit as
+// its type's 16Gi, as the node it launches will register (and as the
+// existing one counts), so the limit is not overshot.
+func TestANewNodeCountsInTheLimitsAsItsTypesCapacity(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 100), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.GroupLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Gi")}))
+	n := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	n.Status.Allocatable[corev1.ResourceMemory] = resource.MustParse("14Gi")
+	full := boundTo(b.Pod("there", b.Memory("14Gi")), "g-1")
+	var pending []*corev1.Pod
+	for i := range 10 {
+		pending = append(pending, b.Pod(fmt.Sprintf("w-%d", i), b.CPU("100m"), b.Memory("13Gi")))
+	}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{full}, Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := resource.MustParse("16Gi") // the existing node's capacity
+	for range plan.NewNodes {
+		total.Add(resource.MustParse("16Gi")) // m-4's capacity: what the launched node registers with
+	}
+	if total.Cmp(resource.MustParse("128Gi")) > 0 {
+		t.Errorf("%d new m-4 nodes planned: the group's memory capacity would be %s, over its limit 128Gi", len(plan.NewNodes), total.String())
+	}
+}
+
+// TestAClusterAPIGroupsNodesWithTheCloudsTypeLabelSayWhatANewNodeHas: a
+// Cluster API group's one instance type is named in the NodeGroup (any
+// name); its adopted nodes keep the cloud's instance type label
+// (nodeadoption labels only where the node has none). They are still the
+// group's type: the pod larger than their allocatable gets no node.
+func TestAClusterAPIGroupsNodesWithTheCloudsTypeLabelSayWhatANewNodeHas(t *testing.T) {
+	ng := b.NodeGroup("workers", b.Size(0, 10), b.InstanceType("workers-md-0", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Name: "workers-md-0", Namespace: "default"}}
+	n := groupNode("w-1", ng, "workers-md-0", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	n.Labels[v1alpha1.LabelInstanceType] = "m5.xlarge" // the cloud's, kept by adoption
+	n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3920m")
+	runPlanCases(t, []planCase{{
+		name:    "a pod larger than the group's node",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{n},
+		pending: []*corev1.Pod{b.Pod("big", b.CPU("3950m"))},
+		want:    []string{"unschedulable: big"},
+	}})
+}
+
+// TestTheOptionCacheFollowsWhatTheGroupsNodesHave: the options kept from
+// round to round are built again once the group's nodes say what a node
+// of the type has: the pod planned from zero gets no second node.
+func TestTheOptionCacheFollowsWhatTheGroupsNodesHave(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	ng.UID, ng.Generation = "uid-g", 1
+	opts := scaleup.NewOptions()
+	pending := []*corev1.Pod{b.Pod("big", b.CPU("3950m"))}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pending, Options: opts})
+	if err != nil || len(plan.NewNodes) != 1 {
+		t.Fatalf("from zero: %+v %v", plan, err)
+	}
+	n := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3920m")
+	plan, err = scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n}, Pending: pending, Options: opts})
+	if err != nil || len(plan.NewNodes) != 0 {
+		t.Fatalf("with a node up: %+v %v", plan, err)
+	}
+}

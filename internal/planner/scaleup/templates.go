@@ -37,7 +37,7 @@ type optionRef struct {
 // An option's allocatable is what the group's nodes of its type have
 // (observed.effective). The options of a zone come from cache when
 // nothing they depend on changed (a nil cache builds them all).
-func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, seen observed,
+func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, seen *observed,
 	split []string, cache *Options) ([]*binpack.Template, error) {
 	var out []*binpack.Template
 	dssKey, cacheable := daemonSetsKey(daemonSets)
@@ -75,7 +75,7 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet
 // zoneOptions are the options a node group offers in a zone. Their nodes,
 // options and references are allocated in one slab each: a round builds
 // every option of every group (thousands for a large catalogue).
-func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unavailable map[Offering]bool, seen observed) ([]*snapshot.Option, error) {
+func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unavailable map[Offering]bool, seen *observed) ([]*snapshot.Option, error) {
 	type offering struct {
 		it  *v1alpha1.InstanceType
 		off *v1alpha1.Offering
@@ -107,7 +107,7 @@ func zoneOptions(ng *v1alpha1.NodeGroup, zone string, dss []daemonset.Pod, unava
 	nodes, all, refs := make([]corev1.Node, len(offs)), make([]snapshot.Option, len(offs)), make([]optionRef, len(offs))
 	opts := make([]*snapshot.Option, len(offs))
 	for k, o := range offs {
-		if err := buildOption(ng, o.it, seen.effective(ng.Name, o.it), o.off, o.key, taints, dss, &nodes[k], &all[k], &refs[k]); err != nil {
+		if err := buildOption(ng, o.it, seen, o.off, o.key, taints, dss, &nodes[k], &all[k], &refs[k]); err != nil {
 			return nil, err
 		}
 		opts[k] = &all[k]
@@ -164,14 +164,16 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 }
 
 // buildOption fills node, o and ref with the option of an offering, whose
-// node has allocatable (observed.effective).
-func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, allocatable corev1.ResourceList, off *v1alpha1.Offering, key Offering,
+// node has what the group's nodes of the type were seen to have
+// (observed.effective) and counts in limits as the type's capacity.
+func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, seen *observed, off *v1alpha1.Offering, key Offering,
 	taints []corev1.Taint, dss []daemonset.Pod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
 	price, err := off.Price()
 	if err != nil {
 		return fmt.Errorf("node group %s, instance type %s, zone %s: invalid pricePerHour %q", ng.Name, it.Name, off.Zone, off.PricePerHour)
 	}
 	*node = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "option", Labels: ng.NodeLabels(it, off)}, Spec: corev1.NodeSpec{Taints: taints}}
+	allocatable, observed := seen.effective(ng.Name, it)
 	pods := v1alpha1.DefaultPodsPerNode
 	if q, ok := allocatable[corev1.ResourcePods]; ok {
 		pods = int(q.Value())
@@ -181,6 +183,10 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, allocatable 
 		InstanceType: it.Name, CapacityType: string(off.CapacityType), Price: price,
 		Allocatable: snapshot.FromList(allocatable), AllowedPods: pods, Node: node,
 		Ref: ref, Slices: it.ResourceSlices(node.Name),
+	}
+	if observed {
+		capacity := snapshot.FromList(it.Capacity)
+		o.Capacity = &capacity
 	}
 	for _, ds := range dss {
 		if ds.RunsOn(node) {

@@ -132,7 +132,7 @@ func (h *LimitRoom) lower(l *Limit, used, current *Resources, usedSlots, current
 // AllowsOption reports whether a node launched as option o fits the
 // room: its capacity and its pod slots.
 func (h *LimitRoom) AllowsOption(o *Option) bool {
-	return h.AllowsPods(int64(o.AllowedPods)) && h.Allows(&o.Allocatable)
+	return h.AllowsPods(int64(o.AllowedPods)) && h.Allows(o.Counted())
 }
 
 // AllowsPods reports whether a node of that many pod slots fits the room.

@@ -73,6 +73,15 @@ type Node struct {
 	podCount int
 }
 
+// Counted is what a node launched as the option counts for in limits:
+// Capacity, or Allocatable.
+func (o *Option) Counted() *Resources {
+	if o.Capacity != nil {
+		return o.Capacity
+	}
+	return &o.Allocatable
+}
+
 // Option is one way to launch a planned node: an instance type bought at
 // one capacity type in the node's zone.
 type Option struct {
@@ -80,7 +89,13 @@ type Option struct {
 	CapacityType string
 	Price        float64
 	Allocatable  Resources
-	AllowedPods  int
+	// Capacity is what a node launched as the option counts for in the
+	// group's and cluster's limits, when not its Allocatable: its type's
+	// declared capacity, where the option's allocatable is what the
+	// group's nodes were seen to have (less: kube-reserved), as an
+	// existing node counts its capacity, not its allocatable.
+	Capacity    *Resources
+	AllowedPods int
 	// Overhead is what the DaemonSet pods that would run on such a node
 	// request; OverheadPods is how many they are.
 	Overhead     Resources
@@ -126,7 +141,8 @@ type Flex struct {
 }
 
 // flexBounds are the least room and pod slots any option of a Flex leaves
-// beside its DaemonSets, and the most capacity and pod slots any has.
+// beside its DaemonSets, and the most capacity (as limits count it:
+// Option.Counted) and pod slots any has.
 type flexBounds struct {
 	cpu, memory, storage int64
 	slots                int
@@ -143,7 +159,7 @@ func (f *Flex) boundsOf() *flexBounds {
 	for _, o := range f.Options {
 		free, p := o.Free()
 		b.cpu, b.memory, b.storage, b.slots = min(b.cpu, free.MilliCPU), min(b.memory, free.Memory), min(b.storage, free.EphemeralStorage), min(b.slots, p)
-		b.most.Max(&o.Allocatable)
+		b.most.Max(o.Counted())
 		b.mostPods = max(b.mostPods, o.AllowedPods)
 	}
 	f.bounds = b

@@ -27,7 +27,7 @@ func (s *Snapshot) AddPod(p *Pod, n *Node) {
 			n.envelope()
 			if len(opts) > 0 {
 				n.Current = Cheapest(opts)
-				s.setCapacity(n, n.Current.Allocatable)
+				s.setCapacity(n, *n.Current.Counted())
 			}
 		}
 	}
@@ -134,7 +134,7 @@ options:
 		n.Flex = &Flex{Options: held}
 		n.envelope()
 		n.Current = cheapest
-		s.setCapacity(n, cheapest.Allocatable)
+		s.setCapacity(n, *cheapest.Counted())
 	}
 	clear(out) // the buffer keeps no option of an earlier round alive
 	s.widening = out[:0]
@@ -150,7 +150,7 @@ func (s *Snapshot) LaunchAs(n *Node, o *Option) {
 	}
 	s.record(undo{kind: undoWiden, node: n, flex: &flexUndo{flex: n.Flex, alloc: n.Allocatable, allowed: n.AllowedPods, capacity: n.Capacity, current: n.Current}})
 	n.Current = o
-	s.setCapacity(n, o.Allocatable)
+	s.setCapacity(n, *o.Counted())
 }
 
 // HoldsIn reports whether the node's pods, as they are, fit option o

@@ -294,7 +294,7 @@ func (s *Snapshot) AddNode(n *Node) {
 	if n.Flex != nil {
 		n.envelope()
 		n.Current = Cheapest(n.Flex.Options)
-		n.Capacity = n.Current.Allocatable
+		n.Capacity = *n.Current.Counted()
 	}
 	n.pos = int32(len(s.Nodes))
 	s.Nodes = append(s.Nodes, n)
