@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"strings"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -34,4 +35,16 @@ func NodeFor(ng *v1alpha1.NodeGroup, off Offering, name string) *corev1.Node {
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
 	return node
+}
+
+// NormalizeProviderID makes provider IDs that differ only in the number of
+// slashes after the scheme compare equal ("aws:///zone/i-1" written by one
+// component, "aws://zone/i-1" by another), as the kubelet and Cluster API
+// providers do not always agree. Anything else must match exactly.
+func NormalizeProviderID(id string) string {
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(id), "://")
+	if !ok {
+		return strings.TrimSpace(id)
+	}
+	return scheme + "://" + strings.TrimLeft(rest, "/")
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 )
 
 // Labels Cluster API puts on every Machine, naming the object it belongs to.
@@ -140,26 +141,14 @@ func (p *Provider) machines(ctx context.Context, r ref) ([]machine, error) {
 	return out, nil
 }
 
-// normalizeProviderID makes provider IDs that differ only in the number of
-// slashes after the scheme compare equal ("aws:///zone/i-1" written by one
-// component, "aws://zone/i-1" by another), as the kubelet and Cluster API
-// providers do not always agree. Anything else must match exactly.
-func normalizeProviderID(id string) string {
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(id), "://")
-	if !ok {
-		return strings.TrimSpace(id)
-	}
-	return scheme + "://" + strings.TrimLeft(rest, "/")
-}
-
 // machineForProviderID returns the Machine whose provider ID is the node's.
 func machineForProviderID(ms []machine, providerID string) (machine, bool) {
 	if providerID == "" {
 		return machine{}, false
 	}
-	want := normalizeProviderID(providerID)
+	want := cloudprovider.NormalizeProviderID(providerID)
 	for _, m := range ms {
-		if m.ProviderID != "" && normalizeProviderID(m.ProviderID) == want {
+		if m.ProviderID != "" && cloudprovider.NormalizeProviderID(m.ProviderID) == want {
 			return m, true
 		}
 	}

@@ -108,7 +108,7 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 	for _, n := range nodes {
 		have[n.Name] = true
 		if n.Spec.ProviderID != "" {
-			have[n.Spec.ProviderID] = true
+			have[cloudprovider.NormalizeProviderID(n.Spec.ProviderID)] = true
 		}
 	}
 	var out []*corev1.Node
@@ -119,7 +119,7 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 				p.inflight.forget(inst.NodeName)
 				continue
 			}
-			if have[inst.NodeName] || inst.ProviderID != "" && have[inst.ProviderID] {
+			if have[inst.NodeName] || inst.ProviderID != "" && have[cloudprovider.NormalizeProviderID(inst.ProviderID)] {
 				continue // registered: the Node is planned as it is
 			}
 			if p.neverRegistered(inst) {

@@ -171,6 +171,14 @@ func TestAMachineWhoseNodeRegisteredLateUnderTheCloudsNameIsNoFailedLaunch(t *te
 	registeredLate(t, "prov-late-named", "-ip-10-0-3-17", "test:///m-0")
 }
 
+// TestAMachineWhoseNodeRegisteredLateWithOtherSlashesIsNoFailedLaunch:
+// so is one whose Node's provider ID differs from the machine's only in
+// the slashes after the scheme (the kubelet's "test://m-0", Cluster
+// API's "test:///m-0"), which Cluster API takes for the same machine.
+func TestAMachineWhoseNodeRegisteredLateWithOtherSlashesIsNoFailedLaunch(t *testing.T) {
+	registeredLate(t, "prov-late-slash", "-ip-10-0-3-18", "test://m-0")
+}
+
 func registeredLate(t *testing.T, group, node, providerID string) {
 	t.Helper()
 	ng := b.NodeGroup(group, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.12")))
