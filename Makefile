@@ -90,6 +90,7 @@ generate: ## Regenerate deepcopy functions, CRDs and RBAC, the chart's copies of
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... \
 		crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/crdbounds config/crd/bases
+	$(GO) run ./hack/crdversions config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=berth-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	$(GO) run ./hack/chartgen
 	$(HELM) helm-docs --log-level warning --chart-search-root charts --template-files README.md.gotmpl

@@ -18,8 +18,8 @@ import (
 )
 
 // BufferReplicas is the number of chunks of a CapacityBuffer: the larger of
-// replicas and percentage of the scalable object's replicas (rounded up, at
-// least 1), capped by limits; with neither, as many chunks as fit the
+// replicas and percentage of the scalable object's replicas (rounded up:
+// of zero replicas, zero, as Cluster Autoscaler counts), capped by limits; with neither, as many chunks as fit the
 // limits. scalableReplicas is nil for a podTemplateRef buffer. The result is
 // bounded by MaxUnits whatever the spec says (the upstream API has no
 // maxima); capped reports that the spec asked for more.
@@ -41,9 +41,6 @@ func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32,
 	}
 	if spec.Percentage != nil && scalableReplicas != nil { // of nothing without a scalable object, as Cluster Autoscaler reads it
 		pct := math.Ceil(float64(max(*scalableReplicas, 0)) * float64(*spec.Percentage) / 100)
-		if *spec.Percentage > 0 {
-			pct = max(pct, 1)
-		}
 		want, set = max(want, pct), true
 	}
 	if spec.Limits != nil {

@@ -61,6 +61,18 @@ func QuotaChunks(quotas []corev1.ResourceQuota, chunk corev1.PodSpec, others []C
 	return n
 }
 
+// QuotasBelow names the ResourceQuotas that alone leave room for fewer
+// than want chunks (QuotaChunks): those that cut a buffer.
+func QuotasBelow(quotas []corev1.ResourceQuota, chunk corev1.PodSpec, others []Chunks, want int32) []string {
+	var out []string
+	for i := range quotas {
+		if QuotaChunks(quotas[i:i+1], chunk, others) < float64(want) {
+			out = append(out, quotas[i].Name)
+		}
+	}
+	return out
+}
+
 // wholeChunks is how many whole chunks of per fit in left, exactly
 // (rounded toward zero).
 func wholeChunks(left, per *inf.Dec) float64 {

@@ -40,6 +40,12 @@ const (
 	ConditionReadyForProvisioning = "ReadyForProvisioning"
 	// ConditionProvisioning is True while an autoscaler provisions it.
 	ConditionProvisioning = "Provisioning"
+	// ConditionLimitedByQuotas is True when the namespace's ResourceQuotas
+	// cut the buffer's chunks, False when they do not (Cluster
+	// Autoscaler's condition).
+	ConditionLimitedByQuotas = "LimitedByQuotas"
+	// ReasonResourceQuotasAllocated is the reason of LimitedByQuotas.
+	ReasonResourceQuotasAllocated = "ResourceQuotasAllocated"
 )
 
 // CapacityBuffer is spare capacity expressed as a number of chunks of one
@@ -116,7 +122,8 @@ type CapacityBufferSpec struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
-	// Percentage of the scalable object's replicas, rounded up (at least 1).
+	// Percentage of the scalable object's replicas, rounded up to the
+	// nearest integer (of zero replicas, zero).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
@@ -139,7 +146,7 @@ type CapacityBufferStatus struct {
 	// PodTemplateGeneration is the generation of the PodTemplate used.
 	// +optional
 	PodTemplateGeneration *int64 `json:"podTemplateGeneration,omitempty"`
-	// Conditions: ReadyForProvisioning, Provisioning.
+	// Conditions: ReadyForProvisioning, Provisioning, LimitedByQuotas.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -6,6 +6,7 @@
 package capacitybuffer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,6 +93,9 @@ type StandbySource interface {
 // Notify asks for a reconcile of a buffer given as "namespace/name"; never
 // blocks.
 func (r *Reconciler) Notify(namespace, name string) {
+	if r.changes == nil { // not registered with a manager
+		return
+	}
 	r.changes.Notify(&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
 }
 
@@ -135,6 +139,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if tr.cut != "" && !sameCut(cb, tr) {
 		r.Recorder.Eventf(cb, nil, corev1.EventTypeWarning, ReasonChunksCut, "Translate", "%s", tr.cut)
 	}
+	if old := cb.Status.Replicas; old == nil || *old != tr.replicas {
+		// What it keeps of the quota changed: the younger buffers share
+		// what is left, and learn it now, not at their resync.
+		for _, name := range tr.younger {
+			r.Notify(cb.Namespace, name)
+		}
+	}
 	status.PodTemplateRef, status.PodTemplateGeneration, status.Replicas = tr.ref, &tr.generation, &tr.replicas
 	msg := fmt.Sprintf("%d chunks of PodTemplate %s", tr.replicas, tr.ref.Name)
 	if tr.cut != "" {
@@ -142,6 +153,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionReadyForProvisioning, Status: metav1.ConditionTrue,
 		Reason: ReasonTranslated, Message: msg, ObservedGeneration: cb.Generation})
+	if tr.quotaCut != nil {
+		meta.SetStatusCondition(&status.Conditions, *tr.quotaCut)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, cbv1beta1.ConditionLimitedByQuotas)
+	}
 	if strategy == cbv1beta1.StrategyStandbyCapacity {
 		r.setStandby(cb, status, tr.replicas)
 	} else {
@@ -189,8 +205,12 @@ func (r *Reconciler) setStandby(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.
 	meta.SetStatusCondition(&status.Conditions, c)
 }
 
+// fail marks the buffer not ready: its translation (replicas, pod
+// template and its generation) is cleared, as Cluster Autoscaler clears
+// it, so that the status names no template the buffer no longer uses.
 func (r *Reconciler) fail(cb *cbv1beta1.CapacityBuffer, status *cbv1beta1.CapacityBufferStatus, reason, msg string) {
-	status.Replicas = nil
+	status.Replicas, status.PodTemplateRef, status.PodTemplateGeneration = nil, nil, nil
+	meta.RemoveStatusCondition(&status.Conditions, cbv1beta1.ConditionLimitedByQuotas)
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionReadyForProvisioning, Status: metav1.ConditionFalse,
 		Reason: reason, Message: msg, ObservedGeneration: cb.Generation})
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cbv1beta1.ConditionProvisioning, Status: metav1.ConditionFalse,
@@ -220,6 +240,12 @@ type translation struct {
 	// cut says why berth keeps fewer chunks than the spec asks for (the
 	// per-buffer maximum, the namespace's ResourceQuota); empty if not.
 	cut string
+	// quotaCut is the LimitedByQuotas condition; nil in a namespace
+	// without ResourceQuotas.
+	quotaCut *metav1.Condition
+	// younger are the namespace's buffers that come after this one for
+	// its quota (before).
+	younger []string
 }
 
 // sameCut reports whether the buffer's status already says the count was
@@ -274,11 +300,19 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err := r.Client.List(ctx, quotas, client.InNamespace(cb.Namespace)); err != nil {
 		return translation{}, fmt.Errorf("listing resource quotas of %s: %w", cb.Namespace, err)
 	}
-	others, err := r.otherChunks(ctx, cb)
+	others, younger, err := r.otherChunks(ctx, cb)
 	if err != nil {
 		return translation{}, err
 	}
+	tr.younger = younger
+	if len(quotas.Items) > 0 {
+		tr.quotaCut = &metav1.Condition{Type: cbv1beta1.ConditionLimitedByQuotas, Status: metav1.ConditionFalse,
+			Reason: cbv1beta1.ReasonResourceQuotasAllocated, Message: "the namespace's ResourceQuotas leave room for every chunk", ObservedGeneration: cb.Generation}
+	}
 	if allowed := hr.QuotaChunks(quotas.Items, chunk, others); float64(tr.replicas) > allowed {
+		names := hr.QuotasBelow(quotas.Items, chunk, others, tr.replicas)
+		tr.quotaCut.Status = metav1.ConditionTrue
+		tr.quotaCut.Message = fmt.Sprintf("Buffer replicas limited from %d to %d due to quotas: %s", tr.replicas, int32(allowed), strings.Join(names, ", "))
 		tr.replicas = int32(allowed)
 		tr.cut = fmt.Sprintf("cut to %d chunks by the ResourceQuota of namespace %s (shared with its other buffers)", tr.replicas, cb.Namespace)
 	}
@@ -341,29 +375,39 @@ func (r *Reconciler) write(ctx context.Context, cb *cbv1beta1.CapacityBuffer, st
 	return nil
 }
 
-// otherChunks are the chunks the namespace's other buffers keep (their
-// status), which its quota already pays for: a namespace's buffers share
-// its quota, the first to hold chunks keeps them.
-func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuffer) ([]hr.Chunks, error) {
+// before reports whether buffer a comes before b in the order a
+// namespace's quota is handed out: by creation, then by name.
+func before(a, b *cbv1beta1.CapacityBuffer) bool {
+	return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name)) < 0
+}
+
+// otherChunks are the chunks the namespace's buffers created before this
+// one keep (their status), which its quota pays for first: a namespace's
+// buffers share its quota in the order they were created (then by name),
+// as Cluster Autoscaler hands it out, so that a younger buffer gives way
+// when an older one grows.
+func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (out []hr.Chunks, younger []string, err error) {
 	list := &cbv1beta1.CapacityBufferList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(cb.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the buffers of %s: %w", cb.Namespace, err)
+		return nil, nil, fmt.Errorf("listing the buffers of %s: %w", cb.Namespace, err)
 	}
-	var out []hr.Chunks
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.Name == cb.Name || o.Status.Replicas == nil || *o.Status.Replicas <= 0 || o.Status.PodTemplateRef == nil {
+		if o.Name != cb.Name && !before(o, cb) {
+			younger = append(younger, o.Name)
+		}
+		if !before(o, cb) || o.Status.Replicas == nil || *o.Status.Replicas <= 0 || o.Status.PodTemplateRef == nil {
 			continue
 		}
 		pt := &corev1.PodTemplate{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Status.PodTemplateRef.Name}, pt); apierrors.IsNotFound(err) {
 			continue // its chunks are not kept without a template
 		} else if err != nil {
-			return nil, fmt.Errorf("reading the pod template of buffer %s: %w", o.Name, err)
+			return nil, nil, fmt.Errorf("reading the pod template of buffer %s: %w", o.Name, err)
 		}
 		spec := *pt.Template.Spec.DeepCopy()
 		podutil.ApplyDefaults(&spec) // counted as this buffer's chunk is
 		out = append(out, hr.Chunks{Spec: spec, Count: min(*o.Status.Replicas, hr.MaxUnits)})
 	}
-	return out, nil
+	return out, younger, nil
 }

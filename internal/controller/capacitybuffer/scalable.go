@@ -27,35 +27,60 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale;replicasets/scale,verbs=get
+// +kubebuilder:rbac:groups="",resources=replicationcontrollers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=replicationcontrollers/scale,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
-// scalable reads the pod template and the replicas of a buffer's
-// scalableRef. Deployments, StatefulSets and ReplicaSets give their pod
-// template and desired replicas; a Job its template and parallelism (how
-// many pods run at once; a Job has no scale subresource). Any other kind
-// with a scale subresource (ReplicationController, custom resources such as
-// rollouts) gives its desired replicas, and the newest of its pods (found by
-// the scale's selector) gives the shape, as Cluster Autoscaler does; until
-// a pod exists, the template berth copied before is kept. A problem with
-// the buffer is a *specError.
+// scalable reads the pod shape and the replicas of a buffer's
+// scalableRef. Deployments, StatefulSets, ReplicaSets and
+// ReplicationControllers give their desired replicas, a Job its
+// parallelism (how many pods run at once; a Job has no scale
+// subresource); the shape is that of the newest of their pods (by their
+// selector), which the API server's admission has completed (a
+// LimitRange's default requests, injected sidecars), or their pod
+// template while they have none, as Cluster Autoscaler does. Any other
+// kind with a scale subresource (custom resources such as rollouts)
+// gives its desired replicas, and the newest of its pods (found by the
+// scale's selector) the shape; until a pod exists, the template berth
+// copied before is kept. A problem with the buffer is a *specError.
 func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (corev1.PodTemplateSpec, int32, error) {
 	ref := cb.Spec.ScalableRef
 	var obj client.Object
-	var read func() (corev1.PodTemplateSpec, *int32)
+	var read func() (corev1.PodTemplateSpec, *int32, labels.Selector, error)
+	fromLabelSelector := func(template corev1.PodTemplateSpec, replicas *int32, ls *metav1.LabelSelector) (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		return template, replicas, sel, err
+	}
 	switch {
 	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
 		d := &appsv1.Deployment{}
-		obj, read = d, func() (corev1.PodTemplateSpec, *int32) { return d.Spec.Template, d.Spec.Replicas }
+		obj, read = d, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+			return fromLabelSelector(d.Spec.Template, d.Spec.Replicas, d.Spec.Selector)
+		}
 	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
 		s := &appsv1.StatefulSet{}
-		obj, read = s, func() (corev1.PodTemplateSpec, *int32) { return s.Spec.Template, s.Spec.Replicas }
+		obj, read = s, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+			return fromLabelSelector(s.Spec.Template, s.Spec.Replicas, s.Spec.Selector)
+		}
 	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
 		s := &appsv1.ReplicaSet{}
-		obj, read = s, func() (corev1.PodTemplateSpec, *int32) { return s.Spec.Template, s.Spec.Replicas }
+		obj, read = s, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+			return fromLabelSelector(s.Spec.Template, s.Spec.Replicas, s.Spec.Selector)
+		}
 	case ref.APIGroup == "batch" && ref.Kind == "Job":
 		j := &batchv1.Job{}
-		obj, read = j, func() (corev1.PodTemplateSpec, *int32) { return j.Spec.Template, j.Spec.Parallelism }
+		obj, read = j, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+			return fromLabelSelector(j.Spec.Template, j.Spec.Parallelism, j.Spec.Selector)
+		}
+	case (ref.APIGroup == "" || ref.APIGroup == "core") && ref.Kind == "ReplicationController": // "core": Cluster Autoscaler's spelling
+		rc := &corev1.ReplicationController{}
+		obj, read = rc, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
+			var template corev1.PodTemplateSpec
+			if rc.Spec.Template != nil {
+				template = *rc.Spec.Template
+			}
+			return template, rc.Spec.Replicas, labels.SelectorFromSet(rc.Spec.Selector), nil
+		}
 	default:
 		return r.fromScale(ctx, cb)
 	}
@@ -64,8 +89,20 @@ func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer)
 	} else if err != nil {
 		return corev1.PodTemplateSpec{}, 0, err
 	}
-	template, replicas := read()
-	return template, ptr.Deref(replicas, 1), nil // 1 is the API's default for all four
+	template, replicas, sel, err := read()
+	if err != nil {
+		return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "the selector of %s %s: %v", ref.Kind, ref.Name, err)
+	}
+	if !sel.Empty() {
+		pod, err := r.newestPod(ctx, cb, sel)
+		if err != nil {
+			return corev1.PodTemplateSpec{}, 0, err
+		}
+		if pod != nil {
+			template = shapeOf(pod)
+		}
+	}
+	return template, ptr.Deref(replicas, 1), nil // 1 is the API's default for all five
 }
 
 // fromScale reads any kind through its scale subresource.
@@ -103,35 +140,48 @@ func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, scale); err != nil {
 		return corev1.PodTemplateSpec{}, 0, fmt.Errorf("reading the scale of %s %s: %w", ref.Kind, ref.Name, err)
 	}
-	template, err := r.newestPod(ctx, cb, scale.Status.Selector)
-	return template, scale.Spec.Replicas, err
+	sel, err := labels.Parse(scale.Status.Selector)
+	if err != nil || sel.Empty() {
+		return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, scale.Status.Selector)
+	}
+	pod, err := r.newestPod(ctx, cb, sel)
+	if err != nil {
+		return corev1.PodTemplateSpec{}, 0, err
+	}
+	if pod != nil {
+		return shapeOf(pod), scale.Spec.Replicas, nil
+	}
+	pt := &corev1.PodTemplate{} // the shape copied before, while no pod exists
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: templateName(cb)}, pt); err == nil && metav1.IsControlledBy(pt, cb) {
+		return pt.Template, scale.Spec.Replicas, nil
+	}
+	return corev1.PodTemplateSpec{}, 0, problem(ReasonNoPodToCopy, "%s %s has no pod yet to take the chunk's shape from (selector %s)", ref.Kind, ref.Name, sel)
 }
 
-// newestPod returns the shape of the newest pod the selector matches, or
-// the template copied before when no pod exists now.
-func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, selector string) (corev1.PodTemplateSpec, error) {
+// newestPod is the newest pod, not being deleted, that the selector
+// matches in the buffer's namespace; nil when there is none.
+func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, sel labels.Selector) (*corev1.Pod, error) {
 	ref := cb.Spec.ScalableRef
-	sel, err := labels.Parse(selector)
-	if err != nil || sel.Empty() {
-		return corev1.PodTemplateSpec{}, problem(ReasonUnsupportedScalable, "the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, selector)
-	}
 	pods := &corev1.PodList{}
 	if err := r.PodReader.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return corev1.PodTemplateSpec{}, fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
+		return nil, fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
 	}
 	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	if len(live) == 0 {
-		pt := &corev1.PodTemplate{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: templateName(cb)}, pt)
-		if err == nil && metav1.IsControlledBy(pt, cb) {
-			return pt.Template, nil
-		}
-		return corev1.PodTemplateSpec{}, problem(ReasonNoPodToCopy, "%s %s has no pod yet to take the chunk's shape from (selector %s)", ref.Kind, ref.Name, selector)
+		return nil, nil
 	}
 	newest := slices.MaxFunc(live, func(a, b corev1.Pod) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
-	spec := *newest.Spec.DeepCopy()
-	spec.NodeName = "" // a chunk may go to any node
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: newest.Labels, Annotations: newest.Annotations}, Spec: spec}, nil
+	return &newest, nil
+}
+
+// shapeOf is a pod's shape as a chunk's template: its labels,
+// annotations and spec, but the node it is bound to (a chunk may go to
+// any node) and its ephemeral containers (debugging, added later, and
+// refused in a template).
+func shapeOf(p *corev1.Pod) corev1.PodTemplateSpec {
+	spec := *p.Spec.DeepCopy()
+	spec.NodeName, spec.EphemeralContainers = "", nil
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels, Annotations: p.Annotations}, Spec: spec}
 }
