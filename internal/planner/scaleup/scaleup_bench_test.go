@@ -105,13 +105,15 @@ func BenchmarkPlanOnCluster(b *testing.B) {
 	}
 }
 
-// boundCluster is n 16-cpu nodes of group ng with 30 running pods each.
+// boundCluster is n 16-cpu nodes of group ng with 30 running pods each,
+// labelled with the group's type of 16 cpu (fake-it-15), as a cloud's
+// nodes carry their instance type.
 func boundCluster(ng *v1alpha1.NodeGroup, n int) ([]*corev1.Node, []*corev1.Pod) {
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
 	for i := range n {
 		name := fmt.Sprintf("node-%05d", i)
-		nodes = append(nodes, bld.Node(name, "16", "64Gi", bld.LaunchedBy(ng), bld.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name)))
+		nodes = append(nodes, bld.Node(name, "16", "64Gi", bld.LaunchedBy(ng), bld.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name, v1alpha1.LabelInstanceType, "fake-it-15")))
 		for j := range 30 {
 			p := bld.Pod(fmt.Sprintf("p-%d-%d", i, j), bld.NodeName(name), bld.CPU("450m"), bld.Memory("1Gi"),
 				bld.OwnedBy("ReplicaSet", fmt.Sprintf("rs-%d", j)), bld.Phase(corev1.PodRunning))
