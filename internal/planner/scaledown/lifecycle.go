@@ -182,7 +182,10 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 		placed = homeless == nil
 		return placed, nil
 	})
-	if !placed {
+	// A group at its minSize gets a node for the one going even when its
+	// pods fit elsewhere (the scale-up plan brings it back to minSize).
+	atMin := !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize)
+	if !placed || atMin {
 		var avoid []scaleup.Offering
 		if lifecycle.TakesCapacity(n.Node, v) {
 			l := n.Node.Labels

@@ -196,6 +196,27 @@ func TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway(t *testing.T) {
 	}
 }
 
+// TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst: the group keeps
+// minSize 2 and has two nodes, both drifted; a's pod fits on z, but a
+// drained at once would take the group below its minSize until the
+// provisioner noticed: a node is launched for it first.
+func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	drifted.Spec.MinSize = 2
+	one := intstr.FromInt32(1)
+	drifted.Spec.Disruption.Budget = &one
+	age := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
+	}
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", launchedWith, age(time.Hour))},
+		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
+	d, ok := got["a"]
+	if !ok || len(d.Launch) != 1 {
+		t.Errorf("drifted node a of a group at its minSize: disruption %+v (%v, blocked %q); want one node launched first", d, ok, blocked["a"])
+	}
+}
+
 // TestADriftedNodeWhoseDrainWasGivenUpWaitsItsCooldown: every node
 // drifted; the drain of a was given up a moment ago (its drain timed out):
 // it stays for the cooldown (RecentlyGivenUp) rather than being tainted
