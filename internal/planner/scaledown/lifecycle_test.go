@@ -217,6 +217,30 @@ func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst(t *testing.T) {
 	}
 }
 
+// TestAReplacementLaunchesNothingForAnotherGroupsMinSize: as above, while
+// another group is below its minSize (the provisioner's to bring up): the
+// drifted node's replacement is its own group's node only.
+func TestAReplacementLaunchesNothingForAnotherGroupsMinSize(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	drifted.Spec.MinSize = 2
+	one := intstr.FromInt32(1)
+	drifted.Spec.Disruption.Budget = &one
+	other := group("other", func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.MinSize = 2
+		b.InstanceType("o-2", "2", "8Gi", b.OnDemand("zone-a", "0.50"))(ng)
+	})
+	age := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
+	}
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted, other},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", launchedWith, age(time.Hour))},
+		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
+	d, ok := got["a"]
+	if !ok || len(d.Launch) != 1 || d.Launch[0].NodeGroup != drifted.Name {
+		t.Errorf("drifted node a: disruption %+v (%v, blocked %q); want one node of its own group launched first, none of group other", d, ok, blocked["a"])
+	}
+}
+
 // TestADriftedNodeWhoseDrainWasGivenUpWaitsItsCooldown: every node
 // drifted; the drain of a was given up a moment ago (its drain timed out):
 // it stays for the cooldown (RecentlyGivenUp) rather than being tainted

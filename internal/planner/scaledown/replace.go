@@ -291,7 +291,23 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 	for _, pod := range movers {
 		sin.Pending = append(sin.Pending, unboundCopy(pod))
 	}
-	return scaleup.Run(sin)
+	plan, err := scaleup.Run(sin)
+	if err != nil {
+		return nil, err
+	}
+	plan.NewNodes = slices.DeleteFunc(plan.NewNodes, func(nn scaleup.NewNode) bool {
+		return othersMinSize(nn, gone)
+	})
+	return plan, nil
+}
+
+// othersMinSize reports whether a planned node is one another group
+// lacks to reach its minSize, with no pod of the plan on it: the
+// provisioner's to launch, not a removal's (the gone nodes' groups' own
+// are theirs: a group at its minSize gets a node for the one going).
+func othersMinSize(nn scaleup.NewNode, gone []*snapshot.Node) bool {
+	return nn.Reason == scaleup.ReasonMinSize && len(nn.Pods) == 0 &&
+		!slices.ContainsFunc(gone, func(n *snapshot.Node) bool { return n.NodeGroup == nn.NodeGroup })
 }
 
 // asPlanned is n as the plan has it so far: a node the plan takes out

@@ -26,9 +26,9 @@ type typeKey struct{ group, instanceType string }
 // its template: a pod that fits the declared capacity but no real node
 // gets no node launched for it round after round. The most, not the
 // least, so that one node whose device plugin failed does not take the
-// devices off every launch. A node whose instance type label names none
-// of the group's types (a Cluster API group's node carries the cloud's
-// name) is the group's when the group has one type.
+// devices off every launch. A Cluster API group's node whose instance
+// type label names none of the group's types (it carries the cloud's
+// name) is of the group's one type (typeOf).
 type observed struct {
 	lists map[typeKey]corev1.ResourceList
 	// keys name, per group, what its nodes were seen with (for the
@@ -53,7 +53,7 @@ func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) *observed {
 		if !ok || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(k.startup, n) {
 			continue
 		}
-		it := typeOf(k.g, n.Labels[v1alpha1.LabelInstanceType])
+		it := typeOf(k.g, n)
 		if it == "" {
 			continue
 		}
@@ -73,14 +73,18 @@ func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) *observed {
 	return out
 }
 
-// typeOf is the group's instance type a node labelled label is of: the
-// one of that name, or the group's only type; "" when neither.
-func typeOf(g *v1alpha1.NodeGroup, label string) string {
-	its := g.Spec.InstanceTypes
+// typeOf is the group's instance type a node is of: the one its instance
+// type label names; or, for a node of a Cluster API group (whose one type
+// berth names, not the cloud) launched with the group's current spec (its
+// launch hash, when it has one: an older machine type says nothing of
+// the current one), the group's only type; "" when neither.
+func typeOf(g *v1alpha1.NodeGroup, n *corev1.Node) string {
+	its, label := g.Spec.InstanceTypes, n.Labels[v1alpha1.LabelInstanceType]
 	if label != "" && slices.ContainsFunc(its, func(it v1alpha1.InstanceType) bool { return it.Name == label }) {
 		return label
 	}
-	if len(its) == 1 {
+	h := n.Annotations[v1alpha1.AnnotationLaunchHash]
+	if g.Spec.Provider.ClusterAPI != nil && len(its) == 1 && (h == "" || g.MatchesLaunchHash(h)) {
 		return its[0].Name
 	}
 	return ""

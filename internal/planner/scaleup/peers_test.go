@@ -210,8 +210,8 @@ func TestANewNodeCountsInTheLimitsAsItsTypesCapacity(t *testing.T) {
 	for range plan.NewNodes {
 		total.Add(resource.MustParse("16Gi")) // m-4's capacity: what the launched node registers with
 	}
-	if total.Cmp(resource.MustParse("128Gi")) > 0 {
-		t.Errorf("%d new m-4 nodes planned: the group's memory capacity would be %s, over its limit 128Gi", len(plan.NewNodes), total.String())
+	if total.Cmp(resource.MustParse("128Gi")) > 0 || len(plan.NewNodes) != 7 {
+		t.Errorf("%d new m-4 nodes planned: the group's memory capacity would be %s; want 7 (its limit 128Gi, 16Gi each)", len(plan.NewNodes), total.String())
 	}
 }
 
@@ -255,4 +255,47 @@ func TestTheOptionCacheFollowsWhatTheGroupsNodesHave(t *testing.T) {
 	if err != nil || len(plan.NewNodes) != 0 {
 		t.Fatalf("with a node up: %+v %v", plan, err)
 	}
+}
+
+// TestAResourceOnlyTheGroupsNodesHaveCountsInTheLimits: the type does not
+// say it has a GPU; the group's node has one (a device plugin's) and the
+// group is limited to 2 GPUs. A new node is planned with the GPU its
+// group's nodes have, and counts it in the limit: of 4 pods of one GPU,
+// one gets a new node, not four.
+func TestAResourceOnlyTheGroupsNodesHaveCountsInTheLimits(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 100), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.GroupLimits(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}))
+	n := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	b.NodeAllocatable("nvidia.com/gpu", "1")(n)
+	n.Status.Capacity["nvidia.com/gpu"] = resource.MustParse("1")
+	full := boundTo(b.Pod("there", b.CPU("100m"), b.Request("nvidia.com/gpu", "1")), "g-1")
+	var pending []*corev1.Pod
+	for i := range 4 {
+		pending = append(pending, b.Pod(fmt.Sprintf("train-%d", i), b.CPU("100m"), b.Request("nvidia.com/gpu", "1")))
+	}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{full}, Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NewNodes) != 1 {
+		t.Errorf("%d new nodes of one GPU planned beside the one the group has, want 1 (its limit is 2 GPUs)", len(plan.NewNodes))
+	}
+}
+
+// TestANodeOfAnOlderTypeSaysNothingOfTheGroupsType: the group's one type
+// was changed from m-2 to m-4 (its pods outgrew m-2); its m-2 node says
+// nothing of what an m-4 has: the 3-cpu pod gets an m-4.
+func TestANodeOfAnOlderTypeSaysNothingOfTheGroupsType(t *testing.T) {
+	before := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	n := groupNode("g-1", before, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	runPlanCases(t, []planCase{{
+		name:    "a pod larger than the old type",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{n},
+		pending: []*corev1.Pod{b.Pod("big", b.CPU("3"))},
+		want:    []string{"new zone-a/on-demand/m-4: big"},
+	}})
 }

@@ -165,7 +165,8 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 
 // buildOption fills node, o and ref with the option of an offering, whose
 // node has what the group's nodes of the type were seen to have
-// (observed.effective) and counts in limits as the type's capacity.
+// (observed.effective) and counts in limits as the type's capacity (and,
+// of what the type does not say, as what the nodes have).
 func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, seen *observed, off *v1alpha1.Offering, key Offering,
 	taints []corev1.Taint, dss []daemonset.Pod, node *corev1.Node, o *snapshot.Option, ref *optionRef) error {
 	price, err := off.Price()
@@ -186,6 +187,7 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, seen *observ
 	}
 	if observed {
 		capacity := snapshot.FromList(it.Capacity)
+		capacity.Max(&o.Allocatable) // a resource the type does not say counts as the nodes have it
 		o.Capacity = &capacity
 	}
 	for _, ds := range dss {
