@@ -139,13 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if tr.cut != "" && !sameCut(cb, tr) {
 		r.Recorder.Eventf(cb, nil, corev1.EventTypeWarning, ReasonChunksCut, "Translate", "%s", tr.cut)
 	}
-	if old := cb.Status.Replicas; old == nil || *old != tr.replicas {
-		// What it keeps of the quota changed: the younger buffers share
-		// what is left, and learn it now, not at their resync.
-		for _, name := range tr.younger {
-			r.Notify(cb.Namespace, name)
-		}
-	}
+	changed := cb.Status.Replicas == nil || *cb.Status.Replicas != tr.replicas
 	status.PodTemplateRef, status.PodTemplateGeneration, status.Replicas = tr.ref, &tr.generation, &tr.replicas
 	msg := fmt.Sprintf("%d chunks of PodTemplate %s", tr.replicas, tr.ref.Name)
 	if tr.cut != "" {
@@ -163,7 +157,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		r.setProvisioning(cb, status, tr.replicas)
 	}
-	return reconcile.Result{RequeueAfter: resync}, r.write(ctx, cb, status)
+	if err := r.write(ctx, cb, status); err != nil {
+		return reconcile.Result{}, err
+	}
+	if changed {
+		// What it keeps of the quota changed: the younger buffers share
+		// what is left, and learn it now (once it is written), not at
+		// their resync.
+		for _, name := range tr.younger {
+			r.Notify(cb.Namespace, name)
+		}
+	}
+	return reconcile.Result{RequeueAfter: resync}, nil
 }
 
 // setProvisioning sets the Provisioning condition from the provisioner's

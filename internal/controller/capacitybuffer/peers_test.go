@@ -7,11 +7,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -246,5 +248,124 @@ func TestV1alpha1BuffersAreServed(t *testing.T) {
 	}}
 	if err := env.Client.Create(context.Background(), u); err != nil {
 		t.Errorf("creating a v1alpha1 CapacityBuffer: %v", err)
+	}
+}
+
+// TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels: a Helm
+// migration Job's pods carry the Deployment's selector labels and are
+// newer than its pods; the buffer's chunk is the Deployment's 2-cpu pod,
+// not the Job's 100m one.
+func TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels(t *testing.T) {
+	ctx := context.Background()
+	const ns = "cb-own-pods"
+	replicas := int32(1)
+	labels := map[string]string{"app": "api"}
+	app := b.Pod("api", b.CPU("2"))
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: app.Spec}}})
+	waitForPods(t, ns, "app=api", 1)
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of one second
+	hook := b.Pod("migrate", b.CPU("100m"))
+	hook.Spec.RestartPolicy = corev1.RestartPolicyNever
+	create(t, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate", Namespace: ns}, Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: hook.Spec}}})
+	waitForPods(t, ns, "app=api", 2)
+	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "api"}, Replicas: i32(2)}})
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	cb := reconcileIn(t, r, ns, "api")
+	if cb.Status.PodTemplateRef == nil {
+		t.Fatalf("buffer not translated: %+v", cb.Status)
+	}
+	pt := &corev1.PodTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
+		t.Fatal(err)
+	}
+	if cpu := pt.Template.Spec.Containers[0].Resources.Requests.Cpu(); cpu.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("chunk requests %s cpu, want the Deployment's pods' 2 (not the Job's 100m)", cpu)
+	}
+}
+
+// TestAStatefulSetBufferChunkNamesNoPodsOwnClaim: a StatefulSet's pod
+// mounts the claim its volumeClaimTemplates made for it (data-db-0) and
+// carries its own hostname and pod-name label; the buffer's chunks name
+// none of them (each chunk would need that one volume, in its zone).
+func TestAStatefulSetBufferChunkNamesNoPodsOwnClaim(t *testing.T) {
+	ctx := context.Background()
+	const ns = "cb-sts-identity"
+	replicas := int32(1)
+	labels := map[string]string{"app": "db"}
+	db := b.Pod("db", b.CPU("1"))
+	db.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: "db",
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: db.Spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}})
+	waitForPods(t, ns, "app=db", 1)
+	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(3)}})
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	cb := reconcileIn(t, r, ns, "db")
+	if cb.Status.PodTemplateRef == nil {
+		t.Fatalf("buffer not translated: %+v", cb.Status)
+	}
+	pt := &corev1.PodTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range pt.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			t.Errorf("chunk names claim %q of one pod", v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	if pt.Template.Spec.Hostname != "" || pt.Template.Labels[appsv1.StatefulSetPodNameLabel] != "" {
+		t.Errorf("chunk carries the pod's identity: hostname %q, labels %v", pt.Template.Spec.Hostname, pt.Template.Labels)
+	}
+}
+
+// waitForPods waits until the namespace has n pods the selector matches.
+func waitForPods(t *testing.T, ns, selector string, n int) {
+	t.Helper()
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		sel, err := k8slabels.Parse(selector)
+		if err != nil {
+			return false, "", err
+		}
+		if err := env.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) >= n, fmt.Sprintf("%d of %d pods (%s)", len(pods.Items), n, selector), nil
+	})
+}
+
+// TestAStatefulSetWithoutPodsIsABufferToo: a StatefulSet scaled to zero
+// whose template mounts a volume of its volumeClaimTemplates: the
+// buffer's PodTemplate (the template, the claim's volume an empty dir) is
+// valid and the buffer ready.
+func TestAStatefulSetWithoutPodsIsABufferToo(t *testing.T) {
+	const ns = "cb-sts-zero"
+	zero := int32(0)
+	labels := map[string]string{"app": "db"}
+	db := b.Pod("db", b.CPU("1"))
+	db.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+			Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: "db",
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: db.Spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}},
+		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(2)}})
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	cb := reconcileIn(t, r, ns, "db")
+	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionTrue || cb.Status.Replicas == nil || *cb.Status.Replicas != 2 {
+		t.Errorf("ReadyForProvisioning %+v, replicas %s; want True and 2 chunks of the StatefulSet's template", c, ptrString(cb.Status.Replicas))
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,10 +38,11 @@ import (
 // scalableRef. Deployments, StatefulSets, ReplicaSets and
 // ReplicationControllers give their desired replicas, a Job its
 // parallelism (how many pods run at once; a Job has no scale
-// subresource); the shape is that of the newest of their pods (by their
-// selector), which the API server's admission has completed (a
-// LimitRange's default requests, injected sidecars), or their pod
-// template while they have none, as Cluster Autoscaler does. Any other
+// subresource); the shape is that of the newest of the pods they control
+// (a Deployment: its current ReplicaSet), which the API server's
+// admission has completed (a LimitRange's default requests, injected
+// sidecars), without a StatefulSet pod's own claims and identity, or
+// their pod template while they have none, as Cluster Autoscaler does. Any other
 // kind with a scale subresource (custom resources such as rollouts)
 // gives its desired replicas, and the newest of its pods (found by the
 // scale's selector) the shape; until a pod exists, the template berth
@@ -93,16 +97,76 @@ func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer)
 	if err != nil {
 		return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "the selector of %s %s: %v", ref.Kind, ref.Name, err)
 	}
-	if !sel.Empty() {
-		pod, err := r.newestPod(ctx, cb, sel)
+	owner := obj.GetUID()
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		// Its pods are its current ReplicaSet's: an older revision's pods
+		// (a rollout) have the former shape.
+		if owner, err = r.currentReplicaSet(ctx, d, sel); err != nil {
+			return corev1.PodTemplateSpec{}, 0, err
+		}
+	}
+	if !sel.Empty() && owner != "" {
+		pod, err := r.newestPod(ctx, cb, sel, owner)
 		if err != nil {
 			return corev1.PodTemplateSpec{}, 0, err
 		}
 		if pod != nil {
 			template = shapeOf(pod)
 		}
+		if s, ok := obj.(*appsv1.StatefulSet); ok {
+			name := ""
+			if pod != nil {
+				name = pod.Name
+			}
+			withoutIdentity(&template, s, name)
+		}
 	}
 	return template, ptr.Deref(replicas, 1), nil // 1 is the API's default for all five
+}
+
+// currentReplicaSet is the UID of the Deployment's ReplicaSet of its
+// highest revision (the one its template makes now), "" when it has none.
+func (r *Reconciler) currentReplicaSet(ctx context.Context, d *appsv1.Deployment, sel labels.Selector) (types.UID, error) {
+	rss := &appsv1.ReplicaSetList{}
+	if err := r.PodReader.List(ctx, rss, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
+	}
+	var uid types.UID
+	best := int64(-1)
+	for i := range rss.Items {
+		rs := &rss.Items[i]
+		if c := metav1.GetControllerOf(rs); c == nil || c.UID != d.UID || rs.DeletionTimestamp != nil {
+			continue
+		}
+		rev, err := strconv.ParseInt(rs.Annotations["deployment.kubernetes.io/revision"], 10, 64)
+		if err == nil && rev > best {
+			best, uid = rev, rs.UID
+		}
+	}
+	return uid, nil
+}
+
+// withoutIdentity takes out of a StatefulSet's shape (of its pod named
+// pod, or of its template: pod "") what is a pod's own: the volumes of its
+// volumeClaimTemplates become empty dirs (a chunk naming the pod's claim
+// would need that one volume, in its zone; the template mounts volumes
+// it does not have, which a PodTemplate may not), its hostname and
+// subdomain, and its pod-name and pod-index labels.
+func withoutIdentity(t *corev1.PodTemplateSpec, s *appsv1.StatefulSet, pod string) {
+	t.Spec.Volumes = slices.Clone(t.Spec.Volumes)
+	for _, c := range s.Spec.VolumeClaimTemplates {
+		i := slices.IndexFunc(t.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.Name })
+		switch {
+		case i < 0:
+			t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		case t.Spec.Volumes[i].PersistentVolumeClaim != nil && t.Spec.Volumes[i].PersistentVolumeClaim.ClaimName == c.Name+"-"+pod:
+			t.Spec.Volumes[i].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		}
+	}
+	t.Spec.Hostname, t.Spec.Subdomain = "", ""
+	t.Labels = maps.Clone(t.Labels)
+	delete(t.Labels, appsv1.StatefulSetPodNameLabel)
+	delete(t.Labels, appsv1.PodIndexLabel)
 }
 
 // fromScale reads any kind through its scale subresource.
@@ -144,7 +208,7 @@ func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err != nil || sel.Empty() {
 		return corev1.PodTemplateSpec{}, 0, problem(ReasonUnsupportedScalable, "the scale of %s %s reports no usable pod selector (%q)", ref.Kind, ref.Name, scale.Status.Selector)
 	}
-	pod, err := r.newestPod(ctx, cb, sel)
+	pod, err := r.newestPod(ctx, cb, sel, "")
 	if err != nil {
 		return corev1.PodTemplateSpec{}, 0, err
 	}
@@ -159,14 +223,19 @@ func (r *Reconciler) fromScale(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 }
 
 // newestPod is the newest pod, not being deleted, that the selector
-// matches in the buffer's namespace; nil when there is none.
-func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, sel labels.Selector) (*corev1.Pod, error) {
+// matches in the buffer's namespace and, when owner is set, that owner
+// controls (a Job of a Helm hook may carry a Deployment's labels); nil
+// when there is none.
+func (r *Reconciler) newestPod(ctx context.Context, cb *cbv1beta1.CapacityBuffer, sel labels.Selector, owner types.UID) (*corev1.Pod, error) {
 	ref := cb.Spec.ScalableRef
 	pods := &corev1.PodList{}
 	if err := r.PodReader.List(ctx, pods, client.InNamespace(cb.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing the pods of %s %s: %w", ref.Kind, ref.Name, err)
 	}
-	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		c := metav1.GetControllerOf(&p)
+		return p.DeletionTimestamp != nil || owner != "" && (c == nil || c.UID != owner)
+	})
 	if len(live) == 0 {
 		return nil, nil
 	}
