@@ -8,7 +8,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
-	"github.com/berth-dev/berth/internal/simulator/snapshot"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // typeKey names an instance type of a node group.
@@ -37,7 +37,7 @@ type observed struct {
 }
 
 // observe reads the nodes of the groups that are up.
-func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) *observed {
+func observe(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) *observed {
 	type known struct {
 		g       *v1alpha1.NodeGroup
 		startup []corev1.Taint
@@ -47,9 +47,8 @@ func observe(nodes []*snapshot.Node, groups []*v1alpha1.NodeGroup) *observed {
 		byName[g.Name] = known{g: g, startup: nodeutil.StartupTaints(g)}
 	}
 	out := &observed{lists: map[typeKey]corev1.ResourceList{}, keys: map[string]string{}}
-	for _, sn := range nodes {
-		n := sn.Node
-		k, ok := byName[sn.NodeGroup]
+	for _, n := range nodes {
+		k, ok := byName[n.Labels[v1alpha1.LabelNodeGroup]]
 		if !ok || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(k.startup, n) {
 			continue
 		}
@@ -127,6 +126,47 @@ func (o *observed) effective(group string, it *v1alpha1.InstanceType) (list core
 		}
 	}
 	return out, true
+}
+
+// launched is a launched instance whose Node has not registered, as the
+// controller shows it (a node it built from the type's capacity, less
+// its DaemonSets' room: daemonset.AnnotationRoomKept, never Ready nor
+// initialized), with what the group's nodes of its type have where that
+// differs from the type's capacity (effective): the Node will register
+// so, as the round that launched it planned it. Any other node as it is.
+func (o *observed) launched(n *corev1.Node, g *v1alpha1.NodeGroup) *corev1.Node {
+	if o == nil || len(o.lists) == 0 || n.Annotations[daemonset.AnnotationRoomKept] == "" || n.Labels[v1alpha1.LabelInitialized] == "true" || nodeutil.Ready(n) {
+		return n
+	}
+	name := typeOf(g, n)
+	i := slices.IndexFunc(g.Spec.InstanceTypes, func(it v1alpha1.InstanceType) bool { return it.Name == name })
+	if i < 0 {
+		return n
+	}
+	it := &g.Spec.InstanceTypes[i]
+	eff, seen := o.effective(g.Name, it)
+	if !seen {
+		return n
+	}
+	declared := n.Status.Capacity
+	cp := *n
+	cp.Status.Allocatable = n.Status.Allocatable.DeepCopy()
+	for name, e := range eff {
+		d, ok := declared[name]
+		a, has := cp.Status.Allocatable[name]
+		switch {
+		case !ok || !has:
+			cp.Status.Allocatable[name] = e // the type does not say: as its nodes have it
+		case e.Cmp(d) < 0:
+			a.Sub(d) // what the DaemonSets' room left, less what the type's nodes lack
+			a.Add(e)
+			if a.Sign() < 0 {
+				a.Set(0)
+			}
+			cp.Status.Allocatable[name] = a
+		}
+	}
+	return &cp
 }
 
 // name fills keys: per group, its types and what their nodes have.

@@ -1,19 +1,23 @@
 package scaleup_test
 
 // Cases from Cluster Autoscaler's scale-up (core/scaleup/orchestrator,
-// processors/nodeinfosprovider): what a new node has, minSize nodes, and
-// what a pod is told of the groups that cannot take it.
+// processors/nodeinfosprovider) and Karpenter's in-flight nodes: what a
+// new or launching node has, minSize nodes, and what a pod is told of
+// the groups that cannot take it.
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -298,4 +302,67 @@ func TestANodeOfAnOlderTypeSaysNothingOfTheGroupsType(t *testing.T) {
 		pending: []*corev1.Pod{b.Pod("big", b.CPU("3"))},
 		want:    []string{"new zone-a/on-demand/m-4: big"},
 	}})
+}
+
+// TestALaunchedInstanceHasWhatItsTypesNodesHave: a launched instance whose
+// Node has not registered yet is shown to the planner as the controller
+// builds it (its DaemonSets' room kept), from its type's capacity. The group's Ready node of the type says what such a
+// node has: 3 of its 4 cpu, 29 pods on the cloud's network; the round
+// that launched the instance packed it so, and its Node will register so
+// (Karpenter plans an in-flight NodeClaim with the allocatable its launch
+// assumed: "should launch a second node if a pod won't fit on the
+// existingNodes node"). A pod of the next round that fits only in the
+// capacity the instance will not have gets a node of its own.
+func TestALaunchedInstanceHasWhatItsTypesNodesHave(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	ng.UID = "uid-g"
+	up := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(up)
+	up.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3")
+	up.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("29")
+	up.Status.Capacity[corev1.ResourcePods] = resource.MustParse("29")
+	launching := func() *corev1.Node { // as the controller builds it (provisioning.syntheticNode)
+		n := groupNode("g-2", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+		b.LaunchedBy(ng)(n)
+		b.Booting()(n)
+		n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
+		n.Status.Capacity[corev1.ResourcePods] = resource.MustParse("110")
+		n.Annotations[daemonset.AnnotationRoomKept] = "true"
+		return n
+	}
+	tiny := func(prefix string, n int) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range n {
+			out = append(out, b.Pod(fmt.Sprintf("%s-%02d", prefix, i), b.CPU("10m")))
+		}
+		return out
+	}
+	var held29 []*corev1.Pod
+	for _, p := range tiny("first", 29) {
+		held29 = append(held29, podutil.HeldOn(p, "g-2"))
+	}
+	for _, tc := range []struct {
+		name    string
+		held    []*corev1.Pod
+		pending []*corev1.Pod
+		want    []string
+	}{
+		{name: "cpu: 3 of the instance's 3 cpu are planned", held: []*corev1.Pod{podutil.HeldOn(b.Pod("first", b.CPU("3")), "g-2")},
+			pending: []*corev1.Pod{b.Pod("q", b.CPU("1"))}, want: []string{"new zone-a/on-demand/m-4: q"}},
+		{name: "pods: 29 of the instance's 29 pod slots are planned", held: held29,
+			pending: tiny("q", 3), want: []string{"new zone-a/on-demand/m-4: q-00,q-01,q-02"}},
+		{name: "room left on the instance takes the pod (control)", held: []*corev1.Pod{podutil.HeldOn(b.Pod("first", b.CPU("2")), "g-2")},
+			pending: []*corev1.Pod{b.Pod("q", b.CPU("1"))}, want: []string{"on g-2: q"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up, launching()},
+				Pods: []*corev1.Pod{boundTo(b.Pod("full", b.CPU("3")), "g-1")}, Held: tc.held, Pending: tc.pending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -74,6 +74,10 @@ type Input struct {
 	// Options, when set, keeps the node groups' options from round to
 	// round (see Options); its caller plans one round at a time.
 	Options *Options
+
+	// seen is what the groups' nodes were seen with (observe), once a
+	// round has read it.
+	seen *observed
 }
 
 // Plan is a scale-up decision.
@@ -157,6 +161,7 @@ func Run(in Input) (*Plan, error) {
 	for _, o := range in.Unavailable {
 		unavailable[o] = true
 	}
+	in.seen = observe(in.Nodes, groups)
 	s, err := ClusterSnapshot(in)
 	if err != nil {
 		return nil, err
@@ -164,7 +169,7 @@ func Run(in Input) (*Plan, error) {
 	defer in.Base.Release(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
-	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, observe(s.Nodes, groups), topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
+	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, in.seen, topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -242,12 +247,17 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	sin := snapshot.Input{Pods: in.Pods, Held: in.Held, Changes: in.Changes, Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes,
 		DRA: in.DRA, OptionKeys: OptionKeys}
 	devices, room := newDeviceTypes(groups), newDaemonSetRoom(in, byName, booting)
+	seen := in.seen
+	if seen == nil {
+		seen = observe(in.Nodes, groups)
+	}
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		var taints []corev1.Taint
 		var ports []snapshot.HostPort
 		var expected []*resourcev1.ResourceSlice
 		if ng := byName[group]; ng != nil {
+			n = seen.launched(n, ng)
 			up := booting(n)
 			n, ports = room.kept(devices.expected(n, group, up))
 			taints = transientTaints(n, ng, up)
