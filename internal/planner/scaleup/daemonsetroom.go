@@ -3,6 +3,7 @@ package scaleup
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,11 +16,14 @@ import (
 )
 
 // daemonSetRoom keeps room and host ports, on the nodes of berth's groups
-// that are still booting and not Ready yet, for the DaemonSet pods not
+// that are still booting and not Ready yet, or Ready for less than
+// DaemonSetBindGrace (a node turning Ready starts a round before the
+// DaemonSet controller has bound its agents), for the DaemonSet pods not
 // bound there yet: once the node is Ready the DaemonSet controller binds
 // them at once, and a pod planned into their room or onto their ports
-// would not fit (or be preempted by a node-critical agent). The nodes'
-// bound pods are read only when such a node exists.
+// would not fit (or be preempted by a node-critical agent), as Karpenter
+// keeps, on its existing nodes, room for the DaemonSets not there yet.
+// The nodes' bound pods are read only when such a node exists.
 type daemonSetRoom struct {
 	dss     []daemonset.Pod
 	groups  map[string]*v1alpha1.NodeGroup
@@ -33,7 +37,7 @@ func newDaemonSetRoom(in Input, groups map[string]*v1alpha1.NodeGroup, booting f
 	}
 	r := &daemonSetRoom{groups: groups, young: map[string]bool{}, present: map[string]map[types.NamespacedName]bool{}}
 	for _, n := range in.Nodes {
-		if groups[n.Labels[v1alpha1.LabelNodeGroup]] != nil && !nodeutil.Ready(n) && booting(n) {
+		if groups[n.Labels[v1alpha1.LabelNodeGroup]] != nil && (!nodeutil.Ready(n) && booting(n) || justReady(n, in.Now)) {
 			r.young[n.Name] = true
 		}
 	}
@@ -88,4 +92,23 @@ func (r *daemonSetRoom) kept(n *corev1.Node) (*corev1.Node, []snapshot.HostPort)
 	c := *n
 	c.Status.Allocatable = daemonset.Remaining(n.Status.Allocatable, missing, planned)
 	return &c, ports
+}
+
+// DaemonSetBindGrace is how long after a node turned Ready its
+// DaemonSets' pods may still be on their way to it.
+const DaemonSetBindGrace = time.Minute
+
+// justReady reports whether the node turned Ready less than
+// DaemonSetBindGrace before now (known: a zero now or transition time
+// says nothing).
+func justReady(n *corev1.Node, now time.Time) bool {
+	if now.IsZero() {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime.Time) < DaemonSetBindGrace
+		}
+	}
+	return false
 }
