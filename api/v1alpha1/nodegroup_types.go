@@ -105,8 +105,9 @@ type NodeGroupSpec struct {
 	// Limits caps the total capacity of the group's nodes (for example
 	// cpu: 100, or pods: 500, the nodes' pod slots; a type that does not
 	// say has what the group's nodes of the type allow, else 110). A node
-	// to launch counts as its type's capacity. berth does not launch a
-	// node that would exceed it.
+	// to launch counts as its type's capacity, and of what the type does
+	// not say, as the group's nodes of the type have it. berth does not
+	// launch a node that would exceed it.
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`
 

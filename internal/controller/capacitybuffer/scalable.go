@@ -127,8 +127,10 @@ func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer)
 // currentReplicaSet is the UID of the Deployment's ReplicaSet of its
 // highest revision (the one its template makes now), "" when it has none.
 func (r *Reconciler) currentReplicaSet(ctx context.Context, d *appsv1.Deployment, sel labels.Selector) (types.UID, error) {
-	rss := &appsv1.ReplicaSetList{}
-	if err := r.PodReader.List(ctx, rss, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	// Their metadata only, from the cache (the drain rules keep it).
+	rss := &metav1.PartialObjectMetadataList{}
+	rss.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSetList"))
+	if err := r.Client.List(ctx, rss, client.InNamespace(d.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return "", fmt.Errorf("listing the ReplicaSets of Deployment %s: %w", d.Name, err)
 	}
 	var uid types.UID

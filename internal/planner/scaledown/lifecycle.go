@@ -3,6 +3,7 @@ package scaledown
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -191,7 +192,11 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			l := n.Node.Labels
 			avoid = append(avoid, scaleup.Offering{NodeGroup: name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone], CapacityType: l[v1alpha1.LabelCapacityType]})
 		}
-		plan, err := p.planElsewhere(in, active(in.NodeGroups), []*snapshot.Node{n}, nil, avoid)
+		groups := active(in.NodeGroups)
+		if atMin {
+			groups = keepingMinSize(groups, name, p.disrupting[name]+p.removed[name])
+		}
+		plan, err := p.planElsewhere(in, groups, []*snapshot.Node{n}, nil, avoid)
 		if err != nil {
 			return err
 		}
@@ -222,6 +227,26 @@ func (p *planner) returning(n *snapshot.Node) []*snapshot.Pod {
 			continue
 		}
 		out = append(out, sp)
+	}
+	return out
+}
+
+// keepingMinSize is groups with group's minSize raised by leaving, its
+// nodes that go (draining, replaced, removed by this plan): the scale-up
+// plan counts them among the group's nodes, and would launch nothing for
+// the node that goes too while they are there.
+func keepingMinSize(groups []*v1alpha1.NodeGroup, group string, leaving int) []*v1alpha1.NodeGroup {
+	if leaving <= 0 {
+		return groups
+	}
+	out := slices.Clone(groups)
+	for i, g := range out {
+		if g.Name == group {
+			cp := g.DeepCopy()
+			cp.Spec.MinSize += int32(min(leaving, math.MaxInt32-int(cp.Spec.MinSize)))
+			cp.Spec.MaxSize = max(cp.Spec.MaxSize, cp.Spec.MinSize)
+			out[i] = cp
+		}
 	}
 	return out
 }

@@ -418,3 +418,27 @@ func TestABudgetOfACountWrittenAsAStringIsACount(t *testing.T) {
 		t.Errorf("disruptions %+v, want one node (a budget of \"1\")", got)
 	}
 }
+
+// TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedWhileAnotherDrains: the
+// group keeps minSize 2 and has three nodes: x is being drained (an
+// earlier removal, berth's disrupted taint), a is drifted, z is current;
+// its budget allows 2 at once. a drained at once would take the group to
+// one node once x is gone: a node is launched for it first (x, still
+// there, does not count as staying).
+func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedWhileAnotherDrains(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	drifted.Spec.MinSize = 2
+	two := intstr.FromInt32(2)
+	drifted.Spec.Disruption.Budget = &two
+	age := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
+	}
+	x := spotNode("x", drifted, age(72*time.Hour), b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule))
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{x, spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", drifted, age(time.Hour))},
+		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
+	d, ok := got["a"]
+	if !ok || len(d.Launch) != 1 {
+		t.Errorf("drifted node a of a group at its minSize (x draining): disruption %+v (%v, blocked %q); want one node launched first", d, ok, blocked["a"])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -74,16 +75,16 @@ func observe(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) *observed {
 
 // typeOf is the group's instance type a node is of: the one its instance
 // type label names; or, for a node of a Cluster API group (whose one type
-// berth names, not the cloud) launched with the group's current spec (its
-// launch hash, when it has one: an older machine type says nothing of
-// the current one), the group's only type; "" when neither.
+// berth names, not the cloud, which labels the node with its own), the
+// group's only type; "" when neither. (A group that is not Cluster API's
+// names its types as its nodes are labelled: a node of a type the group
+// no longer lists says nothing of the types it lists.)
 func typeOf(g *v1alpha1.NodeGroup, n *corev1.Node) string {
 	its, label := g.Spec.InstanceTypes, n.Labels[v1alpha1.LabelInstanceType]
 	if label != "" && slices.ContainsFunc(its, func(it v1alpha1.InstanceType) bool { return it.Name == label }) {
 		return label
 	}
-	h := n.Annotations[v1alpha1.AnnotationLaunchHash]
-	if g.Spec.Provider.ClusterAPI != nil && len(its) == 1 && (h == "" || g.MatchesLaunchHash(h)) {
+	if g.Spec.Provider.ClusterAPI != nil && len(its) == 1 {
 		return its[0].Name
 	}
 	return ""
@@ -129,12 +130,16 @@ func (o *observed) effective(group string, it *v1alpha1.InstanceType) (list core
 }
 
 // launched is a launched instance whose Node has not registered, as the
-// controller shows it (a node it built from the type's capacity, less
-// its DaemonSets' room: daemonset.AnnotationRoomKept, never Ready nor
-// initialized), with what the group's nodes of its type have where that
-// differs from the type's capacity (effective): the Node will register
-// so, as the round that launched it planned it. Any other node as it is.
-func (o *observed) launched(n *corev1.Node, g *v1alpha1.NodeGroup) *corev1.Node {
+// controller shows it (a node it built from the type's capacity, pods
+// 110 when the type does not say, less its DaemonSets' room:
+// daemonset.AnnotationRoomKept, never Ready nor initialized), with what
+// the group's nodes of its type have (effective) where that differs:
+// the Node will register so, as the round that launched it planned it. A
+// resource the type says counts in limits as the type says; one it does
+// not say (pods, ephemeral storage, a device plugin's) as its nodes have
+// it, less the room of the DaemonSets that run there (dss) for its
+// allocatable. Any other node as it is.
+func (o *observed) launched(n *corev1.Node, g *v1alpha1.NodeGroup, dss []daemonset.Pod) *corev1.Node {
 	if o == nil || len(o.lists) == 0 || n.Annotations[daemonset.AnnotationRoomKept] == "" || n.Labels[v1alpha1.LabelInitialized] == "true" || nodeutil.Ready(n) {
 		return n
 	}
@@ -148,22 +153,37 @@ func (o *observed) launched(n *corev1.Node, g *v1alpha1.NodeGroup) *corev1.Node 
 	if !seen {
 		return n
 	}
-	declared := n.Status.Capacity
 	cp := *n
-	cp.Status.Allocatable = n.Status.Allocatable.DeepCopy()
-	for name, e := range eff {
-		d, ok := declared[name]
-		a, has := cp.Status.Allocatable[name]
-		switch {
-		case !ok || !has:
-			cp.Status.Allocatable[name] = e // the type does not say: as its nodes have it
-		case e.Cmp(d) < 0:
-			a.Sub(d) // what the DaemonSets' room left, less what the type's nodes lack
-			a.Add(e)
-			if a.Sign() < 0 {
-				a.Set(0)
+	cp.Status.Allocatable, cp.Status.Capacity = n.Status.Allocatable.DeepCopy(), n.Status.Capacity.DeepCopy()
+	var planned *corev1.Node
+	for res, e := range eff {
+		_, says := it.Capacity[res]
+		capacity, known := n.Status.Capacity[res]
+		if known && (e.Cmp(capacity) == 0 || says && e.Cmp(capacity) > 0) {
+			continue // as the type says, or more than it says (counted as it says)
+		}
+		var room resource.Quantity // what the DaemonSets take of it
+		if a, ok := n.Status.Allocatable[res]; known && ok {
+			room = capacity.DeepCopy()
+			room.Sub(a)
+		} else {
+			if planned == nil {
+				planned = &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: g.NodeTaints()}}
 			}
-			cp.Status.Allocatable[name] = a
+			for _, d := range dss {
+				if q, ok := d.List[res]; ok && d.RunsOn(planned) {
+					room.Add(q)
+				}
+			}
+		}
+		a := e.DeepCopy()
+		a.Sub(room)
+		if a.Sign() < 0 {
+			a.Set(0)
+		}
+		cp.Status.Allocatable[res] = a
+		if !says {
+			cp.Status.Capacity[res] = e
 		}
 	}
 	return &cp

@@ -411,3 +411,143 @@ func TestANodeJustReadyKeepsRoomForItsDaemonSets(t *testing.T) {
 		}
 	}
 }
+
+// synthetic is a launched instance as the controller builds it
+// (provisioning.syntheticNode): the type's capacity (pods 110 when the
+// type does not say), less its DaemonSets' room, never Ready.
+func synthetic(ng *v1alpha1.NodeGroup, it, name string, dss []*appsv1.DaemonSet) *corev1.Node {
+	n := groupNode(name, ng, it, "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	b.Booting()(n)
+	t, _ := ng.FindOffering(it, "zone-a", v1alpha1.CapacityTypeOnDemand)
+	capacity := t.Capacity.DeepCopy()
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = resource.MustParse("110")
+	}
+	planned := &corev1.Node{ObjectMeta: n.ObjectMeta, Spec: corev1.NodeSpec{Taints: ng.NodeTaints()}}
+	n.Status.Capacity, n.Status.Allocatable = capacity, daemonset.Remaining(capacity.DeepCopy(), daemonset.Pods(dss), planned)
+	n.Annotations[daemonset.AnnotationRoomKept] = "true"
+	return n
+}
+
+// TestALaunchedInstanceKeepsItsDaemonSetsRoomOfWhatItsTypeDoesNotSay:
+// the type does not declare ephemeral-storage; its Ready node has 100Gi.
+// The agent DaemonSet requests 20Gi. The round that launched g-2 packed a
+// 70Gi pod on it (100 - 20 overhead = 80 free). The next round must not
+// put a 20Gi pod on g-2: only 10Gi is left once the agent runs there.
+func TestALaunchedInstanceKeepsItsDaemonSetsRoomOfWhatItsTypeDoesNotSay(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	ng.UID = "uid-g"
+	up := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(up)
+	b.NodeAllocatable(corev1.ResourceEphemeralStorage, "100Gi")(up)
+	agent := b.DaemonSet("agent", b.CPU("100m"), b.Request(corev1.ResourceEphemeralStorage, "20Gi"))
+	agentOnUp := boundTo(b.Pod("agent-g-1", b.CPU("100m"), b.Request(corev1.ResourceEphemeralStorage, "20Gi"), b.OwnedBy("DaemonSet", "agent")), "g-1")
+	fullUp := boundTo(b.Pod("full", b.CPU("100m"), b.Request(corev1.ResourceEphemeralStorage, "75Gi")), "g-1")
+	launching := synthetic(ng, "m-4", "g-2", []*appsv1.DaemonSet{agent})
+	held := podutil.HeldOn(b.Pod("first", b.CPU("100m"), b.Request(corev1.ResourceEphemeralStorage, "70Gi")), "g-2")
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up, launching},
+		DaemonSets: []*appsv1.DaemonSet{agent}, Pods: []*corev1.Pod{agentOnUp, fullUp}, Held: []*corev1.Pod{held},
+		Pending: []*corev1.Pod{b.Pod("q", b.CPU("100m"), b.Request(corev1.ResourceEphemeralStorage, "20Gi"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"new zone-a/on-demand/m-4: q"}, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestALaunchedInstanceHasThePodSlotsItsTypesNodesHave: the type does
+// not declare pods; its Ready node has 250 (kubelet
+// max-pods). A new m-4 is planned with 250 slots, so the round that
+// launched g-2 packed 150 pods on it; the next round sees g-2 with those
+// 250 slots (not the 110 the controller writes when the type does not
+// say) and puts one more pod there.
+func TestALaunchedInstanceHasThePodSlotsItsTypesNodesHave(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
+	ng.UID = "uid-g"
+	delete(ng.Spec.InstanceTypes[0].Capacity, corev1.ResourcePods) // the type does not say
+	up := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(up)
+	b.NodeAllocatable(corev1.ResourcePods, "250")(up)
+	launching := synthetic(ng, "m-4", "g-2", nil)
+	var held []*corev1.Pod
+	for i := range 150 {
+		held = append(held, podutil.HeldOn(b.Pod(fmt.Sprintf("first-%03d", i), b.CPU("10m")), "g-2"))
+	}
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up, launching},
+		Pods: []*corev1.Pod{boundTo(b.Pod("full", b.CPU("4")), "g-1")}, Held: held,
+		Pending: []*corev1.Pod{b.Pod("q", b.CPU("10m"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"on g-2: q"}, summary(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	// Control: the round that launched g-2 packs 150 such pods on one new node.
+	var pending []*corev1.Pod
+	for i := range 150 {
+		pending = append(pending, b.Pod(fmt.Sprintf("first-%03d", i), b.CPU("10m")))
+	}
+	plan, err = scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up},
+		Pods: []*corev1.Pod{boundTo(b.Pod("full", b.CPU("4")), "g-1")}, Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NewNodes) != 1 {
+		t.Errorf("control: %d new nodes for 150 tiny pods, want 1", len(plan.NewNodes))
+	}
+}
+
+// TestAClusterAPINodeLaunchedWithAFormerTemplateStillSaysWhatItsTypeHas:
+// a Cluster API group's node keeps the cloud's type label. A template
+// label was added to the group since it launched (its launch hash is the
+// former one: drifted, but its machine is the same type). What it makes
+// allocatable still says what a new node has: the 3950m pod fits no node.
+func TestAClusterAPINodeLaunchedWithAFormerTemplateStillSaysWhatItsTypeHas(t *testing.T) {
+	mk := func(opts ...b.NodeGroupOption) *v1alpha1.NodeGroup {
+		ng := b.NodeGroup("workers", append([]b.NodeGroupOption{b.Size(0, 10), b.InstanceType("workers-md-0", "4", "16Gi", b.OnDemand("zone-a", "0.20"))}, opts...)...)
+		ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Name: "workers-md-0", Namespace: "default"}}
+		return ng
+	}
+	before, ng := mk(), mk(b.TemplateLabel("tier", "gold"))
+	n := groupNode("w-1", before, "workers-md-0", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(before)(n)
+	n.Annotations[v1alpha1.AnnotationLaunchHash] = before.LaunchHash()
+	n.Labels[v1alpha1.LabelInstanceType] = "m5.xlarge"
+	n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3920m")
+	runPlanCases(t, []planCase{{
+		name:    "a pod larger than the group's node",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{n},
+		pending: []*corev1.Pod{b.Pod("big", b.CPU("3950m"))},
+		want:    []string{"unschedulable: big"},
+	}})
+}
+
+// TestALaunchedInstanceCountsTheGPUItsTypesNodesHaveInTheLimits: the
+// group is limited to 2 GPUs; its type does not declare the GPU its
+// nodes have. g-1 (1 GPU) is up and full; g-2 was launched last round for
+// a GPU pod (planned with 1 GPU, counted 1 in the limit) and has not
+// registered. A second GPU pod must not get a third node: the group would
+// have 3 GPUs.
+func TestALaunchedInstanceCountsTheGPUItsTypesNodesHaveInTheLimits(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 100), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.GroupLimits(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}))
+	ng.UID = "uid-g"
+	n := groupNode("g-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	b.NodeAllocatable("nvidia.com/gpu", "1")(n)
+	full := boundTo(b.Pod("there", b.CPU("100m"), b.Request("nvidia.com/gpu", "1")), "g-1")
+	launching := synthetic(ng, "m-4", "g-2", nil)
+	held := podutil.HeldOn(b.Pod("train-0", b.CPU("100m"), b.Request("nvidia.com/gpu", "1")), "g-2")
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n, launching},
+		Pods: []*corev1.Pod{full}, Held: []*corev1.Pod{held},
+		Pending: []*corev1.Pod{b.Pod("train-1", b.CPU("100m"), b.Request("nvidia.com/gpu", "1"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NewNodes) != 0 {
+		t.Errorf("%v: a third 1-GPU node planned; the group's limit is 2 GPUs", summary(plan))
+	}
+}

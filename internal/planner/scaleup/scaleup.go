@@ -21,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/binpack"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -251,13 +252,17 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 	if seen == nil {
 		seen = observe(in.Nodes, groups)
 	}
+	var dss []daemonset.Pod
+	if len(seen.lists) > 0 && len(in.DaemonSets) > 0 {
+		dss = daemonset.Pods(in.DaemonSets)
+	}
 	for _, n := range in.Nodes {
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		var taints []corev1.Taint
 		var ports []snapshot.HostPort
 		var expected []*resourcev1.ResourceSlice
 		if ng := byName[group]; ng != nil {
-			n = seen.launched(n, ng)
+			n = seen.launched(n, ng, dss)
 			up := booting(n)
 			n, ports = room.kept(devices.expected(n, group, up))
 			taints = transientTaints(n, ng, up)
