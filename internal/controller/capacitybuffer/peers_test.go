@@ -83,7 +83,7 @@ func TestBufferCutByQuotaSaysLimitedByQuotas(t *testing.T) {
 	const ns = "ca-quota-condition"
 	quotaNamespace(t, ns)
 	create(t, templateBuffer(ns, "b1", 2), templateBuffer(ns, "b2", 4))
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 
 	b1 := reconcileIn(t, r, ns, "b1")
 	b2 := reconcileIn(t, r, ns, "b2")
@@ -111,7 +111,7 @@ func TestQuotaGoesToBuffersInOrderOfCreation(t *testing.T) {
 	create(t, templateBuffer(ns, "b1", 2))
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of one second
 	create(t, templateBuffer(ns, "b2", 4))
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	reconcileIn(t, r, ns, "b1")
 	reconcileIn(t, r, ns, "b2")
 
@@ -150,7 +150,6 @@ func ptrString(p *int32) string {
 // whose LimitRange defaults cpu to 500m, runs 500m pods: its buffer's
 // chunk is 500m, not an empty pod that keeps no room anywhere.
 func TestDeploymentBufferCopiesItsLivePod(t *testing.T) {
-	ctx := context.Background()
 	const ns = "ca-live-pod"
 	replicas := int32(2)
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
@@ -168,16 +167,13 @@ func TestDeploymentBufferCopiesItsLivePod(t *testing.T) {
 	limits := cbv1beta1.ResourceList{"cpu": resource.MustParse("2")}
 	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
 		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "api"}, Limits: &limits}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 
 	cb := reconcileIn(t, r, ns, "api")
 	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionTrue || cb.Status.Replicas == nil || *cb.Status.Replicas != 4 {
 		t.Fatalf("ReadyForProvisioning %+v, replicas %s; want True and 4 chunks of the pods' 500m within 2 cpu", c, ptrString(cb.Status.Replicas))
 	}
-	pt := &corev1.PodTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
-		t.Fatal(err)
-	}
+	pt := chunkTemplate(t, cb)
 	if cpu := pt.Template.Spec.Containers[0].Resources.Requests.Cpu(); cpu.Cmp(resource.MustParse("500m")) != 0 {
 		t.Errorf("chunk requests %s cpu, want the live pods' 500m", cpu)
 	}
@@ -198,7 +194,7 @@ func TestReplicationControllerBufferWithoutPods(t *testing.T) {
 			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "legacy"}}, Spec: pod.Spec}}},
 		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: ns},
 			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "core", Kind: "ReplicationController", Name: "legacy"}, Replicas: i32(2)}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	cb := reconcileIn(t, r, ns, "legacy")
 	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionTrue || cb.Status.Replicas == nil || *cb.Status.Replicas != 2 {
 		t.Errorf("ReadyForProvisioning %+v, replicas %s; want True and 2 chunks of the RC's template", c, ptrString(cb.Status.Replicas))
@@ -219,7 +215,7 @@ func TestBufferNotReadyClearsItsTranslation(t *testing.T) {
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, pt,
 		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "buf", Namespace: ns},
 			Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "chunk"}, Replicas: i32(2)}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	if cb := reconcileIn(t, r, ns, "buf"); cb.Status.PodTemplateRef == nil {
 		t.Fatalf("not translated first: %+v", cb.Status)
 	}
@@ -256,7 +252,6 @@ func TestV1alpha1BuffersAreServed(t *testing.T) {
 // newer than its pods; the buffer's chunk is the Deployment's 2-cpu pod,
 // not the Job's 100m one.
 func TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels(t *testing.T) {
-	ctx := context.Background()
 	const ns = "cb-own-pods"
 	replicas := int32(1)
 	labels := map[string]string{"app": "api"}
@@ -274,15 +269,9 @@ func TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels(t *testing.T) {
 	waitForPods(t, ns, "app=api", 2)
 	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
 		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "api"}, Replicas: i32(2)}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	cb := reconcileIn(t, r, ns, "api")
-	if cb.Status.PodTemplateRef == nil {
-		t.Fatalf("buffer not translated: %+v", cb.Status)
-	}
-	pt := &corev1.PodTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
-		t.Fatal(err)
-	}
+	pt := chunkTemplate(t, cb)
 	if cpu := pt.Template.Spec.Containers[0].Resources.Requests.Cpu(); cpu.Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("chunk requests %s cpu, want the Deployment's pods' 2 (not the Job's 100m)", cpu)
 	}
@@ -293,7 +282,6 @@ func TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels(t *testing.T) {
 // carries its own hostname and pod-name label; the buffer's chunks name
 // none of them (each chunk would need that one volume, in its zone).
 func TestAStatefulSetBufferChunkNamesNoPodsOwnClaim(t *testing.T) {
-	ctx := context.Background()
 	const ns = "cb-sts-identity"
 	replicas := int32(1)
 	labels := map[string]string{"app": "db"}
@@ -309,15 +297,9 @@ func TestAStatefulSetBufferChunkNamesNoPodsOwnClaim(t *testing.T) {
 	waitForPods(t, ns, "app=db", 1)
 	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
 		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(3)}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	cb := reconcileIn(t, r, ns, "db")
-	if cb.Status.PodTemplateRef == nil {
-		t.Fatalf("buffer not translated: %+v", cb.Status)
-	}
-	pt := &corev1.PodTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
-		t.Fatal(err)
-	}
+	pt := chunkTemplate(t, cb)
 	for _, v := range pt.Template.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil {
 			t.Errorf("chunk names claim %q of one pod", v.PersistentVolumeClaim.ClaimName)
@@ -363,9 +345,27 @@ func TestAStatefulSetWithoutPodsIsABufferToo(t *testing.T) {
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}},
 		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
 			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(2)}})
-	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	r := newReconciler()
 	cb := reconcileIn(t, r, ns, "db")
 	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionTrue || cb.Status.Replicas == nil || *cb.Status.Replicas != 2 {
 		t.Errorf("ReadyForProvisioning %+v, replicas %s; want True and 2 chunks of the StatefulSet's template", c, ptrString(cb.Status.Replicas))
 	}
+}
+
+// newReconciler is a buffer reconciler on the test's control plane.
+func newReconciler() *capacitybuffer.Reconciler {
+	return &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+}
+
+// chunkTemplate is the PodTemplate a translated buffer's status names.
+func chunkTemplate(t *testing.T, cb *cbv1beta1.CapacityBuffer) *corev1.PodTemplate {
+	t.Helper()
+	if cb.Status.PodTemplateRef == nil {
+		t.Fatalf("buffer not translated: %+v", cb.Status)
+	}
+	pt := &corev1.PodTemplate{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: cb.Namespace, Name: cb.Status.PodTemplateRef.Name}, pt); err != nil {
+		t.Fatal(err)
+	}
+	return pt
 }

@@ -79,6 +79,29 @@ func (f *fixture) shuttingDownOn(node, app string, n int) []*corev1.Pod {
 	return deleting
 }
 
+// shuttingDownPastTheDrainTimeout runs a Deployment of two pods with a
+// grace period of 10 minutes, drains one node, evicts its pod and steps
+// past the drain timeout (5 minutes) while the pod shuts down, checking
+// that the drain waits; it returns the node and its pod.
+func (f *fixture) shuttingDownPastTheDrainTimeout() (string, *corev1.Pod) {
+	f.t.Helper()
+	f.slowDeployment("slow", 600)
+	f.waitRunning(2)
+	res := f.run()
+	if len(res.Started) != 1 {
+		f.t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	victim := res.Started[0]
+	f.clk.Step(10 * time.Second)
+	f.run() // evicts the pod
+	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
+	f.clk.Step(6 * time.Minute) // past the drain timeout
+	if res := f.run(); contains(res.GivenUp, victim) || len(res.Removed) > 0 {
+		f.t.Fatalf("6 minutes into the drain, its pod shutting down: given up %v, removed %v; want the drain waiting", res.GivenUp, res.Removed)
+	}
+	return victim, leaving
+}
+
 // TestAnEvictedPodShuttingDownIsWaitedForPastTheDrainTimeout: a pod with
 // a grace period of 10 minutes is evicted and takes it; the drain timeout
 // (5 minutes) passes while it shuts down. The drain is not given up (the
@@ -86,21 +109,7 @@ func (f *fixture) shuttingDownOn(node, app string, n int) []*corev1.Pod {
 // the node waits for it, and goes once the pod is past its grace period.
 func TestAnEvictedPodShuttingDownIsWaitedForPastTheDrainTimeout(t *testing.T) {
 	f := setup(t, "sd-slow", 2)
-	f.slowDeployment("slow", 600)
-	f.waitRunning(2)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	f.clk.Step(10 * time.Second)
-	f.run() // evicts the pod
-	f.shuttingDownOn(victim, "slow", 1)
-
-	f.clk.Step(6 * time.Minute) // past the drain timeout
-	if res := f.run(); contains(res.GivenUp, victim) || len(res.Removed) > 0 {
-		t.Fatalf("6 minutes into the drain, its pod shutting down: given up %v, removed %v; want the drain waiting", res.GivenUp, res.Removed)
-	}
+	victim, _ := f.shuttingDownPastTheDrainTimeout()
 	if n := f.node(victim); n == nil || !tainted(n) {
 		t.Fatalf("node %s while its evicted pod shuts down: want it still draining", victim)
 	}
@@ -123,20 +132,7 @@ func TestAnEvictedPodShuttingDownIsWaitedForPastTheDrainTimeout(t *testing.T) {
 // "pods still to evict: []", and the pods had moved for nothing).
 func TestANodeWhosePodsLeftAfterTheDrainTimeoutIsRemoved(t *testing.T) {
 	f := setup(t, "sd-slow-gone", 2)
-	f.slowDeployment("slow", 600)
-	f.waitRunning(2)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	f.clk.Step(10 * time.Second)
-	f.run() // evicts the pod
-	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
-	f.clk.Step(6 * time.Minute) // past the drain timeout
-	if res := f.run(); contains(res.GivenUp, victim) {
-		t.Fatalf("6 minutes into the drain, its pod shutting down: given up; want the drain waiting")
-	}
+	victim, leaving := f.shuttingDownPastTheDrainTimeout()
 	patch := client.MergeFrom(leaving.DeepCopy())
 	leaving.Finalizers = nil
 	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
