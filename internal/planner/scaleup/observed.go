@@ -42,10 +42,15 @@ func observe(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) *observed {
 	type known struct {
 		g       *v1alpha1.NodeGroup
 		startup []corev1.Taint
+		types   map[string]bool
 	}
 	byName := make(map[string]known, len(groups))
 	for _, g := range groups {
-		byName[g.Name] = known{g: g, startup: nodeutil.StartupTaints(g)}
+		types := make(map[string]bool, len(g.Spec.InstanceTypes))
+		for i := range g.Spec.InstanceTypes {
+			types[g.Spec.InstanceTypes[i].Name] = true
+		}
+		byName[g.Name] = known{g: g, startup: nodeutil.StartupTaints(g), types: types}
 	}
 	out := &observed{lists: map[typeKey]corev1.ResourceList{}, keys: map[string]string{}}
 	for _, n := range nodes {
@@ -53,9 +58,11 @@ func observe(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) *observed {
 		if !ok || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(k.startup, n) {
 			continue
 		}
-		it := typeOf(k.g, n)
-		if it == "" {
-			continue
+		it := n.Labels[v1alpha1.LabelInstanceType]
+		if !k.types[it] {
+			if it = typeOf(k.g, n); it == "" {
+				continue
+			}
 		}
 		key := typeKey{group: k.g.Name, instanceType: it}
 		most := out.lists[key]
