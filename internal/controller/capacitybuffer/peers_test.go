@@ -283,17 +283,7 @@ func TestADeploymentBufferCopiesItsOwnPodsNotAHooksWithItsLabels(t *testing.T) {
 // none of them (each chunk would need that one volume, in its zone).
 func TestAStatefulSetBufferChunkNamesNoPodsOwnClaim(t *testing.T) {
 	const ns = "cb-sts-identity"
-	replicas := int32(1)
-	labels := map[string]string{"app": "db"}
-	db := b.Pod("db", b.CPU("1"))
-	db.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: "db",
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: db.Spec},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}})
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, statefulSetWithClaims(ns, 1))
 	waitForPods(t, ns, "app=db", 1)
 	create(t, &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
 		Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(3)}})
@@ -332,17 +322,7 @@ func waitForPods(t *testing.T, ns, selector string, n int) {
 // valid and the buffer ready.
 func TestAStatefulSetWithoutPodsIsABufferToo(t *testing.T) {
 	const ns = "cb-sts-zero"
-	zero := int32(0)
-	labels := map[string]string{"app": "db"}
-	db := b.Pod("db", b.CPU("1"))
-	db.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-			Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: "db",
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: db.Spec},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}},
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, statefulSetWithClaims(ns, 0),
 		&cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
 			Spec: cbv1beta1.CapacityBufferSpec{ScalableRef: &cbv1beta1.ScalableRef{APIGroup: "apps", Kind: "StatefulSet", Name: "db"}, Replicas: i32(2)}})
 	r := newReconciler()
@@ -368,4 +348,18 @@ func chunkTemplate(t *testing.T, cb *cbv1beta1.CapacityBuffer) *corev1.PodTempla
 		t.Fatal(err)
 	}
 	return pt
+}
+
+// statefulSetWithClaims is StatefulSet db (1-cpu pods, app=db) whose
+// pods mount the volume "data" of its volumeClaimTemplates.
+func statefulSetWithClaims(ns string, replicas int32) *appsv1.StatefulSet {
+	labels := map[string]string{"app": "db"}
+	db := b.Pod("db", b.CPU("1"))
+	db.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: "db",
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: db.Spec},
+		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}}
 }

@@ -185,7 +185,7 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 	})
 	// A group at its minSize gets a node for the one going even when its
 	// pods fit elsewhere (the scale-up plan brings it back to minSize).
-	atMin := !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize)
+	atMin := !retiring(g) && p.staying(name) <= int(g.Spec.MinSize)
 	if !placed || atMin {
 		var avoid []scaleup.Offering
 		if lifecycle.TakesCapacity(n.Node, v) {

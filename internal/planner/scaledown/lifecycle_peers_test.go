@@ -166,11 +166,8 @@ func TestAnExpiredBudgetGoesToTheOldestNode(t *testing.T) {
 		{Nodes: intstr.FromInt32(0), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}},
 		{Nodes: intstr.FromInt32(1), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonExpired}},
 	}
-	age := func(d time.Duration) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
-	}
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
-		Nodes: []*corev1.Node{spotNode("old", drifted, age(10*24*time.Hour)), spotNode("young", launchedWith, age(3*24*time.Hour)),
+		Nodes: []*corev1.Node{spotNode("old", drifted, aged(10*24*time.Hour)), spotNode("young", launchedWith, aged(3*24*time.Hour)),
 			spotNode("z1", drifted), spotNode("z2", drifted), spotNode("z3", drifted)}})
 	if _, ok := got["old"]; !ok {
 		t.Errorf("expired node old (10 days) not disrupted (blocked %q) while young (3 days, drifted and expired) took the Expired budget: %v", blocked["old"], got["young"].Reason)

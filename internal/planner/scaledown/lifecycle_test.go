@@ -44,6 +44,11 @@ func driftGroups(budget *intstr.IntOrString) (launchedWith, drifted *v1alpha1.No
 
 var notice = b.NodeTaint(v1alpha1.TaintInterruption, "", corev1.TaintEffectNoSchedule)
 
+// aged sets a node's creation d before planNow.
+func aged(d time.Duration) b.NodeOption {
+	return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
+}
+
 // planNow is when disruptions plans.
 var planNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
@@ -205,11 +210,8 @@ func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst(t *testing.T) {
 	drifted.Spec.MinSize = 2
 	one := intstr.FromInt32(1)
 	drifted.Spec.Disruption.Budget = &one
-	age := func(d time.Duration) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
-	}
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
-		Nodes: []*corev1.Node{spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", launchedWith, age(time.Hour))},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith, aged(48*time.Hour)), spotNode("z", launchedWith, aged(time.Hour))},
 		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
 	d, ok := got["a"]
 	if !ok || len(d.Launch) != 1 {
@@ -229,11 +231,8 @@ func TestAReplacementLaunchesNothingForAnotherGroupsMinSize(t *testing.T) {
 		ng.Spec.MinSize = 2
 		b.InstanceType("o-2", "2", "8Gi", b.OnDemand("zone-a", "0.50"))(ng)
 	})
-	age := func(d time.Duration) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
-	}
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted, other},
-		Nodes: []*corev1.Node{spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", launchedWith, age(time.Hour))},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith, aged(48*time.Hour)), spotNode("z", launchedWith, aged(time.Hour))},
 		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
 	d, ok := got["a"]
 	if !ok || len(d.Launch) != 1 || d.Launch[0].NodeGroup != drifted.Name {
@@ -430,12 +429,9 @@ func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedWhileAnotherDrains(t *testing
 	drifted.Spec.MinSize = 2
 	two := intstr.FromInt32(2)
 	drifted.Spec.Disruption.Budget = &two
-	age := func(d time.Duration) b.NodeOption {
-		return func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(planNow.Add(-d)) }
-	}
-	x := spotNode("x", drifted, age(72*time.Hour), b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule))
+	x := spotNode("x", drifted, aged(72*time.Hour), b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule))
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
-		Nodes: []*corev1.Node{x, spotNode("a", launchedWith, age(48*time.Hour)), spotNode("z", drifted, age(time.Hour))},
+		Nodes: []*corev1.Node{x, spotNode("a", launchedWith, aged(48*time.Hour)), spotNode("z", drifted, aged(time.Hour))},
 		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
 	d, ok := got["a"]
 	if !ok || len(d.Launch) != 1 {

@@ -88,7 +88,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 // budgetAllows reports whether the group may disrupt n more nodes.
 func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
 	name := g.Name
-	return p.size[name]-p.disrupting[name]-p.removed[name]-n >= int(g.Spec.MinSize) &&
+	return p.staying(name)-n >= int(g.Spec.MinSize) &&
 		p.inFlight(g, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
 }
 

@@ -538,7 +538,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 		return nil
 	case evicts && !retiring(g) && g.Spec.Disruption.Policy() == v1alpha1.ConsolidationWhenEmpty:
 		return blocked(ReasonPolicy, "node "+n.Name+" is not empty and node group "+name+" removes only empty nodes")
-	case !retiring(g) && p.size[name]-p.disrupting[name]-p.removed[name] <= int(g.Spec.MinSize):
+	case !retiring(g) && p.staying(name) <= int(g.Spec.MinSize):
 		return blocked(ReasonMinSize, "node group "+name+" is at its minSize")
 	case overBudget:
 		return blocked(ReasonBudget, "node group "+name+" disrupts as many nodes as its budget allows"+p.downNote(g, reason))
@@ -547,6 +547,12 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 		return blocked(ReasonGroupHeld, "node group "+name+" holds its removals: "+why)
 	}
 	return nil
+}
+
+// staying is how many of the group's nodes stay: neither disrupted
+// already nor taken out by this plan.
+func (p *planner) staying(group string) int {
+	return p.size[group] - p.disrupting[group] - p.removed[group]
 }
 
 // active are the groups not being deleted: those a replacement may be

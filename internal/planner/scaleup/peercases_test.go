@@ -241,26 +241,36 @@ func TestANewNodeHasItsDaemonSetsHostPortsTaken(t *testing.T) {
 // ago has registered but is not Ready; its DaemonSet (1 cpu) has no pod
 // there yet and will have one the moment it is. A pod of 1.5 cpu would
 // not fit beside it on the 2-cpu node: it gets a node of its own. Once
-// the agent's pod is bound there, the room is its, not kept twice.
+// the agent's pod is bound there, the room is its, not kept twice. So
+// too on a node Ready a moment ago (the round its Readiness starts comes
+// before the DaemonSet controller binds the agent; Karpenter keeps the
+// room on every existing node), not on one Ready for ten minutes.
 func TestABootingNodeKeepsRoomForItsDaemonSets(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
 		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
 	agent := b.DaemonSet("agent", b.CPU("1"))
 	for _, tc := range []struct {
-		name  string
-		bound []*corev1.Pod
-		pod   string
-		want  []string
+		name       string
+		bound      []*corev1.Pod
+		pod        string
+		want       []string
+		readySince time.Duration // 0: not Ready
 	}{
-		{"the agent still to come", nil, "1500m", []string{"new zone-a/on-demand/m-4: web"}},
-		{"the agent still to come, a pod that fits beside it", nil, "900m", []string{"on n: web"}},
-		{"the agent's pod bound already", []*corev1.Pod{boundTo(b.Pod("agent-x", b.CPU("1"), b.Namespace(agent.Namespace), b.OwnedBy("DaemonSet", "agent")), "n")}, "900m", []string{"on n: web"}},
+		{"the agent still to come", nil, "1500m", []string{"new zone-a/on-demand/m-4: web"}, 0},
+		{"the agent still to come, a pod that fits beside it", nil, "900m", []string{"on n: web"}, 0},
+		{"the agent's pod bound already", []*corev1.Pod{boundTo(b.Pod("agent-x", b.CPU("1"), b.Namespace(agent.Namespace), b.OwnedBy("DaemonSet", "agent")), "n")}, "900m", []string{"on n: web"}, 0},
+		{"Ready a moment ago, the agent still to come", nil, "1500m", []string{"new zone-a/on-demand/m-4: web"}, 5 * time.Second},
+		{"Ready for ten minutes", nil, "1500m", []string{"on n: web"}, 10 * time.Minute},
 	} {
 		n := groupNode("n", ng, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
 		b.LaunchedBy(ng)(n)
-		delete(n.Labels, v1alpha1.LabelInitialized)
-		b.NotReady()(n)
+		if tc.readySince == 0 {
+			delete(n.Labels, v1alpha1.LabelInitialized)
+			b.NotReady()(n)
+		} else {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-tc.readySince))}}
+		}
 		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
 		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n}, Pods: tc.bound,
 			DaemonSets: []*appsv1.DaemonSet{agent}, Pending: []*corev1.Pod{b.Pod("web", b.CPU(tc.pod))}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})

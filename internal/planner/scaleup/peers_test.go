@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
@@ -309,8 +307,8 @@ func TestANodeOfAnOlderTypeSaysNothingOfTheGroupsType(t *testing.T) {
 
 // TestALaunchedInstanceHasWhatItsTypesNodesHave: a launched instance whose
 // Node has not registered yet is shown to the planner as the controller
-// builds it (its DaemonSets' room kept), from its type's capacity. The group's Ready node of the type says what such a
-// node has: 3 of its 4 cpu, 29 pods on the cloud's network; the round
+// builds it (synthetic), from its type's capacity. The group's Ready node
+// of the type says what such a node has: 3 of its 4 cpu, 29 pods on the cloud's network; the round
 // that launched the instance packed it so, and its Node will register so
 // (Karpenter plans an in-flight NodeClaim with the allocatable its launch
 // assumed: "should launch a second node if a pod won't fit on the
@@ -324,15 +322,6 @@ func TestALaunchedInstanceHasWhatItsTypesNodesHave(t *testing.T) {
 	up.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("3")
 	up.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("29")
 	up.Status.Capacity[corev1.ResourcePods] = resource.MustParse("29")
-	launching := func() *corev1.Node { // as the controller builds it (provisioning.syntheticNode)
-		n := groupNode("g-2", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
-		b.LaunchedBy(ng)(n)
-		b.Booting()(n)
-		n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
-		n.Status.Capacity[corev1.ResourcePods] = resource.MustParse("110")
-		n.Annotations[daemonset.AnnotationRoomKept] = "true"
-		return n
-	}
 	tiny := func(prefix string, n int) []*corev1.Pod {
 		var out []*corev1.Pod
 		for i := range n {
@@ -358,7 +347,7 @@ func TestALaunchedInstanceHasWhatItsTypesNodesHave(t *testing.T) {
 			pending: []*corev1.Pod{b.Pod("q", b.CPU("1"))}, want: []string{"on g-2: q"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up, launching()},
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{up, synthetic(ng, "m-4", "g-2", nil)},
 				Pods: []*corev1.Pod{boundTo(b.Pod("full", b.CPU("3")), "g-1")}, Held: tc.held, Pending: tc.pending})
 			if err != nil {
 				t.Fatal(err)
@@ -367,48 +356,6 @@ func TestALaunchedInstanceHasWhatItsTypesNodesHave(t *testing.T) {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestANodeJustReadyKeepsRoomForItsDaemonSets: a node launched a minute
-// ago has just turned Ready, which starts a round; the DaemonSet
-// controller creates its agent's pod (1 cpu) only now that the not-ready
-// taint is gone, so no agent pod is bound yet. A pod of 1.5 cpu does not
-// fit beside the agent on the 2-cpu node: it gets a node of its own, as
-// it would have a moment earlier while the node was booting (Karpenter
-// keeps, on every existing node, room for the DaemonSets whose pods are
-// not there yet: scheduling.NewExistingNode). Ready for longer, the node
-// holds no such room.
-func TestANodeJustReadyKeepsRoomForItsDaemonSets(t *testing.T) {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
-		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
-	agent := b.DaemonSet("agent", b.CPU("1"))
-	for _, tc := range []struct {
-		name       string
-		readySince time.Duration // 0: booting
-		want       string
-	}{
-		{"booting (control)", 0, "new zone-a/on-demand/m-4: web"},
-		{"Ready a moment ago", 5 * time.Second, "new zone-a/on-demand/m-4: web"},
-		{"Ready for ten minutes", 10 * time.Minute, "on n: web"},
-	} {
-		n := groupNode("n", ng, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
-		b.LaunchedBy(ng)(n)
-		n.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
-		if tc.readySince == 0 {
-			b.Booting()(n)
-		} else {
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-tc.readySince))}}
-		}
-		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{n},
-			DaemonSets: []*appsv1.DaemonSet{agent}, Pending: []*corev1.Pod{b.Pod("web", b.CPU("1500m"))}, Now: now, LaunchGrace: scaleup.DefaultLaunchGrace})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]string{tc.want}, summary(plan)); diff != "" {
-			t.Errorf("%s: plan (-want +got):\n%s", tc.name, diff)
-		}
 	}
 }
 
