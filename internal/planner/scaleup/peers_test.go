@@ -498,3 +498,35 @@ func TestALaunchedInstanceCountsTheGPUItsTypesNodesHaveInTheLimits(t *testing.T)
 		t.Errorf("%v: a third 1-GPU node planned; the group's limit is 2 GPUs", summary(plan))
 	}
 }
+
+// TestAPodGoesToAReadyNodeBeforeABootingOne (Karpenter's "should order
+// initialized nodes for scheduling"): a-1 is booting in zone-a, b-1 is
+// Ready in zone-b, both with 4 cpu free. kube-scheduler binds a pod to a
+// Ready node now and waits for a booting one; the plan must do the same,
+// or the booting node's room goes to a pod that does not need it. web
+// (3 cpu) fits either; zoned (2 cpu) must run in zone-a. Placed on the
+// booting node first by name, web left zoned no room and a node was
+// launched for it.
+func TestAPodGoesToAReadyNodeBeforeABootingOne(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi",
+		b.OnDemand("zone-a", "0.20"), b.OnDemand("zone-b", "0.20")))
+	booting := groupNode("a-1", ng, "m-4", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(booting)
+	b.Booting()(booting)
+	ready := groupNode("b-1", ng, "m-4", "zone-b", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(ready)
+	runPlanCases(t, []planCase{{
+		name:   "a pod either node takes and one only the booting node takes",
+		groups: []*v1alpha1.NodeGroup{ng},
+		nodes:  []*corev1.Node{booting, ready},
+		pending: []*corev1.Pod{b.Pod("web", b.CPU("3")),
+			b.Pod("zoned", b.CPU("2"), b.NodeSelector(corev1.LabelTopologyZone, "zone-a"))},
+		want: []string{"on a-1: zoned", "on b-1: web"},
+	}, {
+		name:    "one pod either node takes",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{booting, ready},
+		pending: []*corev1.Pod{b.Pod("web", b.CPU("1"))},
+		want:    []string{"on b-1: web"},
+	}})
+}

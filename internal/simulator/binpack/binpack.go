@@ -283,8 +283,11 @@ func (p *packer) addToNewNode(pod *snapshot.Pod, grow *snapshot.Node) bool {
 
 // scanNodes looks at the nodes in order (existing before planned) from the
 // class's cursor and returns the first where a pod of the class fits as
-// is; or nil and grow, the first planned node that fits only by moving to
-// a bigger (dearer) instance type. After finding grow the scan goes on for
+// is, an existing node that is up before one that waits (Node.Waits:
+// kube-scheduler binds the pod to the one that is up, and the room of the
+// one that waits stays for pods that need it); or nil and grow, the first
+// planned node that fits only by moving to a bigger (dearer) instance
+// type. After finding grow the scan goes on for
 // growLookahead nodes, for one whose current type has room (which costs
 // the plan nothing). Nodes a pod of the class can never use are recorded
 // in the class's unusable set, and the cursor skips the leading ones;
@@ -299,8 +302,12 @@ func (p *packer) scanNodes(c *snapshot.Class) (fit, grow *snapshot.Node) {
 	advancing := true
 	var full []predicates.Domain
 	lookahead := 0
+	waits := -1 // the first node that fits and waits
 nodes:
 	for i := cursor; i < len(p.s.Nodes); i++ {
+		if waits >= 0 && p.s.Nodes[i].Planned {
+			break // no existing node that is up fits
+		}
 		if grow != nil {
 			if lookahead == 0 {
 				break
@@ -357,6 +364,12 @@ nodes:
 				}
 				continue
 			}
+			if n.Waits && !n.Planned {
+				if waits < 0 {
+					waits, advancing = i, false
+				}
+				continue
+			}
 			p.fitAt = i
 			return n, nil
 		}
@@ -376,6 +389,10 @@ nodes:
 		default:
 			advancing = false
 		}
+	}
+	if waits >= 0 {
+		p.fitAt = waits
+		return p.s.Nodes[waits], nil
 	}
 	return nil, grow
 }

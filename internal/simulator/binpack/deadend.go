@@ -3,7 +3,6 @@ package binpack
 import (
 	"slices"
 
-	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
@@ -80,10 +79,9 @@ func (p *packer) placeAhead(pod *snapshot.Pod) bool {
 }
 
 // schedulerDecides reports whether kube-scheduler may bind pods to node n
-// now: an existing node that is Ready and without the taints of one that
-// is not.
+// now: an existing node that does not wait (snapshot.Node.Waits).
 func schedulerDecides(n *snapshot.Node) bool {
-	return !n.Planned && nodeutil.Schedulable(n.Node)
+	return !n.Planned && !n.Waits
 }
 
 // deadEndsOn reports whether, with pod on node n (or, for n nil, on a new

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // baseNode is a node of the base and what the base read of it: its own
@@ -19,6 +21,7 @@ type baseNode struct {
 	ignore  []corev1.Taint
 	taints  []corev1.Taint
 	unsched bool
+	ready   bool
 	ports   []HostPort
 	gen     uint64
 }
@@ -26,7 +29,7 @@ type baseNode struct {
 func newBaseNode(ni NodeInput, n *Node, gen uint64) *baseNode {
 	return &baseNode{n: n, rv: ni.Node.ResourceVersion, group: ni.NodeGroup, labels: maps.Clone(ni.Node.Labels),
 		ignore: slices.Clone(ni.IgnoreTaints), taints: slices.Clone(ni.Node.Spec.Taints), unsched: unschedulable(ni.Node),
-		ports: slices.Clone(ni.HostPorts), gen: gen}
+		ready: nodeutil.Ready(ni.Node), ports: slices.Clone(ni.HostPorts), gen: gen}
 }
 
 // same reports whether ni is the node the base holds, read the same way:
@@ -40,7 +43,7 @@ func (e *baseNode) same(ni NodeInput) bool {
 	if e.n.Node == o && e.rv == o.ResourceVersion {
 		return true
 	}
-	if e.unsched != unschedulable(o) || !taintsEqual(e.taints, o.Spec.Taints) || !maps.Equal(e.labels, o.Labels) ||
+	if e.unsched != unschedulable(o) || e.ready != nodeutil.Ready(o) || !taintsEqual(e.taints, o.Spec.Taints) || !maps.Equal(e.labels, o.Labels) ||
 		e.n.AllowedPods != int(o.Status.Allocatable.Pods().Value()) {
 		return false
 	}

@@ -229,8 +229,13 @@ func (c *eventCluster) changeNode(r *rand.Rand) {
 	ni := &c.nodes[r.Intn(len(c.nodes))]
 	n := ni.Node.DeepCopy()
 	switch r.Intn(7) {
-	case 5: // a status heartbeat: nothing the planner reads changes
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: c.version()}}
+	case 5: // a status heartbeat (nothing the planner reads changes), or
+		// the node turns Ready or NotReady (kube-scheduler binds to it or not)
+		status := corev1.ConditionTrue
+		if r.Intn(3) == 0 {
+			status = corev1.ConditionFalse
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: c.version()}}
 	case 6:
 		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(fmt.Sprint(2 + r.Intn(3))),
 			corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
@@ -297,8 +302,8 @@ func observeAnyOrder(t *testing.T, s *snapshot.Snapshot) string {
 		}
 		slices.Sort(ports)
 		var sb strings.Builder
-		fmt.Fprintf(&sb, "%s group=%q pods=%v count=%d cpu=%d mem=%d ports=%v taints=%v unschedulable=%v alloc=%d", n.Name, n.NodeGroup, pods,
-			n.PodCount(), n.Requested.MilliCPU, n.Requested.Memory, ports, n.Taints, n.Unschedulable, n.Allocatable.MilliCPU)
+		fmt.Fprintf(&sb, "%s group=%q pods=%v count=%d cpu=%d mem=%d ports=%v taints=%v unschedulable=%v waits=%v alloc=%d", n.Name, n.NodeGroup, pods,
+			n.PodCount(), n.Requested.MilliCPU, n.Requested.Memory, ports, n.Taints, n.Unschedulable, n.Waits, n.Allocatable.MilliCPU)
 		var same []string
 		for _, j := range s.NodesOfShape(n.Shape) {
 			same = append(same, s.Nodes[j].Name)

@@ -23,8 +23,13 @@ type Node struct {
 	// taint of a node that is still launching).
 	Taints        []corev1.Taint
 	Unschedulable bool
-	Allocatable   Resources
-	AllowedPods   int
+	// Waits is true for an existing node kube-scheduler places no pod on
+	// yet: it is not Ready, or carries a taint that will go on its own
+	// (NodeInput.IgnoreTaints). A pod that fits a node that is up goes
+	// there first, as kube-scheduler binds it there now.
+	Waits       bool
+	Allocatable Resources
+	AllowedPods int
 	// slots are the pod slots the node accounts for in its group's and
 	// the cluster's limits (podSlots when it was last accounted).
 	slots     int64

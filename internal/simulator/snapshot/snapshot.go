@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/dynamicresources"
 )
@@ -172,10 +173,12 @@ func New(in Input) (*Snapshot, error) {
 // deleted is held cordoned: kube-scheduler may still bind a pod there, but
 // the pod would go with the node, so no plan counts on its room.
 func newNode(ni NodeInput) *Node {
+	taints := effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints)
 	return &Node{
 		Node:          ni.Node,
-		Taints:        effectiveTaints(ni.Node.Spec.Taints, ni.IgnoreTaints),
+		Taints:        taints,
 		Unschedulable: unschedulable(ni.Node),
+		Waits:         !nodeutil.Ready(ni.Node) || len(taints) < len(ni.Node.Spec.Taints),
 		Allocatable:   FromList(ni.Node.Status.Allocatable),
 		AllowedPods:   int(ni.Node.Status.Allocatable.Pods().Value()),
 		NodeGroup:     ni.NodeGroup,
