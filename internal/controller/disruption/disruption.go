@@ -157,6 +157,9 @@ type Controller struct {
 	deleted map[string]time.Time
 	// lastReplacement is when this replica last launched a replacement.
 	lastReplacement time.Time
+	// marks are what this replica wrote on nodes it launched nodes for,
+	// until the informer cache shows it (see mark).
+	marks map[string]mark
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
 	// the last warning about a drain per node, and lastWindow per node
 	// group with an unreadable window.
@@ -179,7 +182,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -259,7 +262,8 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			delete(c.givenUp, name)
 		}
 	}
-	errs := c.cancelStaleRemovals(ctx, w)
+	errs := c.ensureMarks(ctx, w)
+	errs = append(errs, c.cancelStaleRemovals(ctx, w)...)
 	errs = append(errs, c.syncInterruptions(ctx, w)...)
 	for _, n := range w.nodes {
 		var err error

@@ -421,6 +421,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}
+	delete(c.marks, n.Name)
 	delete(c.accounted, n.Name)
 	delete(c.emptied, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()

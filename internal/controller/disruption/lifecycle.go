@@ -45,6 +45,9 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 	if n == nil || g == nil {
 		return nil
 	}
+	if _, ok := c.marks[n.Name]; ok {
+		return nil // launched for already; its marks are not confirmed yet (ensureMarks)
+	}
 	interrupted := d.Reason == v1alpha1.ReasonInterrupted
 	if d.WaitsForWindow() && !c.windowOpen(g, c.Clock.Now()) {
 		return nil
@@ -72,6 +75,11 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		c.Activity.ScaledUp(ng.Name, state.ScaleEvent{Time: c.Clock.Now(), Node: inst.NodeName, Reason: "Replacement",
 			Message: fmt.Sprintf("%s, replacing %s (%s)", off, n.Name, d.Reason)})
 	}
+	now := c.Clock.Now().UTC().Format(time.RFC3339)
+	if len(launched) > 0 && interrupted {
+		c.marks[n.Name] = mark{at: c.Clock.Now(), drain: true, annotations: map[string]string{
+			v1alpha1.AnnotationDisruptionStarted: now, v1alpha1.AnnotationDisruptionReason: string(d.Reason)}}
+	}
 	event := map[v1alpha1.DisruptionReason]string{v1alpha1.ReasonInterrupted: ReasonInterrupted, v1alpha1.ReasonDrifted: ReasonDrifted,
 		v1alpha1.ReasonExpired: ReasonExpired, v1alpha1.ReasonUnhealthy: ReasonUnhealthy}[d.Reason]
 	if len(launched) == 0 || interrupted {
@@ -86,14 +94,12 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		res.Started = append(res.Started, n.Name)
 		return nil
 	}
+	m := mark{at: c.Clock.Now(), annotations: map[string]string{v1alpha1.AnnotationReplacedBy: strings.Join(launched, ","),
+		v1alpha1.AnnotationReplacementStarted: now, v1alpha1.AnnotationDisruptionReason: string(d.Reason)}}
+	c.marks[n.Name] = m
 	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Annotations[v1alpha1.AnnotationReplacedBy] = strings.Join(launched, ",")
-	n.Annotations[v1alpha1.AnnotationReplacementStarted] = c.Clock.Now().UTC().Format(time.RFC3339)
-	n.Annotations[v1alpha1.AnnotationDisruptionReason] = string(d.Reason)
+	m.apply(n)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("marking node %s replaced: %w", n.Name, err)
 	}

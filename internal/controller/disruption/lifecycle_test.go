@@ -2,12 +2,14 @@ package disruption_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
@@ -18,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -369,5 +372,97 @@ func TestARebalanceRecommendationOnADrainingNodeIsNoDeadline(t *testing.T) {
 	}
 	if f.node(victim) == nil {
 		t.Fatalf("node %s removed with its pod held by its budget, after a rebalance recommendation", victim)
+	}
+}
+
+// laggingNodes is the API server's client with a node list that stays as
+// it was when frozen (an informer cache that has not seen the round's own
+// writes yet), and whose first failPatches writes to nodes lose a
+// conflict (with a kubelet's status update).
+type laggingNodes struct {
+	client.Client
+	frozen      *corev1.NodeList
+	failPatches int
+}
+
+func (l *laggingNodes) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if nl, ok := list.(*corev1.NodeList); ok && l.frozen != nil {
+		l.frozen.DeepCopyInto(nl)
+		return nil
+	}
+	return l.Client.List(ctx, list, opts...)
+}
+
+func (l *laggingNodes) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*corev1.Node); ok && l.failPatches > 0 {
+		l.failPatches--
+		return apierrors.NewConflict(corev1.Resource("nodes"), obj.GetName(), errors.New("the object has been modified"))
+	}
+	return l.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// TestANodesReplacementIsLaunchedOnce: a drifted node's pod fits nowhere
+// else, so a replacement is launched first and the node marked; an
+// interrupted node gets its replacement and its drain at once. The next
+// rounds read nodes that do not show the marks (the cache lags), or the
+// mark's write lost a conflict: they must not launch a second
+// replacement, and the node ends up marked (the drain's taint on the
+// interrupted one).
+func TestANodesReplacementIsLaunchedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, group string
+		interrupted bool
+		failPatches int
+	}{
+		{name: "drifted, the cache lags", group: "life-lag"},
+		{name: "drifted, the mark's write fails", group: "life-lag-fail", failPatches: 1},
+		{name: "interrupted, the drain's write fails", group: "life-lag-spot", interrupted: true, failPatches: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t, tc.group, 1)
+			f.deployment(1)
+			if tc.interrupted {
+				f.patchNode(f.nodes[0], func(n *corev1.Node) {
+					n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
+					n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = f.clk.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)
+				})
+			} else {
+				f.updateGroup(func(g *v1alpha1.NodeGroup) { g.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"tier": "gold"} })
+			}
+			lag := &laggingNodes{Client: env.Client, frozen: &corev1.NodeList{}, failPatches: tc.failPatches}
+			if err := env.Client.List(context.Background(), lag.frozen); err != nil {
+				t.Fatal(err)
+			}
+			ctrl := disruption.New(disruption.Deps{Client: lag, APIReader: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
+				Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+			var launched []string
+			for round := range 3 {
+				res, err := ctrl.RunOnce(context.Background())
+				if res != nil {
+					launched = append(launched, res.Replacements...)
+				}
+				t.Logf("round %d: replacements %v, error %v", round, launched, err)
+			}
+			if len(launched) != 1 {
+				t.Fatalf("replacements launched %v, want one", launched)
+			}
+			nodes := &corev1.NodeList{}
+			if err := env.Client.List(context.Background(), nodes, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group.Name}); err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes.Items) > 2 {
+				t.Errorf("the group has %d nodes, want the node and its replacement", len(nodes.Items))
+			}
+			n := f.node(f.nodes[0])
+			if tc.interrupted && n != nil && !nodeutil.Disrupted(n) { // nil: drained and removed already
+				t.Errorf("the interrupted node is not draining: taints %v", n.Spec.Taints)
+			}
+			if !tc.interrupted && n == nil {
+				t.Fatal("the drifted node is gone before its replacement is up")
+			}
+			if !tc.interrupted && n.Annotations[v1alpha1.AnnotationReplacedBy] != launched[0] {
+				t.Errorf("the drifted node is marked replaced by %q, want %q", n.Annotations[v1alpha1.AnnotationReplacedBy], launched[0])
+			}
+		})
 	}
 }

@@ -37,7 +37,7 @@ const replacementGrace = 2 * time.Minute
 // replaces; they are drained once it is Ready (awaitReplacement).
 func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledown.Replacement, res *Result) error {
 	ng := w.groups[r.New.NodeGroup]
-	if ng == nil {
+	if ng == nil || slices.ContainsFunc(r.Nodes, func(name string) bool { _, ok := c.marks[name]; return ok }) {
 		return nil
 	}
 	off := cloudprovider.OfferingOf(r.New.Offering())
@@ -51,13 +51,13 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		Message: fmt.Sprintf("%s, replacing %s at %.4f/h instead of %.4f/h", off, strings.Join(r.Nodes, ", "), r.NewPrice, r.OldPrice)})
 	now := c.Clock.Now().UTC().Format(time.RFC3339)
 	for _, name := range r.Nodes {
+		c.marks[name] = mark{at: c.Clock.Now(), annotations: map[string]string{v1alpha1.AnnotationReplacedBy: inst.NodeName,
+			v1alpha1.AnnotationReplacementStarted: now}}
+	}
+	for _, name := range r.Nodes {
 		n := w.own(w.byName[name])
 		patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		n.Annotations[v1alpha1.AnnotationReplacedBy] = inst.NodeName
-		n.Annotations[v1alpha1.AnnotationReplacementStarted] = now
+		c.marks[name].apply(n)
 		if err := c.Client.Patch(ctx, n, patch); err != nil {
 			return fmt.Errorf("marking node %s replaced: %w", name, err)
 		}
@@ -197,6 +197,7 @@ func (c *Controller) unmark(ctx context.Context, w *world, n *corev1.Node, msg s
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("unmarking node %s: %w", n.Name, err)
 	}
+	delete(c.marks, n.Name)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonDrainStopped, "ScaleDown", "%s", msg)
 	return nil
 }

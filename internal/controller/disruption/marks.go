@@ -1,0 +1,88 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/internal/nodeutil"
+)
+
+// mark is what this replica writes on a node right after it launched
+// nodes for it: a replacement's marks (replaced-by, when, why) or the
+// start of the node's drain (drain: the disrupted taint, with its
+// annotations). The informer cache shows the write a moment later, or
+// never when the write lost a conflict with a kubelet's status update; a
+// round that read the node without it would plan the node again and
+// launch its replacements a second time. So the marks are kept (Controller.marks)
+// until the cache shows them, and each round first makes sure the API
+// server has them (ensureMarks).
+type mark struct {
+	at          time.Time
+	annotations map[string]string
+	drain       bool
+}
+
+// on reports whether n carries the mark.
+func (m mark) on(n *corev1.Node) bool {
+	for k := range m.annotations {
+		if n.Annotations[k] == "" {
+			return false
+		}
+	}
+	return !m.drain || nodeutil.Disrupted(n)
+}
+
+// apply writes the mark on n, in place.
+func (m mark) apply(n *corev1.Node) {
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	for k, v := range m.annotations {
+		n.Annotations[k] = v
+	}
+	if m.drain && !nodeutil.Disrupted(n) {
+		n.Spec.Taints = append(n.Spec.Taints, disruptedTaint)
+		nodeutil.ExcludeFromLoadBalancers(n)
+	}
+}
+
+// ensureMarks runs first in a round, for the nodes whose marks the
+// informer cache does not show yet: the node is read from the API server,
+// marked again if the mark is not there (its write failed), and the round
+// reads it with the mark. A node the API server no longer has, or the
+// cache shows marked, is forgotten. While a node's mark cannot be
+// confirmed, it stays in marks and disrupt launches nothing for it.
+func (c *Controller) ensureMarks(ctx context.Context, w *world) []error {
+	var errs []error
+	for name, m := range c.marks {
+		n := w.byName[name]
+		if n == nil || m.on(n) {
+			delete(c.marks, name)
+			continue
+		}
+		fresh := &corev1.Node{}
+		if err := c.APIReader.Get(ctx, client.ObjectKey{Name: name}, fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				delete(c.marks, name)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("reading node %s to confirm its marks: %w", name, err))
+			continue
+		}
+		if !m.on(fresh) {
+			patch := client.MergeFromWithOptions(fresh.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			m.apply(fresh)
+			if err := c.Client.Patch(ctx, fresh, patch); err != nil {
+				errs = append(errs, fmt.Errorf("marking node %s again: %w", name, err))
+				continue
+			}
+		}
+		m.apply(w.own(n))
+	}
+	return errs
+}
