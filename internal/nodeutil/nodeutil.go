@@ -4,6 +4,7 @@ package nodeutil
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,6 +143,32 @@ func StartupTaints(ng *v1alpha1.NodeGroup) []corev1.Taint {
 		out = append(out, corev1.Taint{Key: t.Key, Effect: corev1.TaintEffect(t.Effect)})
 	}
 	return append(out, corev1.Taint{Key: TaintCloudUninitialized, Effect: corev1.TaintEffectNoSchedule})
+}
+
+// startupTaintPrefixes name taints that go away on their own once a node
+// is up, whatever its group lists: Cluster Autoscaler's startup taints
+// (and their deprecated name, ignore-taint) and the Node Readiness
+// Controller's readiness rules (as Karpenter reads them).
+var startupTaintPrefixes = []string{
+	"startup-taint.cluster-autoscaler.kubernetes.io/",
+	"ignore-taint.cluster-autoscaler.kubernetes.io/",
+	"readiness.k8s.io/",
+}
+
+// StartupByConvention reports whether a taint goes away on its own once
+// the node is up by a convention every node follows: a key of
+// startupTaintPrefixes, or the route controller's network-unavailable
+// taint (the node's routes are not made yet).
+func StartupByConvention(t corev1.Taint) bool {
+	if t.Key == corev1.TaintNodeNetworkUnavailable {
+		return true
+	}
+	for _, p := range startupTaintPrefixes {
+		if strings.HasPrefix(t.Key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // resumeBoot is how long a node resumed from standby counts as booting

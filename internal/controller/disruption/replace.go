@@ -128,8 +128,9 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 }
 
 // upFor reports whether a Ready replacement is up for the pods it takes:
-// none of its group's startup taints nor the cloud controller manager's
-// uninitialized taint is left, and the extended resources (GPUs) its
+// none of its group's startup taints, the cloud controller manager's
+// uninitialized taint or a startup taint by convention
+// (nodeutil.StartupByConvention) is left, and the extended resources (GPUs) its
 // instance type has show in its allocatable. Until then the pods evicted
 // to it would wait. Past the max provision time after its launch it is
 // what it is: the re-check of the removal decides.
@@ -140,7 +141,7 @@ func (c *Controller) upFor(w *world, repl *corev1.Node) bool {
 	}
 	startup := nodeutil.StartupTaints(g)
 	for _, t := range repl.Spec.Taints {
-		if slices.ContainsFunc(startup, func(s corev1.Taint) bool { return s.Key == t.Key }) {
+		if nodeutil.StartupByConvention(t) || slices.ContainsFunc(startup, func(s corev1.Taint) bool { return s.Key == t.Key }) {
 			return false
 		}
 	}

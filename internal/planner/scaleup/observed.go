@@ -98,8 +98,12 @@ func typeOf(g *v1alpha1.NodeGroup, n *corev1.Node) string {
 }
 
 // startingUp reports whether a node still carries one of its group's
-// startup taints: its allocatable may not be complete yet.
+// startup taints, or one by convention: its allocatable may not be
+// complete yet.
 func startingUp(startup []corev1.Taint, n *corev1.Node) bool {
+	if slices.ContainsFunc(n.Spec.Taints, nodeutil.StartupByConvention) {
+		return true
+	}
 	for _, t := range startup {
 		if slices.ContainsFunc(n.Spec.Taints, func(nt corev1.Taint) bool { return nt.Key == t.Key && nt.Effect == t.Effect }) {
 			return true

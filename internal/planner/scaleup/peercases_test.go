@@ -25,8 +25,9 @@ import (
 
 // TestTaintsThatGoAwayOnTheirOwn: a node of berth's takes a pending pod
 // while its startup taint, the cloud controller manager's uninitialized
-// taint and the node lifecycle's not-ready taint are only those of a
-// node coming up (it was launched within the launch grace, or, its age
+// taint, the node lifecycle's not-ready taint and the startup taints by
+// convention (Cluster Autoscaler's prefixes, the Node Readiness
+// Controller's, network-unavailable) are only those of a node coming up (it was launched within the launch grace, or, its age
 // unknown, it is not Ready and initialized yet). Past that, a startup or
 // uninitialized taint still there stays (the agent that removes it
 // failed): the pod gets a new node, as kube-scheduler would never put it
@@ -37,6 +38,10 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 	ng.Spec.Template.StartupTaints = []v1alpha1.NodeTaint{{Key: "agent.example.com/not-ready", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
 	startup := b.NodeTaint("agent.example.com/not-ready", "", corev1.TaintEffectNoSchedule)
 	uninitialized := b.NodeTaint(scaleup.TaintCloudUninitialized, "true", corev1.TaintEffectNoSchedule)
+	caStartup := b.NodeTaint("startup-taint.cluster-autoscaler.kubernetes.io/cni", "true", corev1.TaintEffectNoSchedule)
+	caIgnore := b.NodeTaint("ignore-taint.cluster-autoscaler.kubernetes.io/gpu-driver", "true", corev1.TaintEffectNoSchedule)
+	readinessRule := b.NodeTaint("readiness.k8s.io/network-ready", "pending", corev1.TaintEffectNoSchedule)
+	networkUnavailable := b.NodeTaint(corev1.TaintNodeNetworkUnavailable, "", corev1.TaintEffectNoSchedule)
 	notReady := func(n *corev1.Node) {
 		b.NotReady()(n)
 		b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)(n)
@@ -60,6 +65,17 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 		// Up once (initialized) and not Ready now: down, not booting.
 		{"a node launched five minutes ago that came up and went down", []b.NodeOption{age(5 * time.Minute), notReady}, newNode},
 		{"a hand-written node that came up and went down", []b.NodeOption{notReady}, newNode},
+		// Startup taints by convention, whatever the group lists: Cluster
+		// Autoscaler's (IsStartupTaint), the Node Readiness Controller's
+		// (Karpenter's KnownEphemeralTaintKeyPrefixes) and the route
+		// controller's network-unavailable taint.
+		{"a node Ready a moment ago with a Cluster Autoscaler startup taint", []b.NodeOption{age(2 * time.Minute), caStartup}, onIt},
+		{"a node Ready a moment ago with a Cluster Autoscaler ignore taint", []b.NodeOption{age(2 * time.Minute), caIgnore}, onIt},
+		{"a node not Ready yet with a Cluster Autoscaler startup taint", []b.NodeOption{age(time.Minute), b.Booting(), notReady, caStartup}, onIt},
+		{"a node Ready a moment ago whose routes are not made yet", []b.NodeOption{age(2 * time.Minute), networkUnavailable}, onIt},
+		{"a node not Ready yet with a readiness rule's taint", []b.NodeOption{age(time.Minute), b.Booting(), notReady, readinessRule}, onIt},
+		{"a node Ready a moment ago with a readiness rule's taint", []b.NodeOption{age(2 * time.Minute), readinessRule}, onIt},
+		{"a node whose readiness rule's taint is still there an hour after its launch", []b.NodeOption{age(time.Hour), readinessRule}, newNode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

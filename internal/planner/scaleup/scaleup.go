@@ -285,8 +285,9 @@ const TaintCloudUninitialized = nodeutil.TaintCloudUninitialized
 
 // transientTaints are taints of a berth-managed node that will go away on
 // their own: while the node is booting, the group's startup taints (the
-// agents that remove them may take a while after the node is Ready) and
-// the cloud controller manager's uninitialized taint; and the not-ready
+// agents that remove them may take a while after the node is Ready), the
+// cloud controller manager's uninitialized taint and the taints that are
+// startup taints by convention (nodeutil.StartupByConvention); and the not-ready
 // and unreachable taints of the node lifecycle while the node is booting,
 // or once it is Ready (the node lifecycle controller removes them a
 // moment later). A startup taint still there past the launch grace is not
@@ -296,6 +297,11 @@ func transientTaints(n *corev1.Node, ng *v1alpha1.NodeGroup, up bool) []corev1.T
 	var out []corev1.Taint
 	if up {
 		out = nodeutil.StartupTaints(ng)
+		for _, t := range n.Spec.Taints {
+			if nodeutil.StartupByConvention(t) {
+				out = append(out, corev1.Taint{Key: t.Key, Effect: t.Effect})
+			}
+		}
 	}
 	if nodeutil.Ready(n) || up {
 		for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
