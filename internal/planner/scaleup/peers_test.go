@@ -530,3 +530,46 @@ func TestAPodGoesToAReadyNodeBeforeABootingOne(t *testing.T) {
 		want:    []string{"on b-1: web"},
 	}})
 }
+
+// TestAPodIsNotPlannedOnATypeWhoseDaemonSetHoldsItsHostPort (Karpenter's
+// "should not account for daemonset hostports when daemonset would not
+// schedule on selected node"): an agent holding host port 8080 runs only
+// on m-4 nodes. A pod of 3 cpu asking for 8080 fits m-4 in cpu, but the
+// agent takes 8080 there once the node is up: m-8 is launched, where no
+// agent holds it. A pod asking for another port still gets the cheaper
+// m-4; with the agent on every type the pod waits.
+func TestAPodIsNotPlannedOnATypeWhoseDaemonSetHoldsItsHostPort(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10),
+		b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")),
+		b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.40")))
+	onM4 := b.DaemonSet("agent", b.CPU("100m"), b.HostPort(8080, corev1.ProtocolTCP), b.NodeSelector(v1alpha1.LabelInstanceType, "m-4"))
+	everywhere := b.DaemonSet("agent", b.CPU("100m"), b.HostPort(8080, corev1.ProtocolTCP))
+	for _, tc := range []struct {
+		name  string
+		agent *appsv1.DaemonSet
+		pods  []*corev1.Pod
+		want  []string
+	}{
+		{"the agent on m-4 only, the pod asks for its port", onM4,
+			[]*corev1.Pod{b.Pod("web", b.CPU("3"), b.HostPort(8080, corev1.ProtocolTCP))}, []string{"new zone-a/on-demand/m-8: web"}},
+		{"the agent on m-4 only, the pod asks for another port", onM4,
+			[]*corev1.Pod{b.Pod("web", b.CPU("3"), b.HostPort(9090, corev1.ProtocolTCP))}, []string{"new zone-a/on-demand/m-4: web"}},
+		{"the agent on m-4 only, the pod asks for the port over UDP", onM4,
+			[]*corev1.Pod{b.Pod("web", b.CPU("3"), b.HostPort(8080, corev1.ProtocolUDP))}, []string{"new zone-a/on-demand/m-4: web"}},
+		{"the agent on m-4 only, two pods of which one asks for its port: one m-8 is cheaper than an m-4 and an m-8", onM4,
+			[]*corev1.Pod{b.Pod("web", b.CPU("3"), b.HostPort(8080, corev1.ProtocolTCP)), b.Pod("db", b.CPU("3"))},
+			[]string{"new zone-a/on-demand/m-8: db,web"}},
+		{"the agent everywhere", everywhere,
+			[]*corev1.Pod{b.Pod("web", b.CPU("3"), b.HostPort(8080, corev1.ProtocolTCP))}, []string{"unschedulable: web"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, DaemonSets: []*appsv1.DaemonSet{tc.agent}, Pending: tc.pods})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, summary(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -170,7 +170,8 @@ func Run(in Input) (*Plan, error) {
 	defer in.Base.Release(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
-	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, in.seen, topologyOptionKeys(in.Pending, placedExamples(s)), in.Options)
+	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, in.seen, topologyOptionKeys(in.Pending, placedExamples(s)),
+		wantedPorts(in.Pending), in.Options)
 	if err != nil {
 		return nil, err
 	}

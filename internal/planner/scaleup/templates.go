@@ -38,7 +38,7 @@ type optionRef struct {
 // (observed.effective). The options of a zone come from cache when
 // nothing they depend on changed (a nil cache builds them all).
 func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet, unavailable map[Offering]bool, seen *observed,
-	split []string, cache *Options) ([]*binpack.Template, error) {
+	split []string, ports []snapshot.HostPort, cache *Options) ([]*binpack.Template, error) {
 	var out []*binpack.Template
 	dssKey, cacheable := daemonSetsKey(daemonSets)
 	var dss []daemonset.Pod
@@ -65,7 +65,15 @@ func buildTemplates(groups []*v1alpha1.NodeGroup, daemonSets []*appsv1.DaemonSet
 				continue
 			}
 			for _, part := range splitByKeys(opts, split) {
-				out = append(out, newTemplate(ng, zone, part, split))
+				byPorts := splitByDaemonSetPorts(part, ports)
+				for i, p := range byPorts {
+					t := newTemplate(ng, zone, p, split)
+					if len(byPorts) > 1 { // template names are hostnames: one each
+						t.Node.Name = fmt.Sprintf("%s-ports-%d", t.Node.Name, i)
+						t.Node.Node.Labels[v1alpha1.LabelHostname] = t.Node.Name
+					}
+					out = append(out, t)
+				}
 			}
 		}
 	}
@@ -200,6 +208,47 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, seen *observ
 	return nil
 }
 
+// splitByDaemonSetPorts splits a template's options by which of the host
+// ports pending pods ask for (wanted) their DaemonSets hold, when some
+// options hold one and others do not: a template's node holds only the
+// ports all its options hold (commonPorts), and a pod asking for a port
+// an agent holds on some types only would be planned on one of those
+// types, where the agent takes the port once the node is up (Karpenter
+// drops such instance types for the pod). Otherwise the options stay
+// together (most rounds: no pod asks for a host port).
+func splitByDaemonSetPorts(opts []*snapshot.Option, wanted []snapshot.HostPort) [][]*snapshot.Option {
+	if len(wanted) == 0 {
+		return [][]*snapshot.Option{opts}
+	}
+	pattern := func(o *snapshot.Option) string {
+		b := make([]byte, len(wanted))
+		for i, w := range wanted {
+			b[i] = '0'
+			if slices.ContainsFunc(o.OverheadPorts, w.Conflicts) {
+				b[i] = '1'
+			}
+		}
+		return string(b)
+	}
+	var keys []string
+	parts := map[string][]*snapshot.Option{}
+	for _, o := range opts {
+		k := pattern(o)
+		if _, ok := parts[k]; !ok {
+			keys = append(keys, k)
+		}
+		parts[k] = append(parts[k], o)
+	}
+	if len(keys) == 1 {
+		return [][]*snapshot.Option{opts}
+	}
+	out := make([][]*snapshot.Option, len(keys))
+	for i, k := range keys {
+		out[i] = parts[k]
+	}
+	return out
+}
+
 // commonPorts are the DaemonSet host ports every option holds: a node
 // launched from the template has them taken, whichever option it gets.
 func commonPorts(opts []*snapshot.Option) []snapshot.HostPort {
@@ -251,4 +300,17 @@ func matchesAnOption(aff nodeaffinity.RequiredNodeAffinity, t *snapshot.Node) bo
 		}
 	}
 	return false
+}
+
+// wantedPorts are the host ports pending pods ask for, each once.
+func wantedPorts(pending []*corev1.Pod) []snapshot.HostPort {
+	var out []snapshot.HostPort
+	for _, p := range pending {
+		for _, hp := range snapshot.HostPortsOf(p) {
+			if !slices.Contains(out, hp) {
+				out = append(out, hp)
+			}
+		}
+	}
+	return out
 }

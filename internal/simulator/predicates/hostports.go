@@ -23,8 +23,7 @@ func (NodePorts) Name() string { return "NodePorts" }
 func (NodePorts) Filter(_ *snapshot.Snapshot, c *snapshot.Class, n *snapshot.Node) Status {
 	for _, want := range c.HostPorts {
 		for _, used := range n.HostPorts {
-			if want.Port == used.Port && want.Protocol == used.Protocol &&
-				(want.IP == used.IP || want.IP == "0.0.0.0" || used.IP == "0.0.0.0") {
+			if want.Conflicts(used) {
 				return fail(Unresolvable, ReasonNodePorts, fmt.Sprintf("host port %d/%s is in use", want.Port, want.Protocol))
 			}
 		}

@@ -151,6 +151,13 @@ type HostPort struct {
 	Port     int32
 }
 
+// Conflicts reports whether two host ports cannot be held on one node:
+// protocol and port are equal and the IPs are equal or one of them is
+// 0.0.0.0 (kube-scheduler's NodePorts).
+func (h HostPort) Conflicts(o HostPort) bool {
+	return h.Port == o.Port && h.Protocol == o.Protocol && (h.IP == o.IP || h.IP == "0.0.0.0" || o.IP == "0.0.0.0")
+}
+
 // AffinityTerm is a required pod (anti-)affinity term, resolved as
 // kube-scheduler resolves it: a term without namespaces and without a
 // namespace selector applies to the pod's own namespace; a nil namespace
