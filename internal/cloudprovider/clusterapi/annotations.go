@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/quantity"
 )
 
@@ -222,11 +223,25 @@ func (t Template) Apply(ng *v1alpha1.NodeGroup) {
 		ng.Spec.Template.Labels[k] = v1alpha1.LabelValue(v)
 	}
 	for _, taint := range t.Taints {
-		if !hasTaint(ng.Spec.Template.Taints, taint) {
-			ng.Spec.Template.Taints = append(ng.Spec.Template.Taints, v1alpha1.NodeTaint{Key: taint.Key, Value: taint.Value, Effect: v1alpha1.TaintEffect(taint.Effect)})
+		nt := v1alpha1.NodeTaint{Key: taint.Key, Value: taint.Value, Effect: v1alpha1.TaintEffect(taint.Effect)}
+		switch {
+		case strings.HasPrefix(taint.Key, statusTaintPrefix):
+		case nodeutil.StartupByConvention(taint):
+			if !hasTaint(ng.Spec.Template.StartupTaints, taint) {
+				ng.Spec.Template.StartupTaints = append(ng.Spec.Template.StartupTaints, nt)
+			}
+		case !hasTaint(ng.Spec.Template.Taints, taint):
+			ng.Spec.Template.Taints = append(ng.Spec.Template.Taints, nt)
 		}
 	}
 }
+
+// statusTaintPrefix names taints that tell a node's status (Cluster
+// Autoscaler's status taints), not where pods may go: Cluster Autoscaler
+// leaves them out of a template node, and so does berth. The startup
+// taints by convention (nodeutil.StartupByConvention) are the group's
+// startup taints: a new node has them until it is up.
+const statusTaintPrefix = "status-taint.cluster-autoscaler.kubernetes.io/"
 
 // reservedLabels are set by berth on every node of a group, from the
 // group itself (the deprecated beta names from their well-known labels);

@@ -185,3 +185,45 @@ func TestAnnotatedOSAndArchitectureLabelTheNodes(t *testing.T) {
 		t.Errorf("node labels (-want +got):\n%s", diff)
 	}
 }
+
+// TestAnnotatedStartupAndStatusTaintsAreNotTheTemplates: of the taints
+// the capacity.cluster-autoscaler.kubernetes.io/taints annotation lists,
+// Cluster Autoscaler leaves out of the template node
+// (taints.SanitizeTaints) the startup taints (the startup-taint. and
+// ignore-taint.cluster-autoscaler.kubernetes.io/ prefixes) and the status
+// taints (status-taint.): a pod that does not tolerate them still gets a
+// node. berth made each a taint of the template for good, and such a pod
+// got no node from the group. A startup taint is the group's startup
+// taint now (a new node has it until it is up); a status taint is left
+// out; dedicated=db stays.
+func TestAnnotatedStartupAndStatusTaintsAreNotTheTemplates(t *testing.T) {
+	kept := []v1alpha1.NodeTaint{{Key: "dedicated", Value: "db", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+	startup := func(key string) []v1alpha1.NodeTaint {
+		return []v1alpha1.NodeTaint{{Key: key, Value: "true", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+	}
+	for _, tc := range []struct {
+		name, taints string
+		startup      []v1alpha1.NodeTaint
+	}{
+		{"a startup taint", "startup-taint.cluster-autoscaler.kubernetes.io/cni=true:NoSchedule,dedicated=db:NoSchedule",
+			startup("startup-taint.cluster-autoscaler.kubernetes.io/cni")},
+		{"an ignore taint", "ignore-taint.cluster-autoscaler.kubernetes.io/gpu-driver=true:NoSchedule,dedicated=db:NoSchedule",
+			startup("ignore-taint.cluster-autoscaler.kubernetes.io/gpu-driver")},
+		{"a status taint", "status-taint.cluster-autoscaler.kubernetes.io/maintenance=true:NoSchedule,dedicated=db:NoSchedule", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, err := ParseAnnotations(map[string]string{AnnotationCPU: "4", AnnotationMemory: "16Gi", AnnotationTaints: tc.taints})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ng := builders.NodeGroup("g")
+			tmpl.Apply(ng)
+			if diff := cmp.Diff(kept, ng.Spec.Template.Taints); diff != "" {
+				t.Errorf("template taints (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.startup, ng.Spec.Template.StartupTaints); diff != "" {
+				t.Errorf("startup taints (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
