@@ -33,7 +33,7 @@ func pending(in Input) []Pending {
 	var pods []*corev1.Pod
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		if podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p) {
+		if podutil.IsUnbound(p) && !podutil.IsDaemonSetPod(p) {
 			pods = append(pods, p)
 		}
 	}

@@ -25,7 +25,7 @@ type Burst map[types.UID]bool
 func NewBurst(pods []*corev1.Pod) Burst {
 	var b Burst
 	for _, p := range pods {
-		if !IsUnbound(p) || IsOwnedByDaemonSet(p) || !FailedToSchedule(p) {
+		if !IsUnbound(p) || IsDaemonSetPod(p) || !FailedToSchedule(p) {
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
@@ -58,7 +58,7 @@ func (b Burst) AwaitsNode(p *corev1.Pod) bool {
 // with gates (reason SchedulingGated), which stays until the scheduler
 // tries the pod once its gates are removed.
 func NotTried(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 || !IsUnbound(p) || IsOwnedByDaemonSet(p) {
+	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 || !IsUnbound(p) || IsDaemonSetPod(p) {
 		return false
 	}
 	for _, c := range p.Status.Conditions {

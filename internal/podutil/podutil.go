@@ -26,6 +26,18 @@ func IsBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" && !IsTerminal(p
 // belongs to one node and never makes berth launch one.
 func IsOwnedByDaemonSet(p *corev1.Pod) bool { return DaemonSetOf(p) != nil }
 
+// AnnotationDaemonSetPod set to "true" marks a pod of a DaemonSet-like
+// controller of another kind (Cluster Autoscaler's
+// cluster-autoscaler.kubernetes.io/daemonset-pod): it belongs to its node.
+const AnnotationDaemonSetPod = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+
+// IsDaemonSetPod reports whether the pod belongs to one node: a
+// DaemonSet controls it, or it is marked AnnotationDaemonSetPod. berth
+// never launches a node for it, and it goes with its node.
+func IsDaemonSetPod(p *corev1.Pod) bool {
+	return IsOwnedByDaemonSet(p) || p.Annotations[AnnotationDaemonSetPod] == "true"
+}
+
 // DaemonSetOf is the reference to the DaemonSet that controls the pod, nil
 // when none does. It is the pod's own: do not change it.
 func DaemonSetOf(p *corev1.Pod) *metav1.OwnerReference {
@@ -76,11 +88,12 @@ func HasNoStatus(p *corev1.Pod) bool {
 }
 
 // AwaitsNode reports whether berth should find a node for the pod: it is
-// unbound, not a DaemonSet pod, and the scheduler found no node for it.
+// unbound, not a DaemonSet pod (IsDaemonSetPod), and the scheduler found
+// no node for it.
 // A nomination (by preemption, or by berth for a node it launched) is not
 // looked at here; see IsProvisionable.
 func AwaitsNode(p *corev1.Pod) bool {
-	return IsUnbound(p) && !IsOwnedByDaemonSet(p) && (FailedToSchedule(p) || IsCompanionGated(p))
+	return IsUnbound(p) && !IsDaemonSetPod(p) && (FailedToSchedule(p) || IsCompanionGated(p))
 }
 
 // IsProvisionable reports whether a pod should trigger a scale-up now:

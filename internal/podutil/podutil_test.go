@@ -66,3 +66,31 @@ func TestMirrorAndNoStatus(t *testing.T) {
 		t.Error("HasNoStatus does not tell a hand-written pod from a reported one")
 	}
 }
+
+// TestAPodMarkedAsADaemonSetsAwaitsNoNode: as Cluster Autoscaler
+// (filter_out_daemon_sets.go, pkg/utils/pod's IsDaemonSetPod), a pod of a
+// DaemonSet-like controller of another kind marked
+// cluster-autoscaler.kubernetes.io/daemonset-pod: "true" belongs to its
+// node: berth plans no node for it, nor for it as part of a burst. berth
+// honoured the mark only when draining.
+func TestAPodMarkedAsADaemonSetsAwaitsNoNode(t *testing.T) {
+	marked := func(value string) *corev1.Pod {
+		return pod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{podutil.AnnotationDaemonSetPod: value}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "NodeAgent", Name: "agent", UID: "uid-agent", Controller: ptr.To(true)}}
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		awaits bool
+	}{
+		{name: "marked true", pod: marked("true")},
+		{name: "marked with another value", pod: marked("yes"), awaits: true},
+	} {
+		got := [3]bool{podutil.AwaitsNode(tc.pod), podutil.IsProvisionable(tc.pod), podutil.NewBurst([]*corev1.Pod{tc.pod}).AwaitsNode(tc.pod)}
+		if want := [3]bool{tc.awaits, tc.awaits, tc.awaits}; got != want {
+			t.Errorf("%s: awaits, provisionable, awaits in its burst = %v, want %v", tc.name, got, want)
+		}
+	}
+}

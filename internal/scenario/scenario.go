@@ -347,7 +347,7 @@ func (s *Scenario) virtualUnits(hin headroom.Inputs) ([]*corev1.Pod, error) {
 // carries no status; it is planned as if the scheduler had found no node
 // for it.
 func awaitsNode(burst podutil.Burst, p *corev1.Pod) bool {
-	return burst.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsOwnedByDaemonSet(p))
+	return burst.AwaitsNode(p) || (podutil.HasNoStatus(p) && podutil.IsUnbound(p) && !podutil.IsDaemonSetPod(p))
 }
 
 // ScaleDownInput turns the scenario into a scale-down planner input: the

@@ -13,7 +13,7 @@ import (
 // static pod, not berth's own headroom pod (the policy makes those).
 func Recordable(p *corev1.Pod) bool {
 	_, headroom := p.Labels[v1alpha1.LabelHeadroom]
-	return !podutil.IsOwnedByDaemonSet(p) && !podutil.IsMirror(p) && !headroom
+	return !podutil.IsDaemonSetPod(p) && !podutil.IsMirror(p) && !headroom
 }
 
 // FromPod keeps what scheduling reads of a live pod: its labels, owner,

@@ -45,6 +45,8 @@ func notPlanned(p *corev1.Pod) (reason, msg string) {
 		return ReasonDeleting, "the pod is being deleted: berth plans no node for it"
 	case podutil.IsOwnedByDaemonSet(p):
 		return ReasonDaemonSetPod, "a DaemonSet pod belongs to one node: berth never launches a node for it (it counts it on every node it plans)"
+	case podutil.IsDaemonSetPod(p):
+		return ReasonDaemonSetPod, "the pod is marked " + podutil.AnnotationDaemonSetPod + ": \"true\" (a DaemonSet-like controller's): it belongs to one node, and berth never launches a node for it"
 	case !podutil.IsUnbound(p):
 		gates := make([]string, 0, len(p.Spec.SchedulingGates))
 		for _, g := range p.Spec.SchedulingGates {

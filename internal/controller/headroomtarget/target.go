@@ -314,7 +314,7 @@ func (l *Learner) groupOf(node string) string {
 // Headroom: a workload pod (not a DaemonSet's, not berth's own) in its
 // scope, selected by its podSelector.
 func (t *tracked) counts(p *corev1.Pod, group string) bool {
-	if p.Labels[v1alpha1.LabelHeadroomRole] != "" || podutil.IsOwnedByDaemonSet(p) {
+	if p.Labels[v1alpha1.LabelHeadroomRole] != "" || podutil.IsDaemonSetPod(p) {
 		return false
 	}
 	if t.groups != nil && !t.groups[group] {

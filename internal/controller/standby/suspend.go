@@ -133,7 +133,7 @@ func (r *Reconciler) busy(ctx context.Context, node string) (string, error) {
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if podutil.IsTerminal(p) || podutil.IsOwnedByDaemonSet(p) || podutil.IsMirror(p) {
+		if podutil.IsTerminal(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) {
 			continue
 		}
 		return p.Namespace + "/" + p.Name, nil

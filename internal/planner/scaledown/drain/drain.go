@@ -107,5 +107,4 @@ func podName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 const (
 	annotationSafeToEvict             = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 	annotationSafeToEvictLocalVolumes = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
-	annotationDaemonSetPod            = "cluster-autoscaler.kubernetes.io/daemonset-pod"
 )

@@ -32,7 +32,7 @@ func (GoesWithNode) Check(p *corev1.Pod, c *Context) Outcome {
 	if c != nil {
 		now = c.Now
 	}
-	if podutil.IsOwnedByDaemonSet(p) || p.Annotations[annotationDaemonSetPod] == "true" || podutil.IsMirror(p) ||
+	if podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) ||
 		podutil.IsTerminal(p) || podutil.IsLongTerminating(p, now) {
 		return Outcome{Verdict: Stays, Reason: ReasonGoesWithNode}
 	}
