@@ -1,6 +1,7 @@
 package scaleup
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -9,7 +10,9 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // typeKey names an instance type of a node group.
@@ -35,6 +38,25 @@ type observed struct {
 	// keys name, per group, what its nodes were seen with (for the
 	// option cache).
 	keys map[string]string
+	// samples are, per group, the node read for its per-node pods (the
+	// first by name of its nodes that are up); perNode what they are
+	// (readPerNodePods).
+	samples map[string]string
+	perNode map[string]*perNodePods
+}
+
+// perNodePods are the pods every node of a group runs besides its
+// DaemonSets' pods, as one of its nodes runs them: the mirrors of static
+// pods (a kube-proxy or an API server proxy the kubelet runs from a
+// file) and the pods of DaemonSet-like controllers of other kinds
+// (podutil.AnnotationDaemonSetPod). A new node of the group runs them
+// too, so they are its overhead, as Cluster Autoscaler copies them from
+// a node of the group into its template (podsExpectedOnFreshNode).
+type perNodePods struct {
+	requests snapshot.Resources
+	pods     int
+	ports    []snapshot.HostPort
+	key      string
 }
 
 // observe reads the nodes of the groups that are up.
@@ -52,11 +74,14 @@ func observe(nodes []*corev1.Node, groups []*v1alpha1.NodeGroup) *observed {
 		}
 		byName[g.Name] = known{g: g, startup: nodeutil.StartupTaints(g), types: types}
 	}
-	out := &observed{lists: map[typeKey]corev1.ResourceList{}, keys: map[string]string{}}
+	out := &observed{lists: map[typeKey]corev1.ResourceList{}, keys: map[string]string{}, samples: map[string]string{}}
 	for _, n := range nodes {
 		k, ok := byName[n.Labels[v1alpha1.LabelNodeGroup]]
 		if !ok || n.DeletionTimestamp != nil || !nodeutil.Ready(n) || startingUp(k.startup, n) {
 			continue
+		}
+		if s, ok := out.samples[k.g.Name]; !ok || n.Name < s {
+			out.samples[k.g.Name] = n.Name
 		}
 		it := n.Labels[v1alpha1.LabelInstanceType]
 		if !k.types[it] {
@@ -222,5 +247,53 @@ func (o *observed) key(group string) string {
 	if o == nil {
 		return ""
 	}
+	if p := o.perNode[group]; p != nil {
+		return o.keys[group] + "|" + p.key
+	}
 	return o.keys[group]
+}
+
+// readPerNodePods reads each group's per-node pods (perNodePods) off its
+// sample node in s: O(the pods on one node per group).
+func (o *observed) readPerNodePods(s *snapshot.Snapshot) {
+	if o == nil {
+		return
+	}
+	o.perNode = nil
+	for g, name := range o.samples {
+		n := s.Node(name)
+		if n == nil {
+			continue
+		}
+		var p *perNodePods
+		for _, pod := range n.Pods {
+			if !podutil.IsMirror(pod.Pod) && (!podutil.IsDaemonSetPod(pod.Pod) || podutil.IsOwnedByDaemonSet(pod.Pod)) {
+				continue // DaemonSets' pods are read from the DaemonSets
+			}
+			if p == nil {
+				p = &perNodePods{}
+			}
+			p.requests.Add(&pod.Class.Base)
+			p.pods++
+			p.ports = append(p.ports, pod.Class.HostPorts...)
+		}
+		if p == nil {
+			continue
+		}
+		r := &p.requests // fmt prints a map's keys sorted
+		p.key = fmt.Sprintf("%d,%d,%d,%v,%d,%v", r.MilliCPU, r.Memory, r.EphemeralStorage, r.Scalar, p.pods, p.ports)
+		if o.perNode == nil {
+			o.perNode = map[string]*perNodePods{}
+		}
+		o.perNode[g] = p
+	}
+}
+
+// perNodeOf is the group's per-node pods, nil when it has none (or no
+// node up to read them from).
+func (o *observed) perNodeOf(group string) *perNodePods {
+	if o == nil {
+		return nil
+	}
+	return o.perNode[group]
 }

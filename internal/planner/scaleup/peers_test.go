@@ -573,3 +573,33 @@ func TestAPodIsNotPlannedOnATypeWhoseDaemonSetHoldsItsHostPort(t *testing.T) {
 		})
 	}
 }
+
+// TestANewNodeRunsThePodsItsGroupsNodesRunBesidesDaemonSets: the group's
+// node runs, besides a workload, a pod every node of the group runs that
+// no DaemonSet describes: a static pod's mirror (a kube-proxy the
+// kubelet runs from a file) or a pod of a DaemonSet-like controller
+// marked cluster-autoscaler.kubernetes.io/daemonset-pod: "true". As
+// Cluster Autoscaler plans a new node with those pods on it
+// (podsExpectedOnFreshNode), two pods of 1 cpu need two 2-cpu nodes;
+// planned on one, the second waited for another round and node. A pod
+// of the group's node that is neither (the workload) is no overhead.
+func TestANewNodeRunsThePodsItsGroupsNodesRunBesidesDaemonSets(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	n := groupNode("n", ng, "m-2", "zone-a", v1alpha1.CapacityTypeOnDemand)
+	b.LaunchedBy(ng)(n)
+	pending := []*corev1.Pod{b.Pod("web-1", b.CPU("1")), b.Pod("web-2", b.CPU("1"))}
+	two := []string{"new zone-a/on-demand/m-2: web-1", "new zone-a/on-demand/m-2: web-2"}
+	runPlanCases(t, []planCase{{
+		name: "a static pod's mirror", groups: []*v1alpha1.NodeGroup{ng}, nodes: []*corev1.Node{n}, pending: pending, want: two,
+		bound: []*corev1.Pod{boundTo(b.Pod("kube-proxy-n", b.CPU("250m"), b.Namespace("kube-system"), b.Annotation(corev1.MirrorPodAnnotationKey, "hash")), "n"),
+			boundTo(b.Pod("app", b.CPU("1750m")), "n")},
+	}, {
+		name: "a pod marked as a DaemonSet's", groups: []*v1alpha1.NodeGroup{ng}, nodes: []*corev1.Node{n}, pending: pending, want: two,
+		bound: []*corev1.Pod{boundTo(b.Pod("agent-n", b.CPU("250m"), b.Namespace("kube-system"), b.OwnedBy("NodeAgent", "agent"),
+			b.Annotation(podutil.AnnotationDaemonSetPod, "true")), "n"), boundTo(b.Pod("app", b.CPU("1750m")), "n")},
+	}, {
+		name: "the node runs a workload only", groups: []*v1alpha1.NodeGroup{ng}, nodes: []*corev1.Node{n}, pending: pending,
+		bound: []*corev1.Pod{boundTo(b.Pod("app", b.CPU("2")), "n")},
+		want:  []string{"new zone-a/on-demand/m-2: web-1,web-2"},
+	}})
+}

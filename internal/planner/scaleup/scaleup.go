@@ -168,6 +168,7 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	defer in.Base.Release(s)
+	in.seen.readPerNodePods(s)
 	// The bound pods' terms are read from their classes: far fewer than
 	// the pods on a large cluster.
 	templates, err := buildTemplates(groups, in.DaemonSets, unavailable, in.seen, topologyOptionKeys(in.Pending, placedExamples(s)),

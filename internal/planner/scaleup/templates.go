@@ -205,6 +205,11 @@ func buildOption(ng *v1alpha1.NodeGroup, it *v1alpha1.InstanceType, seen *observ
 			o.OverheadPorts = append(o.OverheadPorts, ds.Ports...)
 		}
 	}
+	if p := seen.perNodeOf(ng.Name); p != nil {
+		o.Overhead.Add(&p.requests)
+		o.OverheadPods += p.pods
+		o.OverheadPorts = append(o.OverheadPorts, p.ports...)
+	}
 	return nil
 }
 
