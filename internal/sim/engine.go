@@ -168,7 +168,7 @@ type Engine struct {
 	// provisioning and scale-down bookkeeping
 	batchStart     time.Time
 	provisionAt    time.Time
-	removableSince map[string]time.Time
+	removableSince scaledown.Countdown
 	// warming: the round that makes the cluster the trace began with.
 	warming         bool
 	nodeSeq, podSeq int
@@ -195,7 +195,7 @@ func RunContext(ctx context.Context, cfg Config, r *trace.Reader) (*Result, erro
 func run(ctx context.Context, cfg Config, r *trace.Reader, out **Engine) (*Result, error) {
 	cfg.defaults()
 	e := &Engine{cfg: cfg, start: r.Header.Start, now: r.Header.Start, groups: map[string]*v1alpha1.NodeGroup{}, nodes: map[string]*node{},
-		pods: map[string]*pod{}, alias: map[string]string{}, removableSince: map[string]time.Time{},
+		pods: map[string]*pod{}, alias: map[string]string{}, removableSince: scaledown.Countdown{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed+1))}
 	// Groups read from files have no UID: the nodes' owner mark needs one.
 	groups := make([]*v1alpha1.NodeGroup, 0, len(cfg.NodeGroups))

@@ -47,31 +47,14 @@ func (e *Engine) scaleDown() {
 		e.lastPlan, e.dirty = plan, false
 		e.metrics.scaleDownPlans++
 	}
-	planned := map[string]bool{}
+	e.removableSince.Follow(plan, e.now)
 	started := 0
 	for _, r := range plan.Remove {
-		planned[r.Node] = true
-		since, ok := e.removableSince[r.Node]
-		if !ok {
-			e.removableSince[r.Node], since = e.now, e.now
-		}
+		since := e.removableSince[r.Node]
 		g := e.groups[r.NodeGroup]
 		if started < maxRemovalsPerRound && e.now.Sub(since) >= g.Spec.Disruption.After() && windowOpen(g, e.now) {
 			e.drain(e.nodes[r.Node], string(r.Reason))
 			started++
-		}
-	}
-	for _, r := range plan.Replace {
-		for _, name := range r.Nodes {
-			planned[name] = true
-			if _, ok := e.removableSince[name]; !ok {
-				e.removableSince[name] = e.now
-			}
-		}
-	}
-	for name := range e.removableSince {
-		if !planned[name] {
-			delete(e.removableSince, name)
 		}
 	}
 	for _, r := range plan.Replace {
@@ -103,7 +86,7 @@ func (e *Engine) nodeObjects() []*corev1.Node {
 
 func (e *Engine) scaleDownInput() scaledown.Input {
 	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
-		Virtual: e.headroom.last, Now: e.now, LaunchGrace: launchGrace, Held: map[string]string{}}
+		Virtual: e.headroom.last, Now: e.now, LaunchGrace: launchGrace, Held: map[string]string{}, Since: e.removableSince}
 	in.Nodes = e.nodeObjects()
 	for _, p := range e.podList() {
 		switch {

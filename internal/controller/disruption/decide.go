@@ -12,19 +12,14 @@ import (
 
 // due returns the planned removals whose node has been removable for its
 // group's consolidateAfter (in its window; at once for a group being
-// deleted), at most MaxRemovalsPerRound, and forgets the nodes that are
-// not removable any more.
+// deleted), at most MaxRemovalsPerRound, once the countdown follows the
+// plan (scaledown.Countdown).
 func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 	now := c.Clock.Now()
-	planned := map[string]bool{}
+	c.removableSince.Follow(plan, now)
 	var out []scaledown.Removal
 	for _, r := range plan.Remove {
-		planned[r.Node] = true
-		since, ok := c.removableSince[r.Node]
-		if !ok {
-			c.removableSince[r.Node] = now
-			since = now
-		}
+		since := c.removableSince[r.Node]
 		g := w.groups[r.NodeGroup]
 		if g == nil || len(out) >= c.opts.MaxRemovalsPerRound {
 			continue
@@ -33,19 +28,6 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 		// asked for it.
 		if !r.WaitsForWindow() || (now.Sub(since) >= g.Spec.Disruption.After() && c.windowOpen(g, now)) {
 			out = append(out, r)
-		}
-	}
-	for _, r := range plan.Replace {
-		for _, name := range r.Nodes {
-			planned[name] = true
-			if _, ok := c.removableSince[name]; !ok {
-				c.removableSince[name] = now
-			}
-		}
-	}
-	for name := range c.removableSince {
-		if !planned[name] {
-			delete(c.removableSince, name)
 		}
 	}
 	return out

@@ -136,7 +136,7 @@ type Controller struct {
 	// removableSince is when each node was first planned removable in a
 	// row of rounds; memory only: after a restart a node waits its
 	// consolidateAfter again (the safe direction).
-	removableSince map[string]time.Time
+	removableSince scaledown.Countdown
 	// accounted holds, per draining node this replica started or
 	// re-checked, the pods that had to move then: a pod that is not among
 	// them makes the removal be simulated again.
@@ -181,7 +181,7 @@ func New(d Deps, o Options) *Controller {
 	if d.APIReader == nil {
 		d.APIReader = d.Client
 	}
-	return &Controller{Deps: d, opts: o, removableSince: map[string]time.Time{}, accounted: map[string]map[types.UID]bool{},
+	return &Controller{Deps: d, opts: o, removableSince: scaledown.Countdown{}, accounted: map[string]map[types.UID]bool{},
 		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
@@ -278,6 +278,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 	}
 	w.input.Cooling = c.cooling() // with the drains given up just now
+	w.input.Since = c.removableSince
 	plan, err := scaledown.Run(w.input)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("planning scale-down: %w", err))...)

@@ -78,6 +78,9 @@ type Input struct {
 	// Cooling are the nodes whose drain berth gave up recently, with why:
 	// they are not candidates (and take no share of the budget).
 	Cooling map[string]string
+	// Since are the nodes counting down to their removal (Countdown):
+	// they are tried first, the longest counting first.
+	Since Countdown
 	// Now is when the plan is made: pods terminating for longer than
 	// their grace period go with their node and hold no room. Zero (an
 	// offline plan) counts every pod.
@@ -178,6 +181,12 @@ type Blocked struct {
 	Reason    drain.Reason    `json:"reason"`
 	Pod       *scaleup.PodRef `json:"pod,omitempty"`
 	Message   string          `json:"message"`
+	// Waits says the node is held back by something other than its pods'
+	// room: its group's budget, minSize or a hold, or a pod it waits to
+	// finish (Countdown keeps its count); Empty that it has nothing else
+	// to move (its count may start).
+	Waits bool `json:"waits,omitempty"`
+	Empty bool `json:"empty,omitempty"`
 }
 
 // Plan is the outcome.
@@ -200,6 +209,7 @@ type candidate struct {
 	node  *snapshot.Node
 	group *v1alpha1.NodeGroup
 	util  float64
+	since time.Time // zero: not counting down (Input.Since)
 }
 
 // Run computes the plan. Nodes carrying berth's disrupted taint are being
@@ -276,7 +286,7 @@ func newPlanner(in Input) (*planner, error) {
 	for _, g := range in.NodeGroups {
 		groups[g.Name] = g
 	}
-	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
+	p := &planner{s: s, plan: &Plan{}, groups: groups, held: in.Held, cooling: in.Cooling, since: in.Since, budgets: drain.NewBudgets(in.PDBs), rules: drain.Rules(),
 		now: in.Now, controllers: in.Controllers,
 		size: map[string]int{}, budgetBase: map[string]int{}, disrupting: map[string]int{}, removed: map[string]int{}, notReady: map[string]int{}, replacements: map[string]bool{},
 		nominated: map[string]*corev1.Pod{}, settled: map[*corev1.Pod]bool{}, moved: map[scaleup.PodRef]moveAt{}}
@@ -308,6 +318,8 @@ type planner struct {
 	// held are the node groups where no removal starts, with why;
 	// cooling the nodes whose drain was given up recently.
 	held, cooling map[string]string
+	// since are the nodes counting down (Input.Since).
+	since Countdown
 	// now and controllers are the drain rules' context besides budgets.
 	now         time.Time
 	controllers map[types.UID]bool
@@ -432,10 +444,19 @@ func (p *planner) candidates() []candidate {
 			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
 			p.block(n, g, ReasonNominated, &ref, "pod "+ref.String()+" is not bound yet and is nominated to node "+n.Name)
 		default:
-			out = append(out, candidate{node: n, group: g, util: candidateUtilization(n, p.now)})
+			out = append(out, candidate{node: n, group: g, util: candidateUtilization(n, p.now), since: p.since[n.Name]})
 		}
 	}
 	slices.SortFunc(out, func(a, b candidate) int {
+		if az, bz := a.since.IsZero(), b.since.IsZero(); az != bz {
+			if az {
+				return 1 // counting first
+			}
+			return -1
+		}
+		if c := a.since.Compare(b.since); c != 0 {
+			return c // the longest counting first
+		}
 		if c := cmp.Compare(a.util, b.util); c != 0 {
 			return c
 		}
@@ -526,7 +547,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	n, g := c.node, c.group
 	name := g.Name
 	blocked := func(reason drain.Reason, msg string) *Blocked {
-		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg}
+		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg, Waits: reason != ReasonPolicy, Empty: !evicts}
 	}
 	reason := v1alpha1.ReasonUnderutilized
 	if !evicts {

@@ -20,6 +20,7 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 	ctx := &drain.Context{PDBs: p.budgets, Now: p.now, Controllers: p.controllers}
 	movers := make([]*snapshot.Pod, 0, len(n.Pods))
 	evict := make([]*corev1.Pod, 0, len(n.Pods))
+	var waits *Blocked // the first pod the node waits to finish
 	for _, sp := range n.Pods {
 		if p.placedByPlan(sp) || movedHere(sp) {
 			movers = append(movers, sp) // needs a home, is not evicted from this node
@@ -28,11 +29,22 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 		switch o := drain.Check(p.rules, sp.Pod, ctx); o.Verdict {
 		case drain.Blocks:
 			ref := scaleup.PodRef{Namespace: sp.Namespace, Name: sp.Name}
-			return nil, nil, &Blocked{Node: n.Name, NodeGroup: g.Name, Reason: o.Reason, Pod: &ref, Message: o.Message}
+			b := &Blocked{Node: n.Name, NodeGroup: g.Name, Reason: o.Reason, Pod: &ref, Message: o.Message}
+			if !o.Finishes {
+				return nil, nil, b
+			}
+			if waits == nil {
+				waits = b
+			}
 		case drain.Moves:
 			movers = append(movers, sp)
 			evict = append(evict, sp.Pod)
 		}
+	}
+	if waits != nil {
+		// Its count runs (Countdown); it starts when nothing else moves.
+		waits.Waits, waits.Empty = true, len(movers) == 0
+		return nil, nil, waits
 	}
 	return movers, evict, nil
 }

@@ -51,6 +51,9 @@ type Outcome struct {
 	Verdict Verdict
 	Reason  Reason
 	Message string
+	// Finishes says the pod blocks only until it finishes on its own
+	// (safe-to-evict: on-completion): its node waits for it.
+	Finishes bool
 }
 
 // Context is what rules may consult besides the pod.

@@ -25,7 +25,7 @@ func (SafeToEvict) Check(p *corev1.Pod, c *Context) Outcome {
 	switch v := p.Annotations[annotationSafeToEvict]; v {
 	case "false", "on-completion":
 		return Outcome{Verdict: Blocks, Reason: ReasonNotSafeToEvict,
-			Message: "pod " + podName(p) + " is annotated " + annotationSafeToEvict + ": \"" + v + "\""}
+			Message: "pod " + podName(p) + " is annotated " + annotationSafeToEvict + ": \"" + v + "\"", Finishes: v == "on-completion"}
 	case "true":
 		return DisruptionBudget{}.Check(p, c).orMoves()
 	}

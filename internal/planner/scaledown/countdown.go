@@ -1,0 +1,49 @@
+package scaledown
+
+import "time"
+
+// Countdown is, per node, since when it has been planned removable in a
+// row of rounds: a node goes once its group's consolidateAfter has run
+// (a controller's memory; after a restart a node waits again, the safe
+// direction). A node held back by something that is not about its pods'
+// room keeps counting (Blocked.Waits): its group's budget, minSize or a
+// hold, or a pod it waits to finish. As Cluster Autoscaler's unneeded
+// time and Karpenter's Consolidatable condition, the wait is the node's,
+// not a turn in a queue: with a budget of one, six idle nodes went one
+// consolidateAfter after another. The plan tries the nodes counting
+// first (Input.Since), the longest first, so that a node whose
+// neighbour's pod finished is not overtaken by it and its count lost.
+type Countdown map[string]time.Time
+
+// Follow brings the countdown up to date with a round's plan at now: the
+// nodes it removes or replaces count from now if they did not count yet;
+// a node held back keeps its count, and starts one when it is empty
+// (nothing to move, so nothing to simulate); every other node stops
+// counting.
+func (c Countdown) Follow(plan *Plan, now time.Time) {
+	counting := map[string]bool{}
+	start := func(name string) {
+		counting[name] = true
+		if _, ok := c[name]; !ok {
+			c[name] = now
+		}
+	}
+	for _, r := range plan.Remove {
+		start(r.Node)
+	}
+	for _, r := range plan.Replace {
+		for _, name := range r.Nodes {
+			start(name)
+		}
+	}
+	for _, b := range plan.Blocked {
+		if _, ok := c[b.Node]; b.Waits && (ok || b.Empty) {
+			start(b.Node)
+		}
+	}
+	for name := range c {
+		if !counting[name] {
+			delete(c, name)
+		}
+	}
+}
