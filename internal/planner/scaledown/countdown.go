@@ -47,3 +47,34 @@ func (c Countdown) Follow(plan *Plan, now time.Time) {
 		}
 	}
 }
+
+// byCountdown splits the candidates whose removal may start now into
+// those due (their group's consolidateAfter has run, or is zero; every
+// candidate when the plan is not told the countdown: an offline plan)
+// and those still waiting. A waiting node is planned after the due ones
+// and after a replacement, as a node waiting for its window is: it takes
+// no room, budget or replacement from a removal that can start now
+// (Karpenter does not consider a node before its consolidateAfter).
+// counting are the waiting nodes counting already: removable last round,
+// they are no node a replacement is for.
+func (p *planner) byCountdown(cands []candidate) (due, waiting []candidate, counting map[string]bool) {
+	if p.since == nil || p.now.IsZero() {
+		return cands, nil, nil
+	}
+	for _, c := range cands {
+		after := c.group.Spec.Disruption.After()
+		switch {
+		case retiring(c.group) || after <= 0 || !c.since.IsZero() && p.now.Sub(c.since) >= after:
+			due = append(due, c)
+		default:
+			waiting = append(waiting, c)
+			if !c.since.IsZero() {
+				if counting == nil {
+					counting = map[string]bool{}
+				}
+				counting[c.node.Name] = true
+			}
+		}
+	}
+	return due, waiting, counting
+}

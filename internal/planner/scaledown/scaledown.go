@@ -258,15 +258,17 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	now, later := p.byWindow(p.candidates())
-	for _, c := range now {
+	due, waiting, counting := p.byCountdown(now)
+	for _, c := range due {
 		p.consider(c)
 	}
 	if len(p.plan.Remove) == 0 {
-		if err := p.replace(in, now); err != nil {
+		replaceable := slices.DeleteFunc(slices.Clone(now), func(c candidate) bool { return counting[c.node.Name] })
+		if err := p.replace(in, replaceable); err != nil {
 			return nil, err
 		}
 	}
-	for _, c := range later {
+	for _, c := range slices.Concat(waiting, later) {
 		p.consider(c)
 	}
 	return p.plan, nil
