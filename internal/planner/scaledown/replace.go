@@ -60,7 +60,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 		if _, held := p.held[c.group.Name]; held || c.group.Spec.Disruption.Policy() != v1alpha1.ConsolidationWhenEmptyOrUnderutilized {
 			continue
 		}
-		if _, _, blocked := p.classify(c.node, c.group); blocked == nil && p.budgetAllows(c.group, 1) {
+		if _, _, blocked := p.classify(c.node, c.group); blocked == nil && p.budgetAllows(c.group, 1, 1) {
 			stuck = append(stuck, c)
 		}
 	}
@@ -85,10 +85,13 @@ func (p *planner) replace(in Input, cands []candidate) error {
 	return p.holdBack(in, stuck, held)
 }
 
-// budgetAllows reports whether the group may disrupt n more nodes.
-func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n int) bool {
+// budgetAllows reports whether the group may disrupt n more nodes, with
+// added new ones of its own coming in their place: its budget allows n,
+// and it keeps its minSize (a replacement within the group, one node out
+// and one in, keeps the group's size, as lifecycle replacements do).
+func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n, added int) bool {
 	name := g.Name
-	return p.staying(name)-n >= int(g.Spec.MinSize) &&
+	return p.staying(name)-n+added >= int(g.Spec.MinSize) &&
 		p.inFlight(g, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
 }
 
@@ -116,7 +119,9 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		nodes = append(nodes, c.node)
 	}
 	for _, c := range set {
-		if !p.budgetAllows(c.group, perGroup[c.group.Name]) {
+		// The new node may be of the group: its minSize is checked once
+		// the new node is known (keepsMinSize).
+		if !p.budgetAllows(c.group, perGroup[c.group.Name], 1) {
 			return nil, nil, nil
 		}
 	}
@@ -129,7 +134,7 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return nil, nil, err
 	}
 	nn, ok := oneNewNode(plan, refs)
-	if !ok || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) {
+	if !ok || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) || !p.keepsMinSize(set, perGroup, nn) {
 		return nil, nil, nil
 	}
 	r = replacement(set, nn, old)
@@ -151,10 +156,26 @@ func (p *planner) tryReplace(in Input, set []candidate, groups []*v1alpha1.NodeG
 		return nil, nil, err
 	}
 	nn, ok = oneNewNode(plan, refs)
-	if !ok || len(plan.NewNodes) != 1 || len(plan.Unschedulable) > 0 || nn.NodeGroup != r.New.NodeGroup || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) {
+	if !ok || len(plan.NewNodes) != 1 || len(plan.Unschedulable) > 0 || nn.NodeGroup != r.New.NodeGroup || nn.PricePerHour > (1-savings)*old || spot && spotNode(nn) ||
+		!p.keepsMinSize(set, perGroup, nn) {
 		return nil, r, nil
 	}
 	return replacement(set, nn, old), nil, nil
+}
+
+// keepsMinSize reports whether every group of the set keeps its minSize
+// once the set is replaced by nn (counted in its own group).
+func (p *planner) keepsMinSize(set []candidate, perGroup map[string]int, nn scaleup.NewNode) bool {
+	for _, c := range set {
+		added := 0
+		if nn.NodeGroup == c.group.Name {
+			added = 1
+		}
+		if !p.budgetAllows(c.group, perGroup[c.group.Name], added) {
+			return false
+		}
+	}
+	return true
 }
 
 // cheapestOffering is the lowest price of any offering of the groups (a

@@ -30,14 +30,19 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 		}
 		homes, hint := p.homes, &p.hint
 		if !nodeutil.Disrupted(n.Node) {
-			// Replaced, not drained yet: its pods go to the node launched
-			// for them, and keep their room here until it is in the
-			// cluster (they take no one else's meanwhile).
+			// Replaced, not drained yet: once the node launched for its
+			// pods is in the cluster, they go there first and the others
+			// to the nodes that stay, as its replacement was planned
+			// (tryReplace), and take that room before any removal is
+			// tried (Karpenter simulates with the pods of the nodes it
+			// deletes first). Until then they keep their room here: which
+			// of them the new node takes is not known, and they take no
+			// room a drain counts on.
 			r := p.s.Node(n.Annotations[v1alpha1.AnnotationReplacedBy])
 			if r == nil || r.Unschedulable {
 				continue
 			}
-			homes, hint = []*snapshot.Node{r}, new(int)
+			homes, hint = append([]*snapshot.Node{r}, p.homes...), new(int)
 		}
 		for _, sp := range slices.Clone(n.Pods) {
 			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {
