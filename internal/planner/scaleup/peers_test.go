@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
@@ -602,4 +603,45 @@ func TestANewNodeRunsThePodsItsGroupsNodesRunBesidesDaemonSets(t *testing.T) {
 		bound: []*corev1.Pod{boundTo(b.Pod("app", b.CPU("2")), "n")},
 		want:  []string{"new zone-a/on-demand/m-2: web-1,web-2"},
 	}})
+}
+
+// TestAPendingPodDoesNotTakeTheRoomOfAReplacement (Karpenter's "should
+// schedule all pods on one inflight node when node is in deleting
+// state"): berth launched new, a cheaper node, to replace old
+// (berth.dev/replaced-by), and drains old once new is up; new was sized
+// for old's pods. A pod that comes while new boots gets a node of its
+// own: planned on new (empty to the planner), it left old's pods no room,
+// and old's replacement was given up at its drain with new bought. Nor
+// does a pod go to old, which is drained next. Scale-down's re-check of
+// old still finds its pods a home on new (the room is scale-up's view
+// only).
+func TestAPendingPodDoesNotTakeTheRoomOfAReplacement(t *testing.T) {
+	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.10")))
+	ng.UID = "uid-g"
+	old := b.Node("old", "8", "32Gi", b.LaunchedBy(ng), b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "new"))
+	labels := b.NodeLabels(v1alpha1.LabelInstanceType, "m-4", v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")
+	booting := b.Node("new", "4", "16Gi", b.LaunchedBy(ng), b.Booting(), labels)
+	bound := []*corev1.Pod{
+		boundTo(b.Pod("web-1", b.CPU("2"), b.OwnedBy("ReplicaSet", "web")), "old"),
+		boundTo(b.Pod("web-2", b.CPU("1500m"), b.OwnedBy("ReplicaSet", "web")), "old"),
+	}
+	runPlanCases(t, []planCase{{
+		name:    "a pod that comes while the replacement boots",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{old, booting},
+		bound:   bound,
+		pending: []*corev1.Pod{b.Pod("late", b.CPU("2"), b.OwnedBy("ReplicaSet", "late"))},
+		want:    []string{"new zone-a/on-demand/m-4: late"},
+	}, {
+		name:    "a small pod fits beside the old node's pods on the replacement",
+		groups:  []*v1alpha1.NodeGroup{ng},
+		nodes:   []*corev1.Node{old, booting},
+		bound:   bound,
+		pending: []*corev1.Pod{b.Pod("small", b.CPU("250m"), b.OwnedBy("ReplicaSet", "small"))},
+		want:    []string{"on new: small"},
+	}})
+	up := b.Node("new", "4", "16Gi", b.LaunchedBy(ng), labels)
+	if bl, err := scaledown.Recheck(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: []*corev1.Node{old, up}, Pods: bound}, "old"); err != nil || bl != nil {
+		t.Errorf("old's re-check once new is up: %+v %v; want its pods to fit on new", bl, err)
+	}
 }

@@ -79,6 +79,9 @@ type Input struct {
 	// seen is what the groups' nodes were seen with (observe), once a
 	// round has read it.
 	seen *observed
+	// replaced is the room the nodes being replaced hold on their
+	// replacements (newReplacedRoom): a provisioning round's only.
+	replaced *replacedRoom
 }
 
 // Plan is a scale-up decision.
@@ -163,6 +166,7 @@ func Run(in Input) (*Plan, error) {
 		unavailable[o] = true
 	}
 	in.seen = observe(in.Nodes, groups)
+	in.replaced = newReplacedRoom(in) // scale-up's only: scale-down moves the pods itself
 	s, err := ClusterSnapshot(in)
 	if err != nil {
 		return nil, err
@@ -259,6 +263,7 @@ func newSnapshot(in Input, groups []*v1alpha1.NodeGroup, booting func(*corev1.No
 		dss = daemonset.Pods(in.DaemonSets)
 	}
 	for _, n := range in.Nodes {
+		n = in.replaced.apply(n)
 		group := n.Labels[v1alpha1.LabelNodeGroup]
 		var taints []corev1.Taint
 		var ports []snapshot.HostPort

@@ -1,0 +1,108 @@
+package scaleup
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
+)
+
+// replacedRoom is what the nodes berth replaces (berth.dev/replaced-by,
+// not drained yet) hold for their pods on the nodes launched to replace
+// them: a replacement was sized for those pods, and they move there once
+// it is up and the old node drains. A pending pod planned into that room
+// would leave them none, and the replacement would be given up at its
+// drain with its node bought; a pod planned onto the old node would be
+// evicted with it. So the old node takes no pod, and the first of its
+// replacements in the cluster has the room of the old node's pods that
+// move (not DaemonSets', not mirrors') taken off its allocatable, as
+// Karpenter schedules the pods of the nodes it deletes with the pending
+// ones. The pods are read only when such a node exists.
+type replacedRoom struct {
+	old  map[string]bool
+	into map[string]corev1.ResourceList // by replacement
+}
+
+func newReplacedRoom(in Input) *replacedRoom {
+	var r *replacedRoom
+	present := map[string]bool{}
+	for _, n := range in.Nodes {
+		present[n.Name] = true
+	}
+	to := map[string]string{} // old node -> its replacement in the cluster
+	for _, n := range in.Nodes {
+		by := n.Annotations[v1alpha1.AnnotationReplacedBy]
+		if by == "" || nodeutil.Disrupted(n) || n.Labels[v1alpha1.LabelNodeGroup] == "" {
+			continue // a drained node's pods are evicted: pending pods then
+		}
+		if r == nil {
+			r = &replacedRoom{old: map[string]bool{}, into: map[string]corev1.ResourceList{}}
+		}
+		r.old[n.Name] = true
+		for _, name := range strings.Split(by, ",") {
+			if present[name] {
+				to[n.Name] = name
+				break
+			}
+		}
+	}
+	if r == nil || len(to) == 0 {
+		return r
+	}
+	for _, p := range in.Pods {
+		repl, ok := to[p.Spec.NodeName]
+		if !ok || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) || podutil.IsTerminal(p) {
+			continue
+		}
+		used := r.into[repl]
+		if used == nil {
+			used = corev1.ResourceList{}
+			r.into[repl] = used
+		}
+		for name, q := range snapshot.RequestsOf(p) {
+			sum := used[name]
+			sum.Add(q)
+			used[name] = sum
+		}
+		pods := used[corev1.ResourcePods]
+		pods.Add(*apiresource.NewQuantity(1, apiresource.DecimalSI))
+		used[corev1.ResourcePods] = pods
+	}
+	return r
+}
+
+// apply is n as scale-up plans with it: an old node cordoned, a
+// replacement with the room its old nodes' pods take there taken off
+// its allocatable, any other node itself.
+func (r *replacedRoom) apply(n *corev1.Node) *corev1.Node {
+	if r == nil {
+		return n
+	}
+	used, into := r.into[n.Name]
+	if !r.old[n.Name] && !into {
+		return n
+	}
+	c := *n
+	if r.old[n.Name] {
+		c.Spec.Unschedulable = true
+	}
+	if into {
+		c.Status.Allocatable = make(corev1.ResourceList, len(n.Status.Allocatable))
+		for name, q := range n.Status.Allocatable {
+			q = q.DeepCopy()
+			if u, ok := used[name]; ok {
+				q.Sub(u)
+				if q.Sign() < 0 {
+					q = apiresource.Quantity{}
+				}
+			}
+			c.Status.Allocatable[name] = q
+		}
+	}
+	return &c
+}
