@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -173,7 +174,20 @@ type AffinityTerm struct {
 }
 
 func (t *AffinityTerm) computeSignature() {
-	t.signature = strings.Join(sets.List(t.Namespaces), ",") + "|" + t.NamespaceSelector.String() + "|" + t.Selector.String() + "|" + t.TopologyKey
+	t.signature = strings.Join(sets.List(t.Namespaces), ",") + "|" + selectorKey(t.NamespaceSelector) + "|" + selectorKey(t.Selector) + "|" + t.TopologyKey
+}
+
+// selectorKey names what a selector selects: its String, but for the two
+// selectors that print alike as "", one that selects everything (an empty
+// selector, {}) and one that selects nothing (a nil selector).
+func selectorKey(s labels.Selector) string {
+	if k := s.String(); k != "" {
+		return k
+	}
+	if s.Empty() {
+		return "<all>"
+	}
+	return "<none>"
 }
 
 // Matches reports whether a pod with the given namespace (and namespace
@@ -359,16 +373,30 @@ func affinityTerms(pod *corev1.Pod) (aff, anti []AffinityTerm, err error) {
 	return aff, anti, nil
 }
 
+// selectsOn reports whether a label selector has a requirement on key.
+func selectsOn(s *metav1.LabelSelector, key string) bool {
+	if s == nil {
+		return false
+	}
+	if _, ok := s.MatchLabels[key]; ok {
+		return true
+	}
+	return slices.ContainsFunc(s.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool { return r.Key == key })
+}
+
 func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, error) {
 	sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
 	if err != nil {
 		return AffinityTerm{}, err
 	}
 	// matchLabelKeys and mismatchLabelKeys are merged into the selector by
-	// the API server when the pod is created; merging again is harmless
-	// and makes pods read from files behave the same.
+	// the API server when the pod is created, with the labels it had then,
+	// and kube-scheduler reads the selector only. A key the selector
+	// names already was merged so (the API server refuses a key in both):
+	// merged again with labels changed since, the selector would select
+	// nothing. A pod read from a file is merged here, as admitted.
 	for _, k := range t.MatchLabelKeys {
-		if v, ok := pod.Labels[k]; ok {
+		if v, ok := pod.Labels[k]; ok && !selectsOn(t.LabelSelector, k) {
 			r, err := labels.NewRequirement(k, "in", []string{v})
 			if err == nil {
 				sel = sel.Add(*r)
@@ -376,7 +404,7 @@ func newAffinityTerm(pod *corev1.Pod, t *corev1.PodAffinityTerm) (AffinityTerm, 
 		}
 	}
 	for _, k := range t.MismatchLabelKeys {
-		if v, ok := pod.Labels[k]; ok {
+		if v, ok := pod.Labels[k]; ok && !selectsOn(t.LabelSelector, k) {
 			r, err := labels.NewRequirement(k, "notin", []string{v})
 			if err == nil {
 				sel = sel.Add(*r)
