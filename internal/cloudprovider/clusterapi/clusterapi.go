@@ -85,6 +85,9 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if err := p.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", r, err)
 	}
+	if why := unscalable(obj); why != "" {
+		return nil, fmt.Errorf("%s: %s; not scaling it", r, why)
+	}
 	tmpl, err := ParseAnnotations(obj.GetAnnotations())
 	if err != nil {
 		return nil, fmt.Errorf("%s has malformed autoscaler annotations, not scaling it: %w", r, err)
@@ -133,6 +136,13 @@ func (p *Provider) Delete(ctx context.Context, nodeName string) error {
 	}
 	if mark := node.Annotations[v1alpha1.AnnotationLaunchedBy]; mark == "" || mark != string(ng.UID) {
 		return fmt.Errorf("node %s does not carry node group %s's owner mark: berth does not remove it", nodeName, ng.Name)
+	}
+	obj := r.object()
+	if err := p.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return fmt.Errorf("reading %s: %w", r, err)
+	}
+	if why := unscalable(obj); why != "" {
+		return fmt.Errorf("%s: %s; not removing node %s", r, why, nodeName)
 	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
@@ -193,7 +203,8 @@ func (p *Provider) List(ctx context.Context, nodeGroup string) ([]*cloudprovider
 
 // RefreshNodeGroup applies the group's object's autoscaler annotations
 // (size bounds, capacity, labels, taints) to ng, a copy the caller plans
-// with.
+// with; an object berth does not scale (unscalable) holds the group at
+// its replicas.
 func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup) error {
 	if ng.Spec.Provider.ClusterAPI == nil {
 		return nil
@@ -211,6 +222,9 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 		return fmt.Errorf("%s: %w", r, err)
 	}
 	tmpl.Apply(ng)
+	if unscalable(obj) != "" {
+		hold(ng, obj)
+	}
 	return nil
 }
 
