@@ -73,9 +73,9 @@ func TestANodeWaitingItsConsolidateAfterDoesNotHoldBackOtherReplacements(t *test
 // became removable (decide.go due): a node that turns removable later
 // keeps one that waited long enough from going, and restarts its wait.
 //
-// Budget 1, consolidateAfter 1m; y (200m) is planned first; 50s later x
-// is emptied and planned first instead; at 70s y has been removable for
-// 70s in a row, x for 20s: y must go.
+// Budget 1, consolidateAfter 1m; y (200m) is planned first, x (1500m)
+// has no home for its pod; 50s later x is emptied; at 70s y has been
+// removable for 70s in a row, x for 20s: y must go.
 func TestANodeWaitingItsConsolidateAfterTakesNoBudgetFromOneThatWaited(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, "sd-kp-budget", 3)
@@ -96,7 +96,7 @@ func TestANodeWaitingItsConsolidateAfterTakesNoBudgetFromOneThatWaited(t *testin
 	}
 	movable("on-z", "1", z)
 	movable("on-y", "200m", y)
-	onX := movable("on-x", "400m", x)
+	onX := movable("on-x", "1500m", x) // fits on no other node: x is not removable until it goes
 	f.waitRunning(3)
 	planned := func(res *disruption.Result) []string {
 		var out []string

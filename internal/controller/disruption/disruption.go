@@ -292,6 +292,9 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 	}
 	for _, r := range c.due(w, plan) {
+		if _, ok := c.marks[r.Node]; ok {
+			continue // launched for: its marks are not confirmed yet (ensureMarks)
+		}
 		if err := c.start(ctx, w, w.byName[r.Node], reasonOf(r.Reason), why(r.Reason)); err != nil {
 			errs = append(errs, err)
 			continue

@@ -27,6 +27,11 @@ type mark struct {
 	drain       bool
 }
 
+// markRewrite is how long after its write a mark the cache does not show
+// is written again: a few rounds, each retrying a write that lost a
+// conflict.
+const markRewrite = time.Minute
+
 // on reports whether n carries the mark.
 func (m mark) on(n *corev1.Node) bool {
 	for k := range m.annotations {
@@ -55,13 +60,16 @@ func (m mark) apply(n *corev1.Node) {
 // informer cache does not show yet: the node is read from the API server,
 // marked again if the mark is not there (its write failed), and the round
 // reads it with the mark. A node the API server no longer has, or the
-// cache shows marked, is forgotten. While a node's mark cannot be
-// confirmed, it stays in marks and disrupt launches nothing for it.
+// cache shows marked, is forgotten; so is a mark older than markRewrite
+// (written again only while its first write may have failed, so that a
+// drain stopped since, by the node group's finalizer or `berth cleanup`,
+// is not started again). While a node's mark cannot be confirmed, it
+// stays in marks and nothing more is launched or drained for it.
 func (c *Controller) ensureMarks(ctx context.Context, w *world) []error {
 	var errs []error
 	for name, m := range c.marks {
 		n := w.byName[name]
-		if n == nil || m.on(n) {
+		if n == nil || m.on(n) || c.Clock.Since(m.at) > markRewrite {
 			delete(c.marks, name)
 			continue
 		}

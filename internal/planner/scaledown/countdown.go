@@ -5,21 +5,19 @@ import "time"
 // Countdown is, per node, since when it has been planned removable in a
 // row of rounds: a node goes once its group's consolidateAfter has run
 // (a controller's memory; after a restart a node waits again, the safe
-// direction). A node held back by something that is not about its pods'
-// room keeps counting (Blocked.Waits): its group's budget, minSize or a
-// hold, or a pod it waits to finish. As Cluster Autoscaler's unneeded
-// time and Karpenter's Consolidatable condition, the wait is the node's,
-// not a turn in a queue: with a budget of one, six idle nodes went one
-// consolidateAfter after another. The plan tries the nodes counting
+// direction). A node that would be removable but is held back by
+// something that is not about its pods' room counts too (Blocked.Waits:
+// its group's budget, minSize or a hold, or a pod it waits to finish,
+// its other pods having a home). As Cluster Autoscaler's unneeded time,
+// the wait is the node's, not a turn in a queue: with a budget of one,
+// six idle nodes went one consolidateAfter after another. The plan tries the nodes counting
 // first (Input.Since), the longest first, so that a node whose
 // neighbour's pod finished is not overtaken by it and its count lost.
 type Countdown map[string]time.Time
 
 // Follow brings the countdown up to date with a round's plan at now: the
-// nodes it removes or replaces count from now if they did not count yet;
-// a node held back keeps its count, and starts one when it is empty
-// (nothing to move, so nothing to simulate); every other node stops
-// counting.
+// nodes it removes, replaces or holds back (Blocked.Waits) count from now
+// if they did not count yet; every other node stops counting.
 func (c Countdown) Follow(plan *Plan, now time.Time) {
 	counting := map[string]bool{}
 	start := func(name string) {
@@ -37,7 +35,7 @@ func (c Countdown) Follow(plan *Plan, now time.Time) {
 		}
 	}
 	for _, b := range plan.Blocked {
-		if _, ok := c[b.Node]; b.Waits && (ok || b.Empty) {
+		if b.Waits {
 			start(b.Node)
 		}
 	}
@@ -55,11 +53,9 @@ func (c Countdown) Follow(plan *Plan, now time.Time) {
 // and after a replacement, as a node waiting for its window is: it takes
 // no room, budget or replacement from a removal that can start now
 // (Karpenter does not consider a node before its consolidateAfter).
-// counting are the waiting nodes counting already: removable last round,
-// they are no node a replacement is for.
-func (p *planner) byCountdown(cands []candidate) (due, waiting []candidate, counting map[string]bool) {
+func (p *planner) byCountdown(cands []candidate) (due, waiting []candidate) {
 	if p.since == nil || p.now.IsZero() {
-		return cands, nil, nil
+		return cands, nil
 	}
 	for _, c := range cands {
 		after := c.group.Spec.Disruption.After()
@@ -68,13 +64,7 @@ func (p *planner) byCountdown(cands []candidate) (due, waiting []candidate, coun
 			due = append(due, c)
 		default:
 			waiting = append(waiting, c)
-			if !c.since.IsZero() {
-				if counting == nil {
-					counting = map[string]bool{}
-				}
-				counting[c.node.Name] = true
-			}
 		}
 	}
-	return due, waiting, counting
+	return due, waiting
 }

@@ -181,12 +181,11 @@ type Blocked struct {
 	Reason    drain.Reason    `json:"reason"`
 	Pod       *scaleup.PodRef `json:"pod,omitempty"`
 	Message   string          `json:"message"`
-	// Waits says the node is held back by something other than its pods'
-	// room: its group's budget, minSize or a hold, or a pod it waits to
-	// finish (Countdown keeps its count); Empty that it has nothing else
-	// to move (its count may start).
+	// Waits says the node would be removable but is held back by
+	// something other than its pods' room: its group's budget, minSize or
+	// a hold, or a pod it waits to finish; its other pods have a home (or
+	// it has none to move). Its countdown runs (Countdown).
 	Waits bool `json:"waits,omitempty"`
-	Empty bool `json:"empty,omitempty"`
 }
 
 // Plan is the outcome.
@@ -258,18 +257,35 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	now, later := p.byWindow(p.candidates())
-	due, waiting, counting := p.byCountdown(now)
+	due, waiting := p.byCountdown(now)
 	for _, c := range due {
 		p.consider(c)
 	}
 	if len(p.plan.Remove) == 0 {
-		replaceable := slices.DeleteFunc(slices.Clone(now), func(c candidate) bool { return counting[c.node.Name] })
-		if err := p.replace(in, replaceable); err != nil {
+		// A waiting node that could go on its own is no node a
+		// replacement is for: it would wait for that node's
+		// consolidateAfter too.
+		alone := map[*snapshot.Node]bool{}
+		for _, c := range waiting {
+			if p.removableAlone(c) {
+				alone[c.node] = true
+			}
+		}
+		stuck := slices.DeleteFunc(slices.Clone(now), func(c candidate) bool { return alone[c.node] })
+		if err := p.replace(in, stuck); err != nil {
 			return nil, err
 		}
 	}
+	replaced := map[string]bool{}
+	for _, r := range p.plan.Replace {
+		for _, name := range r.Nodes {
+			replaced[name] = true
+		}
+	}
 	for _, c := range slices.Concat(waiting, later) {
-		p.consider(c)
+		if !replaced[c.node.Name] { // a node the replacement takes is not removed or held too
+			p.consider(c)
+		}
 	}
 	return p.plan, nil
 }
@@ -473,11 +489,13 @@ func (p *planner) consider(c candidate) {
 	// Cheapest first, and what the user can change first: the pods, the
 	// policy, the group's size and budget; the simulation last.
 	movers, evict, blocked := p.classify(n, g)
-	if blocked != nil {
-		p.plan.Blocked = append(p.plan.Blocked, *blocked)
-		return
+	if blocked == nil {
+		blocked = p.refuse(c, len(evict) > 0)
 	}
-	if blocked := p.refuse(c, len(evict) > 0); blocked != nil {
+	if blocked != nil {
+		if blocked.Waits && len(movers) > 0 {
+			blocked.Waits = p.wouldRehome(n, movers) // its count runs only while it is removable
+		}
 		p.plan.Blocked = append(p.plan.Blocked, *blocked)
 		return
 	}
@@ -528,6 +546,25 @@ func (p *planner) consider(c candidate) {
 	p.plan.Remove = append(p.plan.Remove, r)
 }
 
+// removableAlone reports whether a candidate's pods pass the drain rules
+// and would all find a home if it went now (its group's rules aside).
+func (p *planner) removableAlone(c candidate) bool {
+	movers, _, blocked := p.classify(c.node, c.group)
+	return blocked == nil && (len(movers) == 0 || p.wouldRehome(c.node, movers))
+}
+
+// wouldRehome reports whether the movers of node n would all find a home
+// if n went now: a simulation the snapshot forgets.
+func (p *planner) wouldRehome(n *snapshot.Node, movers []*snapshot.Pod) bool {
+	ok := false
+	_ = p.s.WithFork(func() (bool, error) {
+		_, _, homeless := p.rehome(n, movers)
+		ok = homeless == nil
+		return false, nil
+	})
+	return ok
+}
+
 // moveAt is where a pod's move is in the plan: Remove[removal].Evict[move].
 type moveAt struct{ removal, move int }
 
@@ -549,7 +586,7 @@ func (p *planner) refuse(c candidate, evicts bool) *Blocked {
 	n, g := c.node, c.group
 	name := g.Name
 	blocked := func(reason drain.Reason, msg string) *Blocked {
-		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg, Waits: reason != ReasonPolicy, Empty: !evicts}
+		return &Blocked{Node: n.Name, NodeGroup: name, Reason: reason, Message: msg, Waits: reason != ReasonPolicy}
 	}
 	reason := v1alpha1.ReasonUnderutilized
 	if !evicts {

@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -38,11 +39,16 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 			// deletes first). Until then they keep their room here: which
 			// of them the new node takes is not known, and they take no
 			// room a drain counts on.
-			r := p.s.Node(n.Annotations[v1alpha1.AnnotationReplacedBy])
-			if r == nil || r.Unschedulable {
+			var repls []*snapshot.Node // a lifecycle replacement may be several nodes
+			for _, name := range strings.Split(n.Annotations[v1alpha1.AnnotationReplacedBy], ",") {
+				if r := p.s.Node(name); r != nil && !r.Unschedulable {
+					repls = append(repls, r)
+				}
+			}
+			if len(repls) == 0 {
 				continue
 			}
-			homes, hint = append([]*snapshot.Node{r}, p.homes...), new(int)
+			homes, hint = append(repls, p.homes...), new(int)
 		}
 		for _, sp := range slices.Clone(n.Pods) {
 			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {

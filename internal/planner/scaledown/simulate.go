@@ -42,9 +42,10 @@ func (p *planner) classify(n *snapshot.Node, g *v1alpha1.NodeGroup) ([]*snapshot
 		}
 	}
 	if waits != nil {
-		// Its count runs (Countdown); it starts when nothing else moves.
-		waits.Waits, waits.Empty = true, len(movers) == 0
-		return nil, nil, waits
+		// The node waits for the pod to finish; its count runs while the
+		// others have a home (consider), so they are returned too.
+		waits.Waits = true
+		return movers, evict, waits
 	}
 	return movers, evict, nil
 }

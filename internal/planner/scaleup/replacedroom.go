@@ -1,6 +1,7 @@
 package scaleup
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,42 +30,46 @@ type replacedRoom struct {
 }
 
 func newReplacedRoom(in Input) *replacedRoom {
-	var r *replacedRoom
-	present := map[string]bool{}
-	for _, n := range in.Nodes {
-		present[n.Name] = true
+	if !slices.ContainsFunc(in.Nodes, func(n *corev1.Node) bool { return n.Annotations[v1alpha1.AnnotationReplacedBy] != "" }) {
+		return nil // most rounds: no map of the nodes is made
 	}
-	to := map[string]string{} // old node -> its replacement in the cluster
+	byName := make(map[string]*corev1.Node, len(in.Nodes))
+	for _, n := range in.Nodes {
+		byName[n.Name] = n
+	}
+	r := &replacedRoom{old: map[string]bool{}, into: map[string]corev1.ResourceList{}}
+	to := map[string][]*corev1.Node{} // old node -> its replacements in the cluster
 	for _, n := range in.Nodes {
 		by := n.Annotations[v1alpha1.AnnotationReplacedBy]
 		if by == "" || nodeutil.Disrupted(n) || n.Labels[v1alpha1.LabelNodeGroup] == "" {
 			continue // a drained node's pods are evicted: pending pods then
 		}
-		if r == nil {
-			r = &replacedRoom{old: map[string]bool{}, into: map[string]corev1.ResourceList{}}
-		}
 		r.old[n.Name] = true
 		for _, name := range strings.Split(by, ",") {
-			if present[name] {
-				to[n.Name] = name
-				break
+			if repl := byName[name]; repl != nil {
+				to[n.Name] = append(to[n.Name], repl)
 			}
 		}
 	}
-	if r == nil || len(to) == 0 {
-		return r
-	}
 	for _, p := range in.Pods {
-		repl, ok := to[p.Spec.NodeName]
-		if !ok || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) || podutil.IsTerminal(p) {
+		repls := to[p.Spec.NodeName]
+		if len(repls) == 0 || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) || podutil.IsTerminal(p) {
 			continue
 		}
-		used := r.into[repl]
+		req := snapshot.RequestsOf(p)
+		repl := repls[0] // a lifecycle replacement of several nodes: the first that holds the pod
+		for _, c := range repls {
+			if r.holds(c, req) {
+				repl = c
+				break
+			}
+		}
+		used := r.into[repl.Name]
 		if used == nil {
 			used = corev1.ResourceList{}
-			r.into[repl] = used
+			r.into[repl.Name] = used
 		}
-		for name, q := range snapshot.RequestsOf(p) {
+		for name, q := range req {
 			sum := used[name]
 			sum.Add(q)
 			used[name] = sum
@@ -74,6 +79,22 @@ func newReplacedRoom(in Input) *replacedRoom {
 		used[corev1.ResourcePods] = pods
 	}
 	return r
+}
+
+// holds reports whether replacement n has room for req beside what its
+// old nodes' pods take there so far.
+func (r *replacedRoom) holds(n *corev1.Node, req corev1.ResourceList) bool {
+	used := r.into[n.Name]
+	for name, q := range req {
+		free := n.Status.Allocatable[name].DeepCopy()
+		if u, ok := used[name]; ok {
+			free.Sub(u)
+		}
+		if q.Cmp(free) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // apply is n as scale-up plans with it: an old node cordoned, a
