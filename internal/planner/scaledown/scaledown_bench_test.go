@@ -26,6 +26,14 @@ func BenchmarkScaleDown(b_ *testing.B) {
 	}
 }
 
+// BenchmarkScaleDownWithABudget is BenchmarkScaleDown at 5,000 nodes
+// with the default budget (10 %): the light nodes past the budget are
+// held back, and each is simulated still (its countdown runs only while
+// its pods would have a home).
+func BenchmarkScaleDownWithABudget(b_ *testing.B) {
+	b_.Run("nodes=5000/budget=10%", func(bb *testing.B) { benchmarkScaleDownBudget(bb, 5000, "10%") })
+}
+
 // BenchmarkScaleDownFirstRound is a controller's first round at 1,000
 // nodes: the model of the cluster is built, then planned on.
 func BenchmarkScaleDownFirstRound(b_ *testing.B) {
@@ -44,7 +52,15 @@ func BenchmarkScaleDownWithPDBs(b_ *testing.B) {
 // or spread over namespaces with a PDB per workload in each; with
 // firstRound, on a model of the cluster built anew every round.
 func benchmarkScaleDown(bb *testing.B, n, namespaces int, firstRound bool) {
-	all := intstr.FromString("100%")
+	benchmarkScaleDownIn(bb, n, namespaces, firstRound, "100%")
+}
+
+func benchmarkScaleDownBudget(bb *testing.B, n int, budget string) {
+	benchmarkScaleDownIn(bb, n, 0, false, budget)
+}
+
+func benchmarkScaleDownIn(bb *testing.B, n, namespaces int, firstRound bool, budget string) {
+	all := intstr.FromString(budget)
 	ng := b.NodeGroup("bench", b.Size(0, 10000))
 	ng.UID = "uid-bench"
 	ng.Spec.Disruption.Budget = &all
