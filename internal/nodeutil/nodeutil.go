@@ -191,3 +191,14 @@ func Resuming(n *corev1.Node, now time.Time) bool {
 	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationResumedAt])
 	return err == nil && !Ready(n) && now.Sub(at) < resumeBoot
 }
+
+// ReplacedBy are the names of the nodes launched to replace n
+// (berth.dev/replaced-by, comma-separated), none when it is not being
+// replaced.
+func ReplacedBy(n *corev1.Node) []string {
+	v := n.Annotations[v1alpha1.AnnotationReplacedBy]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}

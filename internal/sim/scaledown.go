@@ -48,6 +48,11 @@ func (e *Engine) scaleDown() {
 		e.metrics.scaleDownPlans++
 	}
 	e.removableSince.Follow(plan, e.now)
+	if len(e.removableSince) > 0 {
+		// The plan reads the countdown (which node is due, tried first):
+		// planned again next round, as the controller does.
+		e.dirty = true
+	}
 	started := 0
 	for _, r := range plan.Remove {
 		since := e.removableSince[r.Node]

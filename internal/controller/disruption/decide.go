@@ -15,7 +15,7 @@ import (
 // deleted), at most MaxRemovalsPerRound, once the countdown follows the
 // plan (scaledown.Countdown).
 func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
-	now := c.Clock.Now()
+	now := w.input.Now // the planner's: what it planned as due is due here
 	c.removableSince.Follow(plan, now)
 	var out []scaledown.Removal
 	for _, r := range plan.Remove {
@@ -36,7 +36,7 @@ func (c *Controller) due(w *world, plan *scaledown.Plan) []scaledown.Removal {
 // dueAll reports whether every node of a replacement has been removable
 // for its group's consolidateAfter, in its group's window.
 func (c *Controller) dueAll(w *world, nodes []string) bool {
-	now := c.Clock.Now()
+	now := w.input.Now
 	for _, name := range nodes {
 		n := w.byName[name]
 		if n == nil {

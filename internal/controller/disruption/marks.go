@@ -60,16 +60,17 @@ func (m mark) apply(n *corev1.Node) {
 // informer cache does not show yet: the node is read from the API server,
 // marked again if the mark is not there (its write failed), and the round
 // reads it with the mark. A node the API server no longer has, or the
-// cache shows marked, is forgotten; so is a mark older than markRewrite
-// (written again only while its first write may have failed, so that a
-// drain stopped since, by the node group's finalizer or `berth cleanup`,
-// is not started again). While a node's mark cannot be confirmed, it
-// stays in marks and nothing more is launched or drained for it.
+// cache shows marked, is forgotten; a mark older than markRewrite is
+// not written again (only while its first write may have failed, so that
+// a drain stopped since, by the node group's finalizer or `berth
+// cleanup`, is not started again) but forgotten once the API server does
+// not show it. While a node's mark is not confirmed, it stays in marks
+// and nothing more is launched or drained for it.
 func (c *Controller) ensureMarks(ctx context.Context, w *world) []error {
 	var errs []error
 	for name, m := range c.marks {
 		n := w.byName[name]
-		if n == nil || m.on(n) || c.Clock.Since(m.at) > markRewrite {
+		if n == nil || m.on(n) {
 			delete(c.marks, name)
 			continue
 		}
@@ -80,6 +81,10 @@ func (c *Controller) ensureMarks(ctx context.Context, w *world) []error {
 				continue
 			}
 			errs = append(errs, fmt.Errorf("reading node %s to confirm its marks: %w", name, err))
+			continue
+		}
+		if !m.on(fresh) && c.Clock.Since(m.at) > markRewrite {
+			delete(c.marks, name) // not written again: a drain stopped since stays stopped
 			continue
 		}
 		if !m.on(fresh) {

@@ -77,7 +77,7 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 // up (upFor) and the node's pods still have a home; it gives the
 // replacement up if a new node is gone.
 func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
-	names := strings.Split(n.Annotations[v1alpha1.AnnotationReplacedBy], ",")
+	names := nodeutil.ReplacedBy(n)
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementStarted])
 	if err != nil {
 		started = time.Time{}

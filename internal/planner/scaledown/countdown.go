@@ -10,7 +10,7 @@ import "time"
 // its group's budget, minSize or a hold, or a pod it waits to finish,
 // its other pods having a home). As Cluster Autoscaler's unneeded time,
 // the wait is the node's, not a turn in a queue: with a budget of one,
-// six idle nodes went one consolidateAfter after another. The plan tries the nodes counting
+// idle nodes go one after another, not one consolidateAfter apart. The plan tries the nodes counting
 // first (Input.Since), the longest first, so that a node whose
 // neighbour's pod finished is not overtaken by it and its count lost.
 type Countdown map[string]time.Time

@@ -45,10 +45,11 @@ type Replacement struct {
 	NewPrice float64         `json:"newPricePerHour"`
 }
 
-// replace looks, when nothing could simply be removed, for the cheapest
-// replacement of the 3, 2 or 1 least-utilised candidates that only lack
-// room (their pods pass every drain rule), or else of one of the next
-// ones alone (replacementSets): their pods are planned by the
+// replace looks for the cheapest replacement of the first 3, 2 or 1
+// candidates (in the candidates' order: counting down first, then least
+// utilised) that only lack room (their pods pass every drain rule, and
+// they are not removed otherwise: planRemovals), or else of one of the
+// next ones alone (replacementSets): their pods are planned by the
 // scale-up planner on the rest of the cluster plus new nodes; they must
 // go to the nodes that stay or exactly one new node, saving at least the
 // group's share, not a spot node when one of them is spot (spotNode), and

@@ -257,37 +257,53 @@ func Run(in Input) (*Plan, error) {
 		return nil, err
 	}
 	now, later := p.byWindow(p.candidates())
+	if err := p.planRemovals(in, now, later); err != nil {
+		return nil, err
+	}
+	return p.plan, nil
+}
+
+// planRemovals plans the removals due now (byCountdown), then a
+// replacement of nodes that only lack room, then the removals still
+// waiting for their consolidateAfter or their window: those take no
+// room, budget or replacement from what can start now. A node planned
+// removed, or a waiting node that could go on its own (a replacement
+// would wait for it), is no node a replacement is for; a node the
+// replacement takes is cordoned (no home for the waiting nodes' pods)
+// and neither removed nor reported kept.
+func (p *planner) planRemovals(in Input, now, later []candidate) error {
 	due, waiting := p.byCountdown(now)
 	for _, c := range due {
 		p.consider(c)
 	}
-	if len(p.plan.Remove) == 0 {
-		// A waiting node that could go on its own is no node a
-		// replacement is for: it would wait for that node's
-		// consolidateAfter too.
-		alone := map[*snapshot.Node]bool{}
-		for _, c := range waiting {
-			if p.removableAlone(c) {
-				alone[c.node] = true
-			}
+	out := map[*snapshot.Node]bool{}
+	for _, r := range p.plan.Remove {
+		out[p.s.Node(r.Node)] = true
+	}
+	for _, c := range waiting {
+		if p.removableAlone(c) {
+			out[c.node] = true
 		}
-		stuck := slices.DeleteFunc(slices.Clone(now), func(c candidate) bool { return alone[c.node] })
-		if err := p.replace(in, stuck); err != nil {
-			return nil, err
-		}
+	}
+	if err := p.replace(in, slices.DeleteFunc(slices.Clone(now), func(c candidate) bool { return out[c.node] })); err != nil {
+		return err
 	}
 	replaced := map[string]bool{}
 	for _, r := range p.plan.Replace {
 		for _, name := range r.Nodes {
 			replaced[name] = true
+			if n := p.s.Node(name); n != nil {
+				p.s.Cordon(n)
+			}
 		}
 	}
+	p.plan.Blocked = slices.DeleteFunc(p.plan.Blocked, func(b Blocked) bool { return replaced[b.Node] })
 	for _, c := range slices.Concat(waiting, later) {
-		if !replaced[c.node.Name] { // a node the replacement takes is not removed or held too
+		if !replaced[c.node.Name] {
 			p.consider(c)
 		}
 	}
-	return p.plan, nil
+	return nil
 }
 
 // newPlanner builds the cluster snapshot and the planner's bookkeeping,
@@ -489,8 +505,12 @@ func (p *planner) consider(c candidate) {
 	// Cheapest first, and what the user can change first: the pods, the
 	// policy, the group's size and budget; the simulation last.
 	movers, evict, blocked := p.classify(n, g)
-	if blocked == nil {
-		blocked = p.refuse(c, len(evict) > 0)
+	if blocked == nil || blocked.Waits {
+		// A node waiting for a pod to finish is held by its group's
+		// rules too (its policy may keep it for its other pods).
+		if r := p.refuse(c, len(evict) > 0); r != nil && (blocked == nil || !r.Waits) {
+			blocked = r
+		}
 	}
 	if blocked != nil {
 		if blocked.Waits && len(movers) > 0 {

@@ -2,7 +2,6 @@ package scaledown
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -40,7 +39,7 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 			// of them the new node takes is not known, and they take no
 			// room a drain counts on.
 			var repls []*snapshot.Node // a lifecycle replacement may be several nodes
-			for _, name := range strings.Split(n.Annotations[v1alpha1.AnnotationReplacedBy], ",") {
+			for _, name := range nodeutil.ReplacedBy(n.Node) {
 				if r := p.s.Node(name); r != nil && !r.Unschedulable {
 					repls = append(repls, r)
 				}

@@ -2,7 +2,6 @@ package scaleup
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -40,12 +39,12 @@ func newReplacedRoom(in Input) *replacedRoom {
 	r := &replacedRoom{old: map[string]bool{}, into: map[string]corev1.ResourceList{}}
 	to := map[string][]*corev1.Node{} // old node -> its replacements in the cluster
 	for _, n := range in.Nodes {
-		by := n.Annotations[v1alpha1.AnnotationReplacedBy]
-		if by == "" || nodeutil.Disrupted(n) || n.Labels[v1alpha1.LabelNodeGroup] == "" {
+		by := nodeutil.ReplacedBy(n)
+		if len(by) == 0 || nodeutil.Disrupted(n) || n.Labels[v1alpha1.LabelNodeGroup] == "" {
 			continue // a drained node's pods are evicted: pending pods then
 		}
 		r.old[n.Name] = true
-		for _, name := range strings.Split(by, ",") {
+		for _, name := range by {
 			if repl := byName[name]; repl != nil {
 				to[n.Name] = append(to[n.Name], repl)
 			}
