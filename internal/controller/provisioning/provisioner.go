@@ -96,7 +96,6 @@ type Provisioner struct {
 	Deps
 	opts     Options
 	trigger  chan struct{}
-	batch    batchPods
 	inflight *inflight
 	// resumeFailed: suspended nodes whose resume failed, when (not offered
 	// to the planner for resumeRetry).
@@ -175,59 +174,12 @@ func New(d Deps, o Options) *Provisioner {
 		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]transientStreak{}, unjoined: map[string]bool{}}
 }
 
-// Trigger asks for a round soon (after the batch window); it does not
-// extend a batch window already open.
+// Trigger asks for a round soon (after the batch window).
 func (p *Provisioner) Trigger() {
 	select {
 	case p.trigger <- struct{}{}:
 	default:
 	}
-}
-
-// triggerForPod asks for a round for a pending pod: a pod the open batch
-// has not seen extends its window by BatchIdle (a burst is planned
-// whole); one it has seen (the scheduler writing its message again) does
-// not, as Karpenter's batcher ignores an element it holds.
-func (p *Provisioner) triggerForPod(pod types.NamespacedName) {
-	p.batch.add(pod)
-	p.Trigger()
-}
-
-// batchPods are the pods that triggered the open batch, and whether one
-// came since the batch last looked.
-type batchPods struct {
-	mu     sync.Mutex
-	seen   map[types.NamespacedName]bool
-	extend bool
-}
-
-func (b *batchPods) add(pod types.NamespacedName) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seen[pod] {
-		return
-	}
-	if b.seen == nil {
-		b.seen = map[types.NamespacedName]bool{}
-	}
-	b.seen[pod], b.extend = true, true
-}
-
-// extends reports whether a pod the batch had not seen came since the
-// last call.
-func (b *batchPods) extends() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ext := b.extend
-	b.extend = false
-	return ext
-}
-
-// close ends the batch: the next one sees every pod anew.
-func (b *batchPods) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.seen, b.extend = nil, false
 }
 
 // Start runs rounds until ctx ends: after a trigger and its batch window, or
@@ -283,15 +235,12 @@ func (p *Provisioner) safeRound(ctx context.Context) (err error) {
 	return err
 }
 
-// waitForBatch returns when no new pending pod came for BatchIdle
-// (triggerForPod), or BatchMax after it was called; false if ctx ended.
-// Other triggers come with the batch and do not extend it.
+// waitForBatch returns when no trigger arrived for BatchIdle, or BatchMax
+// after it was called; false if ctx ended.
 func (p *Provisioner) waitForBatch(ctx context.Context) bool {
 	deadline := p.Clock.After(p.opts.BatchMax)
 	idle := p.Clock.NewTimer(p.opts.BatchIdle)
 	defer idle.Stop()
-	defer p.batch.close()
-	p.batch.extends() // the pods that opened it
 	for {
 		select {
 		case <-ctx.Done():
@@ -301,9 +250,6 @@ func (p *Provisioner) waitForBatch(ctx context.Context) bool {
 		case <-idle.C():
 			return true
 		case <-p.trigger:
-			if !p.batch.extends() {
-				continue
-			}
 			if !idle.Stop() {
 				select {
 				case <-idle.C():

@@ -109,7 +109,7 @@ func (p *Provisioner) Register(mgr manager.Manager) error {
 
 func (p *Provisioner) triggerIfPending(o any) {
 	if pod, ok := o.(*corev1.Pod); ok && podutil.IsProvisionable(pod) {
-		p.triggerForPod(client.ObjectKeyFromObject(pod))
+		p.Trigger()
 	}
 }
 

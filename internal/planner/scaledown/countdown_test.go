@@ -1,12 +1,17 @@
 package scaledown_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
 // TestACountdownFollowsThePlan: a node planned removed, replaced or held
@@ -30,5 +35,21 @@ func TestACountdownFollowsThePlan(t *testing.T) {
 	want := scaledown.Countdown{"removed": t0, "new": now, "replaced": now, "held": t0, "held-new": now}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("countdown (-want +got):\n%s", diff)
+	}
+}
+
+// TestANodeHoldingHeadroomGoesLast: with a budget of one, of two nodes
+// that could each go, the one running a headroom placeholder stays even
+// though it is the less used: its removal would leave the headroom
+// unready until its placeholder runs again elsewhere.
+func TestANodeHoldingHeadroomGoesLast(t *testing.T) {
+	one := intstr.FromInt32(1)
+	ng := group("g", func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Budget = &one })
+	placeholder := b.Pod("spare-0", b.NodeName("a"), b.CPU("500m"), b.Labels(v1alpha1.LabelHeadroomRole, "placeholder"), b.Phase(corev1.PodRunning))
+	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
+		Nodes: []*corev1.Node{node("a", ng), node("b", ng), node("c", ng)},
+		Pods:  []*corev1.Pod{placeholder, app("web-b", "b", "1"), app("web-c", "c", "3")}})
+	if !slices.Equal(got.removed, []string{"b"}) {
+		t.Errorf("removed %v, want b (a holds the headroom placeholder)", got.removed)
 	}
 }

@@ -482,6 +482,14 @@ func (p *planner) candidates() []candidate {
 		}
 	}
 	slices.SortFunc(out, func(a, b candidate) int {
+		// A node holding headroom last: its removal leaves the headroom
+		// unready until its placeholder runs again elsewhere.
+		if ah, bh := holdsHeadroom(a.node), holdsHeadroom(b.node); ah != bh {
+			if ah {
+				return 1
+			}
+			return -1
+		}
 		if az, bz := a.since.IsZero(), b.since.IsZero(); az != bz {
 			if az {
 				return 1 // counting first
@@ -497,6 +505,14 @@ func (p *planner) candidates() []candidate {
 		return cmp.Compare(a.node.Name, b.node.Name)
 	})
 	return out
+}
+
+// holdsHeadroom reports whether a node runs a headroom placeholder or
+// holds a headroom unit.
+func holdsHeadroom(n *snapshot.Node) bool {
+	return slices.ContainsFunc(n.Pods, func(p *snapshot.Pod) bool {
+		return p.Labels[v1alpha1.LabelHeadroomRole] != "" || p.Annotations[v1alpha1.AnnotationVirtual] != ""
+	})
 }
 
 // consider tries to remove one candidate.
