@@ -45,7 +45,7 @@ func TestACountdownFollowsThePlan(t *testing.T) {
 func TestANodeHoldingHeadroomGoesLast(t *testing.T) {
 	one := intstr.FromInt32(1)
 	ng := group("g", func(ng *v1alpha1.NodeGroup) { ng.Spec.Disruption.Budget = &one })
-	placeholder := b.Pod("spare-0", b.NodeName("a"), b.CPU("500m"), b.Labels(v1alpha1.LabelHeadroomRole, "placeholder"), b.Phase(corev1.PodRunning))
+	placeholder := b.Pod("spare-0", b.NodeName("a"), b.CPU("500m"), b.OwnedBy("ReplicaSet", "spare"), b.Labels(v1alpha1.LabelHeadroomRole, "placeholder"), b.Phase(corev1.PodRunning))
 	got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
 		Nodes: []*corev1.Node{node("a", ng), node("b", ng), node("c", ng)},
 		Pods:  []*corev1.Pod{placeholder, app("web-b", "b", "1"), app("web-c", "c", "3")}})
