@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -29,28 +28,6 @@ import (
 // berth does not either (unscalable).
 
 var capiOffering = cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
-
-// updateMD changes the fixture's MachineDeployment.
-func updateMD(t *testing.T, md string, change func(u *unstructured.Unstructured)) {
-	t.Helper()
-	d := capiObj("MachineDeployment", md, nil)
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
-		t.Fatal(err)
-	}
-	change(d)
-	want := d.DeepCopy()
-	if err := env.Client.Update(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	// The API server kept the change (the CRD's schema has the fields).
-	for _, path := range [][]string{{"spec", "template", "spec"}} {
-		w, _, _ := unstructured.NestedFieldCopy(want.Object, path...)
-		g, _, _ := unstructured.NestedFieldCopy(d.Object, path...)
-		if !equality.Semantic.DeepEqual(w, g) {
-			t.Fatalf("stored %v = %v, want %v", path, g, w)
-		}
-	}
-}
 
 // Cluster API does not reconcile a MachineDeployment annotated
 // cluster.x-k8s.io/paused, so Cluster Autoscaler leaves it out of its node
