@@ -209,6 +209,9 @@ type candidate struct {
 	group *v1alpha1.NodeGroup
 	util  float64
 	since time.Time // zero: not counting down (Input.Since)
+	// headroom: the node runs a headroom placeholder or holds a unit
+	// (tried last: holdsHeadroom).
+	headroom bool
 }
 
 // Run computes the plan. Nodes carrying berth's disrupted taint are being
@@ -478,14 +481,14 @@ func (p *planner) candidates() []candidate {
 			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
 			p.block(n, g, ReasonNominated, &ref, "pod "+ref.String()+" is not bound yet and is nominated to node "+n.Name)
 		default:
-			out = append(out, candidate{node: n, group: g, util: candidateUtilization(n, p.now), since: p.since[n.Name]})
+			out = append(out, candidate{node: n, group: g, util: candidateUtilization(n, p.now), since: p.since[n.Name], headroom: holdsHeadroom(n)})
 		}
 	}
 	slices.SortFunc(out, func(a, b candidate) int {
 		// A node holding headroom last: its removal leaves the headroom
 		// unready until its placeholder runs again elsewhere.
-		if ah, bh := holdsHeadroom(a.node), holdsHeadroom(b.node); ah != bh {
-			if ah {
+		if a.headroom != b.headroom {
+			if a.headroom {
 				return 1
 			}
 			return -1
