@@ -46,7 +46,8 @@ const ns = "default"
 
 var capiCRDsOnce bool
 
-// installCRDs installs Cluster API core's CRDs (from its Go module).
+// installCRDs installs Cluster API core's CRDs (from its Go module):
+// Machine, MachineDeployment and MachineSet.
 func installCRDs(t *testing.T) {
 	t.Helper()
 	if capiCRDsOnce {
@@ -61,7 +62,7 @@ func installCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinedeployments.yaml"} {
+	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinedeployments.yaml", "cluster.x-k8s.io_machinesets.yaml"} {
 		data, err := os.ReadFile(filepath.Join(capi.CRDs, name))
 		if err != nil {
 			t.Fatal(err)

@@ -1,26 +1,16 @@
 package clusterapi_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
-	"github.com/berth-dev/berth/internal/devenv"
 	b "github.com/berth-dev/berth/internal/testing/builders"
-	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
 // Objects Cluster Autoscaler's clusterapi provider does not scale
@@ -88,7 +78,6 @@ func TestAPausedMachineDeploymentIsNotScaledDown(t *testing.T) {
 func TestAMachineSetOfAMachineDeploymentIsNotScaledOnItsOwn(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, "owned", 1, nil)
-	installMachineSetCRD(t)
 	d := capiObj("MachineDeployment", f.md, nil)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 		t.Fatal(err)
@@ -124,46 +113,4 @@ func TestAMachineSetOfAMachineDeploymentIsNotScaledOnItsOwn(t *testing.T) {
 	if got, _, _ := unstructured.NestedInt64(ms.Object, "spec", "replicas"); got != 1 {
 		t.Errorf("MachineSet replicas = %d, want 1: the MachineDeployment controller sets them back to the MachineDeployment's", got)
 	}
-}
-
-var machineSetCRDOnce bool
-
-// installMachineSetCRD installs Cluster API core's MachineSet CRD.
-func installMachineSetCRD(t *testing.T) {
-	t.Helper()
-	if machineSetCRDOnce {
-		return
-	}
-	ctx := context.Background()
-	root, err := devenv.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	capi, err := devenv.LocateClusterAPI(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(capi.CRDs, "cluster.x-k8s.io_machinesets.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		if err := env.Client.List(ctx, list("MachineSetList")); err != nil {
-			return false, "MachineSetList not served yet: " + err.Error(), nil
-		}
-		return true, "", nil
-	})
-	machineSetCRDOnce = true
 }
