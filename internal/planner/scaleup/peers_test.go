@@ -504,10 +504,11 @@ func TestALaunchedInstanceCountsTheGPUItsTypesNodesHaveInTheLimits(t *testing.T)
 // initialized nodes for scheduling"): a-1 is booting in zone-a, b-1 is
 // Ready in zone-b, both with 4 cpu free. kube-scheduler binds a pod to a
 // Ready node now and waits for a booting one; the plan must do the same,
-// or the booting node's room goes to a pod that does not need it. web
-// (3 cpu) fits either; zoned (2 cpu) must run in zone-a. Placed on the
-// booting node first by name, web left zoned no room and a node was
-// launched for it.
+// or the booting node's room goes to a pod that does not need it: one
+// pod either node takes was planned (and nominated) onto the booting
+// node, first by name. (With a second pod that only the booting node
+// takes, the plan's improving moves already put each where it belongs;
+// that case guards them.)
 func TestAPodGoesToAReadyNodeBeforeABootingOne(t *testing.T) {
 	ng := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi",
 		b.OnDemand("zone-a", "0.20"), b.OnDemand("zone-b", "0.20")))
