@@ -2,6 +2,7 @@ package scaledown_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,67 @@ func TestAReplacementKeepsItsCountWhileEmptyNodesGo(t *testing.T) {
 	}
 	if at := controllerRounds(t, ng, 60*time.Minute, nodesAt, pods); at == 0 {
 		t.Errorf("in 60m big's replacement was never due: each empty node due made the round plan no replacement and big's count was lost")
+	}
+}
+
+// TestAReplacementKeepsItsCountWhileTheBudgetGoesToEmptyNodes: as
+// TestAReplacementKeepsItsCountWhileEmptyNodesGo, with the group's default
+// budget (10 %: one node here). Each round an empty node is due, its
+// removal takes the budget and big's replacement is not planned; big
+// waits for the budget (Waits) and keeps its count, so the replacement is
+// due in the first round the budget is free. Before, big lost its count
+// in every such round and was never replaced. (Found by a review.)
+func TestAReplacementKeepsItsCountWhileTheBudgetGoesToEmptyNodes(t *testing.T) {
+	ng := mixGroup()
+	ng.Spec.Disruption.Budget = nil // the default, 10 %
+	lbl := func(it string) b.NodeOption {
+		return b.NodeLabels(v1alpha1.LabelInstanceType, it, v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")
+	}
+	big := b.Node("big", "8", "32Gi", b.LaunchedBy(ng), lbl("large-8"))
+	pods := []*corev1.Pod{app("on-big", "big", "2500m")}
+	nodesAt := func(d time.Duration) []*corev1.Node {
+		out := []*corev1.Node{big}
+		for k := 0; time.Duration(k)*5*time.Minute <= d; k++ {
+			out = append(out, b.Node(fmt.Sprintf("e-%02d", k), "2", "8Gi", b.LaunchedBy(ng), lbl("small-2")))
+		}
+		return out
+	}
+	if at := controllerRounds(t, ng, 60*time.Minute, nodesAt, pods); at == 0 || at > 11*time.Minute {
+		t.Errorf("big's replacement due at %v, want by 11m (its 10m counted, then the first round the budget is free); 0 is never", at)
+	}
+}
+
+// TestANodeWaitingForTheBudgetSaysWhichReplacementWaits: a round where an
+// empty node's removal takes the group's budget of one says of the node a
+// cheaper one would replace that it waits for the budget, naming the
+// replacement, and counts (Waits): not that its pod has no home.
+func TestANodeWaitingForTheBudgetSaysWhichReplacementWaits(t *testing.T) {
+	ng := mixGroup()
+	ng.Spec.Disruption.Budget = nil
+	lbl := func(it string) b.NodeOption {
+		return b.NodeLabels(v1alpha1.LabelInstanceType, it, v1alpha1.LabelZone, "zone-a", v1alpha1.LabelCapacityType, "on-demand")
+	}
+	nodes := []*corev1.Node{
+		b.Node("big", "8", "32Gi", b.LaunchedBy(ng), lbl("large-8")),
+		b.Node("e-00", "2", "8Gi", b.LaunchedBy(ng), lbl("small-2")),
+	}
+	pods := []*corev1.Pod{app("on-big", "big", "2500m")}
+	since := scaledown.Countdown{"e-00": rt0.Add(-10 * time.Minute)}
+	plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, Pods: pods, Now: rt0, Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Remove) != 1 || plan.Remove[0].Node != "e-00" || len(plan.Replace) != 0 {
+		t.Fatalf("plan removes %+v and replaces %+v, want e-00 removed and no replacement (the budget is one node)", plan.Remove, plan.Replace)
+	}
+	var got *scaledown.Blocked
+	for i := range plan.Blocked {
+		if plan.Blocked[i].Node == "big" {
+			got = &plan.Blocked[i]
+		}
+	}
+	if got == nil || got.Reason != scaledown.ReasonBudget || !got.Waits || !strings.Contains(got.Message, "medium-4") || !strings.Contains(got.Message, "would replace big") {
+		t.Errorf("big is blocked as %+v, want waiting (Waits) for the budget, naming its medium-4 replacement", got)
 	}
 }
 

@@ -1,8 +1,10 @@
 package scaledown
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -56,13 +58,19 @@ type Replacement struct {
 // the waiting pods that could take that node's room
 // must fit on it with them (tryReplace).
 func (p *planner) replace(in Input, cands []candidate) error {
-	var stuck []candidate
+	var stuck, overBudget []candidate
 	for _, c := range cands {
 		if _, held := p.held[c.group.Name]; held || c.group.Spec.Disruption.Policy() != v1alpha1.ConsolidationWhenEmptyOrUnderutilized {
 			continue
 		}
-		if _, _, blocked := p.classify(c.node, c.group); blocked == nil && p.budgetAllows(c.group, 1, 1) {
+		if _, _, blocked := p.classify(c.node, c.group); blocked != nil {
+			continue
+		}
+		switch {
+		case p.budgetAllows(c.group, 1, 1):
 			stuck = append(stuck, c)
+		case p.staying(c.group.Name) >= int(c.group.Spec.MinSize):
+			overBudget = append(overBudget, c)
 		}
 	}
 	groups := p.replaceable(active(in.NodeGroups))
@@ -83,7 +91,58 @@ func (p *planner) replace(in Input, cands []candidate) error {
 			held = heldBack
 		}
 	}
+	if err := p.waitForBudget(in, overBudget, groups); err != nil {
+		return err
+	}
 	return p.holdBack(in, stuck, held)
+}
+
+// waitForBudget looks for the replacement of the candidates that only
+// their group's budget keeps from one (a removal due this round took it,
+// or disruptions are under way), as if the budget allowed it. Their nodes
+// then wait for the budget (sayBudgetHeld): their countdown runs, and the
+// replacement is due as soon as the budget frees, not a consolidateAfter
+// after it. Without it, in a group whose budget is one node (the default
+// 10 % of up to 19 nodes), a node a cheaper one would replace lost its
+// count in every round an empty node was due, and may never have been
+// replaced.
+func (p *planner) waitForBudget(in Input, overBudget []candidate, groups []*v1alpha1.NodeGroup) error {
+	if len(overBudget) == 0 {
+		return nil
+	}
+	p.budgetAside = true
+	defer func() { p.budgetAside = false }()
+	for _, set := range replacementSets(overBudget) {
+		r, _, err := p.tryReplace(in, set, groups, true)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			p.budgetHeld = r
+			return nil
+		}
+	}
+	return nil
+}
+
+// sayBudgetHeld says, of the nodes of the replacement only the budget
+// holds back, that they wait for it (Waits): their entries, NoHome or
+// the budget's (whose pods had no home without a new node), name the
+// replacement.
+func (p *planner) sayBudgetHeld() {
+	r := p.budgetHeld
+	if r == nil {
+		return
+	}
+	for i := range p.plan.Blocked {
+		b := &p.plan.Blocked[i]
+		if b.Reason != ReasonNoHome && b.Reason != ReasonBudget || !slices.Contains(r.Nodes, b.Node) {
+			continue
+		}
+		b.Reason, b.Pod, b.Waits = ReasonBudget, nil, true
+		b.Message = fmt.Sprintf("one %s node of node group %s (%.4f/h) would replace %s (%.4f/h), but node group %s disrupts as many nodes as its budget allows",
+			r.New.InstanceType, r.New.NodeGroup, r.NewPrice, strings.Join(r.Nodes, ", "), r.OldPrice, b.NodeGroup)
+	}
 }
 
 // budgetAllows reports whether the group may disrupt n more nodes, with
@@ -93,7 +152,7 @@ func (p *planner) replace(in Input, cands []candidate) error {
 func (p *planner) budgetAllows(g *v1alpha1.NodeGroup, n, added int) bool {
 	name := g.Name
 	return p.staying(name)-n+added >= int(g.Spec.MinSize) &&
-		p.inFlight(g, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized)
+		(p.budgetAside || p.inFlight(g, v1alpha1.ReasonUnderutilized)+n <= p.allowed(g, v1alpha1.ReasonUnderutilized))
 }
 
 // tryReplace plans the pods of set as pending on the cluster without it,

@@ -306,6 +306,7 @@ func (p *planner) planRemovals(in Input, now, later []candidate) error {
 			p.consider(c)
 		}
 	}
+	p.sayBudgetHeld()
 	return nil
 }
 
@@ -398,6 +399,11 @@ type planner struct {
 	// moved again, when the node it was moved to goes too, is said to
 	// move where it ends.
 	moved map[scaleup.PodRef]moveAt
+	// budgetAside makes budgetAllows check minSize only, while the
+	// replacement that only the budget holds back is looked for;
+	// budgetHeld is that replacement (waitForBudget).
+	budgetAside bool
+	budgetHeld  *Replacement
 }
 
 type unboundPod struct {
