@@ -75,7 +75,8 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 // awaitReplacement starts the drain of a replaced node once its
 // replacements (berth.dev/replaced-by, comma-separated) are all Ready and
 // up (upFor) and the node's pods still have a home; it gives the
-// replacement up if a new node is gone.
+// replacement up if a new node is gone, or not Ready past the max
+// provision time after the launch.
 func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.Node, res *Result) error {
 	names := nodeutil.ReplacedBy(n)
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementStarted])
@@ -104,6 +105,13 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		case repl == nil && c.Clock.Since(started) > replacementGrace && !c.stillLaunching(ctx, w, name, started):
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.unmark(ctx, w, n, "Replacement "+name+" is gone; the node stays")
+		case repl != nil && !nodeutil.Schedulable(repl) && !started.IsZero() && c.Clock.Since(started) > c.maxProvisionTime():
+			// It came up and went down (a launch timeout deletes a node
+			// never Ready), or never came up: the nodes are not held
+			// for it (they would be candidates for nothing, use the
+			// budget and hold every other replacement back for ever).
+			res.GivenUp = append(res.GivenUp, n.Name)
+			return c.unmark(ctx, w, n, "Replacement "+name+" is not Ready "+c.maxProvisionTime().String()+" after its launch; the node stays")
 		case repl == nil || !nodeutil.Schedulable(repl) || !c.upFor(w, repl):
 			return nil // still launching
 		}
