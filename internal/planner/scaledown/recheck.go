@@ -7,6 +7,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
@@ -14,7 +15,8 @@ import (
 // Recheck reports whether a node berth is draining (it carries the
 // disrupted taint) is still removable: its remaining pods are not blocked
 // by a rule and have a home elsewhere, after the pods of the other nodes
-// being drained and the pods that wait for a node took their room. Budget,
+// being drained and the pods that wait for a node took their room, and,
+// before its drain starts, no pod not bound yet is nominated to it. Budget,
 // minSize and consolidateAfter were satisfied when the drain started and
 // are not checked again; neither are PodDisruptionBudgets (the Eviction
 // API enforces them while the drain goes on, until its timeout). It
@@ -39,6 +41,20 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	}
 	if why := OptedOut(n.Node); why != "" && n.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonInterrupted) {
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNodeDoNotDisrupt, Message: "node " + name + " " + why}, nil
+	}
+	if !nodeutil.Disrupted(n.Node) {
+		// Before the drain starts (its replacement is up): a pod
+		// kube-scheduler nominated to the node, having preempted one of
+		// its pods for it, would lose that room, its victim killed for
+		// nothing (the planner keeps such a node too: PodNominated). Once
+		// the node is tainted, no pod binds there and the drain goes on.
+		for _, pod := range in.Nominated {
+			if pod.Status.NominatedNodeName == name && pod.Spec.NodeName == "" {
+				ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
+				return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNominated, Pod: &ref,
+					Message: "pod " + ref.String() + " is not bound yet and is nominated to node " + name}, nil
+			}
+		}
 	}
 	p.holdNominated(in.Nominated)
 	p.settle(name, in.Pending)

@@ -237,3 +237,29 @@ func TestACoolingNodeTakesNoShareOfTheBudget(t *testing.T) {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
+
+// TestAPodNominatedToANodeKeepsItUntilItsDrainStarts: node a waits for its
+// replacement ra (a is not tainted meanwhile: pods may still land there).
+// kube-scheduler preempted one of a's pods for a 3.5-cpu pod and
+// nominated it to a; ra is now Ready. The check before a's drain keeps a
+// (PodNominated): draining it would kill the victim for nothing, and the
+// preemptor, which fits on no other node, would wait for one again.
+// Karpenter re-validates a decision for this too. Once a is tainted (its
+// drain under way) no pod binds there, and the drain goes on.
+func TestAPodNominatedToANodeKeepsItUntilItsDrainStarts(t *testing.T) {
+	g := group("re")
+	preemptor := b.Pod("urgent", b.CPU("3500m"), b.OwnedBy("ReplicaSet", "urgent"), b.Phase(corev1.PodPending),
+		func(p *corev1.Pod) { p.Status.NominatedNodeName = "a" })
+	in := func(a *corev1.Node) scaledown.Input {
+		return scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: []*corev1.Node{a, node("ra", g)},
+			Pods: []*corev1.Pod{app("web-a", "a", "500m"), app("web-ra", "ra", "1")}, Nominated: []*corev1.Pod{preemptor}, Now: planNow}
+	}
+	replaced := node("a", g, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "ra"))
+	if bl, err := scaledown.Recheck(in(replaced), "a"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNominated {
+		t.Errorf("check before a's drain, pod default/urgent nominated to it: %+v %v; want it kept (PodNominated)", bl, err)
+	}
+	draining := node("a", g, b.NodeAnnotation(v1alpha1.AnnotationReplacedBy, "ra"), b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule))
+	if bl, err := scaledown.Recheck(in(draining), "a"); err != nil || bl != nil {
+		t.Errorf("check of a's drain under way, pod nominated before the taint: %+v %v; want the drain to go on", bl, err)
+	}
+}
