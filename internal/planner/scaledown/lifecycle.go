@@ -70,6 +70,7 @@ func (p *planner) disruptions(in Input) error {
 		node     *snapshot.Node
 		group    *v1alpha1.NodeGroup
 		verdicts []*lifecycle.Verdict
+		empty    bool // no pod to move (DaemonSets' and mirror pods aside)
 	}
 	var all []due
 	for _, n := range p.s.Nodes {
@@ -89,16 +90,20 @@ func (p *planner) disruptions(in Input) error {
 		}
 		h := holds[g.Name]
 		if vs := lifecycle.Verdicts(g, n.Node, in.Now, h.held); len(vs) > 0 {
-			all = append(all, due{node: n, group: g, verdicts: vs})
+			movers, _, _ := p.classify(n, g)
+			all = append(all, due{node: n, group: g, verdicts: vs, empty: len(movers) == 0})
 		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now); v != nil && h.held {
 			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
 				"more than it repairs at once (%d, spec.disruption.repair.maxUnhealthyPercent): a partition is not a repair",
 				n.Name, v.Message, h.failing, g.Name, len(byGroup[g.Name]), h.allowed))
 		}
 	}
-	// Each node's reasons, by reason, then oldest first (by
-	// creationTimestamp), then by name: a budget goes to the oldest nodes,
-	// not to the names that sort first. A node goes for the first of its
+	// Each node's reasons, by reason, then empty nodes first (as
+	// Karpenter's drift: they go at no cost, and a pod moved off a
+	// drifted node does not land on an empty drifted node, to move again
+	// at its turn), then oldest first (by creationTimestamp), then by
+	// name: a budget goes to the oldest nodes, not to the names that sort
+	// first. A node goes for the first of its
 	// reasons whose budget has room when its turn comes (a Drifted budget
 	// of 0 does not stop its expiry), and is held, saying so, by its last
 	// when none has.
@@ -115,7 +120,7 @@ func (p *planner) disruptions(in Input) error {
 	}
 	rank := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonInterrupted: 0, v1alpha1.ReasonUnhealthy: 1, v1alpha1.ReasonDrifted: 2, v1alpha1.ReasonExpired: 3}
 	slices.SortStableFunc(turns, func(a, b turn) int {
-		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]),
+		return cmp.Or(cmp.Compare(rank[a.verdict.Reason], rank[b.verdict.Reason]), emptyFirst(a.empty, b.empty),
 			a.node.CreationTimestamp.Compare(b.node.CreationTimestamp.Time), cmp.Compare(a.node.Name, b.node.Name))
 	})
 	done := map[*snapshot.Node]bool{}
@@ -249,4 +254,15 @@ func keepingMinSize(groups []*v1alpha1.NodeGroup, group string, leaving int) []*
 		}
 	}
 	return out
+}
+
+// emptyFirst orders an empty node before one with pods to move.
+func emptyFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }

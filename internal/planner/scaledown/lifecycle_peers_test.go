@@ -1,6 +1,8 @@
 package scaledown_test
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,5 +173,23 @@ func TestAnExpiredBudgetGoesToTheOldestNode(t *testing.T) {
 			spotNode("z1", drifted), spotNode("z2", drifted), spotNode("z3", drifted)}})
 	if _, ok := got["old"]; !ok {
 		t.Errorf("expired node old (10 days) not disrupted (blocked %q) while young (3 days, drifted and expired) took the Expired budget: %v", blocked["old"], got["young"].Reason)
+	}
+}
+
+// TestAnEmptyDriftedNodeGoesBeforeOneWithPods: a budget of one and two
+// drifted nodes, old (ten days, one pod) and young (a day, empty). The
+// empty one goes first, as Karpenter's drift tries its empty candidates
+// first ("should drift empty nodes before non-empty nodes"): it goes at
+// no cost, where old's turn would move its pod, possibly onto young, to
+// move again at young's turn. Before, the older node went first.
+func TestAnEmptyDriftedNodeGoesBeforeOneWithPods(t *testing.T) {
+	one := intstr.FromInt32(1)
+	launchedWith, drifted := driftGroups(&one)
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("old", launchedWith, aged(10*24*time.Hour)), spotNode("young", launchedWith, aged(24*time.Hour)),
+			spotNode("z", drifted, aged(time.Hour))},
+		Pods: []*corev1.Pod{app("w", "old", "500m")}})
+	if _, ok := got["young"]; !ok || len(got) != 1 {
+		t.Errorf("disrupted %v (young blocked: %q); want the empty drifted node young alone (a budget of one)", slices.Collect(maps.Keys(got)), blocked["young"])
 	}
 }

@@ -202,8 +202,8 @@ func TestANodeItsOwnerOptedOutIsNeitherDriftedNorExpiredAway(t *testing.T) {
 }
 
 // TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst: the group keeps
-// minSize 2 and has two nodes, both drifted; a's pod fits on z, but a
-// drained at once would take the group below its minSize until the
+// minSize 2 and has two nodes, both drifted and running a pod (an empty
+// one would go first); a's pod fits on z, but a drained at once would take the group below its minSize until the
 // provisioner noticed: a node is launched for it first.
 func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst(t *testing.T) {
 	launchedWith, drifted := driftGroups(nil)
@@ -212,7 +212,7 @@ func TestADriftedNodeOfAGroupAtItsMinSizeIsReplacedFirst(t *testing.T) {
 	drifted.Spec.Disruption.Budget = &one
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
 		Nodes: []*corev1.Node{spotNode("a", launchedWith, aged(48*time.Hour)), spotNode("z", launchedWith, aged(time.Hour))},
-		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
+		Pods:  []*corev1.Pod{app("wa", "a", "500m"), app("wz", "z", "100m")}})
 	d, ok := got["a"]
 	if !ok || len(d.Launch) != 1 {
 		t.Errorf("drifted node a of a group at its minSize: disruption %+v (%v, blocked %q); want one node launched first", d, ok, blocked["a"])
@@ -233,7 +233,7 @@ func TestAReplacementLaunchesNothingForAnotherGroupsMinSize(t *testing.T) {
 	})
 	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted, other},
 		Nodes: []*corev1.Node{spotNode("a", launchedWith, aged(48*time.Hour)), spotNode("z", launchedWith, aged(time.Hour))},
-		Pods:  []*corev1.Pod{app("wa", "a", "500m")}})
+		Pods:  []*corev1.Pod{app("wa", "a", "500m"), app("wz", "z", "100m")}})
 	d, ok := got["a"]
 	if !ok || len(d.Launch) != 1 || d.Launch[0].NodeGroup != drifted.Name {
 		t.Errorf("drifted node a: disruption %+v (%v, blocked %q); want one node of its own group launched first, none of group other", d, ok, blocked["a"])
