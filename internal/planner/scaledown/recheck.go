@@ -2,14 +2,17 @@ package scaledown
 
 import (
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // Recheck reports whether a node berth is draining (it carries the
@@ -63,6 +66,7 @@ func Recheck(in Input, name string) (*Blocked, error) {
 	if blocked != nil || retiring(g) {
 		return blocked, nil // a deleted group's pods need no home here
 	}
+	movers = slices.DeleteFunc(movers, func(sp *snapshot.Pod) bool { return remadeWhileTerminating(sp.Pod) })
 	if _, _, homeless := p.rehome(n, movers); homeless != nil {
 		ref := scaleup.PodRef{Namespace: homeless.Namespace, Name: homeless.Name}
 		return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNoHome, Pod: &ref, Message: "pod " + ref.String() + " would fit on no other node"}, nil
@@ -104,4 +108,20 @@ func CheckPods(in Input, node string, pods []*corev1.Pod) ([]*corev1.Pod, *Block
 		}
 	}
 	return moving, nil
+}
+
+// remadeWhileTerminating reports whether a pod is being deleted and its
+// controller makes its replacement at once, without waiting for it to
+// go: a ReplicaSet's or a ReplicationController's. The replacement is
+// among the input's pods (pending, or bound elsewhere) and takes its own
+// room: the pod shutting down needs no second home. (A StatefulSet makes
+// its pod again only once it is gone, under the same name: it still
+// needs one.) Without this, a drain re-checked after a restart, or when a
+// pod landed on the node, counted every evicted pod twice and stopped.
+func remadeWhileTerminating(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp == nil {
+		return false
+	}
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && (ref.Kind == "ReplicaSet" || ref.Kind == "ReplicationController")
 }

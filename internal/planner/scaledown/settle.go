@@ -50,8 +50,9 @@ func (p *planner) settle(keep string, pending []*corev1.Pod) []*corev1.Pod {
 			homes, hint = append(repls, p.homes...), new(int)
 		}
 		for _, sp := range slices.Clone(n.Pods) {
-			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays {
-				continue
+			if sp.Annotations[v1alpha1.AnnotationVirtual] != "" || (drain.GoesWithNode{}).Check(sp.Pod, &drain.Context{Now: p.now}).Verdict == drain.Stays ||
+				remadeWhileTerminating(sp.Pod) {
+				continue // its replacement, if any, is among the pods already
 			}
 			unbound, c := p.unboundClass(sp)
 			if c == nil {

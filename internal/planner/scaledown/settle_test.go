@@ -263,3 +263,29 @@ func TestAPodNominatedToANodeKeepsItUntilItsDrainStarts(t *testing.T) {
 		t.Errorf("check of a's drain under way, pod nominated before the taint: %+v %v; want the drain to go on", bl, err)
 	}
 }
+
+// TestAnEvictedPodIsCountedOnceByTheCheckOfItsDrain: node a drains; its
+// 3-cpu pod was evicted and shuts down, and its replacement waits for a
+// node. Node b (4 cpu) has room for one such pod. A ReplicaSet's pod is made
+// again at once: the replacement takes b's room and the pod shutting down
+// needs no second home, so the drain goes on (it stopped before, the pod
+// counted twice). A StatefulSet makes its pod again only once it is gone:
+// it needs b's room itself, and with another pod waiting for it the drain
+// stops.
+func TestAnEvictedPodIsCountedOnceByTheCheckOfItsDrain(t *testing.T) {
+	g := group("re")
+	drained := b.NodeTaint(v1alpha1.TaintDisrupted, "", corev1.TaintEffectNoSchedule)
+	shuttingDown := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: planNow.Add(-10 * time.Second)} }
+	nodes := []*corev1.Node{node("a", g, drained), node("b", g)}
+	rs := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: nodes, Now: planNow,
+		Pods: []*corev1.Pod{app("web-old", "a", "3", shuttingDown)}, Pending: []*corev1.Pod{waiting("web-new", "3")}}
+	if bl, err := scaledown.Recheck(rs, "a"); err != nil || bl != nil {
+		t.Errorf("drain of a, its ReplicaSet's pod evicted and made again: %+v %v, want it to go on", bl, err)
+	}
+	sts := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{g}, Nodes: nodes, Now: planNow,
+		Pods:    []*corev1.Pod{b.Pod("db-0", b.NodeName("a"), b.CPU("3"), b.OwnedBy("StatefulSet", "db"), b.Phase(corev1.PodRunning), shuttingDown)},
+		Pending: []*corev1.Pod{waiting("other", "3")}}
+	if bl, err := scaledown.Recheck(sts, "a"); err != nil || bl == nil || bl.Reason != scaledown.ReasonNoHome {
+		t.Errorf("drain of a, its StatefulSet's pod evicted (made again once gone) and another pod taking b's room: %+v %v, want NoHome", bl, err)
+	}
+}

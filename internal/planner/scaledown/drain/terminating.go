@@ -13,7 +13,9 @@ const ReasonTerminating Reason = "Terminating"
 // makes eviction unsafe applies to it, not a controller gone (a
 // Deployment deleted while its pod shuts down), nor the absence of one,
 // local storage or a budget. The node waits for it, and its room
-// elsewhere is still simulated (its controller may make it again).
+// elsewhere is still simulated (its controller may make it again), but
+// by the check of a drain under way when its controller has made it
+// again already (scaledown.Recheck).
 type Terminating struct{}
 
 // Name returns the rule's reason.
