@@ -225,7 +225,7 @@ func Run(in Input) (*Plan, error) {
 	}
 	defer in.Base.Release(p.s)
 	for _, n := range p.s.Nodes {
-		if n.NodeGroup == "" {
+		if n.NodeGroup == "" || gone(n.Node, p.groups[n.NodeGroup]) {
 			continue
 		}
 		p.size[n.NodeGroup]++
@@ -691,6 +691,23 @@ func removalReason(g *v1alpha1.NodeGroup, evict []*corev1.Pod) RemovalReason {
 
 func (p *planner) block(n *snapshot.Node, g *v1alpha1.NodeGroup, reason drain.Reason, pod *scaleup.PodRef, msg string) {
 	p.plan.Blocked = append(p.plan.Blocked, Blocked{Node: n.Name, NodeGroup: g.Name, Reason: reason, Pod: pod, Message: msg})
+}
+
+// gone reports whether a node of group g is as good as gone, and counts
+// neither in the group's size nor in its budget (as Karpenter counts
+// neither a node that never came up nor one whose instance is
+// terminating): being deleted before it ever came up (a failed boot the
+// launch timeout deletes), or drained and its removal accepted by the
+// provider (berth.dev/removal-accepted on a node berth launched and
+// drains): its pods are gone, only its Node object lingers. Counted, it
+// held a group's one-node budget until the cloud deleted the Node
+// (minutes with Cluster API).
+func gone(n *corev1.Node, g *v1alpha1.NodeGroup) bool {
+	if n.DeletionTimestamp != nil && n.Labels[v1alpha1.LabelInitialized] != "true" {
+		return true
+	}
+	return g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) && nodeutil.Disrupted(n) &&
+		n.Annotations[v1alpha1.AnnotationRemovalAccepted] != ""
 }
 
 // placedByPlan reports whether the pod is one the plan placed, not a
