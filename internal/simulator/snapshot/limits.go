@@ -47,11 +47,15 @@ func Amount(r *Resources, name corev1.ResourceName) int64 {
 	return r.Scalar[name]
 }
 
-// Exceeded returns the first resource for which used - drop + add is over
-// the limit, or "" (pod slots: ExceedsPods).
+// Exceeded returns the first resource that add - drop raises over the
+// limit (used - drop + add over it), or "" (pod slots: ExceedsPods). A
+// resource the change does not raise is not exceeded by it, as Cluster
+// Autoscaler checks only the resources a new node adds: a GPU limit the
+// group is past already (lowered below what runs) holds back no node
+// without GPUs.
 func (l *Limit) Exceeded(used, drop, add *Resources) corev1.ResourceName {
 	for _, n := range l.Names {
-		if n != corev1.ResourcePods && Amount(used, n)-Amount(drop, n)+Amount(add, n) > Amount(&l.Max, n) {
+		if delta := Amount(add, n) - Amount(drop, n); n != corev1.ResourcePods && delta > 0 && Amount(used, n)+delta > Amount(&l.Max, n) {
 			return n
 		}
 	}
@@ -138,21 +142,27 @@ func (h *LimitRoom) AllowsOption(o *Option) bool {
 // AllowsPods reports whether a node of that many pod slots fits the room.
 func (h *LimitRoom) AllowsPods(slots int64) bool { return slots <= h.pods }
 
-// Allows reports whether capacity c fits the room (pod slots aside).
+// Allows reports whether capacity c fits the room (pod slots aside). A
+// resource c has none of fits whatever the room, also a room below zero
+// (a limit the nodes are past already): as Exceeded, a limit holds back
+// only the nodes that have what it caps.
 func (h *LimitRoom) Allows(c *Resources) bool {
-	if c.MilliCPU > h.cpu || c.Memory > h.memory || c.EphemeralStorage > h.storage {
+	if over(c.MilliCPU, h.cpu) || over(c.Memory, h.memory) || over(c.EphemeralStorage, h.storage) {
 		return false
 	}
 	if len(h.scalar) == 0 {
 		return true
 	}
 	for n, v := range h.scalar {
-		if c.Scalar[n] > v {
+		if over(c.Scalar[n], v) {
 			return false
 		}
 	}
 	return true
 }
+
+// over reports whether an amount of a resource passes the room left.
+func over(amount, room int64) bool { return amount > 0 && amount > room }
 
 // Cheapest returns the option a planned node is launched as: the cheapest,
 // then the smallest.

@@ -326,13 +326,36 @@ func (s *Snapshot) account(n *Node, sign int) {
 	if sign > 0 {
 		n.slots = n.podSlots()
 		g.Capacity.Add(&n.Capacity)
-		s.total.Add(&n.Capacity)
 	} else {
 		g.Capacity.Sub(&n.Capacity)
-		s.total.Sub(&n.Capacity)
 	}
 	g.Slots += int64(sign) * n.slots
+	if !inClusterTotal(n) {
+		return
+	}
+	if sign > 0 {
+		s.total.Add(&n.Capacity)
+	} else {
+		s.total.Sub(&n.Capacity)
+	}
 	s.totalSlots += int64(sign) * n.slots
+}
+
+// LabelVirtualKubelet and VirtualKubelet mark a virtual kubelet's node
+// (type: virtual-kubelet, as Azure's ACI connector and other virtual
+// kubelets label theirs).
+const (
+	LabelVirtualKubelet = "type"
+	VirtualKubelet      = "virtual-kubelet"
+)
+
+// inClusterTotal reports whether a node counts in the cluster's total
+// for the cluster limits: not a virtual kubelet's node of no group. Such
+// a node stands for a serverless pool (an ACI virtual node reports 10,000
+// cpu) and would pass any limit alone; Cluster Autoscaler leaves it out
+// of its totals too.
+func inClusterTotal(n *Node) bool {
+	return n.NodeGroup != "" || n.Node.Labels[LabelVirtualKubelet] != VirtualKubelet
 }
 
 func (s *Snapshot) group(name string) *GroupUsage {
@@ -349,13 +372,17 @@ func (s *Snapshot) group(name string) *GroupUsage {
 func (s *Snapshot) setCapacity(n *Node, c Resources) {
 	g := s.group(n.NodeGroup)
 	g.Capacity.Sub(&n.Capacity)
-	s.total.Sub(&n.Capacity)
+	if inClusterTotal(n) {
+		s.total.Sub(&n.Capacity)
+	}
 	n.Capacity = c
 	g.Capacity.Add(&n.Capacity)
-	s.total.Add(&n.Capacity)
 	slots := n.podSlots()
 	g.Slots += slots - n.slots
-	s.totalSlots += slots - n.slots
+	if inClusterTotal(n) {
+		s.total.Add(&n.Capacity)
+		s.totalSlots += slots - n.slots
+	}
 	n.slots = slots
 }
 
