@@ -53,6 +53,22 @@ func IsMirror(p *corev1.Pod) bool {
 	return ok
 }
 
+// IsCritical reports whether a pod is of the system's critical priority
+// classes (system-cluster-critical, system-node-critical), by class name
+// or by the priority admission gave it (2,000,000,000 and above is kept
+// for them): a node's drain evicts such pods last.
+func IsCritical(p *corev1.Pod) bool {
+	switch p.Spec.PriorityClassName {
+	case "system-cluster-critical", "system-node-critical":
+		return true
+	}
+	return p.Spec.Priority != nil && *p.Spec.Priority >= systemCriticalPriority
+}
+
+// systemCriticalPriority is the lowest priority of the system's critical
+// classes (kube-apiserver's scheduling.SystemCriticalPriority).
+const systemCriticalPriority = 2_000_000_000
+
 // IsUnbound reports whether the pod waits to be bound: no node, not gated,
 // not being deleted, not finished.
 func IsUnbound(p *corev1.Pod) bool {

@@ -94,3 +94,24 @@ func TestAPodMarkedAsADaemonSetsAwaitsNoNode(t *testing.T) {
 		}
 	}
 }
+
+// TestIsCritical: the system's critical classes by name, or by the
+// priority admission gave the pod (a class of another name at the same
+// value, as kube-apiserver reserves it), and nothing below.
+func TestIsCritical(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		spec corev1.PodSpec
+		want bool
+	}{
+		{"system-cluster-critical", corev1.PodSpec{PriorityClassName: "system-cluster-critical"}, true},
+		{"system-node-critical", corev1.PodSpec{PriorityClassName: "system-node-critical"}, true},
+		{"priority 2000000000", corev1.PodSpec{Priority: ptr.To(int32(2_000_000_000))}, true},
+		{"priority 1999999999", corev1.PodSpec{PriorityClassName: "high", Priority: ptr.To(int32(1_999_999_999))}, false},
+		{"no priority", corev1.PodSpec{}, false},
+	} {
+		if got := podutil.IsCritical(&corev1.Pod{Spec: tt.spec}); got != tt.want {
+			t.Errorf("%s: IsCritical %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

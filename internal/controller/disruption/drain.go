@@ -131,12 +131,28 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		return c.giveUp(ctx, w, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: %s (%s)", blocked.Message, blocked.Reason))
 	}
 	evicting := 0
+	// Critical pods last (system-cluster-critical, system-node-critical:
+	// DNS, metrics, admission webhooks the others may need while they
+	// shut down), once every other pod to move is gone, as the kubelet's
+	// graceful node shutdown and Karpenter's drain order them.
+	var critical []*corev1.Pod
+	others := 0
 	for _, p := range moving {
 		if cameBack(p, started) {
 			continue
 		}
 		evicting++
+		if podutil.IsCritical(p) {
+			critical = append(critical, p)
+			continue
+		}
+		others++
 		if p.DeletionTimestamp == nil {
+			c.evict(ctx, p)
+		}
+	}
+	for _, p := range critical {
+		if others == 0 && p.DeletionTimestamp == nil {
 			c.evict(ctx, p)
 		}
 	}

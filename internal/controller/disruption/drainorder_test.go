@@ -1,0 +1,86 @@
+package disruption_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// criticalDeployment runs two pods of 100m of a Deployment named name
+// with priorityClassName system-cluster-critical (a metrics server, a
+// DNS replica), one a node.
+func (f *fixture) criticalDeployment(name string) {
+	f.t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			PriorityClassName: "system-cluster-critical",
+			NodeSelector:      map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
+			Tolerations:       []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
+				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
+			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+		}},
+	}}
+	if err := env.Client.Create(context.Background(), d); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestCriticalPodsAreEvictedAfterTheOthers: a node to remove runs an
+// ordinary pod (whose shutdown is held) and a system-cluster-critical
+// one. Karpenter ("should evict non-critical pods first",
+// terminator.go groupPodsByPriority) evicts the critical pod only once
+// the non-critical ones are gone, following kubelet's graceful node
+// shutdown order: the ordinary pod may still need the critical one
+// (DNS, metrics, an admission webhook) while it shuts down. Once the
+// ordinary pod is gone, the critical one is evicted. (Found comparing
+// with Karpenter's termination suite.)
+func TestCriticalPodsAreEvictedAfterTheOthers(t *testing.T) {
+	f := setup(t, "sd-critical", 2)
+	f.slowDeployment("slow", 60)
+	f.criticalDeployment("crit")
+	f.waitRunning(4)
+	evicted := f.recordEvictions()
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	victim := res.Started[0]
+	slow, crit := f.podOf("slow", victim), f.podOf("crit", victim)
+	f.clk.Step(10 * time.Second)
+	f.run()
+	leaving := f.shuttingDownOn(victim, "slow", 1)[0] // evicted, still shutting down
+	if got := evicted(); !slices.Contains(got, slow) || slices.Contains(got, crit) {
+		t.Errorf("while %s (not critical) shuts down, evictions asked %v: want %s evicted and the critical %s not yet", slow, got, slow, crit)
+	}
+	// The ordinary pod is gone: the critical one goes next.
+	patch := client.MergeFrom(leaving.DeepCopy())
+	leaving.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), &corev1.Pod{})
+		return apierrors.IsNotFound(err), "pod " + slow + " still there", client.IgnoreNotFound(err)
+	})
+	f.clk.Step(10 * time.Second)
+	f.run()
+	if got := evicted(); !slices.Contains(got, crit) {
+		t.Errorf("once %s was gone, evictions asked %v: want the critical %s evicted", slow, got, crit)
+	}
+}
