@@ -97,9 +97,10 @@ type DisruptionWindow struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^\\\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|([0-9*/,?A-Za-z-]+\\\\s+){4}[0-9*/,?A-Za-z-]+)\\\\s*$')",message="cron must be a 5-field expression such as \"0 22 * * 1-5\" or a descriptor such as @daily"
 	// +required
 	Cron string `json:"cron"`
-	// Duration the window stays open.
+	// Duration the window stays open (more than 0s: a window of 0s never
+	// opens, and no removal would ever start).
 	// +required
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be a positive duration such as 30s, 10m or 8h (units h, m, s, ms): a window of 0s never opens"
 	Duration metav1.Duration `json:"duration"`
 }
 
@@ -150,9 +151,10 @@ type DisruptionBudget struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^\\\\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|([0-9*/,?A-Za-z-]+\\\\s+){4}[0-9*/,?A-Za-z-]+)\\\\s*$')",message="schedule must be a 5-field expression such as \"0 9 * * 1-5\" or a descriptor such as @daily"
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
-	// Duration the budget applies from each time of Schedule.
+	// Duration the budget applies from each time of Schedule (more than
+	// 0s: a budget of 0s never applies).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="duration must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="duration must be a positive duration such as 30s, 10m or 8h (units h, m, s, ms): a budget of 0s never applies"
 	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 

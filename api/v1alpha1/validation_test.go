@@ -162,9 +162,25 @@ func TestNodeGroupValidation(t *testing.T) {
 				ng := builders.NodeGroup("good-disruption")
 				v := intstr.FromString("25%")
 				ng.Spec.Disruption = v1alpha1.Disruption{ConsolidationPolicy: v1alpha1.ConsolidationWhenEmpty, Budget: &v,
-					Window: &v1alpha1.DisruptionWindow{Cron: "0 22 * * 1-5"}}
+					Window: &v1alpha1.DisruptionWindow{Cron: "0 22 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}}}
 				return ng
 			}(),
+		},
+		{
+			name: "a disruption window of 0s (or none given) is rejected: it would never open",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := builders.NodeGroup("zero-window")
+				ng.Spec.Disruption.Window = &v1alpha1.DisruptionWindow{Cron: "0 22 * * 1-5"}
+				return ng
+			}(),
+			wantErr: []string{"spec.disruption.window.duration", "a window of 0s never opens"},
+		},
+		{
+			name: "a scheduled budget of 0s is rejected: it would never apply",
+			ng: withDisruption("zero-budget-window", func(d *v1alpha1.Disruption) {
+				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromInt32(0), Schedule: "@daily", Duration: &metav1.Duration{}}}
+			}),
+			wantErr: []string{"spec.disruption.budgets[0].duration", "a budget of 0s never applies"},
 		},
 		// Every name that becomes a label value or key on a node is checked
 		// at admission: otherwise every launch of the group fails.
