@@ -148,6 +148,10 @@ type Controller struct {
 	// timeout from then (pods that left after the timeout). Memory only:
 	// after a restart the removal has it again (the safe direction).
 	emptied map[string]time.Time
+	// criticalTurn is when this replica first found each draining node
+	// with only critical pods left to evict (they go last, advance): they
+	// have the drain timeout from then. Memory only, as emptied.
+	criticalTurn map[string]time.Time
 	// deleted holds when this replica last asked the cloud provider to
 	// remove each node that still exists: a removal the provider accepted
 	// (AnnotationRemovalAccepted on the node, so that a restart knows it)
@@ -182,7 +186,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: scaledown.Countdown{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -252,9 +256,11 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			delete(c.deleted, name)
 		}
 	}
-	for name := range c.emptied {
-		if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
-			delete(c.emptied, name)
+	for _, m := range []map[string]time.Time{c.emptied, c.criticalTurn} {
+		for name := range m {
+			if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
+				delete(m, name)
+			}
 		}
 	}
 	for name, at := range c.givenUp {

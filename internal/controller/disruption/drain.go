@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,8 +104,29 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if fresh && len(left) == 0 && last.IsZero() {
 		last = c.emptiedAt(n.Name) // its pods are gone: the removal has its time from then
 	}
-	if timeout := g.Spec.Disruption.Timeout(); c.Clock.Since(started) > timeout && !waiting {
-		if !fresh || len(left) > 0 || c.Clock.Since(last) > timeout {
+	timeout := g.Spec.Disruption.Timeout()
+	refused := left
+	if fresh && len(left) > 0 && !slices.ContainsFunc(left, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) }) {
+		// Only critical pods are left to evict: they wait for the others
+		// to be gone (evicted last, below), and then have the drain's
+		// time from when this replica first found them alone.
+		refused = nil
+		if !slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil && !podutil.IsCritical(p) }) {
+			at, ok := c.criticalTurn[n.Name]
+			if !ok {
+				at = c.Clock.Now()
+				c.criticalTurn[n.Name] = at
+			}
+			if at.After(last) {
+				last = at
+			}
+			if c.Clock.Since(at) > timeout {
+				refused = left
+			}
+		}
+	}
+	if c.Clock.Since(started) > timeout && !waiting {
+		if !fresh || len(refused) > 0 || c.Clock.Since(last) > timeout {
 			drainTimeouts.WithLabelValues(g.Name).Inc()
 			res.GivenUp = append(res.GivenUp, n.Name)
 			return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, names(left)))
@@ -440,6 +462,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	delete(c.marks, n.Name)
 	delete(c.accounted, n.Name)
 	delete(c.emptied, n.Name)
+	delete(c.criticalTurn, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
@@ -82,5 +83,52 @@ func TestCriticalPodsAreEvictedAfterTheOthers(t *testing.T) {
 	f.run()
 	if got := evicted(); !slices.Contains(got, crit) {
 		t.Errorf("once %s was gone, evictions asked %v: want the critical %s evicted", slow, got, crit)
+	}
+}
+
+// TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut: as above, with an
+// ordinary pod whose grace period (10 minutes) outlasts the drain timeout
+// (5 minutes). The drain waits for it, the critical pod waiting its turn
+// is no pod the drain failed to evict; once the ordinary pod is gone,
+// past the timeout, the critical pod is evicted (its turn has the drain's
+// time from then) and the drain is not given up. (Found by a review: the
+// held critical pod counted as still to evict and timed the drain out.)
+func TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut(t *testing.T) {
+	f := setup(t, "sd-critical-late", 2)
+	f.slowDeployment("slow", 600)
+	f.criticalDeployment("crit")
+	f.waitRunning(4)
+	evicted := f.recordEvictions()
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	victim := res.Started[0]
+	crit := f.podOf("crit", victim)
+	f.clk.Step(10 * time.Second)
+	f.run()
+	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
+	f.clk.Step(6 * time.Minute) // past the drain timeout, the ordinary pod within its grace period
+	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
+		t.Fatalf("6 minutes into the drain, its ordinary pod shutting down: given up %v, events %+v; want the drain waiting", res.GivenUp, f.events.For(victim))
+	}
+	if slices.Contains(evicted(), crit) {
+		t.Errorf("critical pod %s evicted while the ordinary pod shuts down", crit)
+	}
+	patch := client.MergeFrom(leaving.DeepCopy())
+	leaving.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), &corev1.Pod{})
+		return apierrors.IsNotFound(err), "pod " + leaving.Name + " still there", client.IgnoreNotFound(err)
+	})
+	f.clk.Step(10 * time.Second)
+	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
+		t.Fatalf("the ordinary pod gone, 6 minutes into the drain: given up %v, events %+v; want the critical pod evicted", res.GivenUp, f.events.For(victim))
+	}
+	if !slices.Contains(evicted(), crit) {
+		t.Errorf("evictions asked %v: want the critical %s evicted once the ordinary pod is gone", evicted(), crit)
 	}
 }
