@@ -120,6 +120,14 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 	if err != nil {
 		return err
 	}
+	if blocked != nil && blocked.Reason == scaledown.ReasonNominated && !started.IsZero() && c.Clock.Since(started) <= c.maxProvisionTime() {
+		// A pod is on its way to the node (kube-scheduler preempted for
+		// it, or a per-node reserve was handed to it): wait for it to
+		// bind, then check again (its room may still be found on the
+		// nodes that stay); a nomination that outlasts the max provision
+		// time since the launch gives the replacement up.
+		return nil
+	}
 	if blocked != nil {
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, w, n, "Replacement "+strings.Join(names, ", ")+" is Ready but the node cannot be removed any more: "+blocked.Message)
