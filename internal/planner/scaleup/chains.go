@@ -99,8 +99,19 @@ func hasAddOn(p *corev1.Pod) bool {
 
 // foldable reports whether folding f into its root loses nothing of f's
 // own: its only term is the affinity to its leader, it binds no host port,
-// and it asks for nothing but cpu and memory.
+// asks for nothing but cpu and memory, and has no volume whose node
+// affinity, zone or attach limit applies to it (a claim, an ephemeral
+// volume) nor a device claim: a follower with a zonal volume was folded
+// into a leader planned in another zone, where it could not run.
 func foldable(f *corev1.Pod) bool {
+	if len(f.Spec.ResourceClaims) > 0 {
+		return false
+	}
+	for _, v := range f.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil {
+			return false
+		}
+	}
 	if a := f.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 		return false
 	}
