@@ -135,10 +135,8 @@ func (p *packer) fitOptions(c *snapshot.Class, t *Template, allowed []*snapshot.
 		if !t.Node.FitsOption(o, &c.Requests, 1+c.AddOnPods) || !p.s.OptionHasDevices(t.Node, o, c) {
 			continue
 		}
-		if checkLabels {
-			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
-				continue
-			}
+		if checkLabels && !c.MatchesOption(o.Node) {
+			continue
 		}
 		out = append(out, o)
 	}

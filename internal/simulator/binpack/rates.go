@@ -92,11 +92,8 @@ func (p *packer) fitsCurrent(n *snapshot.Node, c *snapshot.Class) bool {
 }
 
 // matchesOption reports whether option o's labels (instance type, capacity
-// type, architecture) satisfy the node selection of class c.
+// type, architecture) satisfy the node selection of class c and its bound
+// volumes' node affinity.
 func (p *packer) matchesOption(o *snapshot.Option, c *snapshot.Class) bool {
-	if !p.s.ReferencesOptionKeys(c) {
-		return true
-	}
-	ok, _ := c.NodeAffinity.Match(o.Node)
-	return ok
+	return !p.s.ReferencesOptionKeys(c) || c.MatchesOption(o.Node)
 }

@@ -91,6 +91,9 @@ type Class struct {
 	// resolved (missing claim or volume).
 	VolumeAffinity []*nodeaffinity.NodeSelector
 	VolumeError    string
+	// VolumeKeys are the node label keys VolumeAffinity's volumes' node
+	// affinity reads (nil when none).
+	VolumeKeys sets.Set[string]
 
 	// Claims are the pod's ResourceClaims; ClaimWait says why the pod
 	// waits for a claim that does not exist yet (then Claims is empty).
@@ -260,6 +263,9 @@ func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draM
 		return nil, err
 	}
 	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
+	if len(c.VolumeAffinity) > 0 {
+		c.VolumeKeys = vols.affinityKeys(pod)
+	}
 	c.OncePodClaims = vols.oncePodClaims(pod)
 	c.NamesNodes = c.NodeName != "" || c.AffinityKeys.Has(corev1.LabelHostname) || hasMatchFields(pod) || len(c.VolumeAffinity) > 0
 	c.Claims, c.ClaimWait = dra.Resolve(pod)
@@ -497,4 +503,20 @@ func spreadConstraints(pod *corev1.Pod, when corev1.UnsatisfiableConstraintActio
 // (InPlacePodLevelResourcesVerticalScaling, beta, on by default).
 func RequestsOf(pod *corev1.Pod) corev1.ResourceList {
 	return resource.PodRequests(pod, resource.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true})
+}
+
+// MatchesOption reports whether a planned node launched as the option
+// whose node is on satisfies the class's node selection and its bound
+// volumes' node affinity (VolumeBinding: a volume whose affinity names
+// an instance type or an architecture takes the pod to that offering).
+func (c *Class) MatchesOption(on *corev1.Node) bool {
+	if ok, _ := c.NodeAffinity.Match(on); !ok {
+		return false
+	}
+	for _, sel := range c.VolumeAffinity {
+		if !sel.Match(on) {
+			return false
+		}
+	}
+	return true
 }

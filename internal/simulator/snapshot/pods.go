@@ -57,7 +57,7 @@ func (s *Snapshot) narrow(n *Node, p *Pod, devs *dynamicresources.Answer[*Node, 
 	for i, o := range opts {
 		keep := n.FitsOption(o, req, pods) && h.AllowsOption(o) && (devs == nil || devs.Fits(o))
 		if keep && checkLabels {
-			keep, _ = c.NodeAffinity.Match(o.Node)
+			keep = c.MatchesOption(o.Node)
 		}
 		switch {
 		case keep && out != nil:
@@ -114,7 +114,7 @@ options:
 			continue
 		}
 		for _, c := range named {
-			if ok, _ := c.NodeAffinity.Match(o.Node); !ok {
+			if !c.MatchesOption(o.Node) {
 				continue options
 			}
 		}
@@ -168,11 +168,7 @@ func (s *Snapshot) FitsAnyOption(n *Node, c *Class) bool {
 	req, pods := c.RequestsOn(n), c.PodsOn(n)
 	checkLabels := s.ReferencesOptionKeys(c)
 	matches := func(o *Option) bool {
-		if !checkLabels {
-			return true
-		}
-		ok, _ := c.NodeAffinity.Match(o.Node)
-		return ok
+		return !checkLabels || c.MatchesOption(o.Node)
 	}
 	if o := n.Current; o != nil && n.FitsOption(o, req, pods) && matches(o) {
 		return true

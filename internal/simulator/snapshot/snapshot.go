@@ -224,10 +224,16 @@ func (s *Snapshot) NamespaceLabels(ns string) labels.Set { return s.namespaces[n
 // Classes returns every class known to the snapshot.
 func (s *Snapshot) Classes() []*Class { return s.classList }
 
-// ReferencesOptionKeys reports whether a class's node selection names a
-// label that differs between the options of a planned node.
+// ReferencesOptionKeys reports whether a class's node selection, or its
+// bound volumes' node affinity, names a label that differs between the
+// options of a planned node (Class.MatchesOption then decides per option).
 func (s *Snapshot) ReferencesOptionKeys(c *Class) bool {
 	for k := range c.AffinityKeys {
+		if s.optionKeys.Has(k) {
+			return true
+		}
+	}
+	for k := range c.VolumeKeys {
 		if s.optionKeys.Has(k) {
 			return true
 		}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
@@ -90,6 +91,37 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		out = append(out, sel)
 	}
 	return out, ""
+}
+
+// affinityKeys are the node label keys the node affinities of the pod's
+// bound volumes read (nodeAffinities' selectors): the planner checks them
+// on each offering of a planned node where they name a label that differs
+// between its offerings (an instance type, an architecture).
+func (l volumeLookup) affinityKeys(pod *corev1.Pod) sets.Set[string] {
+	var keys sets.Set[string]
+	for _, v := range pod.Spec.Volumes {
+		key, ok := claimOf(pod, &v)
+		if !ok {
+			continue
+		}
+		claim, ok := l.claims[key]
+		if !ok || claim.Spec.VolumeName == "" {
+			continue
+		}
+		pv, ok := l.volumes[claim.Spec.VolumeName]
+		if !ok || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+			continue
+		}
+		for _, t := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+			for _, r := range t.MatchExpressions {
+				if keys == nil {
+					keys = sets.New[string]()
+				}
+				keys.Insert(r.Key)
+			}
+		}
+	}
+	return keys
 }
 
 // claimOf names the claim a volume of the pod uses: a
