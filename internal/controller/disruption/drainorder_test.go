@@ -8,15 +8,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
-	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
 // criticalDeployment runs two pods of 100m of a Deployment named name
@@ -57,28 +54,12 @@ func TestCriticalPodsAreEvictedAfterTheOthers(t *testing.T) {
 	f.criticalDeployment("crit")
 	f.waitRunning(4)
 	evicted := f.recordEvictions()
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	slow, crit := f.podOf("slow", victim), f.podOf("crit", victim)
-	f.clk.Step(10 * time.Second)
-	f.run()
-	leaving := f.shuttingDownOn(victim, "slow", 1)[0] // evicted, still shutting down
+	victim, leaving := f.drainWithOnePodShuttingDown("slow") // evicted, still shutting down
+	slow, crit := leaving.Name, f.podOf("crit", victim)
 	if got := evicted(); !slices.Contains(got, slow) || slices.Contains(got, crit) {
 		t.Errorf("while %s (not critical) shuts down, evictions asked %v: want %s evicted and the critical %s not yet", slow, got, slow, crit)
 	}
-	// The ordinary pod is gone: the critical one goes next.
-	patch := client.MergeFrom(leaving.DeepCopy())
-	leaving.Finalizers = nil
-	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), &corev1.Pod{})
-		return apierrors.IsNotFound(err), "pod " + slow + " still there", client.IgnoreNotFound(err)
-	})
+	f.finishShutdown(leaving) // the ordinary pod is gone: the critical one goes next
 	f.clk.Step(10 * time.Second)
 	f.run()
 	if got := evicted(); !slices.Contains(got, crit) {
@@ -99,15 +80,8 @@ func TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut(t *testing.T) {
 	f.criticalDeployment("crit")
 	f.waitRunning(4)
 	evicted := f.recordEvictions()
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
+	victim, leaving := f.drainWithOnePodShuttingDown("slow")
 	crit := f.podOf("crit", victim)
-	f.clk.Step(10 * time.Second)
-	f.run()
-	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
 	f.clk.Step(6 * time.Minute) // past the drain timeout, the ordinary pod within its grace period
 	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
 		t.Fatalf("6 minutes into the drain, its ordinary pod shutting down: given up %v, events %+v; want the drain waiting", res.GivenUp, f.events.For(victim))
@@ -115,15 +89,7 @@ func TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut(t *testing.T) {
 	if slices.Contains(evicted(), crit) {
 		t.Errorf("critical pod %s evicted while the ordinary pod shuts down", crit)
 	}
-	patch := client.MergeFrom(leaving.DeepCopy())
-	leaving.Finalizers = nil
-	if err := env.Client.Patch(context.Background(), leaving, patch); err != nil {
-		t.Fatal(err)
-	}
-	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), &corev1.Pod{})
-		return apierrors.IsNotFound(err), "pod " + leaving.Name + " still there", client.IgnoreNotFound(err)
-	})
+	f.finishShutdown(leaving)
 	f.clk.Step(10 * time.Second)
 	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
 		t.Fatalf("the ordinary pod gone, 6 minutes into the drain: given up %v, events %+v; want the critical pod evicted", res.GivenUp, f.events.For(victim))

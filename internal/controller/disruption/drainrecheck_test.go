@@ -5,14 +5,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 )
 
@@ -25,37 +20,6 @@ func (f *fixture) podOf(app, node string) string {
 		f.t.Fatalf("pod of %s on node %s: %d pods (%v)", app, node, len(pods.Items), err)
 	}
 	return pods.Items[0].Name
-}
-
-// heldDeployment is slowDeployment with pods of cpu.
-func (f *fixture) heldDeployment(name, cpu string, grace int64) {
-	f.t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
-		Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: []string{holdFinalizer}}, Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To(grace),
-			NodeSelector:                  map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
-			Tolerations:                   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
-			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
-				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
-			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
-		}},
-	}}
-	if err := env.Client.Create(context.Background(), d); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() {
-		pods := &corev1.PodList{}
-		_ = env.Client.List(context.Background(), pods, client.InNamespace(f.ns))
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			patch := client.MergeFrom(p.DeepCopy())
-			p.Finalizers = nil
-			_ = env.Client.Patch(context.Background(), p, patch)
-		}
-	})
 }
 
 // TestADrainInProgressSurvivesARestart: a node drains; its pod (800m) was
@@ -72,14 +36,7 @@ func TestADrainInProgressSurvivesARestart(t *testing.T) {
 	f := setup(t, "sd-restart-mid", 2)
 	f.heldDeployment("big", "800m", 60)
 	f.waitRunning(2)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	f.clk.Step(10 * time.Second)
-	f.run() // evicts the pod
-	f.shuttingDownOn(victim, "big", 1)
+	victim, _ := f.drainWithOnePodShuttingDown("big")
 	f.waitRunning(2) // its replacement runs on the other node
 	f.clk.Step(10 * time.Second)
 	if res := f.run(); contains(res.GivenUp, victim) {
@@ -103,14 +60,7 @@ func TestAPodLandingOnADrainingNodeDoesNotStopItsDrain(t *testing.T) {
 	f := setup(t, "sd-landing-mid", 2)
 	f.heldDeployment("big", "800m", 60)
 	f.waitRunning(2)
-	res := f.run()
-	if len(res.Started) != 1 {
-		t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	f.clk.Step(10 * time.Second)
-	f.run() // evicts the pod
-	f.shuttingDownOn(victim, "big", 1)
+	victim, _ := f.drainWithOnePodShuttingDown("big")
 	f.waitRunning(2)
 	f.preferring("agent", "100m", victim, true)
 	f.waitRunning(3)

@@ -28,6 +28,11 @@ const holdFinalizer = "test.berth.dev/hold"
 // node, each shutting down for up to grace seconds once deleted (held by
 // holdFinalizer, taken off when the test ends).
 func (f *fixture) slowDeployment(name string, grace int64) *appsv1.Deployment {
+	return f.heldDeployment(name, "500m", grace)
+}
+
+// heldDeployment is slowDeployment with pods of cpu.
+func (f *fixture) heldDeployment(name, cpu string, grace int64) *appsv1.Deployment {
 	f.t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
@@ -39,7 +44,7 @@ func (f *fixture) slowDeployment(name string, grace int64) *appsv1.Deployment {
 			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1alpha1.LabelHostname,
 				WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
 			Containers: []corev1.Container{{Name: "app", Image: "app", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
 		}},
 	}}
 	if err := env.Client.Create(context.Background(), d); err != nil {
@@ -56,6 +61,36 @@ func (f *fixture) slowDeployment(name string, grace int64) *appsv1.Deployment {
 		}
 	})
 	return d
+}
+
+// drainWithOnePodShuttingDown starts the drain of one node and runs the
+// round that evicts its pod of app, and returns the node and that pod
+// once it shuts down.
+func (f *fixture) drainWithOnePodShuttingDown(app string) (string, *corev1.Pod) {
+	f.t.Helper()
+	res := f.run()
+	if len(res.Started) != 1 {
+		f.t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	victim := res.Started[0]
+	f.clk.Step(10 * time.Second)
+	f.run() // evicts the pod
+	return victim, f.shuttingDownOn(victim, app, 1)[0]
+}
+
+// finishShutdown lets a pod held by holdFinalizer go, and waits until it
+// is gone.
+func (f *fixture) finishShutdown(p *corev1.Pod) {
+	f.t.Helper()
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), p, patch); err != nil {
+		f.t.Fatal(err)
+	}
+	expect.Eventually(f.t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+		return apierrors.IsNotFound(err), "pod " + p.Name + " still there", client.IgnoreNotFound(err)
+	})
 }
 
 // shuttingDownOn waits until n pods of app on node are being deleted,
@@ -87,14 +122,7 @@ func (f *fixture) shuttingDownPastTheDrainTimeout() (string, *corev1.Pod) {
 	f.t.Helper()
 	f.slowDeployment("slow", 600)
 	f.waitRunning(2)
-	res := f.run()
-	if len(res.Started) != 1 {
-		f.t.Fatalf("started %v, want one node drained", res.Started)
-	}
-	victim := res.Started[0]
-	f.clk.Step(10 * time.Second)
-	f.run() // evicts the pod
-	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
+	victim, leaving := f.drainWithOnePodShuttingDown("slow")
 	f.clk.Step(6 * time.Minute) // past the drain timeout
 	if res := f.run(); contains(res.GivenUp, victim) || len(res.Removed) > 0 {
 		f.t.Fatalf("6 minutes into the drain, its pod shutting down: given up %v, removed %v; want the drain waiting", res.GivenUp, res.Removed)
