@@ -76,6 +76,13 @@ const (
 	// its replicas ask for). The drain timeout waits for the provider up to
 	// the max provision time after it, across restarts.
 	AnnotationRemovalWaiting = "berth.dev/removal-waiting"
+	// AnnotationDrainEmptied is the RFC 3339 time berth first found a
+	// draining node with no pod left to evict or shutting down, and
+	// AnnotationDrainCriticalTurn the time it first found only critical
+	// pods left to evict (they go last): the drain timeout counts again
+	// from each, across restarts.
+	AnnotationDrainEmptied      = "berth.dev/drain-emptied"
+	AnnotationDrainCriticalTurn = "berth.dev/drain-critical-turn"
 
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"

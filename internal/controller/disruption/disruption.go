@@ -143,15 +143,14 @@ type Controller struct {
 	accounted map[string]map[types.UID]bool
 	// givenUp is when this replica last gave up each node's drain.
 	givenUp map[string]time.Time
-	// emptied is when this replica first found each draining node with no
-	// pod left to evict or shutting down: its removal has the drain
-	// timeout from then (pods that left after the timeout). Memory only:
-	// after a restart the removal has it again (the safe direction).
-	emptied map[string]time.Time
-	// criticalTurn is when this replica first found each draining node
-	// with only critical pods left to evict (they go last, advance): they
-	// have the drain timeout from then. Memory only, as emptied.
-	criticalTurn map[string]time.Time
+	// emptied is when each draining node was first found with no pod
+	// left to evict or shutting down: its removal has the drain timeout
+	// from then (pods that left after the timeout); criticalTurn when it
+	// was first found with only critical pods left to evict (they go
+	// last, advance): they have the drain timeout from then. Both are
+	// written on the node (drainClock) and kept here until the cache
+	// shows them.
+	emptied, criticalTurn map[string]time.Time
 	// deleted holds when this replica last asked the cloud provider to
 	// remove each node that still exists: a removal the provider accepted
 	// (AnnotationRemovalAccepted on the node, so that a restart knows it)

@@ -63,7 +63,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 // and shutting down, which the node waits for (each until it is long
 // terminating, podutil.TerminatingUntil: then it goes with the node),
 // nor within the timeout after the last of them did (leftLast), or after
-// the node was first found with no pod left (emptiedAt: pods that left
+// the node was first found with no pod left (drainClock: pods that left
 // after the timeout): a provider that does not remove the node then has
 // the time a drain has. Then the
 // pods are checked again (drain rules on every pod; a simulation when
@@ -102,21 +102,19 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	left, fresh := toEvict(w, n, pods, err == nil, started)
 	last := leftLast(pods)
 	if fresh && len(left) == 0 && last.IsZero() {
-		last = c.emptiedAt(n.Name) // its pods are gone: the removal has its time from then
+		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied) // its pods are gone: the removal has its time from then
 	}
 	timeout := g.Spec.Disruption.Timeout()
 	refused := left
 	if fresh && len(left) > 0 && !slices.ContainsFunc(left, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) }) {
 		// Only critical pods are left to evict: they wait for the others
-		// to be gone (evicted last, below), and then have the drain's
-		// time from when this replica first found them alone.
+		// to be gone (evicted last, below: the pods still to move, a pod
+		// long terminating or one the drain lets go with the node aside),
+		// and then have the drain's time from when they were found alone.
 		refused = nil
-		if !slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil && !podutil.IsCritical(p) }) {
-			at, ok := c.criticalTurn[n.Name]
-			if !ok {
-				at = c.Clock.Now()
-				c.criticalTurn[n.Name] = at
-			}
+		moving, _ := scaledown.CheckPods(w.input, n.Name, pods)
+		if !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) && !cameBack(p, started) }) {
+			at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainCriticalTurn, c.criticalTurn)
 			if at.After(last) {
 				last = at
 			}
@@ -497,13 +495,33 @@ func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started t
 	return left, fresh
 }
 
-// emptiedAt is when this replica first found the draining node with
-// nothing left to evict or shutting down (now, the first time).
-func (c *Controller) emptiedAt(node string) time.Time {
-	at, ok := c.emptied[node]
-	if !ok {
-		at = c.Clock.Now()
-		c.emptied[node] = at
+// drainClock is when the draining node first entered a phase of its
+// drain (AnnotationDrainEmptied: nothing left to evict or shutting down;
+// AnnotationDrainCriticalTurn: only critical pods left to evict), now the
+// first time: the drain timeout counts again from then. It is written on
+// the node, so that a restarted controller counts from the same time
+// (counted from each restart, a drain whose provider never removes the
+// node stayed tainted for ever under a controller restarting more often
+// than the timeout); mem keeps it while the cache has not shown the
+// write yet. A failed write leaves it in memory only.
+func (c *Controller) drainClock(ctx context.Context, w *world, n *corev1.Node, key string, mem map[string]time.Time) time.Time {
+	if at, ok := mem[n.Name]; ok {
+		return at
+	}
+	if at, err := time.Parse(time.RFC3339, n.Annotations[key]); err == nil {
+		mem[n.Name] = at
+		return at
+	}
+	at := c.Clock.Now().UTC().Truncate(time.Second)
+	mem[n.Name] = at
+	own := w.own(n)
+	patch := client.MergeFrom(own.DeepCopy())
+	if own.Annotations == nil {
+		own.Annotations = map[string]string{}
+	}
+	own.Annotations[key] = at.Format(time.RFC3339)
+	if err := c.Client.Patch(ctx, own, patch); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Info("could not record the drain's time on the node; kept in memory", "node", n.Name, "annotation", key, "error", err.Error())
 	}
 	return at
 }

@@ -98,3 +98,45 @@ func TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut(t *testing.T) {
 		t.Errorf("evictions asked %v: want the critical %s evicted once the ordinary pod is gone", evicted(), crit)
 	}
 }
+
+// TestCriticalPodsTurnComesPastAPodStuckTerminating: as
+// TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut, with one more
+// ordinary pod stuck terminating (a finalizer that never clears, long
+// terminating: it goes with the node). Once the slow pod is gone, past
+// the timeout, the critical pod's turn begins: it must be evicted, the
+// drain not given up. (Found by a review: the stuck pod, which the drain
+// lets go with the node, kept the critical pods' turn from starting, and
+// the drain timed out.)
+func TestCriticalPodsTurnComesPastAPodStuckTerminating(t *testing.T) {
+	f := setup(t, "sd-review5-stuck", 2)
+	f.heldDeployment("stuck", "200m", 10)
+	f.heldDeployment("slow", "200m", 600)
+	f.criticalDeployment("crit")
+	f.waitRunning(6)
+	evicted := f.recordEvictions()
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v", res.Started)
+	}
+	victim := res.Started[0]
+	f.clk.Step(10 * time.Second)
+	f.run()
+	st := f.shuttingDownOn(victim, "stuck", 1)[0]
+	leaving := f.shuttingDownOn(victim, "slow", 1)[0]
+	crit := f.podOf("crit", victim)
+	f.clk.Step(6 * time.Minute)
+	if res := f.run(); contains(res.GivenUp, victim) {
+		t.Fatalf("6 minutes into the drain, its pods shutting down: given up %v, events %+v", res.GivenUp, f.events.For(victim))
+	}
+	if slices.Contains(evicted(), crit) {
+		t.Fatalf("critical pod %s evicted while %s shuts down (and %s is stuck): %v", crit, leaving.Name, st.Name, evicted())
+	}
+	f.finishShutdown(leaving)
+	f.clk.Step(time.Minute) // 7 minutes into the drain; the critical pod's turn begins now
+	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
+		t.Fatalf("the ordinary pods gone (one stuck terminating), 7 minutes into the drain: given up %v, events %+v; want the critical pod %s evicted", res.GivenUp, f.events.For(victim), crit)
+	}
+	if !slices.Contains(evicted(), crit) {
+		t.Errorf("evictions asked %v: want the critical %s evicted", evicted(), crit)
+	}
+}

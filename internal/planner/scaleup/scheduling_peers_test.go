@@ -1681,7 +1681,6 @@ func TestKarpenterSchedulingVolumeAlternatives(t *testing.T) {
 		kpScheduled(t, plan, where, "p")
 	})
 	t.Run("PV affinity on the instance type", func(t *testing.T) {
-
 		pv := kpPV("nvme", b.Term(b.Expr(kpITKey, kpOpIn, "default-instance-type")))
 		plan, where := kpRun(t, kpIn{groups: []*v1alpha1.NodeGroup{kpGroup()}, pending: []*corev1.Pod{b.Pod("p", kpUsesPVC("c")), b.Pod("q")},
 			claims: []*corev1.PersistentVolumeClaim{kpPVC("c", "nvme")}, volumes: []*corev1.PersistentVolume{pv}})
@@ -1690,14 +1689,12 @@ func TestKarpenterSchedulingVolumeAlternatives(t *testing.T) {
 		}
 	})
 	t.Run("PV affinity on the arch", func(t *testing.T) {
-
 		pv := kpPV("pv", b.Term(b.Expr(v1alpha1.LabelArch, kpOpIn, "arm64")))
 		plan, where := kpRun(t, kpIn{groups: []*v1alpha1.NodeGroup{kpGroup()}, pending: []*corev1.Pod{b.Pod("p", kpUsesPVC("c"))},
 			claims: []*corev1.PersistentVolumeClaim{kpPVC("c", "pv")}, volumes: []*corev1.PersistentVolume{pv}})
 		kpLabel(t, plan, where, "p", v1alpha1.LabelArch, "arm64")
 	})
 	t.Run("PV affinity on capacity type and zone", func(t *testing.T) {
-
 		pv := kpPV("pv", b.Term(b.Expr(kpZoneKey, kpOpIn, kpZ2), b.Expr(v1alpha1.LabelCapacityType, kpOpIn, "on-demand")))
 		plan, where := kpRun(t, kpIn{groups: []*v1alpha1.NodeGroup{kpGroup()}, pending: []*corev1.Pod{b.Pod("p", kpUsesPVC("c"))},
 			claims: []*corev1.PersistentVolumeClaim{kpPVC("c", "pv")}, volumes: []*corev1.PersistentVolume{pv}})
