@@ -502,3 +502,55 @@ func TestRevertPutsBackTheCompanionWhereItWas(t *testing.T) {
 		t.Errorf("after the revert, p1 (which carried the companion) removed: %dm requested, want 1000m", got)
 	}
 }
+
+// TestWidenKeepsToTheOfferingsAVolumeAccepts: a planned node launched as
+// big holds a pod whose bound volume's node affinity names the big
+// instance type (a volume of that type's local disks). Widen may not
+// move the node to the cheaper small option: the pod could not attach
+// its volume there. A pod without the volume lets it (the control).
+func TestWidenKeepsToTheOfferingsAVolumeAccepts(t *testing.T) {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"big"}}}}}}}}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	for _, tt := range []struct {
+		name   string
+		volume bool
+		want   string
+	}{{"the pod's volume names big", true, "big"}, {"no volume", false, "small"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := snapshot.New(snapshot.Input{Claims: []*corev1.PersistentVolumeClaim{pvc}, Volumes: []*corev1.PersistentVolume{pv},
+				OptionKeys: []string{v1alpha1.LabelInstanceType}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := template("zone-a")
+			n.Node = b.Node("new-1", "0", "0", b.NodeLabels(v1alpha1.LabelZone, "zone-a"))
+			n.Planned = true
+			s.AddNode(n)
+			opts := []b.PodOption{b.CPU("200m")}
+			if tt.volume {
+				opts = append(opts, func(p *corev1.Pod) {
+					p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
+				})
+			}
+			big := b.Pod("big", b.CPU("1500m"))
+			for _, pod := range []*corev1.Pod{b.Pod("p", opts...), big} {
+				c, err := s.Classify(pod)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.AddPod(&snapshot.Pod{Pod: pod, Class: c}, n)
+			}
+			s.RemovePod(n.Pods[1]) // the large pod leaves: small would hold the rest
+			if n.Current.InstanceType != "big" {
+				t.Fatalf("after the large pod left: %s, want big", n.Current.InstanceType)
+			}
+			s.Widen(n, []*snapshot.Option{option("small", "1"), option("big", "8")})
+			if n.Current.InstanceType != tt.want {
+				t.Errorf("widened to %s, want %s", n.Current.InstanceType, tt.want)
+			}
+		})
+	}
+}
