@@ -164,8 +164,10 @@ type Interruption struct {
 	// Taints whose presence on a node is an interruption notice. Default:
 	// AWS Node Termination Handler's aws-node-termination-handler/spot-itn,
 	// /scheduled-maintenance and /asg-lifecycle-termination, GKE's
-	// cloud.google.com/impending-node-termination, and berth.dev/interruption
-	// (the KWOK provider's, and any termination handler that writes it).
+	// cloud.google.com/impending-node-termination, the cloud controller
+	// manager's node.cloudprovider.kubernetes.io/shutdown (the instance is
+	// stopped), and berth.dev/interruption (the KWOK provider's, and any
+	// termination handler that writes it).
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=set
 	// +optional
@@ -183,7 +185,9 @@ type Interruption struct {
 	Rebalance bool `json:"rebalance,omitempty"`
 	// NoticePeriod is how long after a notice the node goes when the
 	// signal does not say (annotation berth.dev/interruption-deadline);
-	// default 2m.
+	// default 2m, and 1h for a maintenance notice (/scheduled-maintenance,
+	// /asg-lifecycle-termination), whose node drains within its
+	// PodDisruptionBudgets meanwhile.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="noticePeriod must be a duration such as 30s, 10m or 720h (units h, m, s, ms; not negative)"
 	NoticePeriod *metav1.Duration `json:"noticePeriod,omitempty"`

@@ -28,6 +28,7 @@ var (
 		"aws-node-termination-handler/scheduled-maintenance",
 		"aws-node-termination-handler/asg-lifecycle-termination",
 		"cloud.google.com/impending-node-termination",
+		TaintShutdown,
 		v1alpha1.TaintInterruption,
 	}
 	// RebalanceTaints are the earlier, softer signals acted on only with
@@ -38,6 +39,21 @@ var (
 // DefaultNoticePeriod is how long after a notice a node goes when the
 // signal does not say.
 const DefaultNoticePeriod = 2 * time.Minute
+
+// DefaultMaintenanceNoticePeriod is DefaultNoticePeriod for a maintenance
+// notice (MaintenanceTaints), when the group sets no noticePeriod: a
+// scheduled maintenance is announced days ahead and an Auto Scaling
+// group's lifecycle hook waits an hour by default, so the node is drained
+// within its PodDisruptionBudgets for that long before it is removed
+// with what is left (Karpenter drains on such a notice and never forces
+// it); with 2 minutes, a pod a budget protected went with the node.
+const DefaultMaintenanceNoticePeriod = time.Hour
+
+// TaintShutdown is the taint the cloud controller manager puts on a node
+// whose instance is shut down (stopped): its pods do not run, and the
+// node is drained and removed as on a notice (Karpenter drains a node
+// whose instance stopped).
+const TaintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
 
 // DefaultRepairToleration is how long a node may be NotReady (False or
 // Unknown) before repair replaces it, when the group lists no conditions.
@@ -119,6 +135,9 @@ func Interrupted(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict
 	}
 	if signal == "" {
 		return nil
+	}
+	if slices.Contains(MaintenanceTaints, signal) && (cfg == nil || cfg.NoticePeriod == nil || cfg.NoticePeriod.Duration <= 0) {
+		notice = DefaultMaintenanceNoticePeriod
 	}
 	deadline := now.Add(notice)
 	if at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationInterruptionDeadline]); err == nil {

@@ -260,6 +260,39 @@ func TestInterruptionDeadline(t *testing.T) {
 	}
 }
 
+// TestAMaintenanceNoticeIsDrainedForAnHour: a spot interruption notice
+// gives the node 2 minutes (the cloud takes it then), but a maintenance
+// notice (AWS Node Termination Handler's scheduled maintenance, an Auto
+// Scaling group's termination, announced well ahead, or held by a
+// lifecycle hook) gives it an hour to drain within its
+// PodDisruptionBudgets: Karpenter drains on such a notice and never
+// forces it (found comparing with Karpenter's interruption controller).
+// A group's noticePeriod applies to every signal. A node whose instance
+// is shut down (the cloud controller manager's taint) is a notice too.
+func TestAMaintenanceNoticeIsDrainedForAnHour(t *testing.T) {
+	for _, tt := range []struct {
+		taint  string
+		notice *metav1.Duration
+		want   time.Duration
+	}{
+		{"aws-node-termination-handler/spot-itn", nil, 2 * time.Minute},
+		{"aws-node-termination-handler/scheduled-maintenance", nil, time.Hour},
+		{"aws-node-termination-handler/asg-lifecycle-termination", nil, time.Hour},
+		{"aws-node-termination-handler/scheduled-maintenance", &metav1.Duration{Duration: 10 * time.Minute}, 10 * time.Minute},
+		{lifecycle.TaintShutdown, nil, 2 * time.Minute},
+	} {
+		ng := group(func(ng *v1alpha1.NodeGroup) {
+			if tt.notice != nil {
+				ng.Spec.Disruption.Interruption = &v1alpha1.Interruption{NoticePeriod: tt.notice}
+			}
+		})
+		n := launched(ng, now.Add(-time.Hour), b.NodeTaint(tt.taint, "", corev1.TaintEffectNoSchedule))
+		if v := lifecycle.Interrupted(ng, n, now); v == nil || !v.Deadline.Equal(now.Add(tt.want)) {
+			t.Errorf("%s (noticePeriod %v): verdict %+v, want a deadline %s from now", tt.taint, tt.notice, v, tt.want)
+		}
+	}
+}
+
 // TestExpirySpreads: nodes launched together expire at different times,
 // within a tenth of expireAfter.
 func TestExpirySpreads(t *testing.T) {
