@@ -23,10 +23,14 @@ const (
 	// MaxGroupShare caps deletions in one node group per CapWindow, as a
 	// share of its nodes (at least one).
 	MaxGroupShare = 0.2
-	// PartitionShare: when more than this share of a group's nodes that
-	// were Ready once are NotReady, the group is partitioned, and its
-	// never-Ready nodes are not taken for failed launches.
-	PartitionShare = 0.5
+	// PartitionShare and PartitionMinNodes: when more than this share of
+	// a group's nodes that were Ready once, and more than this many, are
+	// NotReady, the group is partitioned, and its never-Ready nodes are
+	// not taken for failed launches. Cluster Autoscaler calls a cluster
+	// unhealthy past 3 unready nodes and 45 %: one dead node of a small
+	// group is no partition (it held the group's hung launches for ever).
+	PartitionShare    = 0.5
+	PartitionMinNodes = 3
 )
 
 // caps counts recent deletions; safe for concurrent use. Memory only: a
@@ -57,7 +61,7 @@ func (c *caps) allow(now time.Time, group string, nodes []corev1.Node) (bool, st
 			}
 		}
 	}
-	if wasReady > 0 && float64(lost) > PartitionShare*float64(wasReady) {
+	if lost > PartitionMinNodes && float64(lost) > PartitionShare*float64(wasReady) {
 		return false, fmt.Sprintf("%d of the %d nodes of node group %s that were Ready are NotReady: that is a partition or an outage, not failed launches; no node of the group is deleted for its launch",
 			lost, wasReady, group)
 	}

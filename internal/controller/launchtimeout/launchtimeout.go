@@ -35,6 +35,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // Name is the controller's name.
@@ -47,6 +48,9 @@ const (
 	// ReasonLaunchTimeoutCapped is on a node that would be deleted but a
 	// cap holds.
 	ReasonLaunchTimeoutCapped = "LaunchTimeoutCapped"
+	// ReasonWasUp: a node never labelled up ran a pod, so it was up: it
+	// is labelled so, and not deleted as a failed launch.
+	ReasonWasUp = "WasUp"
 )
 
 // Unavailable marks offerings that should not be launched for a while.
@@ -58,7 +62,10 @@ type Unavailable interface {
 
 // Reconciler enforces the maximum provision time.
 type Reconciler struct {
-	Client           client.Client
+	Client client.Client
+	// APIReader reads past the cache (the pods of one node); Client when
+	// nil.
+	APIReader        client.Reader
 	Cloud            cloudprovider.CloudProvider
 	Offerings        Unavailable
 	Recorder         events.EventRecorder
@@ -92,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if node.Annotations[v1alpha1.AnnotationLaunchedBy] == "" {
 			return reconcile.Result{}, nil // not berth's: nothing to mark (and berth may not write it)
 		}
-		return reconcile.Result{}, r.markInitialized(ctx, node)
+		return reconcile.Result{}, r.markInitialized(ctx, node, true)
 	}
 	if adoptedOld(node, r.MaxProvisionTime) {
 		return reconcile.Result{}, nil // it lived before berth knew it: not a launch
@@ -103,6 +110,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if owned, err := r.launchedByBerth(ctx, node); err != nil || !owned {
 		return reconcile.Result{}, err
+	}
+	if pod, err := r.ranAPod(ctx, node); err != nil {
+		return reconcile.Result{}, err
+	} else if pod != "" {
+		// Ready once while no replica of berth watched it (a failover):
+		// not a failed launch, but a node that went down (repair's matter).
+		log.FromContext(ctx).Info("not deleting NotReady node never labelled up: a pod ran on it", "node", node.Name, "pod", pod)
+		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, ReasonWasUp, "Label",
+			"Node was never seen Ready by berth, but pod %s ran on it: it was up, not a failed launch; labelled %s and left to repair", pod, v1alpha1.LabelInitialized)
+		return reconcile.Result{}, r.markInitialized(ctx, node, false)
 	}
 	peers := &corev1.NodeList{}
 	if err := r.Client.List(ctx, peers, client.MatchingLabels{v1alpha1.LabelNodeGroup: group}); err != nil {
@@ -138,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // never races with a deletion or a relabel; on a conflict (a kubelet
 // heartbeat or another controller wrote the node since it was read) the
 // node is read again and labelled only if it is still Ready.
-func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node) error {
+func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node, whileReady bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		node.Labels[v1alpha1.LabelInitialized] = "true"
@@ -150,7 +167,7 @@ func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node) err
 		if getErr := r.Client.Get(ctx, client.ObjectKeyFromObject(node), fresh); getErr != nil {
 			return getErr
 		}
-		if !nodeutil.Ready(fresh) || fresh.DeletionTimestamp != nil || fresh.Labels[v1alpha1.LabelInitialized] == "true" {
+		if whileReady && !nodeutil.Ready(fresh) || fresh.DeletionTimestamp != nil || fresh.Labels[v1alpha1.LabelInitialized] == "true" {
 			return nil
 		}
 		if fresh.Labels == nil {
@@ -163,6 +180,33 @@ func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node) err
 		return client.IgnoreNotFound(fmt.Errorf("labelling node %s initialized: %w", node.Name, err))
 	}
 	return nil
+}
+
+// ranAPod names a pod that ran on the node, if one did: one of a
+// workload (not a DaemonSet's agent nor a static pod, which run on a node
+// that is not Ready yet) that the kubelet started. Such a node was Ready:
+// its going NotReady is no failed launch, and deleting it would take its
+// pods without a drain. Read past the cache (by spec.nodeName, which the
+// cache does not index); only for nodes past the max provision time.
+func (r *Reconciler) ranAPod(ctx context.Context, node *corev1.Node) (string, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	pods := &corev1.PodList{}
+	if err := reader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+		return "", fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podutil.IsOwnedByDaemonSet(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) {
+			continue
+		}
+		if p.Status.StartTime != nil || p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
+			return p.Namespace + "/" + p.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // launchedByBerth reports whether berth launched the node: its owner mark

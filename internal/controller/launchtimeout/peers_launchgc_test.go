@@ -1,0 +1,93 @@
+package launchtimeout_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/launchtimeout"
+)
+
+// TestOneDeadNodeIsNoPartition: a group's only node that was Ready once
+// is NotReady now (its machine died; repair is off by default). A node
+// launched after it never became Ready. Cluster Autoscaler calls a
+// cluster unhealthy only past OkTotalUnreadyCount (3) unready nodes AND
+// 45 %; Karpenter's registration TTL has no partition guard at all. One
+// dead node is not a partition: the hung launch must go, or it is paid
+// for (and its pods wait) for as long as the dead node stays.
+func TestOneDeadNodeIsNoPartition(t *testing.T) {
+	ng := createGroup(t, "one-dead", time.Hour)
+	dead := launch(t, ng).NodeName
+	patchLabel(t, dead, v1alpha1.LabelInitialized, "true") // Ready once, NotReady now
+	hung := launch(t, ng).NodeName
+	r, clk, _, events := reconciler()
+	for range 24 { // a day, an hour at a time
+		clk.Step(time.Hour)
+		if n := reconcileAll(t, r, []string{hung}); n == 1 {
+			return
+		}
+	}
+	for _, e := range events.For(hung) {
+		if e.Reason == launchtimeout.ReasonLaunchTimeoutCapped {
+			t.Logf("event: %s", e.Message)
+		}
+	}
+	t.Fatalf("a node never Ready for 24h was kept because the group's one other node is NotReady")
+}
+
+// TestANodeThatRanPodsIsNotAFailedLaunch: a node was Ready and ran a
+// workload's pod while berth did not watch it (no leader, or the
+// launchtimeout reconcile never ran between Ready and NotReady), so it
+// never got berth.dev/initialized; now its kubelet stopped posting status
+// (Ready Unknown, NodeStatusUnknown: the node lifecycle controller's
+// verdict on a node that had posted). Karpenter's liveness deletes only a
+// NodeClaim whose Node never registered; Cluster Autoscaler deletes only
+// unregistered nodes and drains unready ones through scale-down. berth
+// deleted it, undrained, with its Running pod, as a failed launch; now it
+// labels it up (repair's matter) and says why.
+func TestANodeThatRanPodsIsNotAFailedLaunch(t *testing.T) {
+	ctx := context.Background()
+	inst := launch(t, createGroup(t, "ran-pods", time.Hour))
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node); err != nil {
+			return err
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+			Message: "Kubelet stopped posting node status.", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		return env.Client.Status().Update(ctx, node)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ran-pods-web", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: inst.NodeName, Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	r, clk, _, events := reconciler()
+	clk.Step(time.Hour)
+	if n := reconcileAll(t, r, []string{inst.NodeName}); n != 0 {
+		for _, e := range events.For(inst.NodeName) {
+			t.Logf("event %s: %s", e.Reason, e.Message)
+		}
+		t.Fatalf("a node whose Running pod shows it was Ready was deleted as a failed launch, undrained")
+	}
+	node := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node); err != nil || node.Labels[v1alpha1.LabelInitialized] != "true" {
+		t.Errorf("node %s: want it labelled %s (it was up) (%v)", inst.NodeName, v1alpha1.LabelInitialized, err)
+	}
+	if ev := events.For(inst.NodeName); len(ev) != 1 || ev[0].Reason != launchtimeout.ReasonWasUp {
+		t.Errorf("events %+v, want one %s", ev, launchtimeout.ReasonWasUp)
+	}
+}
