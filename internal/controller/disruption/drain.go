@@ -45,9 +45,15 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	if reason != "" {
 		n.Annotations[v1alpha1.AnnotationDisruptionReason] = string(reason)
 	}
+	// An earlier drain's clocks (its taint taken off by hand, say) are
+	// not this drain's.
+	delete(n.Annotations, v1alpha1.AnnotationDrainEmptied)
+	delete(n.Annotations, v1alpha1.AnnotationDrainCriticalTurn)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
+	delete(c.emptied, n.Name)
+	delete(c.criticalTurn, n.Name)
 	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
@@ -102,7 +108,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	left, fresh := toEvict(w, n, pods, err == nil, started)
 	last := leftLast(pods)
 	if fresh && len(left) == 0 && last.IsZero() {
-		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied) // its pods are gone: the removal has its time from then
+		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started) // its pods are gone: the removal has its time from then
 	}
 	timeout := g.Spec.Disruption.Timeout()
 	refused := left
@@ -114,7 +120,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		refused = nil
 		moving, _ := scaledown.CheckPods(w.input, n.Name, pods)
 		if !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) && !cameBack(p, started) }) {
-			at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainCriticalTurn, c.criticalTurn)
+			at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainCriticalTurn, c.criticalTurn, started)
 			if at.After(last) {
 				last = at
 			}
@@ -503,12 +509,13 @@ func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started t
 // (counted from each restart, a drain whose provider never removes the
 // node stayed tainted for ever under a controller restarting more often
 // than the timeout); mem keeps it while the cache has not shown the
-// write yet. A failed write leaves it in memory only.
-func (c *Controller) drainClock(ctx context.Context, w *world, n *corev1.Node, key string, mem map[string]time.Time) time.Time {
+// write yet. A failed write leaves it in memory only. A time before the
+// drain started (started) is an earlier drain's, and not read.
+func (c *Controller) drainClock(ctx context.Context, w *world, n *corev1.Node, key string, mem map[string]time.Time, started time.Time) time.Time {
 	if at, ok := mem[n.Name]; ok {
 		return at
 	}
-	if at, err := time.Parse(time.RFC3339, n.Annotations[key]); err == nil {
+	if at, err := time.Parse(time.RFC3339, n.Annotations[key]); err == nil && !at.Before(started.Truncate(time.Second)) {
 		mem[n.Name] = at
 		return at
 	}

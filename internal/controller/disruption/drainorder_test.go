@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
@@ -135,6 +138,44 @@ func TestCriticalPodsTurnComesPastAPodStuckTerminating(t *testing.T) {
 	f.clk.Step(time.Minute) // 7 minutes into the drain; the critical pod's turn begins now
 	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
 		t.Fatalf("the ordinary pods gone (one stuck terminating), 7 minutes into the drain: given up %v, events %+v; want the critical pod %s evicted", res.GivenUp, f.events.For(victim), crit)
+	}
+	if !slices.Contains(evicted(), crit) {
+		t.Errorf("evictions asked %v: want the critical %s evicted", evicted(), crit)
+	}
+}
+
+// TestAnEarlierDrainsClockIsNotReadByTheNext: an earlier drain
+// of the node reached its critical pods' turn (berth.dev/drain-critical-turn
+// written) and was stopped by hand (kubectl taint nodes N
+// berth.dev/disrupted-: the taint goes, the annotations stay; so also an
+// older berth's cleanup or StopDrain). A later drain of the same node is
+// TestCriticalPodsWaitingTheirTurnDoNotTimeTheDrainOut: its critical pods'
+// turn must have the drain's time from when they are alone, not from the
+// earlier drain's time. (Found by a review.)
+func TestAnEarlierDrainsClockIsNotReadByTheNext(t *testing.T) {
+	f := setup(t, "sd-rv6-stale", 2)
+	old := f.clk.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+	for _, name := range f.nodes {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDrainCriticalTurn, old)
+		if err := env.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.slowDeployment("slow", 600)
+	f.criticalDeployment("crit")
+	f.waitRunning(4)
+	evicted := f.recordEvictions()
+	victim, leaving := f.drainWithOnePodShuttingDown("slow")
+	crit := f.podOf("crit", victim)
+	f.clk.Step(6 * time.Minute)
+	if res := f.run(); contains(res.GivenUp, victim) {
+		t.Fatalf("given up while the ordinary pod shuts down: %+v", f.events.For(victim))
+	}
+	f.finishShutdown(leaving)
+	f.clk.Step(10 * time.Second)
+	if res := f.run(); contains(res.GivenUp, victim) || hasEvent(f, victim, disruption.ReasonDrainTimedOut) {
+		t.Fatalf("the ordinary pod gone, the critical pod's turn just begun: given up %v (the node carried %s=%s from an earlier drain), events %+v",
+			res.GivenUp, v1alpha1.AnnotationDrainCriticalTurn, old, f.events.For(victim))
 	}
 	if !slices.Contains(evicted(), crit) {
 		t.Errorf("evictions asked %v: want the critical %s evicted", evicted(), crit)
