@@ -26,6 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,10 +186,15 @@ func (r *Reconciler) markInitialized(ctx context.Context, node *corev1.Node, whi
 
 // ranAPod names a pod that ran on the node, if one did: one of a
 // workload (not a DaemonSet's agent nor a static pod, which run on a node
-// that is not Ready yet) that the kubelet started. Such a node was Ready:
-// its going NotReady is no failed launch, and deleting it would take its
-// pods without a drain. Read past the cache (by spec.nodeName, which the
-// cache does not index); only for nodes past the max provision time.
+// that is not Ready yet, nor a pod that tolerates the not-ready taint: an
+// operator on the host network runs on a node whose network never came
+// up) whose containers the kubelet ran (Running or Succeeded, or a
+// container running or finished: a start time alone is written while the
+// sandbox cannot be made). Such a node was Ready: its going NotReady is
+// no failed launch, and deleting it would take its pods without a drain.
+// Read past the cache (by spec.nodeName, which the cache does not index;
+// it also keeps no container statuses); only for nodes past the max
+// provision time.
 func (r *Reconciler) ranAPod(ctx context.Context, node *corev1.Node) (string, error) {
 	reader := r.APIReader
 	if reader == nil {
@@ -199,15 +206,23 @@ func (r *Reconciler) ranAPod(ctx context.Context, node *corev1.Node) (string, er
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if podutil.IsOwnedByDaemonSet(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) {
+		if podutil.IsOwnedByDaemonSet(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) ||
+			v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &notReady, false) {
 			continue
 		}
-		if p.Status.StartTime != nil || p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
+		ran := p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+		for _, cs := range p.Status.ContainerStatuses {
+			ran = ran || cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil
+		}
+		if ran {
 			return p.Namespace + "/" + p.Name, nil
 		}
 	}
 	return "", nil
 }
+
+// notReady is the node lifecycle's taint on a node that is not Ready.
+var notReady = corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
 
 // launchedByBerth reports whether berth launched the node: its owner mark
 // matches the UID of the NodeGroup it is labelled with, and the cloud

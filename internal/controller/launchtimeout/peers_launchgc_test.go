@@ -91,3 +91,93 @@ func TestANodeThatRanPodsIsNotAFailedLaunch(t *testing.T) {
 		t.Errorf("events %+v, want one %s", ev, launchtimeout.ReasonWasUp)
 	}
 }
+
+// TestAnOperatorPodOnABrokenNodeIsNoProofItWasUp: the classic failed
+// launch: the kubelet runs but the CNI never initialises, so the node is
+// NotReady (KubeletNotReady, network not ready) from its registration on
+// and carries node.kubernetes.io/not-ready:NoSchedule. A Deployment's pod
+// that tolerates every taint and runs on the host network (tigera-operator,
+// cilium-operator are such Deployments) is scheduled there and runs. The
+// node was never Ready; it must be deleted as a failed launch. (Found by
+// a review of TestANodeThatRanPodsIsNotAFailedLaunch's fix.)
+func TestAnOperatorPodOnABrokenNodeIsNoProofItWasUp(t *testing.T) {
+	ctx := context.Background()
+	inst := launch(t, createGroup(t, "rv6-cni", time.Hour))
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node); err != nil {
+			return err
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+			Message:           "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni plugin not initialized",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		return env.Client.Status().Update(ctx, node)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := metav1.Now()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tigera-operator-abc", Namespace: "default"}, // its ReplicaSet's (no owner here: the garbage collector would take a pod of a missing owner)
+		Spec: corev1.PodSpec{NodeName: inst.NodeName, HostNetwork: true, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "c", Image: "quay.io/tigera/operator"}}}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pod) })
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.StartTime = &start
+		return env.Client.Status().Update(ctx, pod)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, clk, _, events := reconciler()
+	clk.Step(time.Hour)
+	if n := reconcileAll(t, r, []string{inst.NodeName}); n != 1 {
+		node := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: inst.NodeName}, node)
+		for _, e := range events.For(inst.NodeName) {
+			t.Logf("event %s: %s", e.Reason, e.Message)
+		}
+		t.Fatalf("a node never Ready (CNI broken) was kept, labelled %s=%q (%v): an operator pod tolerating every taint ran on it",
+			v1alpha1.LabelInitialized, node.Labels[v1alpha1.LabelInitialized], err)
+	}
+}
+
+// TestAPodStuckCreatingIsNoProofItWasUp: as above, the pod does not
+// run: it was bound by nodeName (a user, or a controller that binds
+// itself) and the kubelet, which writes the start time with the pod's
+// first status, cannot make its sandbox (network not ready): Pending,
+// ContainerCreating. It never ran; the node was never Ready.
+func TestAPodStuckCreatingIsNoProofItWasUp(t *testing.T) {
+	ctx := context.Background()
+	inst := launch(t, createGroup(t, "rv6-creating", time.Hour))
+	start := metav1.Now()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: inst.NodeName, Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pod) })
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.StartTime = &start
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "nginx", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		return env.Client.Status().Update(ctx, pod)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, clk, _, events := reconciler()
+	clk.Step(time.Hour)
+	if n := reconcileAll(t, r, []string{inst.NodeName}); n != 1 {
+		for _, e := range events.For(inst.NodeName) {
+			t.Logf("event %s: %s", e.Reason, e.Message)
+		}
+		t.Fatalf("a node never Ready was kept: a pod that never started (Pending, ContainerCreating) counted as having run")
+	}
+}
