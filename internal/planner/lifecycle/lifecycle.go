@@ -122,14 +122,17 @@ func Interrupted(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict
 			notice = cfg.NoticePeriod.Duration
 		}
 	}
+	// Of several notices, the one that takes the node soonest: a spot
+	// notice beside a maintenance notice keeps its 2 minutes (and its
+	// offering avoided).
 	signal, kind := "", ""
 	for _, t := range n.Spec.Taints {
-		if slices.Contains(taints, t.Key) {
+		if slices.Contains(taints, t.Key) && (signal == "" || slices.Contains(MaintenanceTaints, signal)) {
 			signal, kind = t.Key, "taint"
 		}
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && slices.Contains(conditions, string(c.Type)) {
+		if c.Status == corev1.ConditionTrue && slices.Contains(conditions, string(c.Type)) && (signal == "" || slices.Contains(MaintenanceTaints, signal)) {
 			signal, kind = string(c.Type), "condition"
 		}
 	}

@@ -293,6 +293,26 @@ func TestAMaintenanceNoticeIsDrainedForAnHour(t *testing.T) {
 	}
 }
 
+// TestASpotNoticeBesideAMaintenanceNoticeKeepsItsTwoMinutes: a spot
+// node of an Auto Scaling group gets the spot interruption notice and
+// then the group's lifecycle termination (Node Termination Handler adds
+// both taints). The cloud takes the node 2 minutes after the spot
+// notice: the second taint must not make it an hour, nor stop the spot
+// offering being avoided. (Found by a review.)
+func TestASpotNoticeBesideAMaintenanceNoticeKeepsItsTwoMinutes(t *testing.T) {
+	for _, order := range [][]string{
+		{"aws-node-termination-handler/spot-itn", "aws-node-termination-handler/asg-lifecycle-termination"},
+		{"aws-node-termination-handler/asg-lifecycle-termination", "aws-node-termination-handler/spot-itn"},
+	} {
+		ng := group()
+		n := launched(ng, now.Add(-time.Hour), b.NodeTaint(order[0], "", corev1.TaintEffectNoSchedule), b.NodeTaint(order[1], "", corev1.TaintEffectNoSchedule))
+		v := lifecycle.Interrupted(ng, n, now)
+		if v == nil || !v.Deadline.Equal(now.Add(2*time.Minute)) || !lifecycle.TakesCapacity(n, v) {
+			t.Errorf("taints %v: verdict %+v (takes capacity: %v), want the spot notice's 2 minutes and its offering avoided", order, v, lifecycle.TakesCapacity(n, v))
+		}
+	}
+}
+
 // TestExpirySpreads: nodes launched together expire at different times,
 // within a tenth of expireAfter.
 func TestExpirySpreads(t *testing.T) {
