@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -38,8 +39,10 @@ func TestAReplacementThatWentNotReadyDoesNotHoldItsNodesForEver(t *testing.T) {
 	if err := env.Client.Create(context.Background(), sick); err != nil {
 		t.Fatal(err)
 	}
+	// A merge patch: the node lifecycle may write the node meanwhile.
+	patch := client.MergeFrom(sick.DeepCopy())
 	sick.Status = status
-	if err := env.Client.Status().Update(context.Background(), sick); err != nil {
+	if err := env.Client.Status().Patch(context.Background(), sick, patch); err != nil {
 		t.Fatal(err)
 	}
 	cloud.mu.Lock()
@@ -48,6 +51,9 @@ func TestAReplacementThatWentNotReadyDoesNotHoldItsNodesForEver(t *testing.T) {
 	for range 3 {
 		f.clk.Step(10 * time.Minute)
 		f.run()
+	}
+	if n := f.node(repl); n == nil || nodeutil.Schedulable(n) {
+		t.Fatalf("replacement %s is gone or Ready: the test wants it there and NotReady", repl)
 	}
 	if got := f.markedBy(repl); got != 0 {
 		t.Errorf("30 minutes after the launch, %d of the 3 old nodes still marked replaced by %s, which came up once and has been NotReady since; "+
@@ -84,8 +90,9 @@ func TestAPodNominatedToANodeBeingReplacedHoldsItsDrain(t *testing.T) {
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	nominate := client.MergeFrom(pod.DeepCopy())
 	pod.Status.NominatedNodeName = victim
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
+	if err := env.Client.Status().Patch(ctx, pod, nominate); err != nil {
 		t.Fatal(err)
 	}
 	expect.Eventually(t, 2*time.Minute, func(context.Context) (bool, string, error) {

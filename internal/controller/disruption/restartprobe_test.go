@@ -443,8 +443,9 @@ func TestRestartProbeCriticalHeld(t *testing.T) {
 			t.Fatalf("started %v", res.Started)
 		}
 		victim := res.Started[0]
+		tighten := client.MergeFrom(pdb.DeepCopy())
 		pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(2))
-		if err := env.Client.Update(context.Background(), pdb); err != nil {
+		if err := env.Client.Patch(context.Background(), pdb, tighten); err != nil {
 			t.Fatal(err)
 		}
 		waitAllowed(0)

@@ -205,20 +205,26 @@ func (r *Reconciler) ranAPod(ctx context.Context, node *corev1.Node) (string, er
 		return "", fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
 	}
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		if podutil.IsOwnedByDaemonSet(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) ||
-			v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &notReady, false) {
-			continue
-		}
-		ran := p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
-		for _, cs := range p.Status.ContainerStatuses {
-			ran = ran || cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil
-		}
-		if ran {
+		if p := &pods.Items[i]; provesUp(p) {
 			return p.Namespace + "/" + p.Name, nil
 		}
 	}
 	return "", nil
+}
+
+// provesUp reports whether a pod bound to a node proves the node was up
+// (ranAPod): a workload's pod that does not tolerate the not-ready taint
+// and whose containers ran.
+func provesUp(p *corev1.Pod) bool {
+	if podutil.IsOwnedByDaemonSet(p) || podutil.IsDaemonSetPod(p) || podutil.IsMirror(p) ||
+		v1helper.TolerationsTolerateTaint(klog.Background(), p.Spec.Tolerations, &notReady, false) {
+		return false
+	}
+	ran := p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+	for _, cs := range p.Status.ContainerStatuses {
+		ran = ran || cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil
+	}
+	return ran
 }
 
 // notReady is the node lifecycle's taint on a node that is not Ready.
