@@ -262,10 +262,7 @@ func newClass(id int, pod *corev1.Pod, placed bool, vols volumeLookup, dra *draM
 	if c.Preferred, err = preferredNodeAffinity(pod); err != nil {
 		return nil, err
 	}
-	c.VolumeAffinity, c.VolumeError = vols.nodeAffinities(pod)
-	if len(c.VolumeAffinity) > 0 {
-		c.VolumeKeys = vols.affinityKeys(pod)
-	}
+	c.VolumeAffinity, c.VolumeKeys, c.VolumeError = vols.nodeAffinities(pod)
 	c.OncePodClaims = vols.oncePodClaims(pod)
 	c.NamesNodes = c.NodeName != "" || c.AffinityKeys.Has(corev1.LabelHostname) || hasMatchFields(pod) || len(c.VolumeAffinity) > 0
 	c.Claims, c.ClaimWait = dra.Resolve(pod)

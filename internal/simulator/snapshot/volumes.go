@@ -37,8 +37,11 @@ func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.P
 // not made yet (the ephemeral volume controller makes it); an unbound
 // claim is ignored (its volume will be provisioned where the pod lands,
 // WaitForFirstConsumer).
-func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelector, string) {
-	var out []*nodeaffinity.NodeSelector
+//
+// keys are the node label keys the bound volumes' node affinities read:
+// the planner checks them on each offering of a planned node where they
+// name a label that differs between its offerings (an instance type).
+func (l volumeLookup) nodeAffinities(pod *corev1.Pod) (out []*nodeaffinity.NodeSelector, keys sets.Set[string], why string) {
 	for _, v := range pod.Spec.Volumes {
 		key, ok := claimOf(pod, &v)
 		if !ok {
@@ -50,25 +53,25 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 			continue
 		}
 		if !ok {
-			return nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q not found", name)
 		}
 		// In VolumeBinding's order: a claim whose volume is gone, or that
 		// is being deleted, takes the pod nowhere.
 		if claim.Status.Phase == corev1.ClaimLost {
-			return nil, fmt.Sprintf("persistentvolumeclaim %q bound to non-existent persistentvolume %q", claim.Name, claim.Spec.VolumeName)
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q bound to non-existent persistentvolume %q", claim.Name, claim.Spec.VolumeName)
 		}
 		if claim.DeletionTimestamp != nil {
-			return nil, fmt.Sprintf("persistentvolumeclaim %q is being deleted", claim.Name)
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q is being deleted", claim.Name)
 		}
 		if v.Ephemeral != nil && pod.UID != "" && !ownedBy(claim, pod) {
-			return nil, fmt.Sprintf("persistentvolumeclaim %q was not created for the pod", name)
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q was not created for the pod", name)
 		}
 		if claim.Spec.VolumeName == "" {
 			continue
 		}
 		pv, ok := l.volumes[claim.Spec.VolumeName]
 		if !ok {
-			return nil, fmt.Sprintf("persistentvolume %q of claim %q not found", claim.Spec.VolumeName, claim.Name)
+			return nil, nil, fmt.Sprintf("persistentvolume %q of claim %q not found", claim.Spec.VolumeName, claim.Name)
 		}
 		zones := zoneLabelSelectors(pv)
 		if v.Ephemeral != nil {
@@ -77,7 +80,7 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		for _, zone := range zones {
 			sel, err := nodeaffinity.NewNodeSelector(zone)
 			if err != nil {
-				return nil, fmt.Sprintf("persistentvolume %q has invalid zone labels: %v", pv.Name, err)
+				return nil, nil, fmt.Sprintf("persistentvolume %q has invalid zone labels: %v", pv.Name, err)
 			}
 			out = append(out, sel)
 		}
@@ -86,32 +89,9 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) ([]*nodeaffinity.NodeSelec
 		}
 		sel, err := nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required)
 		if err != nil {
-			return nil, fmt.Sprintf("persistentvolume %q has invalid node affinity: %v", pv.Name, err)
+			return nil, nil, fmt.Sprintf("persistentvolume %q has invalid node affinity: %v", pv.Name, err)
 		}
 		out = append(out, sel)
-	}
-	return out, ""
-}
-
-// affinityKeys are the node label keys the node affinities of the pod's
-// bound volumes read (nodeAffinities' selectors): the planner checks them
-// on each offering of a planned node where they name a label that differs
-// between its offerings (an instance type, an architecture).
-func (l volumeLookup) affinityKeys(pod *corev1.Pod) sets.Set[string] {
-	var keys sets.Set[string]
-	for _, v := range pod.Spec.Volumes {
-		key, ok := claimOf(pod, &v)
-		if !ok {
-			continue
-		}
-		claim, ok := l.claims[key]
-		if !ok || claim.Spec.VolumeName == "" {
-			continue
-		}
-		pv, ok := l.volumes[claim.Spec.VolumeName]
-		if !ok || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-			continue
-		}
 		for _, t := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 			for _, r := range t.MatchExpressions {
 				if keys == nil {
@@ -121,7 +101,7 @@ func (l volumeLookup) affinityKeys(pod *corev1.Pod) sets.Set[string] {
 			}
 		}
 	}
-	return keys
+	return out, keys, ""
 }
 
 // claimOf names the claim a volume of the pod uses: a
