@@ -51,12 +51,10 @@ func Recheck(in Input, name string) (*Blocked, error) {
 		// its pods for it, would lose that room, its victim killed for
 		// nothing (the planner keeps such a node too: PodNominated). Once
 		// the node is tainted, no pod binds there and the drain goes on.
-		for _, pod := range in.Nominated {
-			if pod.Status.NominatedNodeName == name && pod.Spec.NodeName == "" {
-				ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
-				return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNominated, Pod: &ref,
-					Message: "pod " + ref.String() + " is not bound yet and is nominated to node " + name}, nil
-			}
+		if pod := p.nominated[name]; pod != nil {
+			ref := scaleup.PodRef{Namespace: pod.Namespace, Name: pod.Name}
+			return &Blocked{Node: name, NodeGroup: g.Name, Reason: ReasonNominated, Pod: &ref,
+				Message: "pod " + ref.String() + " is not bound yet and is nominated to node " + name}, nil
 		}
 	}
 	p.holdNominated(in.Nominated)
