@@ -105,7 +105,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	emptied, ok := removalWaiting(n)
 	waiting := ok && c.Clock.Since(emptied) < c.maxProvisionTime()
 	pods, err := c.freshPods(ctx, n.Name)
-	left, fresh := toEvict(w, n, pods, err == nil, started)
+	left, moving, blocked, fresh := toEvict(w, n, pods, err == nil, started)
 	last := leftLast(pods)
 	if fresh && len(left) == 0 && last.IsZero() {
 		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started) // its pods are gone: the removal has its time from then
@@ -118,7 +118,6 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		// long terminating or one the drain lets go with the node aside),
 		// and then have the drain's time from when they were found alone.
 		refused = nil
-		moving, _ := scaledown.CheckPods(w.input, n.Name, pods)
 		if !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) && !cameBack(p, started) }) {
 			at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainCriticalTurn, c.criticalTurn, started)
 			if at.After(last) {
@@ -143,7 +142,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	if err != nil {
 		return err
 	}
-	moving, blocked := scaledown.CheckPods(w.input, n.Name, pods)
+	// fresh from here: moving and blocked are the pods read now.
 	if blocked == nil && c.changed(n.Name, moving) {
 		if blocked, err = scaledown.Recheck(w.withPodsOn(n.Name, pods), n.Name); err != nil {
 			return err
@@ -487,18 +486,19 @@ func (c *Controller) warnOnce(n *corev1.Node, reason, msg string) {
 // come back (cameBack). fresh says pods were read from the API server;
 // when they were not (ok false), those of the cache are named. A pod that
 // now blocks the removal leaves none: the check after the timeout stops
-// the drain and says why.
-func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started time.Time) (left []*corev1.Pod, ok bool) {
+// the drain and says why. moving and blocked are CheckPods' answer for
+// those pods, read once for the rest of the round.
+func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started time.Time) (left, moving []*corev1.Pod, blocked *scaledown.Blocked, ok bool) {
 	if !fresh {
 		pods = w.podsOn[n.Name]
 	}
-	moving, _ := scaledown.CheckPods(w.input, n.Name, pods)
+	moving, blocked = scaledown.CheckPods(w.input, n.Name, pods)
 	for _, p := range moving {
 		if p.DeletionTimestamp == nil && !cameBack(p, started) {
 			left = append(left, p)
 		}
 	}
-	return left, fresh
+	return left, moving, blocked, fresh
 }
 
 // drainClock is when the draining node first entered a phase of its
