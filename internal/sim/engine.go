@@ -51,6 +51,8 @@ type Config struct {
 	BatchIdle, BatchMax, Resync, ScaleDownInterval time.Duration
 	// ClusterLimits as for the controller (nil: the planner's default).
 	ClusterLimits corev1.ResourceList
+	// NodeCaps as for the controller (zero: no cap).
+	NodeCaps scaleup.NodeCaps
 	// Sample is the period of the time series (default 60 s).
 	Sample time.Duration
 	// Seed seeds launch delays drawn from distributions.

@@ -90,7 +90,7 @@ func (e *Engine) nodeObjects() []*corev1.Node {
 }
 
 func (e *Engine) scaleDownInput() scaledown.Input {
-	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits,
+	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits, NodeCaps: e.cfg.NodeCaps,
 		Virtual: e.headroom.last, Now: e.now, LaunchGrace: launchGrace, Held: map[string]string{}, Since: e.removableSince}
 	in.Nodes = e.nodeObjects()
 	for _, p := range e.podList() {

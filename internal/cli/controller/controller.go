@@ -170,6 +170,10 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	caps, err := o.clusterLimits.Caps()
+	if err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	cfg, err := o.restConfig()
 	if err != nil {
@@ -210,7 +214,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := o.wire(mgr, limits, hook); err != nil {
+	if err := o.wire(mgr, limits, caps, hook); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,

@@ -32,6 +32,7 @@ import (
 	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/controller/standby"
 	"github.com/berth-dev/berth/internal/controller/tenant"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/webhook"
 )
@@ -40,7 +41,7 @@ import (
 // them, and registers them with the manager. Controllers never import each
 // other: what one tells another goes through internal/state and a Notify
 // function passed in here.
-func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookSetup) error {
+func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, caps scaleup.NodeCaps, hook *hookSetup) error {
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
@@ -121,7 +122,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 	if o.scaleDown {
 		disruption.RegisterMetrics()
 		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings, Activity: activity},
-			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
+			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits, NodeCaps: caps, MaxProvisionTime: o.maxProvisionTime})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
 		}
@@ -133,7 +134,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, hook *hookS
 
 	prov := provisioning.New(
 		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Activity: activity, Recorder: recorder, Clock: clk},
-		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, MaxProvisionTime: o.maxProvisionTime})
+		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, NodeCaps: caps, MaxProvisionTime: o.maxProvisionTime})
 	if err := prov.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
 	}

@@ -99,6 +99,10 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) 
 	if err != nil {
 		return err
 	}
+	caps, err := o.limits.Caps()
+	if err != nil {
+		return err
+	}
 	if o.grace <= 0 {
 		return fmt.Errorf("--max-provision-time must be positive, not %s", o.grace)
 	}
@@ -106,7 +110,7 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) 
 	if err != nil {
 		return err
 	}
-	e, err := explain(c, Settings{ClusterLimits: limits, LaunchGrace: o.grace, Now: time.Now()})
+	e, err := explain(c, Settings{ClusterLimits: limits, NodeCaps: caps, LaunchGrace: o.grace, Now: time.Now()})
 	if err != nil {
 		return err
 	}

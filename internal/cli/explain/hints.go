@@ -71,6 +71,8 @@ func nodeHint(r string) string { return nodeHints[drain.Reason(r)] }
 // the first entry whose text the reason contains wins.
 var groupHints = []struct{ contains, hint string }{
 	{"node group at maxSize", "raise the node group's spec.maxSize"},
+	{"--max-nodes-total", "the cluster has as many nodes as the controller's --max-nodes-total allows: raise it, or free nodes"},
+	{"--max-nodes-per-round", "nothing to change: the round launched as many nodes as --max-nodes-per-round allows, and the next round plans this pod"},
 	{"none of its offerings can be launched for now", "the group's offerings are avoided for a while after failed launches: `kubectl describe nodegroup` shows why (status.conditions LaunchFailing, events); add other offerings to spec.instanceTypes, or wait"},
 	{"node group limit on", "raise the node group's spec.limits"},
 	{"cluster limit on", "raise the controller's --cluster-max-cpu / --cluster-max-memory"},

@@ -34,6 +34,8 @@ func TestGroupHintsNameWhatToChange(t *testing.T) {
 	tests := []struct{ name, reason, want string }{
 		{"a group at maxSize is told to raise it", "node group at maxSize 3", "spec.maxSize"},
 		{"a group limit is told to raise it", "node group limit on cpu reached (8 of 8)", "spec.limits"},
+		{"the cluster's node cap names its flag", "cluster at its cap of 40 nodes (40 nodes; --max-nodes-total)", "raise it"},
+		{"a round's node cap says the next round plans the pod", "round at its cap of 1000 nodes launched (--max-nodes-per-round; the next round plans the rest)", "the next round"},
 		{"the cluster limit names the controller's flags", "cluster limit on memory reached (4000Gi of 4000Gi)", "--cluster-max-memory"},
 		{"a missing offering names the pod's selector and the group's offerings", "no instance type or capacity type matches the pod's node selector/affinity", "spec.instanceTypes"},
 		{"a missing label names the group's template labels", predicates.ReasonNodeAffinity, "spec.template.labels"},

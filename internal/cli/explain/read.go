@@ -28,6 +28,8 @@ const maxEvents = 200
 type Settings struct {
 	// ClusterLimits are the controller's --cluster-max-* limits.
 	ClusterLimits corev1.ResourceList
+	// NodeCaps are its --max-nodes-total and --max-nodes-per-round.
+	NodeCaps scaleup.NodeCaps
 	// LaunchGrace is the controller's --max-provision-time: how long a
 	// node of berth's that is not Ready counts as booting.
 	LaunchGrace time.Duration
@@ -92,7 +94,7 @@ func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s Se
 // pods) as pending, and the asked pod pending too.
 func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Pod, s Settings) scaleup.Input {
 	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.ClusterLimits, Now: s.Now, LaunchGrace: s.LaunchGrace}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.ClusterLimits, NodeCaps: s.NodeCaps, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	nodes := byName(cl.Nodes)
 	in.Unavailable = unavailable(in.NodeGroups, s.Now)
 	for _, p := range cl.Pods {

@@ -11,13 +11,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/quantity"
 )
 
-// ClusterLimits are --cluster-max-cpu and --cluster-max-memory.
+// ClusterLimits are --cluster-max-cpu and --cluster-max-memory, and the
+// node caps --max-nodes-total and --max-nodes-per-round.
 type ClusterLimits struct {
-	CPU    Quantity
-	Memory Quantity
+	CPU           Quantity
+	Memory        Quantity
+	Nodes         int
+	NodesPerRound int
 }
 
 // Quantity is a quantity flag: resource.QuantityValue, but a string
@@ -43,6 +47,24 @@ func (l *ClusterLimits) Bind(fs *pflag.FlagSet) {
 	l.Memory.Quantity = resource.MustParse("4000Gi")
 	fs.Var(&l.CPU, "cluster-max-cpu", "cluster-wide limit on the cpu of all nodes")
 	fs.Var(&l.Memory, "cluster-max-memory", "cluster-wide limit on the memory of all nodes")
+	fs.IntVar(&l.Nodes, "max-nodes-total", 0, "cluster-wide cap on the number of nodes, those of no node group included; no node is launched past it (0: no cap)")
+	fs.IntVar(&l.NodesPerRound, "max-nodes-per-round", DefaultNodesPerRound,
+		"cap on the nodes one provisioning round launches; the pods left wait for the next round (0: no cap)")
+}
+
+// DefaultNodesPerRound is --max-nodes-per-round's default, Cluster
+// Autoscaler's --max-nodes-per-scaleup: it bounds what one decision, or a
+// flood of pods a user created by mistake, may buy at once.
+const DefaultNodesPerRound = 1000
+
+// Caps returns the node caps, or an error when one is negative.
+func (l *ClusterLimits) Caps() (scaleup.NodeCaps, error) {
+	for name, v := range map[string]int{"--max-nodes-total": l.Nodes, "--max-nodes-per-round": l.NodesPerRound} {
+		if v < 0 {
+			return scaleup.NodeCaps{}, fmt.Errorf("%s must be 0 (no cap) or positive, not %d", name, v)
+		}
+	}
+	return scaleup.NodeCaps{Total: l.Nodes, PerRound: l.NodesPerRound}, nil
 }
 
 // List returns the limits, or an error when one is not positive.

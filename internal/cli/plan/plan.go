@@ -65,6 +65,10 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	caps, err := o.limits.Caps()
+	if err != nil {
+		return err
+	}
 	in := stdin
 	if o.file != "-" {
 		f, err := os.Open(o.file)
@@ -87,13 +91,13 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
 	}
 	if o.scaleDown {
-		return o.planScaleDown(sc, limits, stdout)
+		return o.planScaleDown(sc, limits, caps, stdout)
 	}
 	input, err := sc.Input(time.Now())
 	if err != nil {
 		return err
 	}
-	input.ClusterLimits = limits
+	input.ClusterLimits, input.NodeCaps = limits, caps
 	p, err := scaleup.Run(input)
 	if err != nil {
 		return err
@@ -150,12 +154,12 @@ func summarize(pods []string) string {
 // controller's, on the snapshot. It says what would be removed if every
 // node had been removable for its group's consolidateAfter, and which
 // groups of the plan have their disruption window closed now.
-func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceList, stdout io.Writer) error {
+func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceList, caps scaleup.NodeCaps, stdout io.Writer) error {
 	in, err := sc.ScaleDownInput(time.Now())
 	if err != nil {
 		return err
 	}
-	in.ClusterLimits = limits
+	in.ClusterLimits, in.NodeCaps = limits, caps
 	p, err := scaledown.Run(in)
 	if err != nil {
 		return err

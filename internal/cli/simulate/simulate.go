@@ -133,6 +133,10 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	caps, err := o.limits.Caps()
+	if err != nil {
+		return err
+	}
 	cluster, err := loadFile(o.cluster)
 	if err != nil {
 		return err
@@ -164,7 +168,7 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	for i, p := range policies {
 		cfg := sim.Config{Name: p.name, NodeGroups: p.nodeGroups, Headrooms: p.headrooms, DaemonSets: cluster.DaemonSets,
 			LaunchDelay: delays, BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync,
-			ScaleDownInterval: o.scaleDownInterval, ClusterLimits: limits, Seed: o.seed}
+			ScaleDownInterval: o.scaleDownInterval, ClusterLimits: limits, NodeCaps: caps, Seed: o.seed}
 		if o.verbose {
 			cfg.Log = func(at time.Duration, format string, args ...any) {
 				logMu.Lock()

@@ -44,6 +44,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -89,8 +90,10 @@ type Options struct {
 	Interval time.Duration
 	// MaxRemovalsPerRound (0: DefaultMaxRemovalsPerRound).
 	MaxRemovalsPerRound int
-	// ClusterLimits as for scale-up.
+	// ClusterLimits and NodeCaps as for scale-up (a replacement is
+	// planned within them).
 	ClusterLimits corev1.ResourceList
+	NodeCaps      scaleup.NodeCaps
 	// MaxProvisionTime bounds how long a replacement whose Node has not
 	// registered is awaited while its provider still launches it (0:
 	// DefaultMaxProvisionTime).

@@ -63,8 +63,10 @@ type Options struct {
 	// Resync re-plans this often even without events (minSize, expired
 	// launch failures).
 	Resync time.Duration
-	// ClusterLimits cap the capacity of all nodes.
+	// ClusterLimits cap the capacity of all nodes, NodeCaps their number
+	// and the nodes a round launches.
 	ClusterLimits corev1.ResourceList
+	NodeCaps      scaleup.NodeCaps
 	// MaxProvisionTime is how long a launched node may take to become
 	// Ready; until then the planner counts it as booting.
 	MaxProvisionTime time.Duration

@@ -929,3 +929,41 @@ func TestABurstIsPlannedWhole(t *testing.T) {
 		t.Errorf("planned nodes of types %v, want one m-8 for the six pods", kinds)
 	}
 }
+
+// TestARoundLaunchesNoMoreThanItsCap: with --max-nodes-per-round 1, three
+// pods that each need a node of their own get one node a round; the pods
+// left wait with the cap named on them (NotTriggerScaleUp), and no round
+// launches a second node for a pod the round before launched one for.
+func TestARoundLaunchesNoMoreThanItsCap(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-cap",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	f.prov = provisioning.New(provisioning.Deps{
+		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+		NodeCaps: scaleup.NodeCaps{PerRound: 1}, MaxProvisionTime: 15 * time.Minute})
+	pods := f.pods(3, b.CPU("1500m"))
+	for round := 1; round <= 4; round++ {
+		res := f.run()
+		want := min(1, 3-(round-1))
+		if len(res.Launched) != want {
+			t.Fatalf("round %d launched %d nodes, want %d", round, len(res.Launched), want)
+		}
+		if got := len(f.nodes()); got != min(round, 3) {
+			t.Fatalf("after round %d: %d nodes, want %d", round, got, min(round, 3))
+		}
+	}
+	capped := 0
+	for _, p := range pods {
+		for _, e := range f.events.For(f.ns + "/" + p.Name) {
+			if e.Reason == v1alpha1.EventReasonNotTriggerScaleUp && strings.Contains(e.Message, "round at its cap of 1 nodes launched (--max-nodes-per-round") {
+				capped++
+				break
+			}
+		}
+	}
+	// Round 1 leaves two pods waiting, round 2 one.
+	if capped != 2 {
+		t.Errorf("%d pods were told they wait for the round's cap, want 2: %+v", capped, f.events.Events)
+	}
+}

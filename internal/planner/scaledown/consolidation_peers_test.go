@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
 
@@ -137,5 +138,38 @@ func TestAReplacementsRoomOnNodesThatStayIsKept(t *testing.T) {
 		Pods: []*corev1.Pod{pods[0], pods[1], pods[2], app("q", "z", "1")}}
 	if bl, err := scaledown.Recheck(in, "old"); err == nil && bl != nil {
 		t.Logf("then old's recheck: %s (%s): its replacement is given up, old and new both stay", bl.Reason, bl.Message)
+	}
+}
+
+// TestAReplacementAtTheNodeCap: a cluster at its --max-nodes-total still
+// gets a cheaper node for a dear one (the node replaced leaves the count
+// as its replacement joins it), and a cap below the cluster's size holds
+// the replacement back, as it holds back every launch.
+func TestAReplacementAtTheNodeCap(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		total    int
+		replaced bool
+	}{
+		{name: "at the cap", total: 2, replaced: true},
+		{name: "past the cap", total: 1, replaced: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ng := group("g", func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.InstanceTypes = nil
+				b.InstanceType("small-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))(ng)
+				b.InstanceType("large-8", "8", "32Gi", b.OnDemand("zone-a", "0.40"))(ng)
+			})
+			nodes := []*corev1.Node{typed("large", "8", "32Gi", ng, "large-8", "zone-a", "on-demand"), b.Node("other", "1", "4Gi")}
+			pods := []*corev1.Pod{app("w", "large", "1500m", b.Memory("6Gi"))}
+			plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, Pods: pods,
+				NodeCaps: scaleup.NodeCaps{Total: tt.total}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(plan.Replace) == 1 && plan.Replace[0].New.InstanceType == "small-2"; got != tt.replaced || len(plan.Remove) != 0 {
+				t.Errorf("replacements %+v, removals %+v; want the large node replaced by a small-2: %v", plan.Replace, plan.Remove, tt.replaced)
+			}
+		})
 	}
 }

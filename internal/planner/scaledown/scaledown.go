@@ -106,8 +106,10 @@ type Input struct {
 	// Virtual are the Headroom units and CapacityBuffer chunks: those that
 	// fit on the nodes before a removal must still fit after it.
 	Virtual []*corev1.Pod
-	// ClusterLimits as in scale-up.
+	// ClusterLimits and NodeCaps as in scale-up (a replacement is
+	// planned within them).
 	ClusterLimits corev1.ResourceList
+	NodeCaps      scaleup.NodeCaps
 	// DaemonSets and Unavailable offerings, as in scale-up: a replacement
 	// node is planned by the scale-up planner.
 	DaemonSets  []*appsv1.DaemonSet

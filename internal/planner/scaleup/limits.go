@@ -19,17 +19,32 @@ var DefaultClusterLimits = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("4000Gi"),
 }
 
-// launcher applies node group max sizes and, through the snapshot's
-// limits, node group and cluster resource limits to the options of a
-// template.
+// NodeCaps cap the number of nodes, as Cluster Autoscaler's
+// --max-nodes-total and --max-nodes-per-scaleup do: Total the nodes of
+// the cluster (every node but a virtual kubelet's, those of no group and
+// those being deleted included, as the cluster limits count them),
+// PerRound the nodes one plan launches. Zero is no cap. Pods the caps
+// leave without a node wait for the next round, explained.
+type NodeCaps struct {
+	Total    int
+	PerRound int
+}
+
+// launcher applies node group max sizes, the node caps and, through the
+// snapshot's limits, node group and cluster resource limits to the
+// options of a template.
 type launcher struct {
 	groups map[string]*v1alpha1.NodeGroup
+	caps   NodeCaps
+	// before is how many nodes the snapshot had before the plan opened
+	// any (PerRound counts from it).
+	before int
 }
 
 var _ binpack.Launcher = (*launcher)(nil)
 
-func newLauncher(groups []*v1alpha1.NodeGroup) *launcher {
-	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}}
+func newLauncher(groups []*v1alpha1.NodeGroup, caps NodeCaps, s *snapshot.Snapshot) *launcher {
+	l := &launcher{groups: map[string]*v1alpha1.NodeGroup{}, caps: caps, before: s.TotalNodes()}
 	for _, ng := range groups {
 		l.groups[ng.Name] = ng
 	}
@@ -42,6 +57,9 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 	usage := s.Group(t.Group)
 	if usage.Nodes >= int(ng.Spec.MaxSize) {
 		return nil, fmt.Sprintf("node group at maxSize %d", ng.Spec.MaxSize)
+	}
+	if why := l.capped(s); why != "" {
+		return nil, why
 	}
 	all := t.Node.Flex.Options
 	h := s.LimitRoom(t.Group, &snapshot.Resources{}, 0)
@@ -58,6 +76,18 @@ func (l *launcher) Allowed(s *snapshot.Snapshot, t *binpack.Template) ([]*snapsh
 		return out, ""
 	}
 	return nil, limitReason(s, t.Group, all)
+}
+
+// capped says which node cap keeps one more node out, or "".
+func (l *launcher) capped(s *snapshot.Snapshot) string {
+	n := s.TotalNodes()
+	if l.caps.Total > 0 && n >= l.caps.Total {
+		return fmt.Sprintf("cluster at its cap of %d nodes (%d nodes; --max-nodes-total)", l.caps.Total, n)
+	}
+	if l.caps.PerRound > 0 && n-l.before >= l.caps.PerRound {
+		return fmt.Sprintf("round at its cap of %d nodes launched (--max-nodes-per-round; the next round plans the rest)", l.caps.PerRound)
+	}
+	return ""
 }
 
 // limitReason says which limit keeps even the smallest option out.

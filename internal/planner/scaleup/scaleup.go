@@ -44,6 +44,9 @@ type Input struct {
 	// ClusterLimits caps the total capacity of all nodes; nil means
 	// DefaultClusterLimits.
 	ClusterLimits corev1.ResourceList
+	// NodeCaps cap how many nodes the cluster may have and how many one
+	// round may launch (zero values: no cap).
+	NodeCaps NodeCaps
 	// Unavailable offerings are not launched (e.g. they just failed with
 	// insufficient capacity).
 	Unavailable []Offering
@@ -188,7 +191,7 @@ func Run(in Input) (*Plan, error) {
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
-		Launcher: newLauncher(groups), Filters: predicates.Default(),
+		Launcher: newLauncher(groups, in.NodeCaps, s), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
 	markWanted(templates, fold.pending)

@@ -325,7 +325,7 @@ func observeAnyOrder(t *testing.T, s *snapshot.Snapshot) string {
 		lines = append(lines, fmt.Sprintf("group %q nodes=%d cpu=%d", g, u.Nodes, u.Capacity.MilliCPU))
 	}
 	total := s.Total()
-	lines = append(lines, fmt.Sprintf("total cpu=%d", total.MilliCPU), fmt.Sprintf("templates=%d", len(s.Templates())))
+	lines = append(lines, fmt.Sprintf("total cpu=%d nodes=%d", total.MilliCPU, s.TotalNodes()), fmt.Sprintf("templates=%d", len(s.Templates())))
 	live := map[string]int{}
 	for _, c := range s.Classes() {
 		if c.Placed() > 0 {

@@ -100,6 +100,7 @@ type Snapshot struct {
 	groups             map[string]*GroupUsage
 	total              Resources
 	totalSlots         int64
+	totalNodes         int
 	limits             map[string]Limit
 	clusterLimit       Limit
 
@@ -345,6 +346,7 @@ func (s *Snapshot) account(n *Node, sign int) {
 		s.total.Sub(&n.Capacity)
 	}
 	s.totalSlots += int64(sign) * n.slots
+	s.totalNodes += sign
 }
 
 // LabelVirtualKubelet and VirtualKubelet mark a virtual kubelet's node
@@ -391,6 +393,10 @@ func (s *Snapshot) setCapacity(n *Node, c Resources) {
 	}
 	n.slots = slots
 }
+
+// TotalNodes is how many nodes the snapshot has, planned ones included,
+// as the cluster's total counts them (not a virtual kubelet's node).
+func (s *Snapshot) TotalNodes() int { return s.totalNodes }
 
 // TotalSlots are the pod slots of all nodes in the snapshot.
 func (s *Snapshot) TotalSlots() int64 { return s.totalSlots }
