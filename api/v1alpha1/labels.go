@@ -83,6 +83,10 @@ const (
 	// from each, across restarts.
 	AnnotationDrainEmptied      = "berth.dev/drain-emptied"
 	AnnotationDrainCriticalTurn = "berth.dev/drain-critical-turn"
+	// AnnotationDrainGivenUp is the RFC 3339 time berth last gave up a
+	// drain of the node (and untainted it): the node is not drained again
+	// for a cool-down after it, across restarts.
+	AnnotationDrainGivenUp = "berth.dev/drain-given-up"
 
 	// LabelScaleDownDisabled on a node opts it out of scale-down.
 	LabelScaleDownDisabled = "berth.dev/scale-down-disabled"

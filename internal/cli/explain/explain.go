@@ -43,8 +43,8 @@ prints the decision, the rule behind it, and what you can change to get a
 different outcome, with what the running controller shows on the objects
 (events, nomination, drain taint and annotations, conditions). It changes
 nothing. What only the running controller knows (how long a node has been
-removable, drains it gave up a moment ago, launches not registered yet) is
-named where it could change the outcome.`,
+removable, launches not registered yet) is named where it could change the
+outcome.`,
 	}
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config or in-cluster)")

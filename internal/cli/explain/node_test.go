@@ -118,6 +118,11 @@ func TestExplainNode(t *testing.T) {
 		{name: "a drifted node is disrupted",
 			groups: []*v1alpha1.NodeGroup{drifted}, nodes: []*corev1.Node{a},
 			want: nodeWant{Decision: DecisionDisrupt, Reason: string(v1alpha1.ReasonDrifted), said: `reasons: [Drifted]`}},
+		{name: "a node whose drain berth gave up a moment ago cools down, read from the node",
+			groups: []*v1alpha1.NodeGroup{g}, nodes: []*corev1.Node{launched(g, "small-a", func(n *corev1.Node) {
+				n.Annotations[v1alpha1.AnnotationDrainGivenUp] = now.Add(-time.Minute).UTC().Format(time.RFC3339)
+			})},
+			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonRecentlyGivenUp), said: "it is not drained again for 5m0s"}},
 		{name: "a group at its minSize keeps its last node",
 			groups: []*v1alpha1.NodeGroup{atMin}, nodes: []*corev1.Node{a},
 			want: nodeWant{Decision: DecisionKeep, Reason: string(scaledown.ReasonMinSize), said: "lower the node group's spec.minSize"}},

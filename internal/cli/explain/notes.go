@@ -10,7 +10,7 @@ import (
 
 // nodeNotes say what the running controller weighs besides the plan, for a
 // node the plan takes out: its memory (how long the node has been
-// removable, drains it gave up a moment ago) and the group's window.
+// removable) and the group's window.
 func nodeNotes(e Explanation, f nodeFacts) []string {
 	g, now := f.group, f.now
 	var out []string
@@ -21,8 +21,6 @@ func nodeNotes(e Explanation, f nodeFacts) []string {
 	if !taken {
 		return out
 	}
-	out = append(out, "not visible from outside the controller: a node whose drain it gave up within the last "+
-		disruption.GiveUpCooldown.String()+" is not drained again meanwhile")
 	windowed := e.Decision == DecisionReplace ||
 		(e.Decision == DecisionRemove && e.Reason != string(scaledown.RemovalNodeGroupDeleted)) ||
 		e.Reason == string(v1alpha1.ReasonDrifted) || e.Reason == string(v1alpha1.ReasonExpired)

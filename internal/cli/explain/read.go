@@ -171,6 +171,7 @@ func scaleDownInput(cl *clusterread.Cluster, s Settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.ClusterLimits, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	in.Unavailable = unavailable(cl.NodeGroups, s.Now)
+	in.Cooling = scaledown.Cooling(cl.Nodes, s.Now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)
 	for _, g := range cl.NodeGroups {
 		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c != nil && c.Status == metav1.ConditionTrue {

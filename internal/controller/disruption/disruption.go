@@ -69,10 +69,8 @@ const (
 	ReasonRemovalLingers = "RemovalLingers"
 )
 
-// GiveUpCooldown is how long a node whose drain was given up is not
-// drained again: what stopped it (a budget, a pod that blocks) rarely goes
-// away at once.
-const GiveUpCooldown = 5 * time.Minute
+// GiveUpCooldown is scaledown.GiveUpCooldown.
+const GiveUpCooldown = scaledown.GiveUpCooldown
 
 // DeleteRetryInterval is how often the provider is asked again to remove
 // a drained node it accepted to remove that is still there: a Cluster API
@@ -285,7 +283,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 		}
 	}
-	w.input.Cooling = c.cooling() // with the drains given up just now
+	w.input.Cooling = c.cooling(w) // with the drains given up just now
 	w.input.Since = c.removableSince
 	plan, err := scaledown.Run(w.input)
 	if err != nil {

@@ -509,3 +509,52 @@ func TestOldNodesAreDrainedOnceTheirReplacementIsUp(t *testing.T) {
 		return true, "", nil
 	})
 }
+
+// TestAGivenUpDrainCoolsDownAcrossRestarts: a node whose drain berth gave
+// up is not drained again for GiveUpCooldown, also by a controller that
+// started after the give-up (the time is on the node,
+// berth.dev/drain-given-up). Before, a restart forgot it: the node was
+// tainted and its pods evicted again at once, churning them and the load
+// balancers for a drain that had just failed.
+func TestAGivenUpDrainCoolsDownAcrossRestarts(t *testing.T) {
+	f := setup(t, "sd-cooldown", 2)
+	f.deployment(2)
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
+	victim := f.nodes[0]
+	n := f.node(victim)
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	n.Annotations[v1alpha1.AnnotationDisruptionStarted] = f.clk.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.run(); !contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
+	}
+	if at := f.node(victim).Annotations[v1alpha1.AnnotationDrainGivenUp]; at == "" {
+		t.Fatalf("node %s after its drain was given up: no %s", victim, v1alpha1.AnnotationDrainGivenUp)
+	}
+	// What held the drain goes: the node is removable again.
+	f.pdb(policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 1)
+	cooling := func(res *disruption.Result) bool {
+		for _, b := range res.Plan.Blocked {
+			if b.Node == victim && b.Reason == scaledown.ReasonRecentlyGivenUp {
+				return true
+			}
+		}
+		return false
+	}
+	f.clk.Step(time.Minute)
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: f.ctrl.Cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+	res := f.run()
+	if contains(res.Started, victim) || !cooling(res) {
+		t.Fatalf("a minute after the give-up, after a restart: started %v, blocked %+v; want %s cooling down", res.Started, res.Plan.Blocked, victim)
+	}
+	if n := f.node(victim); n == nil || tainted(n) {
+		t.Fatalf("node %s tainted again a minute after its drain was given up", victim)
+	}
+	f.clk.Step(scaledown.GiveUpCooldown)
+	if res := f.run(); cooling(res) {
+		t.Errorf("%s past the cool-down: still blocked %+v", victim, res.Plan.Blocked)
+	}
+}

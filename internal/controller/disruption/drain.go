@@ -454,11 +454,16 @@ func (c *Controller) release(ctx context.Context, w *world, n *corev1.Node, res 
 		"Drain stopped, the node stays: node group %q no longer exists or is not the one that launched the node", n.Labels[v1alpha1.LabelNodeGroup]))
 }
 
-// stop removes the taint and the drain's annotations: the node stays.
+// stop removes the taint and the drain's annotations: the node stays,
+// and is not drained again for a cool-down (berth.dev/drain-given-up).
 func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason, msg string) error {
 	n = w.own(n)
 	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	nodeutil.StopDrain(n)
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[v1alpha1.AnnotationDrainGivenUp] = c.Clock.Now().UTC().Format(time.RFC3339)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}

@@ -2,8 +2,6 @@ package disruption
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -140,13 +138,15 @@ func (c *Controller) held(groups []*v1alpha1.NodeGroup) map[string]string {
 	return out
 }
 
-// cooling are the nodes whose drain this replica gave up within
-// GiveUpCooldown (this round's included).
-func (c *Controller) cooling() map[string]string {
-	out := map[string]string{}
+// cooling are the nodes whose drain berth gave up within GiveUpCooldown:
+// as the nodes say (berth.dev/drain-given-up, written by the patch that
+// stopped the drain: a restart forgets nothing), and as this replica
+// remembers (this round's, which the cache may not show yet).
+func (c *Controller) cooling(w *world) map[string]string {
+	out := scaledown.Cooling(w.input.Nodes, c.Clock.Now())
 	for name, at := range c.givenUp {
 		if c.Clock.Since(at) <= GiveUpCooldown {
-			out[name] = fmt.Sprintf("berth gave up draining node %s at %s; it is not drained again for %s", name, at.UTC().Format(time.RFC3339), GiveUpCooldown)
+			out[name] = scaledown.CoolingMessage(name, at)
 		}
 	}
 	return out

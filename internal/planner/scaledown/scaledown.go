@@ -10,6 +10,7 @@ package scaledown
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -76,7 +77,8 @@ type Input struct {
 	// (berth is bringing capacity there for a pod that waits).
 	Held map[string]string
 	// Cooling are the nodes whose drain berth gave up recently, with why:
-	// they are not candidates (and take no share of the budget).
+	// they are not candidates (and take no share of the budget). Cooling
+	// reads them from the nodes.
 	Cooling map[string]string
 	// Since are the nodes counting down to their removal (Countdown):
 	// they are tried first, the longest counting first.
@@ -764,4 +766,34 @@ func OptedOut(n *corev1.Node) string {
 		return "is labelled " + v1alpha1.LabelScaleDownDisabled + ": \"true\""
 	}
 	return ""
+}
+
+// GiveUpCooldown is how long a node whose drain was given up is not
+// drained again: what stopped it (a budget, a pod that blocks) rarely goes
+// away at once.
+const GiveUpCooldown = 5 * time.Minute
+
+// Cooling are the nodes whose drain berth gave up within GiveUpCooldown
+// before now, as their berth.dev/drain-given-up says, with why (for
+// Input.Cooling). A time that cannot be read, or lies in the future by
+// more than the cool-down (a clock set wrong), cools nothing.
+func Cooling(nodes []*corev1.Node, now time.Time) map[string]string {
+	out := map[string]string{}
+	for _, n := range nodes {
+		v := n.Annotations[v1alpha1.AnnotationDrainGivenUp]
+		if v == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil || now.Sub(at) > GiveUpCooldown || at.Sub(now) > GiveUpCooldown {
+			continue
+		}
+		out[n.Name] = CoolingMessage(n.Name, at)
+	}
+	return out
+}
+
+// CoolingMessage says that berth gave up draining node name at at.
+func CoolingMessage(name string, at time.Time) string {
+	return fmt.Sprintf("berth gave up draining node %s at %s; it is not drained again for %s", name, at.UTC().Format(time.RFC3339), GiveUpCooldown)
 }

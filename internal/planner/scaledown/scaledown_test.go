@@ -1038,3 +1038,35 @@ func TestAPodThatFollowsASmallerPodMovesWithIt(t *testing.T) {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
+
+// TestCoolingReadsTheGiveUpOnTheNode: a node cools down for
+// GiveUpCooldown after the time its berth.dev/drain-given-up says; a time
+// that cannot be read, or one far in the future (a clock set wrong), holds
+// no node back for ever.
+func TestCoolingReadsTheGiveUpOnTheNode(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	node := func(name, at string) *corev1.Node {
+		n := b.Node(name, "2", "8Gi")
+		if at != "" {
+			n.Annotations = map[string]string{v1alpha1.AnnotationDrainGivenUp: at}
+		}
+		return n
+	}
+	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
+	got := scaledown.Cooling([]*corev1.Node{
+		node("none", ""), node("just", at(-time.Minute)), node("edge", at(-scaledown.GiveUpCooldown)),
+		node("past", at(-scaledown.GiveUpCooldown-time.Second)), node("garbled", "yesterday"),
+		node("skewed", at(30*time.Second)), node("future", at(time.Hour)),
+	}, now)
+	var names []string
+	for name, msg := range got {
+		names = append(names, name)
+		if !strings.Contains(msg, "berth gave up draining node "+name) {
+			t.Errorf("%s: message %q", name, msg)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"edge", "just", "skewed"}; !slices.Equal(names, want) {
+		t.Errorf("cooling %v, want %v", names, want)
+	}
+}
