@@ -202,7 +202,7 @@ func (p *Provisioner) launched(ctx context.Context, nn scaleup.NewNode, ng *v1al
 	for _, ref := range nn.Pods {
 		if pod := pending[ref.Key()]; pod != nil {
 			p.record(pod, corev1.EventTypeNormal, ReasonTriggeredScaleUp, fmt.Sprintf("%s node %s (node group %s, %s) for this pod", doing, inst.NodeName, nn.NodeGroup, off))
-			p.nominate(ctx, pod, inst.NodeName) // each pod is on one planned node: no two workers touch it
+			p.nominate(ctx, pod, inst.NodeName, nn.NodeGroup) // each pod is on one planned node: no two workers touch it
 		}
 	}
 }
@@ -213,8 +213,9 @@ func (p *Provisioner) launched(ctx context.Context, nn scaleup.NewNode, ng *v1al
 // for the pod, so that pods land where the plan put them instead of being
 // spread in a way that leaves one without a home. A failure is logged, not
 // fatal: the pod is then scheduled as usual.
-func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node string) {
-	p.nominated.set(client.ObjectKeyFromObject(pod), node)
+// group is the node's node group ("": recorded already, or not known).
+func (p *Provisioner) nominate(ctx context.Context, pod *corev1.Pod, node, group string) {
+	p.nominated.set(client.ObjectKeyFromObject(pod), node, group)
 	pod = pod.DeepCopy() // the cache's object (clusterread.Cluster): never changed
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Status.NominatedNodeName = node

@@ -19,19 +19,48 @@ import (
 )
 
 // nominations maps pending pods ("namespace/name") to the launching node
-// berth planned them on. Safe for concurrent use: rounds write it, pod
-// events read it.
+// berth planned them on, and those nodes to their node group. Safe for
+// concurrent use: rounds write it, pod events read it.
 type nominations struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]string
+	// group is the node group of each node in m, where it is known.
+	group map[string]string
 }
 
-func newNominations() *nominations { return &nominations{m: map[types.NamespacedName]string{}} }
+func newNominations() *nominations {
+	return &nominations{m: map[types.NamespacedName]string{}, group: map[string]string{}}
+}
 
-func (n *nominations) set(pod types.NamespacedName, node string) {
+// set records pod's nomination to node, of node group group ("": not
+// known; a group recorded for the node before stays).
+func (n *nominations) set(pod types.NamespacedName, node, group string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.m[pod] = node
+	if group != "" {
+		n.group[node] = group
+	}
+}
+
+// mayBeBooting reports whether the node berth nominated pod to, not known
+// this round, may be booting unseen: its group's launching instances
+// could not be listed (unlisted), or its group is not known and some
+// group's could not.
+func (n *nominations) mayBeBooting(pod types.NamespacedName, known, unlisted map[string]bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	node := n.m[pod]
+	return node != "" && !known[node] && n.unlistedGroup(node, unlisted)
+}
+
+// unlistedGroup reports whether node's group is unlisted, or not known
+// while some group is. The caller holds mu.
+func (n *nominations) unlistedGroup(node string, unlisted map[string]bool) bool {
+	if g, ok := n.group[node]; ok {
+		return unlisted[g]
+	}
+	return len(unlisted) > 0
 }
 
 func (n *nominations) get(pod types.NamespacedName) string {
@@ -46,13 +75,22 @@ func (n *nominations) snapshot() map[types.NamespacedName]string {
 	return maps.Clone(n.m)
 }
 
-// retain keeps the entries keep returns true for.
+// retain keeps the entries keep returns true for (and the groups of
+// the nodes they name).
 func (n *nominations) retain(keep func(pod types.NamespacedName, node string) bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	named := make(map[string]bool, len(n.group))
 	for pod, node := range n.m {
 		if !keep(pod, node) {
 			delete(n.m, pod)
+			continue
+		}
+		named[node] = true
+	}
+	for node := range n.group {
+		if !named[node] {
+			delete(n.group, node)
 		}
 	}
 }
@@ -87,7 +125,7 @@ func (p *Provisioner) keepNominations(ctx context.Context) {
 			return
 		case pod := <-p.renominateQ:
 			if node := p.nominated.get(client.ObjectKeyFromObject(pod)); node != "" {
-				p.nominate(ctx, pod.DeepCopy(), node)
+				p.nominate(ctx, pod.DeepCopy(), node, "")
 			}
 		}
 	}
@@ -119,17 +157,18 @@ func (p *Provisioner) renominate(ctx context.Context, plan *scaleup.Plan, nodes 
 	if plan == nil {
 		return
 	}
-	launching := map[string]bool{}
+	launching, groupOf := map[string]bool{}, map[string]string{}
 	for _, n := range p.inflight.merge(nodes) {
-		if n.Labels[v1alpha1.LabelNodeGroup] != "" && !nodeutil.Schedulable(n) {
-			launching[n.Name] = true
+		if g := n.Labels[v1alpha1.LabelNodeGroup]; g != "" {
+			groupOf[n.Name] = g
+			launching[n.Name] = !nodeutil.Schedulable(n)
 		}
 	}
 	for _, pl := range plan.ExistingNodePlacements {
 		// A companion-gated pod learns its node from the nomination, where
 		// berth then holds its companion's room (controller/companion).
 		if pod := pending[pl.Pod.Key()]; pod != nil && (launching[pl.Node] || podutil.IsCompanionGated(pod)) && pod.Status.NominatedNodeName != pl.Node {
-			p.nominate(ctx, pod, pl.Node)
+			p.nominate(ctx, pod, pl.Node, groupOf[pl.Node])
 		}
 	}
 }
@@ -237,11 +276,11 @@ func offeringsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
 // forgetNominations drops nominations of pods that no longer wait, and of
 // nodes that are gone (known: the node names trackSchedulable returned)
 // or will never come (a launched instance that never registered its Node,
-// unjoined), but not in a round that could not list some group's
-// launching instances (unlisted): a node not known then may be booting
-// there.
-func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool, unlisted bool) {
+// unjoined), but not when the node's group's launching instances could
+// not be listed this round (unlisted; any group's, for a node whose group
+// berth does not know): the node may be booting there.
+func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool, unlisted map[string]bool) {
 	p.nominated.retain(func(pod types.NamespacedName, node string) bool {
-		return waiting[pod] && !p.unjoined[node] && (known[node] || unlisted)
+		return waiting[pod] && !p.unjoined[node] && (known[node] || p.nominated.unlistedGroup(node, unlisted))
 	})
 }

@@ -66,7 +66,7 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 		// and is planned again after it. Held for ever instead, a pod whose
 		// node filled up while no leader watched would never get a node.
 		if node.Labels[v1alpha1.LabelNodeGroup] != "" {
-			p.nominated.set(client.ObjectKeyFromObject(pod), node.Name)
+			p.nominated.set(client.ObjectKeyFromObject(pod), node.Name, node.Labels[v1alpha1.LabelNodeGroup])
 			nominated++
 		}
 	}

@@ -378,6 +378,39 @@ func TestAPodWhoseMachineBootsIsNotLaunchedForAgainWhileTheMachinesCannotBeListe
 	}
 }
 
+// TestAPodWhoseMachineIsGoneGetsAnotherWhileAnotherGroupCannotBeListed:
+// berth launched a machine for a pod in one group, and the machine is
+// gone (its group lists it no more) while another group's launches cannot
+// be listed. The pod gets a node again: berth knows which group its
+// machine was of, and that group lists. Before, any unlisted group kept
+// every pod whose nominated node was gone waiting, for as long as it
+// stayed unlisted.
+func TestAPodWhoseMachineIsGoneGetsAnotherWhileAnotherGroupCannotBeListed(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-gone-dear", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-gone")))
+	f.alsoGroup(b.NodeGroup("prov-gone-cheap", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-gone")))
+	cloud := &bootingMachines{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
+	f.useCloud(cloud)
+	pod := f.poolPod("waits", "prov-gone", "1500m")
+	res := f.run()
+	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != "prov-gone-cheap" {
+		t.Fatalf("first round launched %v, want one machine in prov-gone-cheap", res.Launched)
+	}
+	first := res.Launched[0].NodeName
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
+		return err == nil && got.Status.NominatedNodeName == first, "pod not nominated yet", err
+	})
+	if res := f.run(); len(res.Launched) != 0 { // the machine listed as booting
+		t.Fatalf("a round that lists the booting machine launched %v", res.Launched)
+	}
+	cloud.launched, cloud.broken = nil, "prov-gone-dear"
+	res = f.run()
+	if len(res.Launched) != 1 || res.Launched[0].NodeGroup != "prov-gone-cheap" {
+		t.Fatalf("the pod's machine gone, the other group unlisted: launched %d machines, want another in prov-gone-cheap", len(res.Launched))
+	}
+}
+
 // TestAPodNominatedToANodeThatNeverCameUpGetsAnother (Karpenter: a second
 // node for a pod whose in-flight node is terminating): berth launched a
 // node for a pod and nominated the pod to it; the node is still not Ready

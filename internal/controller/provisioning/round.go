@@ -46,7 +46,7 @@ func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
 	r.known = p.trackSchedulable(r.in.Nodes, r.now)
 	p.recheckAt = time.Time{}
 	p.sortPods(ctx, r, pods)
-	p.forgetNominations(r.known, r.waiting, len(r.unlisted) > 0)
+	p.forgetNominations(r.known, r.waiting, r.unlisted)
 	virtual, owner, err := p.virtualUnits(ctx, r.in.NodeGroups)
 	if err != nil {
 		return nil, err
@@ -62,10 +62,6 @@ func (p *Provisioner) newRound(ctx context.Context) (*round, error) {
 func (p *Provisioner) trackSchedulable(nodes []*corev1.Node, now time.Time) map[string]bool {
 	return p.schedulable.observe(p.inflight.merge(nodes), now)
 }
-
-// knownOrNone reports whether a node berth nominated a pod to is known
-// this round, or there is none.
-func knownOrNone(known map[string]bool, node string) bool { return node == "" || known[node] }
 
 // sortPods puts bound pods, and pods holding a nomination, into the plan
 // input as placed, and pods that need a node as pending; it fills the
@@ -103,9 +99,9 @@ func (p *Provisioner) sortPods(ctx context.Context, r *round, pods []*corev1.Pod
 			waiting[key] = true
 		// A nomination to a node that no longer exists (deleted after a
 		// launch timeout, say) is stale: the pod needs a node again.
-		case burst.AwaitsNode(pod) && len(r.unlisted) > 0 && !knownOrNone(known, p.nominated.get(key)):
+		case burst.AwaitsNode(pod) && p.nominated.mayBeBooting(key, known, r.unlisted):
 			// berth launched a node for it that is not known this round,
-			// while the launching instances of some group could not be
+			// while the launching instances of its group could not be
 			// listed: it may be booting there. It waits for the next
 			// round, not planned again.
 			waiting[key] = true

@@ -42,11 +42,11 @@ func TestANominationToAMachineThatNeverRegisteredIsForgotten(t *testing.T) {
 		Options{MaxProvisionTime: 15 * time.Minute})
 	pod := b.Pod("web", b.CPU("1"))
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	p.nominated.set(key, "machine-0")
+	p.nominated.set(key, "machine-0", "g")
 
 	nodes, _ := p.pendingNodes(context.Background(), []*v1alpha1.NodeGroup{ng}, nil, nil)
 	known := p.trackSchedulable(nodes, now)
-	p.forgetNominations(known, map[types.NamespacedName]bool{key: true}, false)
+	p.forgetNominations(known, map[types.NamespacedName]bool{key: true}, nil)
 	if got := p.nominated.get(key); got != "" {
 		t.Errorf("nomination to the machine that never registered kept (%q)", got)
 	}
