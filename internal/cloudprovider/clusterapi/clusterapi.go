@@ -49,6 +49,9 @@ type Provider struct {
 	// claimed are Machines a Create already named its launch after, so
 	// that parallel launches of one group name different Machines.
 	claimed map[types.UID]time.Time
+	// unreadInfra is, per group, the last reason its infrastructure
+	// template could not be read (logged once per reason).
+	unreadInfra map[string]string
 }
 
 var (
@@ -60,7 +63,7 @@ var (
 // New returns a Cluster API provider. cluster reads the workload cluster
 // (Nodes, NodeGroups); mgmt is an uncached client of the management cluster.
 func New(cluster client.Reader, mgmt client.Client, clk clock.PassiveClock) *Provider {
-	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}}
+	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, unreadInfra: map[string]string{}}
 }
 
 // Name returns "clusterAPI".
@@ -203,8 +206,9 @@ func (p *Provider) List(ctx context.Context, nodeGroup string) ([]*cloudprovider
 
 // RefreshNodeGroup applies the group's object's autoscaler annotations
 // (size bounds, capacity, labels, taints) to ng, a copy the caller plans
-// with; an object berth does not scale (unscalable) holds the group at
-// its replicas.
+// with, and, when they give no capacity, what its infrastructure template
+// reports of its machines (infraStatus); an object berth does not scale
+// (unscalable) holds the group at its replicas.
 func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup) error {
 	if ng.Spec.Provider.ClusterAPI == nil {
 		return nil
@@ -220,6 +224,13 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	tmpl, err := ParseAnnotations(obj.GetAnnotations())
 	if err != nil {
 		return fmt.Errorf("%s: %w", r, err)
+	}
+	if len(tmpl.Capacity) == 0 {
+		s, err := p.infraStatus(ctx, ng.Name, obj)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r, err)
+		}
+		tmpl.withInfraStatus(s)
 	}
 	tmpl.Apply(ng)
 	if unscalable(obj) != "" {

@@ -69,6 +69,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets;machinepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update
+// The infrastructure templates' status (scale from zero without capacity
+// annotations):
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {

@@ -1,0 +1,189 @@
+package clusterapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+const (
+	infraGroup   = "infrastructure.cluster.x-k8s.io"
+	infraVersion = "v1beta1"
+	infraKind    = "CapacityMachineTemplate"
+)
+
+var infraCRDOnce bool
+
+// installInfraCRD installs an infrastructure machine template kind, as an
+// infrastructure provider's CRD that takes part in Cluster API's
+// autoscaling-from-zero contract (status.capacity, status.nodeInfo).
+func installInfraCRD(t *testing.T) {
+	t.Helper()
+	if infraCRDOnce {
+		return
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "capacitymachinetemplates." + infraGroup},
+		"spec": map[string]any{
+			"group": infraGroup, "scope": "Namespaced",
+			"names": map[string]any{"kind": infraKind, "listKind": infraKind + "List", "plural": "capacitymachinetemplates", "singular": "capacitymachinetemplate"},
+			"versions": []any{map[string]any{
+				"name": infraVersion, "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	if err := env.Client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion(infraGroup + "/" + infraVersion)
+		l.SetKind(infraKind + "List")
+		err := env.Client.List(ctx, l)
+		return err == nil, "infrastructure template kind not served yet", nil
+	})
+	infraCRDOnce = true
+}
+
+// infraTemplate creates a template reporting status.
+func infraTemplate(t *testing.T, name string, status map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{}}}}}
+	u.SetAPIVersion(infraGroup + "/" + infraVersion)
+	u.SetKind(infraKind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if err := env.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	u.Object["status"] = status
+	if err := env.Client.Status().Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pointAt makes the fixture's MachineDeployment's machines of the
+// infrastructure template name (v1beta2: apiGroup and kind).
+func (f *fixture) pointAt(t *testing.T, name string) {
+	t.Helper()
+	md := capiObj("MachineDeployment", f.md, nil)
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(md), md); err != nil {
+		t.Fatal(err)
+	}
+	ref := map[string]any{"apiGroup": infraGroup, "kind": infraKind, "name": name}
+	if err := unstructured.SetNestedMap(md.Object, ref, "spec", "template", "spec", "infrastructureRef"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Update(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRefreshReadsTheInfrastructureTemplatesStatus (Cluster API's opt-in
+// autoscaling from zero, as Cluster Autoscaler reads it): a
+// MachineDeployment without capacity annotations is planned with what its
+// infrastructure template reports (status.capacity, status.nodeInfo);
+// capacity annotations win whole, a labels annotation wins for the
+// architecture; a template that does not exist leaves the NodeGroup's
+// spec, and a status that cannot be read fails the refresh naming it.
+func TestRefreshReadsTheInfrastructureTemplatesStatus(t *testing.T) {
+	installInfraCRD(t)
+	infraTemplate(t, "arm-8", map[string]any{
+		"capacity": map[string]any{"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1", "pods": "58"},
+		"nodeInfo": map[string]any{"architecture": "arm64", "operatingSystem": "linux"},
+	})
+	infraTemplate(t, "garbled", map[string]any{"capacity": map[string]any{"cpu": "lots"}})
+	for i, tc := range []struct {
+		name        string
+		annotations map[string]string
+		template    string
+		wantErr     string
+		cpu, gpu    string // "" : none
+		arch        string
+	}{
+		{name: "the template's status", template: "arm-8", cpu: "8", gpu: "1", arch: "arm64"},
+		{name: "capacity annotations win whole", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationCPU: "16", clusterapi.AnnotationMemory: "64Gi"},
+			cpu: "16", arch: "amd64"},
+		{name: "a labels annotation wins for the architecture", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationLabels: "kubernetes.io/arch=amd64"},
+			cpu: "8", gpu: "1", arch: "amd64"},
+		{name: "a template that does not exist leaves the spec", template: "missing", cpu: "2", arch: "amd64"},
+		{name: "a status that cannot be read fails the refresh", template: "garbled", wantErr: "status.capacity.cpu=lots is not a non-negative quantity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fmt.Sprintf("infra-%d", i), 0, tc.annotations)
+			f.pointAt(t, tc.template)
+			ng := f.ng.DeepCopy()
+			failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng})
+			if tc.wantErr != "" {
+				if err := failed[ng.Name]; err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("refresh error %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if failed != nil {
+				t.Fatal(failed)
+			}
+			it := ng.Spec.InstanceTypes[0]
+			cpu, gpu := it.Capacity[corev1.ResourceCPU], it.Capacity["nvidia.com/gpu"]
+			gotGPU := ""
+			if !gpu.IsZero() {
+				gotGPU = gpu.String()
+			}
+			arch := it.Architecture
+			if arch == "" {
+				arch = "amd64"
+			}
+			if cpu.String() != tc.cpu || gotGPU != tc.gpu || arch != tc.arch {
+				t.Errorf("planned with cpu %s, gpu %q, architecture %s; want %s, %q, %s", cpu.String(), gotGPU, arch, tc.cpu, tc.gpu, tc.arch)
+			}
+		})
+	}
+}
+
+// TestATemplateBerthMayNotReadLeavesTheAnnotations: berth's role may not
+// read an infrastructure provider's group (one outside
+// infrastructure.cluster.x-k8s.io). The group is planned with its spec's
+// capacity, and the annotated bounds still apply: the refresh does not
+// fail as a whole (it would drop the annotated maxSize too).
+func TestATemplateBerthMayNotReadLeavesTheAnnotations(t *testing.T) {
+	installInfraCRD(t)
+	infraTemplate(t, "forbidden-8", map[string]any{"capacity": map[string]any{"cpu": "8", "memory": "32Gi"}})
+	f := newFixture(t, "infra-forbidden", 0, map[string]string{clusterapi.AnnotationMaxSize: "3"})
+	f.pointAt(t, "forbidden-8")
+	denying := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == infraKind {
+				return apierrors.NewForbidden(schema.GroupResource{Group: infraGroup, Resource: "capacitymachinetemplates"}, key.Name, errors.New("berth may not read it"))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	f.provider = clusterapi.New(env.Client, denying, f.clock)
+	ng := f.ng.DeepCopy()
+	if failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+		t.Fatalf("refresh failed: %v; want the annotations applied without the template", failed)
+	}
+	cpu := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]
+	if ng.Spec.MaxSize != 3 || cpu.String() != "2" {
+		t.Errorf("maxSize %d cpu %s, want the annotated 3 and the spec's 2", ng.Spec.MaxSize, cpu.String())
+	}
+}
