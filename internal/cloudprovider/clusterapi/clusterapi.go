@@ -50,7 +50,7 @@ type Provider struct {
 	// that parallel launches of one group name different Machines.
 	claimed map[types.UID]time.Time
 	// unreadInfra is, per group, the last reason its infrastructure
-	// template could not be read (logged once per reason).
+	// template could not be read whole (logged once per reason).
 	unreadInfra map[string]string
 }
 
@@ -206,8 +206,8 @@ func (p *Provider) List(ctx context.Context, nodeGroup string) ([]*cloudprovider
 
 // RefreshNodeGroup applies the group's object's autoscaler annotations
 // (size bounds, capacity, labels, taints) to ng, a copy the caller plans
-// with, and, when they give no capacity, what its infrastructure template
-// reports of its machines (infraStatus); an object berth does not scale
+// with, and what its infrastructure template reports of its machines where
+// they say nothing (infraStatus); an object berth does not scale
 // (unscalable) holds the group at its replicas.
 func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup) error {
 	if ng.Spec.Provider.ClusterAPI == nil {
@@ -225,13 +225,7 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r, err)
 	}
-	if len(tmpl.Capacity) == 0 {
-		s, err := p.infraStatus(ctx, ng.Name, obj)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r, err)
-		}
-		tmpl.withInfraStatus(s)
-	}
+	tmpl.withInfraStatus(p.infraStatus(ctx, ng.Name, obj))
 	tmpl.Apply(ng)
 	if unscalable(obj) != "" {
 		hold(ng, obj)

@@ -20,8 +20,8 @@ import (
 // Cluster API's opt-in autoscaling-from-zero contract: an infrastructure
 // machine template may report what its machines will be, in
 // status.capacity (a resource list) and status.nodeInfo (architecture,
-// operatingSystem). Cluster Autoscaler reads it when the scalable object
-// carries no capacity annotation; so does berth.
+// operatingSystem). Cluster Autoscaler reads it under the scalable
+// object's capacity annotations, which win key by key; so does berth.
 
 // infraRef returns the reference of the scalable object's machine template
 // to its infrastructure template (spec.template.spec.infrastructureRef):
@@ -118,43 +118,57 @@ func InfraTemplateStatus(u *unstructured.Unstructured) (Template, error) {
 }
 
 // infraStatus reads the infrastructure template's status for obj, the
-// object of group, whose annotations give no capacity. An object without
-// a template, or whose template (or its kind) does not exist, gives
-// nothing: its provider does not take part in the contract. A template
-// that cannot be read (berth may not read its group, say) gives nothing
-// either, logged once per reason: the annotations' bounds, labels and
-// taints still apply. A status that does not parse is an error (the
-// group is then planned with its spec, and told why).
-func (p *Provider) infraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) (Template, error) {
+// object of group. An object without a template, or whose template (or
+// its kind) does not exist, gives nothing: its provider does not take
+// part in the contract. A template that cannot be read (berth may not
+// read its group, say) gives nothing either, and the entries of its
+// status that do not parse are left out, as Cluster Autoscaler leaves
+// them: each said once in the log per reason. The annotations' bounds,
+// capacity, labels and taints apply whatever the template says.
+func (p *Provider) infraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) Template {
 	u, err := p.readInfraTemplate(ctx, obj)
 	switch {
 	case errors.Is(err, errNoInfraTemplate) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		return Template{}, nil
+		p.sayInfra(ctx, group, nil, "")
+		return Template{}
 	case err != nil:
-		p.mu.Lock()
-		said := p.unreadInfra[group] == err.Error()
-		p.unreadInfra[group] = err.Error()
-		p.mu.Unlock()
-		if !said {
-			log.FromContext(ctx).Info("planning the node group without its infrastructure template's status: it could not be read", "nodeGroup", group, "error", err.Error())
-		}
-		return Template{}, nil
+		p.sayInfra(ctx, group, err, "planning the node group without its infrastructure template's status: it could not be read")
+		return Template{}
 	}
 	t, err := InfraTemplateStatus(u)
+	p.sayInfra(ctx, group, err, "planning the node group without the entries of its infrastructure template's status that cannot be read")
+	return t
+}
+
+// sayInfra logs msg and err for group unless it was the last thing said
+// for it; a nil err clears what was said.
+func (p *Provider) sayInfra(ctx context.Context, group string, err error, msg string) {
+	said := ""
 	if err != nil {
-		return Template{}, fmt.Errorf("infrastructure template %s %s: %w", u.GetKind(), u.GetName(), err)
+		said = err.Error()
 	}
-	return t, nil
+	p.mu.Lock()
+	again := p.unreadInfra[group] == said
+	p.unreadInfra[group] = said
+	p.mu.Unlock()
+	if err != nil && !again {
+		log.FromContext(ctx).Info(msg, "nodeGroup", group, "error", said)
+	}
 }
 
 // withInfraStatus fills what the annotations did not say from the
-// infrastructure template's status, as Cluster Autoscaler does: its
-// capacity only when no capacity is annotated (the annotations describe
-// the machine as a whole), its architecture and operating system unless
-// the labels annotation names them.
+// infrastructure template's status, as Cluster Autoscaler does: each
+// resource of its capacity that no annotation gives, its architecture
+// and operating system unless the labels annotation names them.
 func (t *Template) withInfraStatus(s Template) {
-	if len(t.Capacity) == 0 {
-		t.Capacity = s.Capacity
+	for name, q := range s.Capacity {
+		if _, ok := t.Capacity[name]; ok {
+			continue
+		}
+		if t.Capacity == nil {
+			t.Capacity = corev1.ResourceList{}
+		}
+		t.Capacity[name] = q
 	}
 	for k, v := range s.Labels {
 		if _, ok := t.Labels[k]; ok {

@@ -100,46 +100,42 @@ func (f *fixture) pointAt(t *testing.T, name string) {
 }
 
 // TestRefreshReadsTheInfrastructureTemplatesStatus (Cluster API's opt-in
-// autoscaling from zero, as Cluster Autoscaler reads it): a
-// MachineDeployment without capacity annotations is planned with what its
-// infrastructure template reports (status.capacity, status.nodeInfo);
-// capacity annotations win whole, a labels annotation wins for the
-// architecture; a template that does not exist leaves the NodeGroup's
-// spec, and a status that cannot be read fails the refresh naming it.
+// autoscaling from zero, as Cluster Autoscaler reads it,
+// clusterapi_unstructured.go InstanceCapacity): a MachineDeployment is
+// planned with what its infrastructure template reports (status.capacity,
+// status.nodeInfo), each capacity annotation winning for its resource and
+// a labels annotation for the architecture; a template that does not
+// exist leaves the NodeGroup's spec, and an entry of the status that
+// cannot be read is left out, the rest read.
 func TestRefreshReadsTheInfrastructureTemplatesStatus(t *testing.T) {
 	installInfraCRD(t)
 	infraTemplate(t, "arm-8", map[string]any{
 		"capacity": map[string]any{"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1", "pods": "58"},
 		"nodeInfo": map[string]any{"architecture": "arm64", "operatingSystem": "linux"},
 	})
-	infraTemplate(t, "garbled", map[string]any{"capacity": map[string]any{"cpu": "lots"}})
+	infraTemplate(t, "garbled", map[string]any{"capacity": map[string]any{"cpu": "lots", "nvidia.com/gpu": "2"}})
 	for i, tc := range []struct {
 		name        string
 		annotations map[string]string
 		template    string
-		wantErr     string
 		cpu, gpu    string // "" : none
 		arch        string
 	}{
 		{name: "the template's status", template: "arm-8", cpu: "8", gpu: "1", arch: "arm64"},
-		{name: "capacity annotations win whole", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationCPU: "16", clusterapi.AnnotationMemory: "64Gi"},
-			cpu: "16", arch: "amd64"},
+		{name: "capacity annotations win for their resources", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationCPU: "16", clusterapi.AnnotationMemory: "64Gi"},
+			cpu: "16", gpu: "1", arch: "arm64"},
+		{name: "a GPU annotation alone keeps the template's cpu", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationGPUCount: "2"},
+			cpu: "8", gpu: "2", arch: "arm64"},
 		{name: "a labels annotation wins for the architecture", template: "arm-8", annotations: map[string]string{clusterapi.AnnotationLabels: "kubernetes.io/arch=amd64"},
 			cpu: "8", gpu: "1", arch: "amd64"},
 		{name: "a template that does not exist leaves the spec", template: "missing", cpu: "2", arch: "amd64"},
-		{name: "a status that cannot be read fails the refresh", template: "garbled", wantErr: "status.capacity.cpu=lots is not a non-negative quantity"},
+		{name: "an entry that cannot be read is left out", template: "garbled", cpu: "2", gpu: "2", arch: "amd64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fmt.Sprintf("infra-%d", i), 0, tc.annotations)
 			f.pointAt(t, tc.template)
 			ng := f.ng.DeepCopy()
 			failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng})
-			if tc.wantErr != "" {
-				if err := failed[ng.Name]; err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("refresh error %v, want one naming %q", err, tc.wantErr)
-				}
-				return
-			}
 			if failed != nil {
 				t.Fatal(failed)
 			}
@@ -185,5 +181,30 @@ func TestATemplateBerthMayNotReadLeavesTheAnnotations(t *testing.T) {
 	cpu := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]
 	if ng.Spec.MaxSize != 3 || cpu.String() != "2" {
 		t.Errorf("maxSize %d cpu %s, want the annotated 3 and the spec's 2", ng.Spec.MaxSize, cpu.String())
+	}
+}
+
+// TestInfraTemplateStatusReadsWhatParses: numbers are quantities too
+// (JSON has no quantity type), an entry that is neither, or negative, is
+// named in the error and left out, and a status of the wrong shape
+// reads as nothing rather than crashing.
+func TestInfraTemplateStatusReadsWhatParses(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+		"capacity": map[string]any{"cpu": int64(4), "memory": "8Gi", "pods": float64(110), "example.com/bad": true, "example.com/neg": "-1"},
+		"nodeInfo": map[string]any{"architecture": "arm64"},
+	}}}
+	tmpl, err := clusterapi.InfraTemplateStatus(u)
+	if err == nil || !strings.Contains(err.Error(), "status.capacity.example.com/bad=true") || !strings.Contains(err.Error(), "status.capacity.example.com/neg=-1") {
+		t.Errorf("error %v, want both bad entries named", err)
+	}
+	cpu, mem, pods := tmpl.Capacity[corev1.ResourceCPU], tmpl.Capacity[corev1.ResourceMemory], tmpl.Capacity[corev1.ResourcePods]
+	if len(tmpl.Capacity) != 3 || cpu.String() != "4" || mem.String() != "8Gi" || pods.String() != "110" || tmpl.Labels["kubernetes.io/arch"] != "arm64" {
+		t.Errorf("read %v %v, want cpu 4, memory 8Gi, pods 110 and arm64", tmpl.Capacity, tmpl.Labels)
+	}
+	for _, status := range []any{"running", map[string]any{"capacity": "lots", "nodeInfo": []any{"x"}}, nil} {
+		u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+		if tmpl, _ := clusterapi.InfraTemplateStatus(u); len(tmpl.Capacity)+len(tmpl.Labels) != 0 {
+			t.Errorf("status %v read as %+v, want nothing", status, tmpl)
+		}
 	}
 }
