@@ -185,3 +185,29 @@ func TestExplainNode(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainNodeHonoursTheNodeCaps (a review): explain plans a node's
+// removal within the controller's --max-nodes-total, as the controller
+// does. A drifted node whose pod fits on no other node needs a
+// replacement; with the cluster at its cap of nodes (past it here) the
+// controller launches none and keeps the node, and so says explain.
+func TestExplainNodeHonoursTheNodeCaps(t *testing.T) {
+	g := group("small")
+	drifted := g.DeepCopy()
+	b.TemplateLabel("tier", "gold")(drifted)
+	a := launched(g, "small-a")
+	cl := &clusterread.Cluster{NodeGroups: []*v1alpha1.NodeGroup{drifted}, Nodes: []*corev1.Node{a, b.Node("worker-1", "1", "2Gi")},
+		Pods: []*corev1.Pod{replicated("web-1", "small-a", "1500m")}}
+	for _, tc := range []struct {
+		caps    scaleup.NodeCaps
+		disrupt bool
+	}{{caps: scaleup.NodeCaps{}, disrupt: true}, {caps: scaleup.NodeCaps{Total: 1}, disrupt: false}} {
+		f, err := planNode(cl, a, nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace, NodeCaps: tc.caps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := explainNode(f); (e.Decision == DecisionDisrupt) != tc.disrupt {
+			t.Errorf("caps %+v: %s %s: %s; want disrupted: %v", tc.caps, e.Decision, e.Reason, e.Message, tc.disrupt)
+		}
+	}
+}

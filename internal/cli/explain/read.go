@@ -169,7 +169,7 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 // ScaleDownSuspended condition, which the controller writes from them.
 func scaleDownInput(cl *clusterread.Cluster, s Settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.ClusterLimits, Now: s.Now, LaunchGrace: s.LaunchGrace}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.ClusterLimits, NodeCaps: s.NodeCaps, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	in.Unavailable = unavailable(cl.NodeGroups, s.Now)
 	in.Cooling = scaledown.Cooling(cl.Nodes, s.Now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)

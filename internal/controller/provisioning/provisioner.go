@@ -306,6 +306,15 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	dss := daemonset.Pods(in.DaemonSets)
 	p.daemons = dss
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		// A plan again after a failed launch launches what the round's
+		// cap has left (the nodes launched count in the cluster now).
+		if perRound := p.opts.NodeCaps.PerRound; perRound > 0 {
+			if left := perRound - len(res.Launched); left > 0 {
+				in.NodeCaps.PerRound = left
+			} else {
+				break
+			}
+		}
 		in.Unavailable = append(append(p.Offerings.Unavailable(), p.fullOfferings(groups)...), p.unlistedOfferings(groups, r.unlisted)...)
 		in.Nodes = p.inflight.merge(in.Nodes) // launched this round, not in the cache yet
 		cached := in.Nodes

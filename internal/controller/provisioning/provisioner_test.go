@@ -967,3 +967,27 @@ func TestARoundLaunchesNoMoreThanItsCap(t *testing.T) {
 		t.Errorf("%d pods were told they wait for the round's cap, want 2: %+v", capped, f.events.Events)
 	}
 }
+
+// TestARoundThatReplansAfterAFailedLaunchStaysWithinItsCap (a review): a
+// launch that fails makes the round plan again, and the plan again
+// launches only what the round's cap has left. Here the cap is 2: the
+// cheaper zone-b fails, so the first plan launches one node of its two;
+// before, the plan again had a cap of its own and the round launched 3.
+func TestARoundThatReplansAfterAFailedLaunchStaysWithinItsCap(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-cap-retry",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.05")),
+		b.FailOffering(v1alpha1.OfferingSelector{Zone: "zone-b"}),
+		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
+	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
+		Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{}},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
+			ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{PerRound: 2}, MaxProvisionTime: 15 * time.Minute})
+	f.pods(1, b.CPU("1500m"), b.NodeSelector(v1alpha1.LabelZone, "zone-a"))
+	f.pods(4, b.CPU("1500m"))
+	if res := f.run(); len(res.Launched) != 2 {
+		t.Errorf("one round launched %d nodes, want its cap of 2", len(res.Launched))
+	}
+	if got := len(f.nodes()); got != 2 {
+		t.Errorf("%d nodes after the round, want 2", got)
+	}
+}
