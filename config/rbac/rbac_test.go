@@ -76,6 +76,23 @@ var reviewed = []string{
 	"cluster cluster.x-k8s.io machinedeployments/scale: get update",
 	"cluster cluster.x-k8s.io machinesets/scale: get update",
 	"cluster cluster.x-k8s.io machinepools/scale: get update",
+	"cluster infrastructure.cluster.x-k8s.io awsmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io azuremachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io gcpmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io vspheremachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io openstackmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io dockermachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io devmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io hcloudmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io metal3machinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io nutanixmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io kubevirtmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io ibmpowervsmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io ibmvpcmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io oscmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io cloudstackmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io proxmoxmachinetemplates: get",
+	"cluster infrastructure.cluster.x-k8s.io linodemachinetemplates: get",
 	// DRA: the planner reads devices, claims and workloads; the kwok
 	// provider publishes the ResourceSlices of the nodes it launches, as a
 	// DRA driver would (a cloud provider's drivers do that themselves).

@@ -69,9 +69,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets;machinepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/scale;machinesets/scale;machinepools/scale,verbs=get;update
-// The infrastructure templates' status (scale from zero without capacity
-// annotations):
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get
+// The infrastructure machine templates' status (scale from zero), of the
+// infrastructure providers of kubernetes-sigs and the CNCF's landscape
+// (grant get on another provider's templates the same way):
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=awsmachinetemplates;azuremachinetemplates;gcpmachinetemplates;vspheremachinetemplates;openstackmachinetemplates;dockermachinetemplates;devmachinetemplates;hcloudmachinetemplates;metal3machinetemplates;nutanixmachinetemplates;kubevirtmachinetemplates;ibmpowervsmachinetemplates;ibmvpcmachinetemplates;oscmachinetemplates;cloudstackmachinetemplates;proxmoxmachinetemplates;linodemachinetemplates,verbs=get
 
 // Register adds the controller to the manager.
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
