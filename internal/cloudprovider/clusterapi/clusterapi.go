@@ -52,6 +52,9 @@ type Provider struct {
 	// unreadInfra is, per group, the last reason its infrastructure
 	// template could not be read whole (logged once per reason).
 	unreadInfra map[string]string
+	// infraCache is what each infrastructure template said, and when
+	// (infraStatus).
+	infraCache map[infraKey]infraCached
 }
 
 var (
@@ -63,7 +66,7 @@ var (
 // New returns a Cluster API provider. cluster reads the workload cluster
 // (Nodes, NodeGroups); mgmt is an uncached client of the management cluster.
 func New(cluster client.Reader, mgmt client.Client, clk clock.PassiveClock) *Provider {
-	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, unreadInfra: map[string]string{}}
+	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, unreadInfra: map[string]string{}, infraCache: map[infraKey]infraCached{}}
 }
 
 // Name returns "clusterAPI".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,7 +126,48 @@ func InfraTemplateStatus(u *unstructured.Unstructured) (Template, error) {
 // status that do not parse are left out, as Cluster Autoscaler leaves
 // them: each said once in the log per reason. The annotations' bounds,
 // capacity, labels and taints apply whatever the template says.
+//
+// What a template says is kept for InfraTemplateTTL (templates are
+// immutable by Cluster API's convention; their status is written once by
+// their provider), so that a round does not read every group's template
+// from the management cluster again.
 func (p *Provider) infraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) Template {
+	gk, version, name, _ := infraRef(obj)
+	key := infraKey{gk: gk, version: version, namespace: obj.GetNamespace(), name: name}
+	p.mu.Lock()
+	c, ok := p.infraCache[key]
+	p.mu.Unlock()
+	if ok && p.clock.Since(c.at) < InfraTemplateTTL {
+		return c.tmpl
+	}
+	t := p.readInfraStatus(ctx, group, obj)
+	p.mu.Lock()
+	for k, c := range p.infraCache { // forget templates no group reads any more
+		if p.clock.Since(c.at) >= InfraTemplateTTL {
+			delete(p.infraCache, k)
+		}
+	}
+	p.infraCache[key] = infraCached{tmpl: t, at: p.clock.Now()}
+	p.mu.Unlock()
+	return t
+}
+
+// InfraTemplateTTL is how long what an infrastructure template says is
+// kept before it is read again.
+const InfraTemplateTTL = time.Minute
+
+type infraKey struct {
+	gk                       schema.GroupKind
+	version, namespace, name string
+}
+
+type infraCached struct {
+	tmpl Template
+	at   time.Time
+}
+
+// readInfraStatus is infraStatus without the cache.
+func (p *Provider) readInfraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) Template {
 	u, err := p.readInfraTemplate(ctx, obj)
 	switch {
 	case errors.Is(err, errNoInfraTemplate) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err):

@@ -208,3 +208,43 @@ func TestInfraTemplateStatusReadsWhatParses(t *testing.T) {
 		}
 	}
 }
+
+// TestATemplateIsReadAgainAfterItsTTL: what a template says is kept for
+// InfraTemplateTTL (a round reads no template from the management cluster
+// again), and read again after it: a status its provider writes late is
+// seen.
+func TestATemplateIsReadAgainAfterItsTTL(t *testing.T) {
+	installInfraCRD(t)
+	infraTemplate(t, "late-4", map[string]any{"capacity": map[string]any{"cpu": "4"}})
+	f := newFixture(t, "infra-ttl", 0, nil)
+	f.pointAt(t, "late-4")
+	cpu := func() string {
+		t.Helper()
+		ng := f.ng.DeepCopy()
+		if failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+			t.Fatal(failed)
+		}
+		q := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]
+		return q.String()
+	}
+	if got := cpu(); got != "4" {
+		t.Fatalf("cpu %s, want the template's 4", got)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(infraGroup + "/" + infraVersion)
+	u.SetKind(infraKind)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "late-4"}, u); err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = map[string]any{"capacity": map[string]any{"cpu": "6"}}
+	if err := env.Client.Status().Update(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	if got := cpu(); got != "4" {
+		t.Errorf("within the TTL: cpu %s, want the 4 read before", got)
+	}
+	f.clock.Step(clusterapi.InfraTemplateTTL)
+	if got := cpu(); got != "6" {
+		t.Errorf("past the TTL: cpu %s, want the status written since, 6", got)
+	}
+}
