@@ -271,12 +271,12 @@ func TestTaintFirstEvictWithinThePDBThenRemove(t *testing.T) {
 	}
 }
 
-// TestADrainThatTimesOutIsGivenUp: a node a previous leader started to
-// drain long ago (taint and start annotation) whose pod's PDB allows no
-// disruption: the new controller re-checks it, finds the drain past the
-// timeout, untaints the node and says why; nothing is evicted or deleted.
-func TestADrainThatTimesOutIsGivenUp(t *testing.T) {
-	f := setup(t, "sd-timeout", 2)
+// drainStartedLongAgoHeldByPDB runs two pods whose PDB allows no
+// disruption, and marks the first node as a previous leader left it: its
+// drain started (taint and start annotation) 10 minutes ago, past the
+// 5-minute drain timeout. It returns that node.
+func (f *fixture) drainStartedLongAgoHeldByPDB() string {
+	f.t.Helper()
 	f.deployment(2)
 	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
 	victim := f.nodes[0]
@@ -285,8 +285,18 @@ func TestADrainThatTimesOutIsGivenUp(t *testing.T) {
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
 	n.Annotations[v1alpha1.AnnotationDisruptionStarted] = f.clk.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
 	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
+	return victim
+}
+
+// TestADrainThatTimesOutIsGivenUp: a node a previous leader started to
+// drain long ago (taint and start annotation) whose pod's PDB allows no
+// disruption: the new controller re-checks it, finds the drain past the
+// timeout, untaints the node and says why; nothing is evicted or deleted.
+func TestADrainThatTimesOutIsGivenUp(t *testing.T) {
+	f := setup(t, "sd-timeout", 2)
+	victim := f.drainStartedLongAgoHeldByPDB()
 	res := f.run()
 	if len(res.GivenUp) != 1 || res.GivenUp[0] != victim {
 		t.Fatalf("given up %v, want [%s]", res.GivenUp, victim)
@@ -518,16 +528,7 @@ func TestOldNodesAreDrainedOnceTheirReplacementIsUp(t *testing.T) {
 // balancers for a drain that had just failed.
 func TestAGivenUpDrainCoolsDownAcrossRestarts(t *testing.T) {
 	f := setup(t, "sd-cooldown", 2)
-	f.deployment(2)
-	f.pdb(policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 0)
-	victim := f.nodes[0]
-	n := f.node(victim)
-	patch := client.MergeFrom(n.DeepCopy())
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
-	n.Annotations[v1alpha1.AnnotationDisruptionStarted] = f.clk.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
-	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
-		t.Fatal(err)
-	}
+	victim := f.drainStartedLongAgoHeldByPDB()
 	if res := f.run(); !contains(res.GivenUp, victim) {
 		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
 	}
