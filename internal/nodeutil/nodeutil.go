@@ -150,18 +150,25 @@ func StartupTaints(ng *v1alpha1.NodeGroup) []corev1.Taint {
 // is up, whatever its group lists: Cluster Autoscaler's startup taints
 // (and their deprecated name, ignore-taint) and the Node Readiness
 // Controller's readiness rules (as Karpenter reads them).
+// TaintClusterAPIUninitialized (a key, not a prefix) goes too.
 var startupTaintPrefixes = []string{
 	"startup-taint.cluster-autoscaler.kubernetes.io/",
 	"ignore-taint.cluster-autoscaler.kubernetes.io/",
 	"readiness.k8s.io/",
 }
 
+// TaintClusterAPIUninitialized is the taint Cluster API's kubeadm
+// bootstrap puts on a joining node; its Machine controller removes it
+// once it has synced the node's labels.
+const TaintClusterAPIUninitialized = "node.cluster.x-k8s.io/uninitialized"
+
 // StartupByConvention reports whether a taint goes away on its own once
 // the node is up by a convention every node follows: a key of
-// startupTaintPrefixes, or the route controller's network-unavailable
-// taint (the node's routes are not made yet).
+// startupTaintPrefixes, the route controller's network-unavailable taint
+// (the node's routes are not made yet), or Cluster API's uninitialized
+// taint.
 func StartupByConvention(t corev1.Taint) bool {
-	if t.Key == corev1.TaintNodeNetworkUnavailable {
+	if t.Key == corev1.TaintNodeNetworkUnavailable || t.Key == TaintClusterAPIUninitialized {
 		return true
 	}
 	for _, p := range startupTaintPrefixes {

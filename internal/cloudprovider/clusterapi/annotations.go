@@ -6,9 +6,12 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -49,6 +52,15 @@ const (
 	// "key1=value1:NoSchedule,key2:NoExecute".
 	AnnotationTaints = capacityPrefix + "taints"
 
+	// AnnotationScaleDownUnneededTime is how long a node of the object
+	// must be unneeded before Cluster Autoscaler removes it (a Go
+	// duration): berth's disruption.consolidateAfter.
+	AnnotationScaleDownUnneededTime = "cluster.x-k8s.io/autoscaling-options-scaledownunneededtime"
+	// AnnotationMaxNodeProvisionTime is how long a machine of the object
+	// may take to register its node (a Go duration): berth's
+	// machineTimeout.
+	AnnotationMaxNodeProvisionTime = "cluster.x-k8s.io/autoscaling-options-maxnodeprovisiontime"
+
 	// AnnotationDeleteMachine on a Machine makes its MachineSet delete it
 	// first when replicas go down.
 	AnnotationDeleteMachine = "cluster.x-k8s.io/delete-machine"
@@ -64,12 +76,19 @@ type Template struct {
 	Capacity corev1.ResourceList
 	Labels   map[string]string
 	Taints   []corev1.Taint
+	// ConsolidateAfter and MachineTimeout are the object's
+	// autoscaling options (AnnotationScaleDownUnneededTime,
+	// AnnotationMaxNodeProvisionTime).
+	ConsolidateAfter *time.Duration
+	MachineTimeout   *time.Duration
 }
 
 // ParseAnnotations reads the Cluster Autoscaler annotations of a
 // MachineDeployment, MachineSet or MachinePool. Every malformed annotation
 // is reported (joined), naming the annotation and its value; what parsed
-// is returned alongside.
+// is returned alongside. A capacity of zero is not given, and an empty
+// entry of the labels or taints list is skipped, as Cluster Autoscaler
+// reads them.
 func ParseAnnotations(a map[string]string) (Template, error) {
 	var t Template
 	var errs []error
@@ -88,17 +107,20 @@ func ParseAnnotations(a map[string]string) (Template, error) {
 				errs = append(errs, fmt.Errorf("%s=%q is not a non-negative quantity", key, v))
 				continue
 			}
+			if q.IsZero() {
+				continue // not given, as Cluster Autoscaler reads a zero: the template's status or the spec says
+			}
 			t.Capacity[name] = q
 		}
 	}
 	if q, ok, err := parseCount(a, AnnotationMaxPods); err != nil {
 		errs = append(errs, err)
-	} else if ok {
+	} else if ok && !q.IsZero() { // zero: the default, as Cluster Autoscaler reads it
 		t.Capacity[corev1.ResourcePods] = q
 	}
 	if q, ok, err := parseCount(a, AnnotationGPUCount); err != nil {
 		errs = append(errs, err)
-	} else if ok {
+	} else if ok && !q.IsZero() {
 		gpu := a[AnnotationGPUType]
 		if gpu == "" {
 			gpu = defaultGPUResource
@@ -108,6 +130,18 @@ func ParseAnnotations(a map[string]string) (Template, error) {
 		} else {
 			t.Capacity[corev1.ResourceName(gpu)] = q
 		}
+	}
+	for key, d := range map[string]**time.Duration{AnnotationScaleDownUnneededTime: &t.ConsolidateAfter, AnnotationMaxNodeProvisionTime: &t.MachineTimeout} {
+		v, ok := a[key]
+		if !ok {
+			continue
+		}
+		parsed, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || parsed < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a duration such as 10m or 1h30m", key, v))
+			continue
+		}
+		*d = &parsed
 	}
 	var err error
 	if t.Labels, err = parseLabels(a[AnnotationLabels]); err != nil {
@@ -152,6 +186,9 @@ func parseLabels(v string) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue // "a=b," as a template loop writes it: Cluster Autoscaler skips it too
+		}
 		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(val)) > 0 {
 			return nil, fmt.Errorf("%s: %q is not key=value with a valid label key and value", AnnotationLabels, kv)
@@ -168,6 +205,9 @@ func parseTaints(v string) ([]corev1.Taint, error) {
 	var out []corev1.Taint
 	for _, s := range strings.Split(v, ",") {
 		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
 		kv, effect, ok := strings.Cut(s, ":")
 		k, val, _ := strings.Cut(kv, "=")
 		switch corev1.TaintEffect(effect) {
@@ -197,6 +237,13 @@ func (t Template) Apply(ng *v1alpha1.NodeGroup) {
 	}
 	if ng.Spec.MinSize > ng.Spec.MaxSize {
 		ng.Spec.MinSize = ng.Spec.MaxSize
+	}
+	// The autoscaling options where the NodeGroup's spec says nothing.
+	if t.ConsolidateAfter != nil && ng.Spec.Disruption.ConsolidateAfter == nil {
+		ng.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: *t.ConsolidateAfter}
+	}
+	if p := ng.Spec.Provider.ClusterAPI; t.MachineTimeout != nil && p != nil && p.MachineTimeout == nil {
+		p.MachineTimeout = &metav1.Duration{Duration: *t.MachineTimeout}
 	}
 	for i := range ng.Spec.InstanceTypes {
 		it := &ng.Spec.InstanceTypes[i]
@@ -260,4 +307,55 @@ func hasTaint(ts []v1alpha1.NodeTaint, t corev1.Taint) bool {
 		}
 	}
 	return false
+}
+
+// ManagedLabels are the labels of a machine template (its
+// metadata.labels) that Cluster API's Machine controller keeps on the
+// Machine's Node: the node-role.kubernetes.io/ prefix and the
+// node-restriction.kubernetes.io and node.cluster.x-k8s.io domains, their
+// subdomains included. A node of the group has them, so a pod may select
+// them before it exists.
+func ManagedLabels(labels map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range labels {
+		prefix, _, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		if prefix != "node-role.kubernetes.io" && !inDomain(prefix, "node-restriction.kubernetes.io") && !inDomain(prefix, "node.cluster.x-k8s.io") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// inDomain reports whether host is domain or one of its subdomains.
+func inDomain(host, domain string) bool {
+	return host == domain || strings.HasSuffix(host, "."+domain)
+}
+
+// withManagedLabels adds the managed labels of the object's machine
+// template (spec.template.metadata.labels, where Cluster API reads them;
+// spec.template.spec.metadata.labels too, where Cluster Autoscaler does)
+// under the labels annotation, which wins.
+func (t *Template) withManagedLabels(obj map[string]any) {
+	for _, path := range [][]string{{"spec", "template", "metadata", "labels"}, {"spec", "template", "spec", "metadata", "labels"}} {
+		labels, _, err := unstructured.NestedStringMap(obj, path...)
+		if err != nil {
+			continue
+		}
+		for k, v := range ManagedLabels(labels) {
+			if _, ok := t.Labels[k]; ok {
+				continue
+			}
+			if t.Labels == nil {
+				t.Labels = map[string]string{}
+			}
+			t.Labels[k] = v
+		}
+	}
 }

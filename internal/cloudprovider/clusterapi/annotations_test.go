@@ -3,10 +3,12 @@ package clusterapi
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -89,6 +91,21 @@ func TestParseAnnotations(t *testing.T) {
 			wantErr: AnnotationTaints + `: "gpu=true:Sometimes" is not key[=value]:Effect`,
 		},
 		{
+			// Cluster Autoscaler's InstanceCapacity drops a zero, and
+			// reads maxPods 0 as its default; Labels and Taints skip
+			// empty entries.
+			name: "a zero capacity is not given, an empty list entry is skipped",
+			in: map[string]string{AnnotationCPU: "0", AnnotationMemory: "16Gi", AnnotationMaxPods: "0", AnnotationGPUCount: "0",
+				AnnotationLabels: "team=ml,,", AnnotationTaints: "gpu=true:NoSchedule, "},
+			want: Template{Capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}, Labels: map[string]string{"team": "ml"},
+				Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		},
+		{
+			name:    "an autoscaling option that is not a duration is an error naming it",
+			in:      map[string]string{AnnotationScaleDownUnneededTime: "an hour"},
+			wantErr: AnnotationScaleDownUnneededTime + `="an hour" is not a duration`,
+		},
+		{
 			name:    "a label without a value separator is an error",
 			in:      map[string]string{AnnotationLabels: "team"},
 			wantErr: AnnotationLabels + `: "team" is not key=value`,
@@ -143,6 +160,24 @@ func TestTemplateApply(t *testing.T) {
 				ng.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"team": "ml"}
 				ng.Spec.Template.Taints = []v1alpha1.NodeTaint{{Key: "gpu", Value: "true", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
 			},
+		},
+		{
+			// Cluster Autoscaler's per-group autoscaling options
+			// (GetOptions) that berth has: where the NodeGroup says
+			// nothing.
+			name: "the autoscaling options give consolidateAfter and machineTimeout",
+			ng:   capiGroup(nil, nil),
+			in:   map[string]string{AnnotationScaleDownUnneededTime: "1h", AnnotationMaxNodeProvisionTime: "20m"},
+			want: func(ng *v1alpha1.NodeGroup) {
+				ng.Spec.Disruption.ConsolidateAfter = &metav1.Duration{Duration: time.Hour}
+				ng.Spec.Provider.ClusterAPI.MachineTimeout = &metav1.Duration{Duration: 20 * time.Minute}
+			},
+		},
+		{
+			name: "the NodeGroup's own consolidateAfter and machineTimeout win",
+			ng:   capiGroup(&metav1.Duration{Duration: 5 * time.Minute}, &metav1.Duration{Duration: 3 * time.Minute}),
+			in:   map[string]string{AnnotationScaleDownUnneededTime: "1h", AnnotationMaxNodeProvisionTime: "20m"},
+			want: func(*v1alpha1.NodeGroup) {},
 		},
 	}
 	for _, tt := range tests {
@@ -226,4 +261,13 @@ func TestAnnotatedStartupAndStatusTaintsAreNotTheTemplates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// capiGroup is a clusterAPI node group with the given consolidateAfter
+// and machineTimeout (nil: not set).
+func capiGroup(after, timeout *metav1.Duration) *v1alpha1.NodeGroup {
+	ng := builders.NodeGroup("g")
+	ng.Spec.Disruption.ConsolidateAfter = after
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "default", Name: "md", MachineTimeout: timeout}}
+	return ng
 }

@@ -228,6 +228,7 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r, err)
 	}
+	tmpl.withManagedLabels(obj.Object)
 	tmpl.withInfraStatus(p.infraStatus(ctx, ng.Name, obj))
 	tmpl.Apply(ng)
 	if unscalable(obj) != "" {

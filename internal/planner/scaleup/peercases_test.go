@@ -42,6 +42,7 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 	caIgnore := b.NodeTaint("ignore-taint.cluster-autoscaler.kubernetes.io/gpu-driver", "true", corev1.TaintEffectNoSchedule)
 	readinessRule := b.NodeTaint("readiness.k8s.io/network-ready", "pending", corev1.TaintEffectNoSchedule)
 	networkUnavailable := b.NodeTaint(corev1.TaintNodeNetworkUnavailable, "", corev1.TaintEffectNoSchedule)
+	capiUninitialized := b.NodeTaint("node.cluster.x-k8s.io/uninitialized", "", corev1.TaintEffectNoSchedule)
 	notReady := func(n *corev1.Node) {
 		b.NotReady()(n)
 		b.NodeTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule)(n)
@@ -76,6 +77,10 @@ func TestTaintsThatGoAwayOnTheirOwn(t *testing.T) {
 		{"a node not Ready yet with a readiness rule's taint", []b.NodeOption{age(time.Minute), b.Booting(), notReady, readinessRule}, onIt},
 		{"a node Ready a moment ago with a readiness rule's taint", []b.NodeOption{age(2 * time.Minute), readinessRule}, onIt},
 		{"a node whose readiness rule's taint is still there an hour after its launch", []b.NodeOption{age(time.Hour), readinessRule}, newNode},
+		// Cluster API's kubeadm bootstrap taints a joining node until its
+		// Machine controller has synced the node's labels.
+		{"a node Ready a moment ago that Cluster API has not initialized yet", []b.NodeOption{age(2 * time.Minute), capiUninitialized}, onIt},
+		{"a node Cluster API has not initialized an hour after its launch", []b.NodeOption{age(time.Hour), capiUninitialized}, newNode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
