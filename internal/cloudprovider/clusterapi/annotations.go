@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,8 +58,10 @@ const (
 	// duration): berth's disruption.consolidateAfter.
 	AnnotationScaleDownUnneededTime = "cluster.x-k8s.io/autoscaling-options-scaledownunneededtime"
 	// AnnotationMaxNodeProvisionTime is how long a machine of the object
-	// may take to register its node (a Go duration): berth's
-	// machineTimeout.
+	// may take to register its node (a Go duration). berth reads it as
+	// its machineTimeout, how long a Machine may go without a provider
+	// ID; the node's registration after that is bounded by
+	// --max-provision-time.
 	AnnotationMaxNodeProvisionTime = "cluster.x-k8s.io/autoscaling-options-maxnodeprovisiontime"
 
 	// AnnotationDeleteMachine on a Machine makes its MachineSet delete it
@@ -81,6 +84,9 @@ type Template struct {
 	// AnnotationMaxNodeProvisionTime).
 	ConsolidateAfter *time.Duration
 	MachineTimeout   *time.Duration
+	// Ignored says which annotations were left out (an autoscaling
+	// option that does not parse: Cluster Autoscaler ignores it too).
+	Ignored []string
 }
 
 // ParseAnnotations reads the Cluster Autoscaler annotations of a
@@ -131,18 +137,22 @@ func ParseAnnotations(a map[string]string) (Template, error) {
 			t.Capacity[corev1.ResourceName(gpu)] = q
 		}
 	}
+	// An option as Cluster Autoscaler reads it (getDurationOption): lower
+	// case, empty is not given, and one that does not parse is left out,
+	// said in Ignored, and keeps no object from scaling.
 	for key, d := range map[string]**time.Duration{AnnotationScaleDownUnneededTime: &t.ConsolidateAfter, AnnotationMaxNodeProvisionTime: &t.MachineTimeout} {
-		v, ok := a[key]
-		if !ok {
+		v := strings.ToLower(strings.TrimSpace(a[key]))
+		if v == "" {
 			continue
 		}
-		parsed, err := time.ParseDuration(strings.TrimSpace(v))
+		parsed, err := time.ParseDuration(v)
 		if err != nil || parsed < 0 {
-			errs = append(errs, fmt.Errorf("%s=%q is not a duration such as 10m or 1h30m", key, v))
+			t.Ignored = append(t.Ignored, fmt.Sprintf("%s=%q is not a duration such as 10m or 1h30m", key, a[key]))
 			continue
 		}
 		*d = &parsed
 	}
+	slices.Sort(t.Ignored)
 	var err error
 	if t.Labels, err = parseLabels(a[AnnotationLabels]); err != nil {
 		errs = append(errs, err)

@@ -101,9 +101,17 @@ func TestParseAnnotations(t *testing.T) {
 				Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		},
 		{
-			name:    "an autoscaling option that is not a duration is an error naming it",
-			in:      map[string]string{AnnotationScaleDownUnneededTime: "an hour"},
-			wantErr: AnnotationScaleDownUnneededTime + `="an hour" is not a duration`,
+			// Cluster Autoscaler's getDurationOption: lower case, empty
+			// not given, one that does not parse logged and ignored.
+			name: "autoscaling options are read as Cluster Autoscaler reads them",
+			in:   map[string]string{AnnotationScaleDownUnneededTime: "1H30M", AnnotationMaxNodeProvisionTime: ""},
+			want: Template{Capacity: corev1.ResourceList{}, ConsolidateAfter: ptr.To(90 * time.Minute)},
+		},
+		{
+			name: "an autoscaling option that is not a duration is left out, said",
+			in:   map[string]string{AnnotationScaleDownUnneededTime: "an hour", AnnotationMaxSize: "3"},
+			want: Template{Capacity: corev1.ResourceList{}, MaxSize: ptr.To[int32](3),
+				Ignored: []string{AnnotationScaleDownUnneededTime + `="an hour" is not a duration such as 10m or 1h30m`}},
 		},
 		{
 			name:    "a label without a value separator is an error",

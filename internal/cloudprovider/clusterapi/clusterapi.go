@@ -13,7 +13,9 @@ package clusterapi
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,9 +51,10 @@ type Provider struct {
 	// claimed are Machines a Create already named its launch after, so
 	// that parallel launches of one group name different Machines.
 	claimed map[types.UID]time.Time
-	// unreadInfra is, per group, the last reason its infrastructure
-	// template could not be read whole (logged once per reason).
-	unreadInfra map[string]string
+	// said is the last thing logged under a key (sayOnce): why a group's
+	// infrastructure template could not be read whole, which of its
+	// annotations were ignored.
+	said map[string]string
 	// infraCache is what each infrastructure template said, and when
 	// (infraStatus).
 	infraCache map[infraKey]infraCached
@@ -66,7 +69,7 @@ var (
 // New returns a Cluster API provider. cluster reads the workload cluster
 // (Nodes, NodeGroups); mgmt is an uncached client of the management cluster.
 func New(cluster client.Reader, mgmt client.Client, clk clock.PassiveClock) *Provider {
-	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, unreadInfra: map[string]string{}, infraCache: map[infraKey]infraCached{}}
+	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, said: map[string]string{}, infraCache: map[infraKey]infraCached{}}
 }
 
 // Name returns "clusterAPI".
@@ -97,6 +100,9 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	tmpl, err := ParseAnnotations(obj.GetAnnotations())
 	if err != nil {
 		return nil, fmt.Errorf("%s has malformed autoscaler annotations, not scaling it: %w", r, err)
+	}
+	if tmpl.MachineTimeout != nil && *tmpl.MachineTimeout > 0 && (ng.Spec.Provider.ClusterAPI.MachineTimeout == nil || ng.Spec.Provider.ClusterAPI.MachineTimeout.Duration <= 0) {
+		r.timeout = *tmpl.MachineTimeout // the group may come unrefreshed (a standby launch)
 	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
@@ -228,6 +234,11 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r, err)
 	}
+	var ignored error
+	if len(tmpl.Ignored) > 0 {
+		ignored = errors.New(strings.Join(tmpl.Ignored, "; "))
+	}
+	p.sayOnce(ctx, "annotations/"+ng.Name, ng.Name, ignored, "ignoring autoscaler annotations that cannot be read, as Cluster Autoscaler does")
 	tmpl.withManagedLabels(obj.Object)
 	tmpl.withInfraStatus(p.infraStatus(ctx, ng.Name, obj))
 	tmpl.Apply(ng)

@@ -140,7 +140,10 @@ func (p *Provider) infraStatus(ctx context.Context, group string, obj *unstructu
 	if ok && p.clock.Since(c.at) < InfraTemplateTTL {
 		return c.tmpl
 	}
-	t := p.readInfraStatus(ctx, group, obj)
+	t, keep := p.readInfraStatus(ctx, group, obj)
+	if !keep {
+		return t
+	}
 	p.mu.Lock()
 	for k, c := range p.infraCache { // forget templates no group reads any more
 		if p.clock.Since(c.at) >= InfraTemplateTTL {
@@ -166,32 +169,34 @@ type infraCached struct {
 	at   time.Time
 }
 
-// readInfraStatus is infraStatus without the cache.
-func (p *Provider) readInfraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) Template {
+// readInfraStatus is infraStatus without the cache; keep says whether
+// the answer may be kept: not after a failure that may pass (a timeout,
+// the API server busy), which the next round tries again.
+func (p *Provider) readInfraStatus(ctx context.Context, group string, obj *unstructured.Unstructured) (t Template, keep bool) {
 	u, err := p.readInfraTemplate(ctx, obj)
 	switch {
 	case errors.Is(err, errNoInfraTemplate) || meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		p.sayInfra(ctx, group, nil, "")
-		return Template{}
+		p.sayOnce(ctx, "infra/"+group, group, nil, "")
+		return Template{}, true
 	case err != nil:
-		p.sayInfra(ctx, group, err, "planning the node group without its infrastructure template's status: it could not be read")
-		return Template{}
+		p.sayOnce(ctx, "infra/"+group, group, err, "planning the node group without its infrastructure template's status: it could not be read")
+		return Template{}, apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 	}
-	t, err := InfraTemplateStatus(u)
-	p.sayInfra(ctx, group, err, "planning the node group without the entries of its infrastructure template's status that cannot be read")
-	return t
+	t, err = InfraTemplateStatus(u)
+	p.sayOnce(ctx, "infra/"+group, group, err, "planning the node group without the entries of its infrastructure template's status that cannot be read")
+	return t, true
 }
 
-// sayInfra logs msg and err for group unless it was the last thing said
-// for it; a nil err clears what was said.
-func (p *Provider) sayInfra(ctx context.Context, group string, err error, msg string) {
+// sayOnce logs msg and err for group unless it was the last thing said
+// under key; a nil err clears what was said.
+func (p *Provider) sayOnce(ctx context.Context, key, group string, err error, msg string) {
 	said := ""
 	if err != nil {
 		said = err.Error()
 	}
 	p.mu.Lock()
-	again := p.unreadInfra[group] == said
-	p.unreadInfra[group] = said
+	again := p.said[key] == said
+	p.said[key] = said
 	p.mu.Unlock()
 	if err != nil && !again {
 		log.FromContext(ctx).Info(msg, "nodeGroup", group, "error", said)

@@ -248,3 +248,48 @@ func TestATemplateIsReadAgainAfterItsTTL(t *testing.T) {
 		t.Errorf("past the TTL: cpu %s, want the status written since, 6", got)
 	}
 }
+
+// TestATransientTemplateReadFailureIsNotKept (a review): a read of the
+// template that fails for a moment (the API server timed out) is tried
+// again the next round, not kept for InfraTemplateTTL.
+func TestATransientTemplateReadFailureIsNotKept(t *testing.T) {
+	installInfraCRD(t)
+	infraTemplate(t, "flaky-8", map[string]any{"capacity": map[string]any{"cpu": "8"}})
+	f := newFixture(t, "infra-flaky", 0, nil)
+	f.pointAt(t, "flaky-8")
+	failed := false
+	flaky := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == infraKind && !failed {
+				failed = true
+				return apierrors.NewServerTimeout(schema.GroupResource{Group: infraGroup, Resource: "capacitymachinetemplates"}, "get", 1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	f.provider = clusterapi.New(env.Client, flaky, f.clock)
+	for round, want := range []string{"2", "8"} { // the spec's, then the template's
+		ng := f.ng.DeepCopy()
+		if failed := cloudprovider.Refresh(context.Background(), f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+			t.Fatal(failed)
+		}
+		if q := ng.Spec.InstanceTypes[0].Capacity[corev1.ResourceCPU]; q.String() != want {
+			t.Errorf("round %d: cpu %s, want %s", round, q.String(), want)
+		}
+	}
+}
+
+// TestCreateHonoursTheAnnotatedMachineTimeout (a review): a group whose
+// object says maxnodeprovisiontime=1h: a Machine 11 minutes without
+// infrastructure is still within it, whoever calls Create (the standby
+// controller passes the stored, unrefreshed group).
+func TestCreateHonoursTheAnnotatedMachineTimeout(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "rev-timeout", 1, map[string]string{clusterapi.AnnotationMaxNodeProvisionTime: "1h"})
+	addMachine(t, f.ng, "rev-timeout", "rev-timeout-a", false)
+	f.clock.Step(11 * time.Minute)
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	_, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+	if cloudprovider.IsInsufficientCapacity(err) {
+		t.Fatalf("Create = %v: removed a Machine the annotated 1h machine timeout still allows", err)
+	}
+}

@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -557,5 +558,44 @@ func TestAGivenUpDrainCoolsDownAcrossRestarts(t *testing.T) {
 	f.clk.Step(scaledown.GiveUpCooldown)
 	if res := f.run(); cooling(res) {
 		t.Errorf("%s past the cool-down: still blocked %+v", victim, res.Plan.Blocked)
+	}
+}
+
+// refreshFails is a cloud whose node groups cannot be refreshed while
+// fail is set (a Cluster API management cluster that times out, or an
+// annotation that does not parse).
+type refreshFails struct {
+	cloudprovider.CloudProvider
+	fail bool
+}
+
+func (c *refreshFails) RefreshNodeGroup(context.Context, *v1alpha1.NodeGroup) error {
+	if c.fail {
+		return errors.New("the server was unable to return a response in the time allotted")
+	}
+	return nil
+}
+
+// TestNoRemovalStartsInAGroupItsProviderCouldNotRefresh (a review): a
+// group planned with its spec because its provider could not refresh it
+// may be planned to remove sooner (its object's consolidateAfter is
+// lost) or below its object's bounds: no removal starts there that round,
+// and one does once it refreshes.
+func TestNoRemovalStartsInAGroupItsProviderCouldNotRefresh(t *testing.T) {
+	f := setup(t, "sd-refresh", 2)
+	f.deployment(1)
+	cloud := &refreshFails{CloudProvider: f.ctrl.Cloud, fail: true}
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+	res := f.run()
+	held := false
+	for _, b := range res.Plan.Blocked {
+		held = held || (b.Reason == scaledown.ReasonGroupHeld && strings.Contains(b.Message, "could not refresh"))
+	}
+	if len(res.Started) != 0 || !held {
+		t.Fatalf("refresh failing: started %v, blocked %+v; want no removal, the group held", res.Started, res.Plan.Blocked)
+	}
+	cloud.fail = false
+	if res := f.run(); len(res.Started) != 1 {
+		t.Errorf("refreshed: started %v, want the empty node", res.Started)
 	}
 }

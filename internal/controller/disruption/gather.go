@@ -84,8 +84,9 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	for _, g := range cl.NodeGroups {
 		w.groups[g.Name] = g
 	}
-	for name, err := range cloudprovider.Refresh(ctx, c.Cloud, w.input.NodeGroups) {
-		log.FromContext(ctx).Info("planning scale-down with the node group's spec: its provider could not refresh it", "nodeGroup", name, "error", err.Error())
+	refreshFailed := cloudprovider.Refresh(ctx, c.Cloud, w.input.NodeGroups)
+	for name, err := range refreshFailed {
+		log.FromContext(ctx).Info("no removal starts in the node group this round: its provider could not refresh it", "nodeGroup", name, "error", err.Error())
 	}
 	w.nodes = cl.Nodes
 	for i, n := range cl.Nodes {
@@ -108,6 +109,15 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 		w.input.Virtual = append(w.input.Virtual, u.Pod)
 	}
 	w.input.Held = c.held(w.input.NodeGroups)
+	// A group its provider could not refresh is planned with its spec,
+	// which may remove sooner (consolidateAfter) or below bounds its
+	// object sets: no removal starts there this round.
+	for name, err := range refreshFailed {
+		if w.input.Held == nil {
+			w.input.Held = map[string]string{}
+		}
+		w.input.Held[name] = "its provider could not refresh it this round: " + err.Error()
+	}
 	w.input.Now, w.input.LaunchGrace = c.Clock.Now(), c.maxProvisionTime()
 	return w, nil
 }

@@ -305,11 +305,12 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	in.Nominated = p.nominated.snapshot()
 	dss := daemonset.Pods(in.DaemonSets)
 	p.daemons = dss
+	resumed := 0 // standby nodes resumed: in res.Launched, but no launch
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		// A plan again after a failed launch launches what the round's
 		// cap has left (the nodes launched count in the cluster now).
 		if perRound := p.opts.NodeCaps.PerRound; perRound > 0 {
-			if left := perRound - len(res.Launched); left > 0 {
+			if left := perRound - (len(res.Launched) - resumed); left > 0 {
 				in.NodeCaps.PerRound = left
 			} else {
 				break
@@ -334,7 +335,9 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 			logger.Info("plan", "pending", len(pending), "newNodes", len(plan.NewNodes), "pricePerHour", plan.PricePerHour,
 				"onExistingNodes", len(plan.ExistingNodePlacements), "unschedulable", len(plan.Unschedulable))
 		}
+		before := len(res.Launched)
 		p.resumePlaced(ctx, plan, resumable, groups, in.Nodes, dss, pending, res)
+		resumed += len(res.Launched) - before
 		failed, err := p.launch(ctx, plan, groups, pending, res)
 		if err != nil {
 			return res, err

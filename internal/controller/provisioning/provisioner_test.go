@@ -991,3 +991,33 @@ func TestARoundThatReplansAfterAFailedLaunchStaysWithinItsCap(t *testing.T) {
 		t.Errorf("%d nodes after the round, want 2", got)
 	}
 }
+
+// TestAResumedStandbyNodeTakesNoLaunchFromTheReplan (a review): a
+// resumed standby node is no node the round launches: the first plan
+// does not count it against --max-nodes-per-round, so the plan again
+// after a failed launch must not either. Cap 1: the plan resumes the
+// standby node for two pods and launches one node in the cheaper zone-b
+// for the third, which fails; the plan again should launch that node in
+// zone-a, but the round stops (res.Launched counts the resume).
+func TestAResumedStandbyNodeTakesNoLaunchFromTheReplan(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("rev-resume-cap",
+		b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.OnDemand("zone-b", "0.05")),
+		b.FailOffering(v1alpha1.OfferingSelector{Zone: "zone-b"})))
+	f.suspendedStandbyNode("m-2")
+	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
+		Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{}},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
+			ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{PerRound: 1}, MaxProvisionTime: 15 * time.Minute})
+	f.pods(3, b.CPU("1"), b.Memory("1Gi"))
+	res, err := f.prov.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 {
+		t.Fatalf("failed %v, want the zone-b launch", res.Failed)
+	}
+	if len(res.Launched) != 2 {
+		t.Errorf("launched/resumed %d, want the standby node resumed and one node launched in zone-a (cap 1)", len(res.Launched))
+	}
+}
