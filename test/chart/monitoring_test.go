@@ -121,7 +121,7 @@ func TestDashboardAndAlertsUseOnlyBerthsMetricsAndParse(t *testing.T) {
 			exprs = append(exprs, expr{Where: "alert " + r["alert"].(string), Expr: r["expr"].(string)})
 		}
 	}
-	wantAlerts := []string{"BerthDrainsTimingOut", "BerthHeadroomNotReady", "BerthLaunchesFailing", "BerthNodeGroupAtMaxSize",
+	wantAlerts := []string{"BerthClusterAtMaxNodes", "BerthDrainsTimingOut", "BerthHeadroomNotReady", "BerthLaunchesFailing", "BerthNodeGroupAtMaxSize",
 		"BerthNotLeading", "BerthPodsWaitingForCapacity", "BerthRoundsFailing"}
 	slices.Sort(alerts)
 	if !slices.Equal(alerts, wantAlerts) {

@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // Launch results and reasons: the values of the launch metric's labels,
@@ -52,6 +55,14 @@ var (
 		Namespace: "berth", Subsystem: "provisioning", Name: "snapshot_builds_total",
 		Help: "Models of the cluster a plan was made on, by how: \"incremental\" (the last round's, brought up to date with what changed: the pods the informer's events named, or every pod when events were lost) or \"scratch\" (built from every node and pod: the first round, and rounds after what the model does not follow incrementally changed, or with DRA objects).",
 	}, []string{"how"})
+	clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "cluster_nodes",
+		Help: "Nodes the last provisioning round counted against --max-nodes-total: every node but a virtual kubelet's, launching and deleting ones included.",
+	})
+	maxNodesTotal = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "berth", Subsystem: "provisioning", Name: "max_nodes_total",
+		Help: "The controller's --max-nodes-total (0: no cap).",
+	})
 	roundErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "berth", Subsystem: "provisioning", Name: "round_errors_total",
 		Help: "Provisioning rounds that failed (they are retried).",
@@ -61,7 +72,20 @@ var (
 // RegisterMetrics adds the provisioning metrics to controller-runtime's
 // registry. Call once per process.
 func RegisterMetrics() {
-	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, readDuration, snapshotBuilds, roundErrors)
+	metrics.Registry.MustRegister(pendingPods, oldestPending, launches, planDuration, readDuration, snapshotBuilds, roundErrors, clusterNodes, maxNodesTotal)
+}
+
+// observeNodes publishes the nodes counted against --max-nodes-total
+// (nodes, launching ones included) and the cap.
+func observeNodes(nodes []*corev1.Node, limit int) {
+	n := 0
+	for _, node := range nodes {
+		if snapshot.InClusterTotal(node, node.Labels[v1alpha1.LabelNodeGroup]) {
+			n++
+		}
+	}
+	clusterNodes.Set(float64(n))
+	maxNodesTotal.Set(float64(limit))
 }
 
 // observePending publishes how many pods wait for capacity and how long

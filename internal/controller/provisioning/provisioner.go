@@ -297,6 +297,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	in, groups, pending := r.in, r.groups, r.pending
 	observePending(pending, p.Clock.Now())
+	observeNodes(in.Nodes, p.opts.NodeCaps.Total)
 	res := &Result{Pending: len(pending)}
 	for _, pod := range pending {
 		res.PendingPods = append(res.PendingPods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})

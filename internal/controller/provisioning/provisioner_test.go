@@ -1021,3 +1021,47 @@ func TestAResumedStandbyNodeTakesNoLaunchFromTheReplan(t *testing.T) {
 		t.Errorf("launched/resumed %d, want the standby node resumed and one node launched in zone-a (cap 1)", len(res.Launched))
 	}
 }
+
+// TestTheNodesCountedAgainstTheCapAreExported: the round publishes how
+// many nodes it counts against --max-nodes-total (every node in the
+// cluster but a virtual kubelet's) and the cap, for an alert before the
+// cluster reaches it.
+func TestTheNodesCountedAgainstTheCapAreExported(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-count", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	virtual := b.Node("prov-count-virtual", "10k", "4Ti", b.NodeLabels("type", "virtual-kubelet"))
+	if err := env.Client.Create(context.Background(), virtual); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), virtual) })
+	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
+		Recorder: f.events, Clock: clock.RealClock{}}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
+		ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{Total: 500}, MaxProvisionTime: 15 * time.Minute})
+	f.pods(2, b.CPU("1500m"))
+	f.run()
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		f.run()
+		nodes := &corev1.NodeList{}
+		if err := env.Client.List(ctx, nodes); err != nil {
+			return false, "", err
+		}
+		got, limit := gauge(t, "berth_provisioning_cluster_nodes"), gauge(t, "berth_provisioning_max_nodes_total")
+		want := float64(len(nodes.Items) - 1) // not the virtual kubelet's
+		return got == want && limit == 500, fmt.Sprintf("cluster_nodes %v, max_nodes_total %v; want %v and 500", got, limit, want), nil
+	})
+}
+
+// gauge reads a gauge without labels from controller-runtime's registry.
+func gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}

@@ -362,8 +362,13 @@ const (
 // a node stands for a serverless pool (an ACI virtual node reports 10,000
 // cpu) and would pass any limit alone; Cluster Autoscaler leaves it out
 // of its totals too.
-func inClusterTotal(n *Node) bool {
-	return n.NodeGroup != "" || n.Node.Labels[LabelVirtualKubelet] != VirtualKubelet
+func inClusterTotal(n *Node) bool { return InClusterTotal(n.Node, n.NodeGroup) }
+
+// InClusterTotal reports whether a node of node group group ("": none)
+// counts in the cluster's total (inClusterTotal): in the cluster limits
+// and --max-nodes-total.
+func InClusterTotal(n *corev1.Node, group string) bool {
+	return group != "" || n.Labels[LabelVirtualKubelet] != VirtualKubelet
 }
 
 func (s *Snapshot) group(name string) *GroupUsage {
