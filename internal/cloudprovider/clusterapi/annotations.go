@@ -354,18 +354,8 @@ func inDomain(host, domain string) bool {
 // under the labels annotation, which wins.
 func (t *Template) withManagedLabels(obj map[string]any) {
 	for _, path := range [][]string{{"spec", "template", "metadata", "labels"}, {"spec", "template", "spec", "metadata", "labels"}} {
-		labels, _, err := unstructured.NestedStringMap(obj, path...)
-		if err != nil {
-			continue
-		}
-		for k, v := range ManagedLabels(labels) {
-			if _, ok := t.Labels[k]; ok {
-				continue
-			}
-			if t.Labels == nil {
-				t.Labels = map[string]string{}
-			}
-			t.Labels[k] = v
+		if labels, _, err := unstructured.NestedStringMap(obj, path...); err == nil {
+			t.addLabelsUnder(ManagedLabels(labels))
 		}
 	}
 }

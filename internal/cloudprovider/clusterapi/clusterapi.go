@@ -101,8 +101,12 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if err != nil {
 		return nil, fmt.Errorf("%s has malformed autoscaler annotations, not scaling it: %w", r, err)
 	}
-	if tmpl.MachineTimeout != nil && *tmpl.MachineTimeout > 0 && (ng.Spec.Provider.ClusterAPI.MachineTimeout == nil || ng.Spec.Provider.ClusterAPI.MachineTimeout.Duration <= 0) {
-		r.timeout = *tmpl.MachineTimeout // the group may come unrefreshed (a standby launch)
+	if tmpl.MachineTimeout != nil { // the group may come unrefreshed (a standby launch): Apply's rule
+		applied := ng.DeepCopy()
+		tmpl.Apply(applied)
+		if r, err = refOf(applied); err != nil {
+			return nil, err
+		}
 	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {

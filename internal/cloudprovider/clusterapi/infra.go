@@ -217,7 +217,13 @@ func (t *Template) withInfraStatus(s Template) {
 		}
 		t.Capacity[name] = q
 	}
-	for k, v := range s.Labels {
+	t.addLabelsUnder(s.Labels)
+}
+
+// addLabelsUnder adds the labels t does not have already (the labels
+// annotation wins).
+func (t *Template) addLabelsUnder(labels map[string]string) {
+	for k, v := range labels {
 		if _, ok := t.Labels[k]; ok {
 			continue
 		}
