@@ -75,14 +75,16 @@ func (n *nominations) snapshot() map[types.NamespacedName]string {
 	return maps.Clone(n.m)
 }
 
-// retain keeps the entries keep returns true for (and the groups of
-// the nodes they name).
-func (n *nominations) retain(keep func(pod types.NamespacedName, node string) bool) {
+// forget drops the nominations of pods that no longer wait (waiting), to
+// nodes that will never come (unjoined), and to nodes not known this
+// round unless they may be booting unseen (unlistedGroup); and the groups
+// of the nodes no nomination names any more.
+func (n *nominations) forget(waiting map[types.NamespacedName]bool, known, unjoined, unlisted map[string]bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	named := make(map[string]bool, len(n.group))
 	for pod, node := range n.m {
-		if !keep(pod, node) {
+		if !waiting[pod] || unjoined[node] || !known[node] && !n.unlistedGroup(node, unlisted) {
 			delete(n.m, pod)
 			continue
 		}
@@ -280,7 +282,5 @@ func offeringsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
 // not be listed this round (unlisted; any group's, for a node whose group
 // berth does not know): the node may be booting there.
 func (p *Provisioner) forgetNominations(known map[string]bool, waiting map[types.NamespacedName]bool, unlisted map[string]bool) {
-	p.nominated.retain(func(pod types.NamespacedName, node string) bool {
-		return waiting[pod] && !p.unjoined[node] && (known[node] || p.nominated.unlistedGroup(node, unlisted))
-	})
+	p.nominated.forget(waiting, known, p.unjoined, unlisted)
 }
