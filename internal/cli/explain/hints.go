@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/simulator/predicates"
@@ -37,7 +36,7 @@ var nodeHints = map[drain.Reason]string{
 	scaledown.ReasonNotOwned:        `berth removes only nodes it launched (or adopted) for the node group: remove this node yourself`,
 	scaledown.ReasonNominated:       `a pod not bound yet is nominated to the node: it stays until that pod is bound or its nomination clears`,
 	scaledown.ReasonWorkloadClaim:   `the node's devices hold a ResourceClaim reserved for a PodGroup: delete the PodGroup if its pods will not come back`,
-	scaledown.ReasonRecentlyGivenUp: "berth gave up draining this node a moment ago: it tries again after a cool-down of " + disruption.GiveUpCooldown.String(),
+	scaledown.ReasonRecentlyGivenUp: "berth gave up draining this node a moment ago: it tries again after a cool-down of " + scaledown.GiveUpCooldown.String(),
 	scaledown.ReasonGroupHeld: `berth is bringing capacity to this node group for a pod that waits (condition ScaleDownSuspended): ` +
 		`removals start again once that pod runs or its launch stops failing`,
 	scaledown.ReasonReplacementHeld: `a cheaper node would replace this one: it is planned once the pods that wait for a node have one ` +

@@ -69,9 +69,6 @@ const (
 	ReasonRemovalLingers = "RemovalLingers"
 )
 
-// GiveUpCooldown is scaledown.GiveUpCooldown.
-const GiveUpCooldown = scaledown.GiveUpCooldown
-
 // DeleteRetryInterval is how often the provider is asked again to remove
 // a drained node it accepted to remove that is still there: a Cluster API
 // MachineSet that had not yet made a Machine its replicas asked for, or
@@ -264,7 +261,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		}
 	}
 	for name, at := range c.givenUp {
-		if w.byName[name] == nil || c.Clock.Since(at) > GiveUpCooldown {
+		if w.byName[name] == nil || c.Clock.Since(at) > scaledown.GiveUpCooldown {
 			delete(c.givenUp, name)
 		}
 	}

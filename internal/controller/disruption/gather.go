@@ -148,14 +148,14 @@ func (c *Controller) held(groups []*v1alpha1.NodeGroup) map[string]string {
 	return out
 }
 
-// cooling are the nodes whose drain berth gave up within GiveUpCooldown:
+// cooling are the nodes whose drain berth gave up within scaledown.GiveUpCooldown:
 // as the nodes say (berth.dev/drain-given-up, written by the patch that
 // stopped the drain: a restart forgets nothing), and as this replica
 // remembers (this round's, which the cache may not show yet).
 func (c *Controller) cooling(w *world) map[string]string {
 	out := scaledown.Cooling(w.input.Nodes, c.Clock.Now())
 	for name, at := range c.givenUp {
-		if c.Clock.Since(at) <= GiveUpCooldown {
+		if c.Clock.Since(at) <= scaledown.GiveUpCooldown {
 			out[name] = scaledown.CoolingMessage(name, at)
 		}
 	}
