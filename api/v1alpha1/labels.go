@@ -83,6 +83,12 @@ const (
 	// from each, across restarts.
 	AnnotationDrainEmptied      = "berth.dev/drain-emptied"
 	AnnotationDrainCriticalTurn = "berth.dev/drain-critical-turn"
+	// AnnotationDrainVolumesWaited is the RFC 3339 time berth stopped
+	// waiting for an emptied node's volumes to detach (VolumeAttachments
+	// still there a drain timeout after it emptied) and asked for its
+	// removal all the same: the drain timeout counts again from it, across
+	// restarts.
+	AnnotationDrainVolumesWaited = "berth.dev/drain-volumes-waited"
 	// AnnotationDrainGivenUp is the RFC 3339 time berth last gave up a
 	// drain of the node (and untainted it): the node is not drained again
 	// for a cool-down after it, across restarts.

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
@@ -154,4 +155,18 @@ func HeldOn(p *corev1.Pod, node string) *corev1.Pod {
 	held := p.DeepCopy()
 	held.Spec.NodeName = node
 	return held
+}
+
+// VolumeClaim names the PersistentVolumeClaim a volume of the pod uses: a
+// persistentVolumeClaim's, or the one the ephemeral volume controller
+// makes for a generic ephemeral volume (<pod>-<volume>); false for other
+// volumes.
+func VolumeClaim(pod *corev1.Pod, v *corev1.Volume) (types.NamespacedName, bool) {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, true
+	case v.Ephemeral != nil:
+		return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name + "-" + v.Name}, true
+	}
+	return types.NamespacedName{}, false
 }

@@ -49,11 +49,13 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	// not this drain's.
 	delete(n.Annotations, v1alpha1.AnnotationDrainEmptied)
 	delete(n.Annotations, v1alpha1.AnnotationDrainCriticalTurn)
+	delete(n.Annotations, v1alpha1.AnnotationDrainVolumesWaited)
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
+	delete(c.volumesWaited, n.Name)
 	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
@@ -107,10 +109,12 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	pods, err := c.freshPods(ctx, n.Name)
 	left, moving, blocked, fresh := toEvict(w, n, pods, err == nil, started)
 	last := leftLast(pods)
+	timeout := g.Spec.Disruption.Timeout()
+	detaching := false
 	if fresh && len(left) == 0 && last.IsZero() {
 		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started) // its pods are gone: the removal has its time from then
+		detaching, last = c.detachWait(ctx, w, n, pods, last, started, timeout)
 	}
-	timeout := g.Spec.Disruption.Timeout()
 	refused := left
 	if fresh && len(left) > 0 && !slices.ContainsFunc(left, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) }) {
 		// Only critical pods are left to evict: they wait for the others
@@ -128,7 +132,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 			}
 		}
 	}
-	if c.Clock.Since(started) > timeout && !waiting {
+	if c.Clock.Since(started) > timeout && !waiting && !detaching {
 		if !fresh || len(refused) > 0 || c.Clock.Since(last) > timeout {
 			drainTimeouts.WithLabelValues(g.Name).Inc()
 			res.GivenUp = append(res.GivenUp, n.Name)
@@ -181,7 +185,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 			c.evict(ctx, p)
 		}
 	}
-	if evicting > 0 {
+	if evicting > 0 || detaching {
 		return nil
 	}
 	return c.remove(ctx, g, n, started, pods, res)
@@ -471,6 +475,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	delete(c.accounted, n.Name)
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
+	delete(c.volumesWaited, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
@@ -479,11 +484,16 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 
 // warnOnce records a warning on the node unless it was the last one said.
 func (c *Controller) warnOnce(n *corev1.Node, reason, msg string) {
+	c.sayOnce(n, corev1.EventTypeWarning, reason, msg)
+}
+
+// sayOnce records an event on the node unless it was the last one said.
+func (c *Controller) sayOnce(n *corev1.Node, eventType, reason, msg string) {
 	if c.lastWarned[n.Name] == msg {
 		return
 	}
 	c.lastWarned[n.Name] = msg
-	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
+	c.Recorder.Eventf(n, nil, eventType, reason, "ScaleDown", "%s", msg)
 }
 
 // toEvict are the pods of a draining node that still need an eviction:
@@ -517,11 +527,7 @@ func toEvict(w *world, n *corev1.Node, pods []*corev1.Pod, fresh bool, started t
 // write yet. A failed write leaves it in memory only. A time before the
 // drain started (started) is an earlier drain's, and not read.
 func (c *Controller) drainClock(ctx context.Context, w *world, n *corev1.Node, key string, mem map[string]time.Time, started time.Time) time.Time {
-	if at, ok := mem[n.Name]; ok {
-		return at
-	}
-	if at, err := time.Parse(time.RFC3339, n.Annotations[key]); err == nil && !at.Before(started.Truncate(time.Second)) {
-		mem[n.Name] = at
+	if at, ok := recordedClock(n, key, mem, started); ok {
 		return at
 	}
 	at := c.Clock.Now().UTC().Truncate(time.Second)
@@ -536,6 +542,20 @@ func (c *Controller) drainClock(ctx context.Context, w *world, n *corev1.Node, k
 		log.FromContext(ctx).Info("could not record the drain's time on the node; kept in memory", "node", n.Name, "annotation", key, "error", err.Error())
 	}
 	return at
+}
+
+// recordedClock is the time of a drain clock (drainClock) already
+// recorded, in memory or on the node, if it is; one read from the node is
+// kept in mem.
+func recordedClock(n *corev1.Node, key string, mem map[string]time.Time, started time.Time) (time.Time, bool) {
+	if at, ok := mem[n.Name]; ok {
+		return at, true
+	}
+	if at, err := time.Parse(time.RFC3339, n.Annotations[key]); err == nil && !at.Before(started.Truncate(time.Second)) {
+		mem[n.Name] = at
+		return at, true
+	}
+	return time.Time{}, false
 }
 
 // leftLast is when the last of the pods being deleted is past its grace

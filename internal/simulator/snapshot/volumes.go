@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/berth-dev/berth/internal/podutil"
 )
 
 // volumeLookup resolves a pod's PersistentVolumeClaims to the node affinity
@@ -43,7 +45,7 @@ func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.P
 // name a label that differs between its offerings (an instance type).
 func (l volumeLookup) nodeAffinities(pod *corev1.Pod) (out []*nodeaffinity.NodeSelector, keys sets.Set[string], why string) {
 	for _, v := range pod.Spec.Volumes {
-		key, ok := claimOf(pod, &v)
+		key, ok := podutil.VolumeClaim(pod, &v)
 		if !ok {
 			continue
 		}
@@ -104,27 +106,13 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) (out []*nodeaffinity.NodeS
 	return out, keys, ""
 }
 
-// claimOf names the claim a volume of the pod uses: a
-// persistentVolumeClaim's, or the one the ephemeral volume controller
-// makes for a generic ephemeral volume (<pod>-<volume>); false for other
-// volumes.
-func claimOf(pod *corev1.Pod, v *corev1.Volume) (types.NamespacedName, bool) {
-	switch {
-	case v.PersistentVolumeClaim != nil:
-		return types.NamespacedName{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, true
-	case v.Ephemeral != nil:
-		return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name + "-" + v.Name}, true
-	}
-	return types.NamespacedName{}, false
-}
-
 // oncePodClaims are the claims of the pod's volumes (in its namespace)
 // with the ReadWriteOncePod access mode: one pod at a time may use each,
 // as kube-scheduler's VolumeRestrictions has it.
 func (l volumeLookup) oncePodClaims(pod *corev1.Pod) []types.NamespacedName {
 	var out []types.NamespacedName
 	for _, v := range pod.Spec.Volumes {
-		key, ok := claimOf(pod, &v)
+		key, ok := podutil.VolumeClaim(pod, &v)
 		if !ok {
 			continue
 		}

@@ -1,0 +1,223 @@
+package disruption_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/controller/disruption"
+	"github.com/berth-dev/berth/internal/testing/expect"
+)
+
+// attach records that the volume pv is attached to node, as the
+// attach-detach controller does for a CSI volume (a VolumeAttachment);
+// the test deletes it when it ends.
+func (f *fixture) attach(pv, node string) *storagev1.VolumeAttachment {
+	f.t.Helper()
+	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-" + pv}, Spec: storagev1.VolumeAttachmentSpec{
+		Attacher: "csi.test.berth.dev", NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}}}
+	if err := env.Client.Create(context.Background(), va); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), va) })
+	return va
+}
+
+// sharedVolume creates a ReadWriteMany CSI PersistentVolume pv and its
+// claim in the fixture's namespace, and waits until they are bound.
+func (f *fixture) sharedVolume(pv, claim string) {
+	f.t.Helper()
+	ctx := context.Background()
+	vol := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		ClaimRef:    &corev1.ObjectReference{Namespace: f.ns, Name: claim},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+			Driver: "csi.test.berth.dev", VolumeHandle: pv}},
+	}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: f.ns}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, VolumeName: pv, StorageClassName: new(string),
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	for _, o := range []client.Object{vol, pvc} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), vol) })
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, "claim " + claim + " is " + string(pvc.Status.Phase), err
+	})
+}
+
+// agentsWithVolume runs a DaemonSet on the group's nodes whose pods mount
+// the claim, and waits until one runs on each node.
+func (f *fixture) agentsWithVolume(claim string) {
+	f.t.Helper()
+	labels := map[string]string{"agent": "with-volume"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "with-volume", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
+			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "agent", Image: "agent", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		}},
+	}}
+	if err := env.Client.Create(context.Background(), ds); err != nil {
+		f.t.Fatal(err)
+	}
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns), client.MatchingLabels(labels)); err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == len(f.nodes), fmt.Sprintf("%d of %d agents running", running, len(f.nodes)), nil
+	})
+}
+
+// startDrain runs the round that starts the drain of one node, and
+// returns that node.
+func (f *fixture) startDrain() string {
+	f.t.Helper()
+	res := f.run()
+	if len(res.Started) != 1 {
+		f.t.Fatalf("started %v, want one node drained", res.Started)
+	}
+	return res.Started[0]
+}
+
+// drainUntilEmptied runs rounds, a second apart, until the draining
+// node's pod of web is gone from it, and then one more (that finds it
+// gone).
+func (f *fixture) drainUntilEmptied(node string) *disruption.Result {
+	f.t.Helper()
+	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		f.clk.Step(time.Second)
+		f.run()
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns), client.MatchingLabels{"app": "web"}, client.MatchingFields{"spec.nodeName": node}); err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods of web still on %s", len(pods.Items), node), nil
+	})
+	return f.run()
+}
+
+// said is the message of the node's last event of reason ("" when none).
+func (f *fixture) said(node, reason string) string {
+	msg := ""
+	for _, e := range f.events.For(node) {
+		if e.Reason == reason {
+			msg = e.Message
+		}
+	}
+	return msg
+}
+
+// TestARemovalWaitsForItsVolumesToDetach: a drained node whose pod is
+// gone still has the pod's volume attached (its VolumeAttachment): berth
+// does not remove the machine until the attachment is gone, and says
+// what it waits for. The volume of a DaemonSet pod that stays on the node
+// until the machine goes is not waited for.
+func TestARemovalWaitsForItsVolumesToDetach(t *testing.T) {
+	f := setup(t, "sd-volumes", 2)
+	f.sharedVolume("sd-volumes-agent", "agent-data")
+	f.agentsWithVolume("agent-data")
+	f.deploymentOf(2, "900m")
+	victim := f.startDrain()
+	web := f.attach("sd-volumes-web", victim)
+	f.attach("sd-volumes-agent", victim)
+	f.drainUntilEmptied(victim)
+
+	for range 3 {
+		f.clk.Step(time.Minute)
+		if res := f.run(); slices.Contains(res.Removed, victim) || f.node(victim) == nil {
+			t.Fatalf("node %s removed while the volume of its pod is attached", victim)
+		}
+	}
+	msg := f.said(victim, disruption.ReasonAwaitingVolumeDetachment)
+	if !strings.Contains(msg, "sd-volumes-web") || strings.Contains(msg, "sd-volumes-agent") {
+		t.Errorf("event %s on %s: %q, want it to name sd-volumes-web and not the agent's volume (its pod stays)", disruption.ReasonAwaitingVolumeDetachment, victim, msg)
+	}
+
+	if err := env.Client.Delete(context.Background(), web); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.run(); !slices.Contains(res.Removed, victim) {
+		t.Fatalf("removed %v once the volume detached, want %s (the agent's volume stays attached with its pod)", res.Removed, victim)
+	}
+}
+
+// TestAVolumeThatNeverDetachesHoldsTheNodeOnlyForTheDrainTimeout: the
+// wait for a volume to detach lasts the drain timeout from when the pods
+// were gone; then the machine is removed all the same, with a warning.
+func TestAVolumeThatNeverDetachesHoldsTheNodeOnlyForTheDrainTimeout(t *testing.T) {
+	f := setup(t, "sd-volumes-stuck", 2)
+	f.deploymentOf(2, "900m")
+	victim := f.startDrain()
+	f.attach("sd-volumes-stuck-web", victim)
+	f.drainUntilEmptied(victim)
+
+	f.clk.Step(4 * time.Minute)
+	if res := f.run(); f.node(victim) == nil || len(res.GivenUp) > 0 {
+		t.Fatalf("4 minutes into the wait: node gone or given up (removed %v, given up %v); want %s waiting", res.Removed, res.GivenUp, victim)
+	}
+	f.clk.Step(2 * time.Minute)
+	res := f.run()
+	if !slices.Contains(res.Removed, victim) {
+		t.Fatalf("past the drain timeout of the wait: removed %v, given up %v; want %s removed", res.Removed, res.GivenUp, victim)
+	}
+	if msg := f.said(victim, disruption.ReasonVolumesStillAttached); !strings.Contains(msg, "sd-volumes-stuck-web") {
+		t.Errorf("no %s warning naming the volume on %s: %+v", disruption.ReasonVolumesStillAttached, victim, f.events.For(victim))
+	}
+}
+
+// TestAnInterruptedNodeWaitsForItsVolumesUntilItsDeadline: a node under
+// an interruption notice whose pod moved still has the pod's volume
+// attached: it is removed once the volume detaches, or at its deadline
+// if the volume does not.
+func TestAnInterruptedNodeWaitsForItsVolumesUntilItsDeadline(t *testing.T) {
+	f := setup(t, "sd-volumes-spot", 2)
+	f.deploymentOf(1, "900m")
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns), client.MatchingLabels{"app": "web"}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods of web: %d, %v", len(pods.Items), err)
+	}
+	victim := pods.Items[0].Spec.NodeName
+	deadline := f.clk.Now().Add(2 * time.Minute)
+	f.attach("sd-volumes-spot-web", victim)
+	f.patchNode(victim, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Effect: corev1.TaintEffectNoSchedule})
+		n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = deadline.UTC().Format(time.RFC3339)
+	})
+	f.tolerantRun() // starts its drain
+	f.drainUntilEmptied(victim)
+	if f.node(victim) == nil {
+		t.Fatalf("node %s removed before its deadline while the volume of its pod is attached", victim)
+	}
+	if msg := f.said(victim, disruption.ReasonAwaitingVolumeDetachment); !strings.Contains(msg, "sd-volumes-spot-web") {
+		t.Errorf("no %s event naming the volume on %s: %+v", disruption.ReasonAwaitingVolumeDetachment, victim, f.events.For(victim))
+	}
+	f.clk.SetTime(deadline)
+	f.removedWithin(victim, 30*time.Second)
+}
