@@ -61,6 +61,14 @@ const (
 	// AnnotationReplacementStarted is the RFC 3339 time the replacement
 	// was launched.
 	AnnotationReplacementStarted = "berth.dev/replacement-started"
+	// AnnotationReplacementLaunching is the RFC 3339 time berth began to
+	// launch a replacement for the node: written before the launch, and
+	// replaced by AnnotationReplacedBy after it. While it is younger than
+	// the max provision time and the node is not marked, a replacement
+	// may be booting that no mark names (the controller stopped between
+	// the launch and the mark): no other replacement is launched for the
+	// node, nor a cheaper replacement anywhere.
+	AnnotationReplacementLaunching = "berth.dev/replacement-launching"
 	// AnnotationDisruptionStarted is the RFC 3339 time berth tainted a node
 	// to drain it; the drain timeout counts from it, across restarts.
 	AnnotationDisruptionStarted = "berth.dev/disruption-started"
@@ -84,10 +92,10 @@ const (
 	AnnotationDrainEmptied      = "berth.dev/drain-emptied"
 	AnnotationDrainCriticalTurn = "berth.dev/drain-critical-turn"
 	// AnnotationDrainVolumesWaited is the RFC 3339 time berth stopped
-	// waiting for an emptied node's volumes to detach (VolumeAttachments
-	// still there a drain timeout after it emptied) and asked for its
-	// removal all the same: the drain timeout counts again from it, across
-	// restarts.
+	// waiting for an emptied node's volumes to detach: they detached, or
+	// their VolumeAttachments were still there a drain timeout after the
+	// node emptied and berth asked for its removal all the same. The drain
+	// timeout counts again from it, across restarts.
 	AnnotationDrainVolumesWaited = "berth.dev/drain-volumes-waited"
 	// AnnotationDrainGivenUp is the RFC 3339 time berth last gave up a
 	// drain of the node (and untainted it): the node is not drained again

@@ -54,7 +54,7 @@ func Disrupted(n *corev1.Node) bool {
 // accepted it is not undone.
 var drainMarks = []string{
 	v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
-	v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted,
+	v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationReplacementLaunching,
 	v1alpha1.AnnotationRemovalWaiting, v1alpha1.AnnotationInterruptionDeadline,
 	v1alpha1.AnnotationDrainEmptied, v1alpha1.AnnotationDrainCriticalTurn, v1alpha1.AnnotationDrainVolumesWaited,
 }

@@ -92,15 +92,16 @@ func (c *Controller) windowOpen(g *v1alpha1.NodeGroup, now time.Time) bool {
 }
 
 // replacing reports whether a replacement is under way: a node carries the
-// replaced-by mark, or this replica launched one in the last minute (the
-// informer cache may not show the marks yet; launching another would
-// double the cost it means to save).
+// replaced-by mark or the record of one being launched (launching: a
+// controller stopped between the launch and the mark), or this replica
+// launched one in the last minute (the informer cache may not show the
+// marks yet; launching another would double the cost it means to save).
 func (c *Controller) replacing(w *world) bool {
 	if c.Clock.Since(c.lastReplacement) < time.Minute {
 		return true
 	}
 	for _, n := range w.nodes {
-		if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" {
+		if n.Annotations[v1alpha1.AnnotationReplacedBy] != "" || c.launching(n) {
 			return true
 		}
 	}

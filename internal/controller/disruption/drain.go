@@ -50,12 +50,14 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	delete(n.Annotations, v1alpha1.AnnotationDrainEmptied)
 	delete(n.Annotations, v1alpha1.AnnotationDrainCriticalTurn)
 	delete(n.Annotations, v1alpha1.AnnotationDrainVolumesWaited)
+	delete(n.Annotations, v1alpha1.AnnotationReplacementLaunching) // it drains: no replacement of it is awaited
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
 	delete(c.volumesWaited, n.Name)
+	delete(c.detachSeen, n.Name)
 	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
@@ -111,9 +113,17 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	last := leftLast(pods)
 	timeout := g.Spec.Disruption.Timeout()
 	detaching := false
-	if fresh && len(left) == 0 && last.IsZero() {
-		last = c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started) // its pods are gone: the removal has its time from then
-		detaching, last = c.detachWait(ctx, w, n, pods, last, started, timeout)
+	if fresh && !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !cameBack(p, started) }) {
+		// Nothing is left to evict or shutting down (a pod long
+		// terminating goes with the node): the removal has its time from
+		// then, and comes once the volumes of the pods that left have
+		// detached.
+		if at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started); at.After(last) {
+			last = at
+		}
+		if !ok {
+			detaching, last = c.detachWait(ctx, w, n, pods, last, started, timeout)
+		}
 	}
 	refused := left
 	if fresh && len(left) > 0 && !slices.ContainsFunc(left, func(p *corev1.Pod) bool { return !podutil.IsCritical(p) }) {
@@ -476,6 +486,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
 	delete(c.volumesWaited, n.Name)
+	delete(c.detachSeen, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)

@@ -55,8 +55,26 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 	if interrupted {
 		c.avoidInterrupted(g, n)
 	}
+	// A replacement may be booting that no mark names (launching): none
+	// is launched again; an interrupted node's drain starts all the same.
+	intended := c.launching(n)
+	if intended && !interrupted {
+		return nil
+	}
+	launch := d.Launch
+	if intended {
+		launch = nil
+	}
+	if len(launch) > 0 {
+		if err := c.intend(ctx, w, []string{n.Name}); err != nil {
+			if !interrupted {
+				return err
+			}
+			log.FromContext(ctx).Info("launching the interrupted node's replacements without a record of the launch", "node", n.Name, "error", err.Error())
+		}
+	}
 	var launched []string
-	for _, nn := range d.Launch {
+	for _, nn := range launch {
 		ng := w.groups[nn.NodeGroup]
 		if ng == nil {
 			continue
@@ -66,7 +84,10 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		if err != nil {
 			c.launchFailed(ctx, ng, nn, off, []string{n.Name}, err)
 			if !interrupted {
-				return nil // nothing is marked: the next round plans again
+				if len(launched) == 0 {
+					c.forgetIntent(ctx, w, []string{n.Name}) // nothing launched: the next round plans again
+				}
+				return nil // (one launched: the record keeps the next rounds from launching it again)
 			}
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
@@ -50,6 +51,7 @@ func (m mark) apply(n *corev1.Node) {
 	for k, v := range m.annotations {
 		n.Annotations[k] = v
 	}
+	delete(n.Annotations, v1alpha1.AnnotationReplacementLaunching) // the mark names what was launched
 	if m.drain && !nodeutil.Disrupted(n) {
 		n.Spec.Taints = append(n.Spec.Taints, disruptedTaint)
 		nodeutil.ExcludeFromLoadBalancers(n)

@@ -41,8 +41,12 @@ func (c *Controller) launchReplacement(ctx context.Context, w *world, r scaledow
 		return nil
 	}
 	off := cloudprovider.OfferingOf(r.New.Offering())
+	if err := c.intend(ctx, w, r.Nodes); err != nil {
+		return err
+	}
 	inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: r.Nodes})
 	if err != nil {
+		c.forgetIntent(ctx, w, r.Nodes)
 		c.launchFailed(ctx, ng, r.New, off, r.Nodes, err)
 		return nil
 	}

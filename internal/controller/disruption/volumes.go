@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
@@ -26,37 +27,45 @@ const (
 	ReasonVolumesStillAttached = "VolumesStillAttached"
 )
 
-// +kubebuilder:rbac:groups=storage.k8s.io,resources=volumeattachments,verbs=list
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=volumeattachments,verbs=list;watch
 
-// detachWait decides whether the removal of a drained node whose pods are
-// gone (since emptied) waits for their volumes to detach: the
-// attach-detach controller deletes a VolumeAttachment once the volume is
-// unmounted and detached, and a machine removed before that leaves the
-// volume to be detached by force, which the volume's next pod elsewhere
-// waits for (6 minutes, kube-controller-manager's
-// maxWaitForUnmountDuration) and which may not flush its writes.
-// Karpenter waits for the same. The wait lasts up to the drain timeout
-// from emptied; after it the node is removed all the same, with a
-// warning, and the removal has the drain timeout from then (its time is
-// written on the node, AnnotationDrainVolumesWaited). A read of the
-// attachments that fails counts as attachments left. It returns whether
-// to wait and the time the removal's drain timeout counts from.
-func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, pods []*corev1.Pod, emptied, started time.Time, timeout time.Duration) (bool, time.Time) {
+// detachWait decides whether the removal of a drained node with nothing
+// left to evict or shutting down (since from) waits for the volumes of
+// the pods that left it to detach: the attach-detach controller deletes
+// a VolumeAttachment once the volume is unmounted and detached, and a
+// machine removed before that leaves the volume to be detached by force,
+// which the volume's next pod elsewhere waits for (6 minutes,
+// kube-controller-manager's maxWaitForUnmountDuration) and which may not
+// flush its writes. Karpenter waits for the same. The wait lasts up to
+// the drain timeout from from; after it the node is removed all the
+// same, with a warning. A wait that ends, either way, is written on the
+// node (AnnotationDrainVolumesWaited), and the removal has the drain
+// timeout from then, as it had from when the node emptied; a node whose
+// volumes were never seen attached is not waited for again. A read of
+// the attachments that fails counts as attachments left. It returns
+// whether to wait and the time the removal's drain timeout counts from.
+func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, pods []*corev1.Pod, from, started time.Time, timeout time.Duration) (bool, time.Time) {
 	if at, ok := recordedClock(n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started); ok {
 		return false, at // waited already
 	}
 	attached, err := c.attachedVolumes(ctx, n.Name, pods)
 	if err == nil && len(attached) == 0 {
-		return false, emptied
+		if _, waited := c.detachSeen[n.Name]; waited {
+			return false, c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started)
+		}
+		return false, from
 	}
 	what := strings.Join(attached, ", ")
 	if err != nil {
 		what = "they could not be read (" + err.Error() + ")"
 	}
-	if c.Clock.Since(emptied) < timeout {
+	if c.Clock.Since(from) < timeout {
+		if _, ok := c.detachSeen[n.Name]; !ok {
+			c.detachSeen[n.Name] = c.Clock.Now()
+		}
 		c.sayOnce(n, corev1.EventTypeNormal, ReasonAwaitingVolumeDetachment, fmt.Sprintf(
 			"The node's pods are gone; its removal waits up to %s for their volumes to detach: %s", timeout, what))
-		return true, emptied
+		return true, from
 	}
 	at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started)
 	c.warnOnce(n, ReasonVolumesStillAttached, fmt.Sprintf(
@@ -65,14 +74,16 @@ func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, p
 }
 
 // attachedVolumes names the PersistentVolumes still attached to the node
-// (its VolumeAttachments, read from the API server) that do not belong to
+// (its VolumeAttachments, from the cache: one it shows after its deletion
+// only makes the wait longer, and one it does not show yet can only be a
+// staying pod's, as no other pod comes to the tainted node) that do not belong to
 // a pod staying on it: a pod that goes with the machine (a DaemonSet's, a
 // mirror pod, one that came back) keeps its volume mounted until then.
 // An attachment of an inline volume (no PersistentVolume) is not waited
 // for, as in Karpenter. pods are the node's pods as read now.
 func (c *Controller) attachedVolumes(ctx context.Context, node string, pods []*corev1.Pod) ([]string, error) {
 	list := &storagev1.VolumeAttachmentList{}
-	if err := c.APIReader.List(ctx, list); err != nil {
+	if err := c.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("reading the volume attachments of node %s: %w", node, err)
 	}
 	var out []string

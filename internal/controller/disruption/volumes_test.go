@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/testing/expect"
 )
@@ -155,6 +157,12 @@ func TestARemovalWaitsForItsVolumesToDetach(t *testing.T) {
 			t.Fatalf("node %s removed while the volume of its pod is attached", victim)
 		}
 	}
+	// A controller started meanwhile waits too (the node emptied at the
+	// time written on it).
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: f.ctrl.Cloud, Recorder: f.events, Clock: f.clk}, disruption.Options{Interval: time.Second})
+	if f.run(); f.node(victim) == nil {
+		t.Fatalf("node %s removed after a restart while the volume of its pod is attached", victim)
+	}
 	msg := f.said(victim, disruption.ReasonAwaitingVolumeDetachment)
 	if !strings.Contains(msg, "sd-volumes-web") || strings.Contains(msg, "sd-volumes-agent") {
 		t.Errorf("event %s on %s: %q, want it to name sd-volumes-web and not the agent's volume (its pod stays)", disruption.ReasonAwaitingVolumeDetachment, victim, msg)
@@ -170,12 +178,14 @@ func TestARemovalWaitsForItsVolumesToDetach(t *testing.T) {
 
 // TestAVolumeThatNeverDetachesHoldsTheNodeOnlyForTheDrainTimeout: the
 // wait for a volume to detach lasts the drain timeout from when the pods
-// were gone; then the machine is removed all the same, with a warning.
+// were gone (the drain started 3 minutes before); then the machine is
+// removed all the same, with a warning.
 func TestAVolumeThatNeverDetachesHoldsTheNodeOnlyForTheDrainTimeout(t *testing.T) {
 	f := setup(t, "sd-volumes-stuck", 2)
 	f.deploymentOf(2, "900m")
 	victim := f.startDrain()
 	f.attach("sd-volumes-stuck-web", victim)
+	f.clk.Step(3 * time.Minute)
 	f.drainUntilEmptied(victim)
 
 	f.clk.Step(4 * time.Minute)
@@ -220,4 +230,76 @@ func TestAnInterruptedNodeWaitsForItsVolumesUntilItsDeadline(t *testing.T) {
 	}
 	f.clk.SetTime(deadline)
 	f.removedWithin(victim, 30*time.Second)
+}
+
+// TestAPodLongTerminatingDoesNotSkipTheWaitForVolumes: the evicted pod
+// of a drained node does not finish shutting down (a finalizer holds
+// it); once it is long terminating it goes with the node, and the
+// node's removal still waits for the volume of its pod to detach, the
+// drain timeout from then.
+func TestAPodLongTerminatingDoesNotSkipTheWaitForVolumes(t *testing.T) {
+	f := setup(t, "sd-volumes-held", 2)
+	f.heldDeployment("web", "900m", 10)
+	f.waitRunning(2)
+	victim := f.startDrain()
+	f.attach("sd-volumes-held-web", victim)
+	f.clk.Step(10 * time.Second)
+	f.run() // evicts its pod
+	f.shuttingDownOn(victim, "web", 1)
+	f.clk.Step(2 * time.Minute) // past its grace period and 30 s: long terminating
+	for range 4 {
+		f.run()
+		if f.node(victim) == nil {
+			t.Fatalf("node %s removed while the volume of its pod is attached", victim)
+		}
+		f.clk.Step(time.Minute)
+	}
+	if msg := f.said(victim, disruption.ReasonAwaitingVolumeDetachment); !strings.Contains(msg, "sd-volumes-held-web") {
+		t.Errorf("no %s event naming the volume on %s: %+v", disruption.ReasonAwaitingVolumeDetachment, victim, f.events.For(victim))
+	}
+}
+
+// failingDelete is a cloud whose removals fail while fail is set (an
+// API throttled for a while).
+type failingDelete struct {
+	cloudprovider.CloudProvider
+	fail bool
+}
+
+func (c *failingDelete) Delete(ctx context.Context, node string) error {
+	if c.fail {
+		return errors.New("rate exceeded")
+	}
+	return c.CloudProvider.Delete(ctx, node)
+}
+
+// TestAVolumeThatDetachesLateLeavesTheProviderItsTime: the volume
+// detaches near the end of the wait and the provider then fails to
+// remove the node for two minutes: the drain is not given up (the
+// removal has the drain timeout from the end of the wait), and the node
+// goes once the provider can remove it.
+func TestAVolumeThatDetachesLateLeavesTheProviderItsTime(t *testing.T) {
+	f := setup(t, "sd-volumes-late", 2)
+	cloud := &failingDelete{CloudProvider: f.ctrl.Cloud}
+	f.ctrl.Cloud = cloud
+	f.deploymentOf(2, "900m")
+	victim := f.startDrain()
+	va := f.attach("sd-volumes-late-web", victim)
+	f.drainUntilEmptied(victim)
+	f.clk.Step(4*time.Minute + 50*time.Second)
+	f.run()
+	if err := env.Client.Delete(context.Background(), va); err != nil {
+		t.Fatal(err)
+	}
+	cloud.fail = true
+	_, _ = f.ctrl.RunOnce(context.Background())
+	f.clk.Step(2 * time.Minute)
+	res, _ := f.ctrl.RunOnce(context.Background())
+	if n := f.node(victim); len(res.GivenUp) > 0 || n == nil || !tainted(n) {
+		t.Fatalf("2 minutes after the volume detached, the provider failing: given up %v; want %s still draining", res.GivenUp, victim)
+	}
+	cloud.fail = false
+	if res := f.run(); !slices.Contains(res.Removed, victim) {
+		t.Fatalf("removed %v once the provider can, want %s", res.Removed, victim)
+	}
 }
