@@ -355,6 +355,7 @@ const (
 // capacity, labels and taints berth assumes for a node that does not exist
 // yet.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
+// +kubebuilder:validation:XValidation:rule="(has(self.kind) && self.kind != 'MachineDeployment') || size(self.name) <= 63",message="a MachineDeployment's name is at most 63 characters: Cluster API labels its Machines with it (cluster.x-k8s.io/deployment-name), and label values are at most 63 characters"
 type ClusterAPIProvider struct {
 	// Kind of the object: MachineDeployment, MachineSet or MachinePool.
 	// +kubebuilder:default=MachineDeployment
@@ -371,10 +372,12 @@ type ClusterAPIProvider struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Namespace string `json:"namespace"`
-	// Name of the object. At most 63 characters: Cluster API labels the
-	// object's Machines with it, and berth finds them by that label.
+	// Name of the object. Cluster API labels the object's Machines with
+	// it, and berth finds them by that label: a MachineDeployment's name
+	// is at most 63 characters (a label value); a longer MachineSet's or
+	// MachinePool's name is labelled with its hash, as Cluster API does.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Name string `json:"name"`
 	// MachineTimeout is how long a Machine may go without infrastructure

@@ -292,6 +292,24 @@ func TestNodeGroupValidation(t *testing.T) {
 			wantErr: []string{"spec.provider.clusterAPI.kind", "Unsupported value"},
 		},
 		{
+			name: "a clusterAPI group naming a MachineDeployment of more than 63 characters is rejected naming the label",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := capiGroup("capi-long-md")
+				ng.Spec.Provider.ClusterAPI.Name = strings.Repeat("m", 64)
+				return ng
+			}(),
+			wantErr: []string{"spec.provider.clusterAPI", "a MachineDeployment's name is at most 63 characters"},
+		},
+		{
+			name: "a clusterAPI group naming a MachineSet of more than 63 characters is accepted (Cluster API labels its Machines with a hash)",
+			ng: func() *v1alpha1.NodeGroup {
+				ng := capiGroup("capi-long-ms")
+				ng.Spec.Provider.ClusterAPI.Kind = v1alpha1.ClusterAPIMachineSet
+				ng.Spec.Provider.ClusterAPI.Name = strings.Repeat("s", 200)
+				return ng
+			}(),
+		},
+		{
 			name: "lifecycle settings are accepted: budgets by reason with a window, expiry, interruption signals, repair",
 			ng: withDisruption("valid-lifecycle", func(d *v1alpha1.Disruption) {
 				d.Budgets = []v1alpha1.DisruptionBudget{{Nodes: intstr.FromString("20%"), Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}},

@@ -548,3 +548,49 @@ func TestCancelRemovalAfterAFailedReplicaChange(t *testing.T) {
 		t.Error("the mark of a committed removal was taken off: Cluster API would delete another Machine")
 	}
 }
+
+// TestAMachineSetWithALongNameFindsItsMachines: Cluster API labels the
+// Machines of a MachineSet whose name is longer than a label value with
+// the name's hash (cluster.x-k8s.io/set-name: hash_eauoKg_z is what its
+// labels/format.MustFormatValue, v1.14.2, gives for this name): berth
+// lists them as the group's instances.
+func TestAMachineSetWithALongNameFindsItsMachines(t *testing.T) {
+	installCRDs(t)
+	ctx := context.Background()
+	long := "a-machine-set-whose-name-is-much-longer-than-a-label-value-may-be-0123456789"
+	labels := map[string]any{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/set-name": "hash_eauoKg_z"}
+	set := capiObj("MachineSet", long, map[string]any{
+		"clusterName": "c", "replicas": int64(1), "selector": map[string]any{"matchLabels": labels},
+		"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
+			"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
+			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "T", "name": "t"},
+		}},
+	})
+	if err := env.Client.Create(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	ng := b.NodeGroup("long-ms", b.Size(0, 10))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Kind: v1alpha1.ClusterAPIMachineSet, Namespace: ns, Name: long}}
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	m := capiObj("Machine", "long-ms-0", map[string]any{"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "M", "name": "long-ms-0"}, "providerID": "test:///long-ms-0"})
+	m.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/set-name": "hash_eauoKg_z"})
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(ctx, ng)
+		_ = env.Client.Delete(ctx, set)
+		_ = env.Client.Delete(ctx, m)
+	})
+	provider := clusterapi.New(env.Client, env.Client, clocktesting.NewFakeClock(time.Now()))
+	got, err := provider.List(ctx, ng.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ProviderID != "test:///long-ms-0" {
+		t.Fatalf("instances of the MachineSet %s: %+v, want its Machine long-ms-0", long, got)
+	}
+}

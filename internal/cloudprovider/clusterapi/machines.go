@@ -2,13 +2,16 @@ package clusterapi
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -20,6 +23,22 @@ var machineOwnerLabels = map[v1alpha1.ClusterAPIKind]string{
 	v1alpha1.ClusterAPIMachineDeployment: "cluster.x-k8s.io/deployment-name",
 	v1alpha1.ClusterAPIMachineSet:        "cluster.x-k8s.io/set-name",
 	v1alpha1.ClusterAPIMachinePool:       "cluster.x-k8s.io/pool-name",
+}
+
+// ownerLabelValue is the value of the owner label (machineOwnerLabels)
+// Cluster API puts on the Machines of the object named name: the name
+// itself, but a MachineSet's or MachinePool's name that is not a valid
+// label value (longer than 63 characters) is replaced by its hash,
+// "hash_<FNV-1a 32 of the name, unpadded URL base64>_z", as Cluster
+// API's labels/format.MustFormatValue writes it. A MachineDeployment's
+// name is written as it is (admission keeps it to 63 characters).
+func ownerLabelValue(kind v1alpha1.ClusterAPIKind, name string) string {
+	if kind == v1alpha1.ClusterAPIMachineDeployment || len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name)) // a hash.Hash never fails to write
+	return "hash_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)) + "_z"
 }
 
 // ref is a node group's Cluster API object, defaults applied.
@@ -131,7 +150,7 @@ func failureOf(u *unstructured.Unstructured) string {
 func (p *Provider) machines(ctx context.Context, r ref) ([]machine, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(r.gv.WithKind("MachineList"))
-	if err := p.mgmt.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{machineOwnerLabels[r.kind]: r.name}); err != nil {
+	if err := p.mgmt.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{machineOwnerLabels[r.kind]: ownerLabelValue(r.kind, r.name)}); err != nil {
 		return nil, fmt.Errorf("listing machines of %s: %w", r, err)
 	}
 	out := make([]machine, 0, len(list.Items))

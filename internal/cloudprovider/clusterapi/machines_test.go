@@ -165,3 +165,26 @@ func TestCanUnmark(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerLabelValueIsClusterAPIs: the owner label values of a few names
+// as Cluster API's labels/format.MustFormatValue (v1.14.2) writes them on
+// the Machines of a MachineSet or MachinePool; a MachineDeployment's name
+// is written as it is.
+func TestOwnerLabelValueIsClusterAPIs(t *testing.T) {
+	long := "a-machine-set-whose-name-is-much-longer-than-a-label-value-may-be-0123456789"
+	max := "x-0123456789012345678901234567890123456789012345678901234567890"
+	for _, tc := range []struct {
+		kind       v1alpha1.ClusterAPIKind
+		name, want string
+	}{
+		{v1alpha1.ClusterAPIMachineSet, "workers", "workers"},
+		{v1alpha1.ClusterAPIMachineSet, max, max},
+		{v1alpha1.ClusterAPIMachineSet, long, "hash_eauoKg_z"},
+		{v1alpha1.ClusterAPIMachinePool, long, "hash_eauoKg_z"},
+		{v1alpha1.ClusterAPIMachineDeployment, "md-0", "md-0"},
+	} {
+		if got := ownerLabelValue(tc.kind, tc.name); got != tc.want {
+			t.Errorf("ownerLabelValue(%s, %q) = %q, want %q", tc.kind, tc.name, got, tc.want)
+		}
+	}
+}
