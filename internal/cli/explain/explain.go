@@ -13,9 +13,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/scheme"
@@ -29,6 +32,11 @@ type options struct {
 	output     string
 	limits     limitflags.ClusterLimits
 	grace      time.Duration
+	// clusterAPI and clusterAPIConfig are the controller's flags of the
+	// same names: node groups of spec.provider.clusterAPI are planned as
+	// their Cluster API objects' annotations and templates say.
+	clusterAPI       bool
+	clusterAPIConfig string
 }
 
 // NewCommand returns `berth explain` and its subcommands.
@@ -53,6 +61,8 @@ outcome.`,
 	o.limits.Bind(f)
 	f.DurationVar(&o.grace, "max-provision-time", scaleup.DefaultLaunchGrace,
 		"the controller's --max-provision-time: how long a node of berth's that is not Ready counts as booting")
+	f.BoolVar(&o.clusterAPI, "clusterapi", false, "the controller's --clusterapi: read the Cluster API objects of NodeGroups with spec.provider.clusterAPI (their annotations and machine templates), as the controller does")
+	f.StringVar(&o.clusterAPIConfig, "clusterapi-kubeconfig", "", "the controller's --clusterapi-kubeconfig: kubeconfig of the Cluster API management cluster (default: the cluster explained); implies --clusterapi")
 	cmd.AddCommand(o.podCommand(), o.nodeCommand())
 	return cmd
 }
@@ -110,7 +120,11 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) 
 	if err != nil {
 		return err
 	}
-	e, err := explain(c, Settings{ClusterLimits: limits, NodeCaps: caps, LaunchGrace: o.grace, Now: time.Now()})
+	cloud, err := o.clusterAPIProvider(c)
+	if err != nil {
+		return err
+	}
+	e, err := explain(c, Settings{ClusterLimits: limits, NodeCaps: caps, LaunchGrace: o.grace, Now: time.Now(), Cloud: cloud})
 	if err != nil {
 		return err
 	}
@@ -147,4 +161,24 @@ func (o *options) client() (client.Client, error) {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	return clusterread.Bounded(c), nil
+}
+
+// clusterAPIProvider is the Cluster API provider the controller's flags
+// of the same names give (nil without them), reading the management
+// cluster without a cache.
+func (o *options) clusterAPIProvider(c client.Client) (cloudprovider.CloudProvider, error) {
+	if !o.clusterAPI && o.clusterAPIConfig == "" {
+		return nil, nil
+	}
+	mgmt := c
+	if o.clusterAPIConfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.clusterAPIConfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading --clusterapi-kubeconfig: %w", err)
+		}
+		if mgmt, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+			return nil, fmt.Errorf("connecting to the Cluster API management cluster: %w", err)
+		}
+	}
+	return clusterapi.New(c, mgmt, clock.RealClock{}), nil
 }

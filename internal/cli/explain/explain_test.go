@@ -18,12 +18,14 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaledown/drain"
 	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/quantity"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/capitest"
 	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
@@ -277,5 +279,35 @@ func TestExplainAStandbyNodeNamesItsHeadroom(t *testing.T) {
 	e := runJSON(t, "node", node)
 	if e.Decision != DecisionKeep || e.Reason != ReasonStandby || !strings.Contains(e.Message, "Headroom web") {
 		t.Fatalf("explanation %+v, want Keep/%s naming Headroom web", e, ReasonStandby)
+	}
+}
+
+// TestExplainReadsAClusterAPIGroupsObjectWithTheControllersFlag: a
+// clusterAPI group whose spec says 1 cpu, and whose MachineDeployment's
+// annotations say 4 cpu and a label (Cluster Autoscaler's scale-from-zero
+// annotations), as the controller reads them with --clusterapi. A pod of
+// 3 cpu selecting that label fits the group only as the annotations
+// describe it: explain with --clusterapi names the node to launch, as the
+// controller launches it; without the flag it plans the spec, and says
+// no group fits.
+func TestExplainReadsAClusterAPIGroupsObjectWithTheControllersFlag(t *testing.T) {
+	ns := live(t, "ex-capi")
+	capitest.InstallCRDs(t, env.Client)
+	create(t, capitest.MachineDeployment(ns, "ex-capi-md", 0, map[string]string{
+		clusterapi.AnnotationMinSize: "0", clusterapi.AnnotationMaxSize: "3",
+		clusterapi.AnnotationCPU: "4", clusterapi.AnnotationMemory: "8Gi", clusterapi.AnnotationLabels: "ex.berth.dev/capi=true",
+	}))
+	ng := b.NodeGroup("ex-capi", b.Size(0, 10), b.InstanceType("capi-small", "1", "1Gi", b.OnDemand("zone-a", "0.20")))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: "ex-capi-md"}}
+	create(t, ng)
+	p := b.Pod("big", b.Namespace(ns), b.NoUID(), b.CPU("3"), b.NodeSelector("ex.berth.dev/capi", "true"))
+	create(t, p)
+	awaitUnschedulable(t, p)
+
+	if e := runJSON(t, "pod", ns+"/big", "--clusterapi"); e.Decision != DecisionLaunchNode || len(e.Launch) != 1 || e.Launch[0].NodeGroup != "ex-capi" {
+		t.Errorf("with --clusterapi: %+v, want a node of ex-capi launched (as its MachineDeployment's annotations describe it)", e)
+	}
+	if e := runJSON(t, "pod", ns+"/big"); e.Decision != DecisionNoNodeGroupFits {
+		t.Errorf("without --clusterapi: decision %s, want %s (the group's spec: 1 cpu, no such label)", e.Decision, DecisionNoNodeGroupFits)
 	}
 }

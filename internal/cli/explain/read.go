@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
@@ -35,6 +37,26 @@ type Settings struct {
 	LaunchGrace time.Duration
 	// Now is the time the plans are made at.
 	Now time.Time
+	// Cloud, when set, refreshes the node groups it serves as the
+	// controller does before each round (cloudprovider.Refresh: a Cluster
+	// API object's annotations and templates); nil plans every group
+	// from its spec.
+	Cloud cloudprovider.CloudProvider
+}
+
+// refresh applies s.Cloud to the groups; it returns a note for each group
+// it could not refresh (planned from its spec, as the controller plans
+// it then).
+func (s Settings) refresh(ctx context.Context, groups []*v1alpha1.NodeGroup) []string {
+	if s.Cloud == nil {
+		return nil
+	}
+	var notes []string
+	for name, err := range cloudprovider.Refresh(ctx, s.Cloud, groups) {
+		notes = append(notes, fmt.Sprintf("node group %s is planned from its spec: its provider could not read it (%v)", name, err))
+	}
+	slices.Sort(notes)
+	return notes
 }
 
 // Pod reads the cluster from c (the API server, not a cache), plans
@@ -51,6 +73,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 	if err != nil {
 		return Explanation{}, err
 	}
+	notes := s.refresh(ctx, cl.NodeGroups)
 	virtual, err := units(ctx, c, cl.Active())
 	if err != nil {
 		return Explanation{}, err
@@ -61,6 +84,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 	}
 	f.event, err = scaleUpEvent(ctx, c, pod)
 	e := explainPod(f)
+	e.Notes = append(e.Notes, notes...)
 	if err != nil {
 		e.Notes = append(e.Notes, fmt.Sprintf("the pod's events could not be read: %v", err))
 	}
@@ -127,6 +151,7 @@ func Node(ctx context.Context, c client.Reader, name string, s Settings) (Explan
 	if err != nil {
 		return Explanation{}, err
 	}
+	notes := s.refresh(ctx, cl.NodeGroups)
 	virtual, err := units(ctx, c, cl.NodeGroups)
 	if err != nil {
 		return Explanation{}, err
@@ -135,7 +160,9 @@ func Node(ctx context.Context, c client.Reader, name string, s Settings) (Explan
 	if err != nil {
 		return Explanation{}, err
 	}
-	return explainNode(f), nil
+	e := explainNode(f)
+	e.Notes = append(e.Notes, notes...)
+	return e, nil
 }
 
 // planNode plans scale-down for the cluster and gathers what explainNode

@@ -1,12 +1,8 @@
 package clusterapi_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -25,10 +20,9 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
-	"github.com/berth-dev/berth/internal/devenv"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	b "github.com/berth-dev/berth/internal/testing/builders"
-	"github.com/berth-dev/berth/internal/testing/expect"
+	"github.com/berth-dev/berth/internal/testing/capitest"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -44,67 +38,12 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 const ns = "default"
 
-var capiCRDsOnce bool
-
 // installCRDs installs Cluster API core's CRDs (from its Go module):
 // Machine, MachineDeployment and MachineSet.
-func installCRDs(t *testing.T) {
-	t.Helper()
-	if capiCRDsOnce {
-		return
-	}
-	ctx := context.Background()
-	root, err := devenv.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	capi, err := devenv.LocateClusterAPI(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinedeployments.yaml", "cluster.x-k8s.io_machinesets.yaml"} {
-		data, err := os.ReadFile(filepath.Join(capi.CRDs, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-		}
-	}
-	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		for _, kind := range []string{"MachineList", "MachineDeploymentList"} {
-			if err := env.Client.List(ctx, list(kind)); err != nil {
-				return false, kind + " not served yet: " + err.Error(), nil
-			}
-		}
-		return true, "", nil
-	})
-	capiCRDsOnce = true
-}
-
-func list(kind string) *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-	l.SetKind(kind)
-	return l
-}
+func installCRDs(t *testing.T) { capitest.InstallCRDs(t, env.Client) }
 
 func capiObj(kind, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion("cluster.x-k8s.io/v1beta2")
-	u.SetKind(kind)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
+	return capitest.Object(kind, ns, name, spec)
 }
 
 // fixture is a MachineDeployment with machines (each with a node of the
@@ -120,15 +59,7 @@ func newFixture(t *testing.T, md string, replicas int64, annotations map[string]
 	t.Helper()
 	installCRDs(t)
 	ctx := context.Background()
-	labels := map[string]any{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/deployment-name": md}
-	d := capiObj("MachineDeployment", md, map[string]any{
-		"clusterName": "c", "replicas": replicas, "selector": map[string]any{"matchLabels": labels},
-		"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
-			"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
-			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "T", "name": "t"},
-		}},
-	})
-	d.SetAnnotations(annotations)
+	d := capitest.MachineDeployment(ns, md, replicas, annotations)
 	if err := env.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
