@@ -92,10 +92,11 @@ const (
 	AnnotationDrainEmptied      = "berth.dev/drain-emptied"
 	AnnotationDrainCriticalTurn = "berth.dev/drain-critical-turn"
 	// AnnotationDrainVolumesWaited is the RFC 3339 time berth stopped
-	// waiting for an emptied node's volumes to detach: they detached, or
-	// their VolumeAttachments were still there a drain timeout after the
-	// node emptied and berth asked for its removal all the same. The drain
-	// timeout counts again from it, across restarts.
+	// waiting for an emptied node's volumes to detach: they detached (or
+	// none was attached), or their VolumeAttachments were still there a
+	// drain timeout after the node emptied and berth asked for its removal
+	// all the same. The drain timeout counts again from it, across
+	// restarts.
 	AnnotationDrainVolumesWaited = "berth.dev/drain-volumes-waited"
 	// AnnotationDrainGivenUp is the RFC 3339 time berth last gave up a
 	// drain of the node (and untainted it): the node is not drained again

@@ -200,6 +200,15 @@ func Resuming(n *corev1.Node, now time.Time) bool {
 	return err == nil && !Ready(n) && now.Sub(at) < resumeBoot
 }
 
+// ReplacementLaunching reports whether a replacement may be booting for n
+// that no mark names: n carries berth.dev/replacement-launching (written
+// before the launch) younger than grace (the max provision time) and no
+// replaced-by mark (written after it).
+func ReplacementLaunching(n *corev1.Node, now time.Time, grace time.Duration) bool {
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementLaunching])
+	return err == nil && n.Annotations[v1alpha1.AnnotationReplacedBy] == "" && now.Sub(at) < grace
+}
+
 // ReplacedBy are the names of the nodes launched to replace n
 // (berth.dev/replaced-by, comma-separated), none when it is not being
 // replaced.

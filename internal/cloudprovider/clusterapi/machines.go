@@ -122,6 +122,11 @@ func machineFrom(u *unstructured.Unstructured) machine {
 	m := machine{Name: u.GetName(), Namespace: u.GetNamespace(), Created: u.GetCreationTimestamp().Time,
 		Deleting: u.GetDeletionTimestamp() != nil, Annotations: u.GetAnnotations(), obj: u,
 		MachineSet: u.GetLabels()[machineOwnerLabels[v1alpha1.ClusterAPIMachineSet]]}
+	for _, o := range u.GetOwnerReferences() {
+		if o.Kind == string(v1alpha1.ClusterAPIMachineSet) && o.Controller != nil && *o.Controller {
+			m.MachineSet = o.Name // its name, where the label may hold a hash of it
+		}
+	}
 	m.ProviderID, _, _ = unstructured.NestedString(u.Object, "spec", "providerID")
 	m.NodeName, _, _ = unstructured.NestedString(u.Object, "status", "nodeRef", "name")
 	m.Failure = failureOf(u)

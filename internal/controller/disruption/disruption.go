@@ -149,10 +149,8 @@ type Controller struct {
 	// volumesWaited when berth stopped waiting for an emptied node's
 	// volumes to detach (detachWait): its removal has the drain timeout
 	// from then. Each is written on the node (drainClock) and kept here
-	// until the cache shows it. detachSeen is when this replica first
-	// found an emptied node's volumes attached: a wait that ends sets
-	// volumesWaited.
-	emptied, criticalTurn, volumesWaited, detachSeen map[string]time.Time
+	// until the cache shows it.
+	emptied, criticalTurn, volumesWaited map[string]time.Time
 	// deleted holds when this replica last asked the cloud provider to
 	// remove each node that still exists: a removal the provider accepted
 	// (AnnotationRemovalAccepted on the node, so that a restart knows it)
@@ -187,7 +185,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: scaledown.Countdown{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, detachSeen: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -257,7 +255,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			delete(c.deleted, name)
 		}
 	}
-	for _, m := range []map[string]time.Time{c.emptied, c.criticalTurn, c.volumesWaited, c.detachSeen} {
+	for _, m := range []map[string]time.Time{c.emptied, c.criticalTurn, c.volumesWaited} {
 		for name := range m {
 			if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
 				delete(m, name)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // intend records on each of the nodes, before a replacement is launched
@@ -62,9 +63,7 @@ func (c *Controller) forgetIntent(ctx context.Context, w *world, names []string)
 }
 
 // launching reports whether a replacement may be booting for n that no
-// mark names: n carries the record of intend, younger than the max
-// provision time, and no replaced-by mark.
+// mark names (nodeutil.ReplacementLaunching).
 func (c *Controller) launching(n *corev1.Node) bool {
-	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationReplacementLaunching])
-	return err == nil && n.Annotations[v1alpha1.AnnotationReplacedBy] == "" && c.Clock.Since(at) < c.maxProvisionTime()
+	return nodeutil.ReplacementLaunching(n, c.Clock.Now(), c.maxProvisionTime())
 }

@@ -90,3 +90,52 @@ func TestARestartBetweenAReplacementsLaunchAndItsMarksLaunchesItOnce(t *testing.
 		})
 	}
 }
+
+// failsSecondLaunch is a cloud whose second launch fails (out of
+// capacity), as a replacement of two nodes can half-fail.
+type failsSecondLaunch struct {
+	cloudprovider.CloudProvider
+	launches int
+}
+
+func (c *failsSecondLaunch) Create(ctx context.Context, req cloudprovider.CreateRequest) (*cloudprovider.Instance, error) {
+	c.launches++
+	if c.launches == 2 {
+		return nil, &cloudprovider.InsufficientCapacityError{Offering: req.Offering, Message: "no capacity"}
+	}
+	return c.CloudProvider.Create(ctx, req)
+}
+
+// TestADriftReplacementThatLaunchesHalfIsMarkedWithWhatLaunched: a
+// drifted node's two pods need two new nodes (its group now offers only
+// 1-cpu nodes); the second launch fails. The node is marked replaced by
+// the one that launched (not left with only the record of the launch,
+// which would hold every replacement for the max provision time and leave
+// the launched node unnamed).
+func TestADriftReplacementThatLaunchesHalfIsMarkedWithWhatLaunched(t *testing.T) {
+	f := setup(t, "intent-half", 1)
+	f.ctrl.Cloud = &failsSecondLaunch{CloudProvider: f.ctrl.Cloud}
+	f.deploymentOf(2, "900m")
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		g.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"tier": "gold"}
+		g.Spec.InstanceTypes = nil
+		b.InstanceType("s-1", "1", "4Gi", b.OnDemand("zone-a", "0.05"))(g)
+	})
+	var launched []string
+	for range 3 {
+		res, _ := f.ctrl.RunOnce(context.Background())
+		if res != nil {
+			launched = append(launched, res.Replacements...)
+		}
+		if len(launched) > 0 {
+			break
+		}
+	}
+	if len(launched) != 1 {
+		t.Fatalf("replacements launched %v, want the first of two (the second fails)", launched)
+	}
+	n := f.node(f.nodes[0])
+	if n.Annotations[v1alpha1.AnnotationReplacedBy] != launched[0] || n.Annotations[v1alpha1.AnnotationReplacementLaunching] != "" {
+		t.Errorf("the drifted node's annotations %v: want it marked replaced by %s and no record of a launch left", n.Annotations, launched[0])
+	}
+}

@@ -83,11 +83,12 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		inst, err := c.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: ng, Offering: off, Replaces: []string{n.Name}})
 		if err != nil {
 			c.launchFailed(ctx, ng, nn, off, []string{n.Name}, err)
+			if !interrupted && len(launched) > 0 {
+				break // what was launched is marked; the drain waits for it, and the node's pods are checked again then
+			}
 			if !interrupted {
-				if len(launched) == 0 {
-					c.forgetIntent(ctx, w, []string{n.Name}) // nothing launched: the next round plans again
-				}
-				return nil // (one launched: the record keeps the next rounds from launching it again)
+				c.forgetIntent(ctx, w, []string{n.Name}) // nothing launched: the next round plans again
+				return nil
 			}
 			continue
 		}
@@ -95,6 +96,9 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		res.Replacements = append(res.Replacements, inst.NodeName)
 		c.Activity.ScaledUp(ng.Name, state.ScaleEvent{Time: c.Clock.Now(), Node: inst.NodeName, Reason: "Replacement",
 			Message: fmt.Sprintf("%s, replacing %s (%s)", off, n.Name, d.Reason)})
+	}
+	if len(launched) == 0 && len(launch) > 0 {
+		c.forgetIntent(ctx, w, []string{n.Name}) // an interrupted node whose launches all failed: its drain starts below
 	}
 	now := c.Clock.Now().UTC().Format(time.RFC3339)
 	if len(launched) > 0 && interrupted {

@@ -38,31 +38,28 @@ const (
 // kube-controller-manager's maxWaitForUnmountDuration) and which may not
 // flush its writes. Karpenter waits for the same. The wait lasts up to
 // the drain timeout from from; after it the node is removed all the
-// same, with a warning. A wait that ends, either way, is written on the
-// node (AnnotationDrainVolumesWaited), and the removal has the drain
-// timeout from then, as it had from when the node emptied; a node whose
-// volumes were never seen attached is not waited for again. A read of
+// same, with a warning. The end of the wait, either way (also when there
+// was nothing to wait for), is written on the node
+// (AnnotationDrainVolumesWaited), and the removal has the drain timeout
+// from then, across restarts; the node is not waited for again. A read of
 // the attachments that fails counts as attachments left. It returns
 // whether to wait and the time the removal's drain timeout counts from.
 func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, pods []*corev1.Pod, from, started time.Time, timeout time.Duration) (bool, time.Time) {
 	if at, ok := recordedClock(n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started); ok {
-		return false, at // waited already
+		return false, later(at, from) // waited already
 	}
 	attached, err := c.attachedVolumes(ctx, n.Name, pods)
 	if err == nil && len(attached) == 0 {
-		if _, waited := c.detachSeen[n.Name]; waited {
-			return false, c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started)
-		}
-		return false, from
+		// The wait is over (or there was none): recorded, so that the
+		// provider has the drain timeout from now also when a restart
+		// came during the wait.
+		return false, later(c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started), from)
 	}
 	what := strings.Join(attached, ", ")
 	if err != nil {
 		what = "they could not be read (" + err.Error() + ")"
 	}
 	if c.Clock.Since(from) < timeout {
-		if _, ok := c.detachSeen[n.Name]; !ok {
-			c.detachSeen[n.Name] = c.Clock.Now()
-		}
 		c.sayOnce(n, corev1.EventTypeNormal, ReasonAwaitingVolumeDetachment, fmt.Sprintf(
 			"The node's pods are gone; its removal waits up to %s for their volumes to detach: %s", timeout, what))
 		return true, from
@@ -70,7 +67,15 @@ func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, p
 	at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started)
 	c.warnOnce(n, ReasonVolumesStillAttached, fmt.Sprintf(
 		"Volumes still attached %s after the node's pods were gone: %s; removing the node all the same", timeout, what))
-	return false, at
+	return false, later(at, from)
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // attachedVolumes names the PersistentVolumes still attached to the node

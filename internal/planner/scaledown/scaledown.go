@@ -245,7 +245,8 @@ func Run(in Input) (*Plan, error) {
 		case n.DeletionTimestamp != nil:
 			p.disrupting[n.NodeGroup]++
 		case g != nil && n.Annotations[v1alpha1.AnnotationLaunchedBy] == string(g.UID) &&
-			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != ""):
+			(nodeutil.Disrupted(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" ||
+				!in.Now.IsZero() && nodeutil.ReplacementLaunching(n.Node, in.Now, in.LaunchGrace)):
 			p.disrupting[n.NodeGroup]++
 		case n.Node.Labels[v1alpha1.LabelInitialized] == "true" && !nodeutil.Ready(n.Node) && !nodeutil.Standby(n.Node):
 			p.notReady[n.NodeGroup]++ // a suspended standby node is not Ready by design
