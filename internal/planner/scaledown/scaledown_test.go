@@ -365,6 +365,7 @@ func TestOptOutsOfEveryKind(t *testing.T) {
 // back repair. A budget of 0 or "0%" removes nothing; a group being
 // deleted still goes one node at a time.
 func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
+	launchedAt := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	budget := func(v string) func(*v1alpha1.NodeGroup) {
 		return func(ng *v1alpha1.NodeGroup) {
 			b := intstr.Parse(v)
@@ -376,7 +377,9 @@ func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
 		budget string
 		other  []b.NodeOption
 		delete bool
-		want   int
+		// now plans at launchedAt with a max provision time of 15 minutes.
+		now  bool
+		want int
 	}{
 		{name: "a budget of one removes one", budget: "1", want: 1},
 		{name: "a node being deleted uses the budget", budget: "1", other: []b.NodeOption{func(n *corev1.Node) {
@@ -390,6 +393,10 @@ func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
 		{name: "a group being deleted goes on past a node of it that went NotReady", budget: "1", delete: true, other: []b.NodeOption{b.NotReady()}, want: 1},
 		{name: "a suspended standby node (not Ready by design) does not use the budget", budget: "1",
 			other: []b.NodeOption{b.NotReady(), b.NodeTaint(v1alpha1.TaintStandby, "true", corev1.TaintEffectNoSchedule)}, want: 1},
+		{name: "a node whose replacement's launch is recorded (a restart before its mark) uses the budget", budget: "1", now: true,
+			other: []b.NodeOption{b.NodeAnnotation(v1alpha1.AnnotationReplacementLaunching, launchedAt.Add(-time.Minute).Format(time.RFC3339))}, want: 0},
+		{name: "a launch recorded longer ago than the max provision time does not", budget: "1", now: true,
+			other: []b.NodeOption{b.NodeAnnotation(v1alpha1.AnnotationReplacementLaunching, launchedAt.Add(-20*time.Minute).Format(time.RFC3339))}, want: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,7 +411,11 @@ func TestBudgetCountsWhatIsDownOrGoing(t *testing.T) {
 			if tt.other != nil {
 				nodes = append(nodes, node("other", ng, append(tt.other, b.NodeAnnotation(v1alpha1.AnnotationDoNotDisrupt, "true"))...))
 			}
-			got := run(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes})
+			in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes}
+			if tt.now {
+				in.Now, in.LaunchGrace = launchedAt, 15*time.Minute
+			}
+			got := run(t, in)
 			if len(got.removed) != tt.want {
 				t.Errorf("%d nodes removed (%v), want %d", len(got.removed), got.removed, tt.want)
 			}
