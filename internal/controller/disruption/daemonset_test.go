@@ -21,9 +21,9 @@ import (
 )
 
 // agents creates a DaemonSet of the fixture's group named name (a log
-// shipper), with the pod annotations given, and waits for its pod on
-// each of the fixture's nodes.
-func (f *fixture) agents(name string, annotations map[string]string) {
+// shipper), with the pod annotations and volumes given, and waits for its
+// pod on each of the fixture's nodes.
+func (f *fixture) agents(name string, annotations map[string]string, volumes ...corev1.Volume) {
 	f.t.Helper()
 	labels := map[string]string{"agent": name}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
@@ -33,6 +33,7 @@ func (f *fixture) agents(name string, annotations map[string]string) {
 			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{Name: "agent", Image: "agent", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+			Volumes: volumes,
 		}},
 	}}
 	if err := env.Client.Create(context.Background(), ds); err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -67,34 +66,8 @@ func (f *fixture) sharedVolume(pv, claim string) {
 // the claim, and waits until one runs on each node.
 func (f *fixture) agentsWithVolume(claim string) {
 	f.t.Helper()
-	labels := map[string]string{"agent": "with-volume"}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "with-volume", Namespace: f.ns}, Spec: appsv1.DaemonSetSpec{
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: f.group.Name},
-			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{Name: "agent", Image: "agent", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-		}},
-	}}
-	if err := env.Client.Create(context.Background(), ds); err != nil {
-		f.t.Fatal(err)
-	}
-	expect.Eventually(f.t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		pods := &corev1.PodList{}
-		if err := env.Client.List(ctx, pods, client.InNamespace(f.ns), client.MatchingLabels(labels)); err != nil {
-			return false, "", err
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == len(f.nodes), fmt.Sprintf("%d of %d agents running", running, len(f.nodes)), nil
-	})
+	f.agents("with-volume", nil, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
 }
 
 // startDrain runs the round that starts the drain of one node, and
