@@ -61,8 +61,8 @@ func BenchmarkBerth(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			pods := workload.Pods(n, seed)
-			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")},
+			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}},
 				Options: scaleup.NewOptions()}
 			if _, err := scaleup.Run(in); err != nil {
 				b.Fatal(err)

@@ -52,7 +52,7 @@ var reviewed = []string{
 	"cluster berth.dev headrooms: get list watch",
 	"cluster berth.dev companionprofiles: get list watch",
 	"cluster storage.k8s.io storageclasses: get list watch",                                                  // a workload's unbound claim of a profile's CSI driver
-	"cluster storage.k8s.io volumeattachments: list watch",                                                         // a drained node waits for its volumes to detach before its removal
+	"cluster storage.k8s.io volumeattachments: list watch",                                                   // a drained node waits for its volumes to detach before its removal
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations: create",                             // the companion webhook's configuration, while some CompanionProfile exists; RBAC cannot narrow create to a name, config/policy (berth-writes-only-its-webhook) narrows it to berth-companion, pods CREATE only, served in berth-system or at loopback
 	"cluster admissionregistration.k8s.io mutatingwebhookconfigurations[berth-companion]: delete get update", // only its own
 	"cluster berth.dev nodegroups: get list patch update watch",                                              // the finalizer berth.dev/nodes: a deleted group's nodes are drained (or orphaned) first

@@ -49,10 +49,9 @@ type Config struct {
 	// BatchIdle, BatchMax and Resync pace provisioning rounds as the
 	// controller's flags do; ScaleDownInterval the scale-down rounds.
 	BatchIdle, BatchMax, Resync, ScaleDownInterval time.Duration
-	// ClusterLimits as for the controller (nil: the planner's default).
-	ClusterLimits corev1.ResourceList
-	// NodeCaps as for the controller (zero: no cap).
-	NodeCaps scaleup.NodeCaps
+	// Limits as for the controller (zero: the planner's default
+	// resources, no node cap).
+	Limits scaleup.Limits
 	// Sample is the period of the time series (default 60 s).
 	Sample time.Duration
 	// Seed seeds launch delays drawn from distributions.

@@ -47,7 +47,7 @@ func (e *Engine) provision() {
 	e.provisionAt = time.Time{}
 	e.batchStart = time.Time{}
 	defer e.provisionSoon(e.now.Add(e.cfg.Resync))
-	in := scaleup.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits, NodeCaps: e.cfg.NodeCaps,
+	in := scaleup.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, Limits: e.cfg.Limits,
 		Now: e.now, LaunchGrace: launchGrace, Nominated: map[types.NamespacedName]string{}}
 	in.Nodes = e.resumableNodes(e.nodeObjects())
 	for _, p := range e.podList() {

@@ -90,7 +90,7 @@ func (e *Engine) nodeObjects() []*corev1.Node {
 }
 
 func (e *Engine) scaleDownInput() scaledown.Input {
-	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, ClusterLimits: e.cfg.ClusterLimits, NodeCaps: e.cfg.NodeCaps,
+	in := scaledown.Input{NodeGroups: e.cfg.NodeGroups, DaemonSets: e.cfg.DaemonSets, Limits: e.cfg.Limits,
 		Virtual: e.headroom.last, Now: e.now, LaunchGrace: launchGrace, Held: map[string]string{}, Since: e.removableSince}
 	in.Nodes = e.nodeObjects()
 	for _, p := range e.podList() {

@@ -60,7 +60,7 @@ func TestScenarios(t *testing.T) {
 			if err := yaml.UnmarshalStrict(data, &want); err != nil {
 				t.Fatal(err)
 			}
-			in.ClusterLimits = want.ClusterLimits
+			in.Limits.Resources = want.ClusterLimits
 			plan, err := scaleup.Run(in)
 			if err != nil {
 				t.Fatal(err)

@@ -166,11 +166,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := setSoftMemoryLimit(os.Getenv); err != nil {
 		return err
 	}
-	limits, err := o.clusterLimits.List()
-	if err != nil {
-		return err
-	}
-	caps, err := o.clusterLimits.Caps()
+	limits, err := o.clusterLimits.Limits()
 	if err != nil {
 		return err
 	}
@@ -214,7 +210,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := o.wire(mgr, limits, caps, hook); err != nil {
+	if err := o.wire(mgr, limits, hook); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting berth controller", "leaderElection", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr,

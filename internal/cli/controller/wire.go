@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -41,7 +40,7 @@ import (
 // them, and registers them with the manager. Controllers never import each
 // other: what one tells another goes through internal/state and a Notify
 // function passed in here.
-func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, caps scaleup.NodeCaps, hook *hookSetup) error {
+func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup) error {
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
@@ -122,7 +121,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, caps scaleu
 	if o.scaleDown {
 		disruption.RegisterMetrics()
 		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings, Activity: activity},
-			disruption.Options{Interval: o.scaleDownInterval, ClusterLimits: limits, NodeCaps: caps, MaxProvisionTime: o.maxProvisionTime})
+			disruption.Options{Interval: o.scaleDownInterval, Limits: limits, MaxProvisionTime: o.maxProvisionTime})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
 		}
@@ -134,7 +133,7 @@ func (o *options) wire(mgr ctrl.Manager, limits corev1.ResourceList, caps scaleu
 
 	prov := provisioning.New(
 		provisioning.Deps{Client: mgr.GetClient(), Cloud: cloud, Offerings: offerings, Readiness: readiness, Holds: holds, Activity: activity, Recorder: recorder, Clock: clk},
-		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, ClusterLimits: limits, NodeCaps: caps, MaxProvisionTime: o.maxProvisionTime})
+		provisioning.Options{BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync, Limits: limits, MaxProvisionTime: o.maxProvisionTime})
 	if err := prov.Register(mgr); err != nil {
 		return fmt.Errorf("registering %s: %w", provisioning.Name, err)
 	}

@@ -105,11 +105,7 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) 
 	if !ok {
 		return fmt.Errorf("--output must be text, json or yaml, not %q", o.output)
 	}
-	limits, err := o.limits.List()
-	if err != nil {
-		return err
-	}
-	caps, err := o.limits.Caps()
+	limits, err := o.limits.Limits()
 	if err != nil {
 		return err
 	}
@@ -124,7 +120,7 @@ func (o *options) run(cmd *cobra.Command, explain func(client.Client, Settings) 
 	if err != nil {
 		return err
 	}
-	e, err := explain(c, Settings{ClusterLimits: limits, NodeCaps: caps, LaunchGrace: o.grace, Now: time.Now(), Cloud: cloud})
+	e, err := explain(c, Settings{Limits: limits, LaunchGrace: o.grace, Now: time.Now(), Cloud: cloud})
 	if err != nil {
 		return err
 	}

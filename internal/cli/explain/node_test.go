@@ -202,7 +202,7 @@ func TestExplainNodeHonoursTheNodeCaps(t *testing.T) {
 		caps    scaleup.NodeCaps
 		disrupt bool
 	}{{caps: scaleup.NodeCaps{}, disrupt: true}, {caps: scaleup.NodeCaps{Total: 1}, disrupt: false}} {
-		f, err := planNode(cl, a, nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace, NodeCaps: tc.caps})
+		f, err := planNode(cl, a, nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace, Limits: scaleup.Limits{Nodes: tc.caps}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,10 +28,9 @@ const maxEvents = 200
 // Settings are what the caller sets besides the cluster: the
 // controller's settings the plans depend on, and the time.
 type Settings struct {
-	// ClusterLimits are the controller's --cluster-max-* limits.
-	ClusterLimits corev1.ResourceList
-	// NodeCaps are its --max-nodes-total and --max-nodes-per-round.
-	NodeCaps scaleup.NodeCaps
+	// Limits are the controller's --cluster-max-*, --max-nodes-total and
+	// --max-nodes-per-round.
+	Limits scaleup.Limits
 	// LaunchGrace is the controller's --max-provision-time: how long a
 	// node of berth's that is not Ready counts as booting.
 	LaunchGrace time.Duration
@@ -118,7 +117,7 @@ func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s Se
 // pods) as pending, and the asked pod pending too.
 func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Pod, s Settings) scaleup.Input {
 	in := scaleup.Input{NodeGroups: cl.Active(), Nodes: cl.Nodes, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, ClusterLimits: s.ClusterLimits, NodeCaps: s.NodeCaps, Now: s.Now, LaunchGrace: s.LaunchGrace}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Limits: s.Limits, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	nodes := byName(cl.Nodes)
 	in.Unavailable = unavailable(in.NodeGroups, s.Now)
 	for _, p := range cl.Pods {
@@ -196,7 +195,7 @@ func planNode(cl *clusterread.Cluster, node *corev1.Node, units []*corev1.Pod, s
 // ScaleDownSuspended condition, which the controller writes from them.
 func scaleDownInput(cl *clusterread.Cluster, s Settings) scaledown.Input {
 	in := scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: s.ClusterLimits, NodeCaps: s.NodeCaps, Now: s.Now, LaunchGrace: s.LaunchGrace}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, Limits: s.Limits, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	in.Unavailable = unavailable(cl.NodeGroups, s.Now)
 	in.Cooling = scaledown.Cooling(cl.Nodes, s.Now)
 	in.AddPods(cl.Pods, podutil.NewBurst(cl.Pods).AwaitsNode)

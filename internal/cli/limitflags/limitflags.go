@@ -57,6 +57,20 @@ func (l *ClusterLimits) Bind(fs *pflag.FlagSet) {
 // flood of pods a user created by mistake, may buy at once.
 const DefaultNodesPerRound = 1000
 
+// Limits returns the limits and the node caps (List, Caps), or an error
+// when one is out of range.
+func (l *ClusterLimits) Limits() (scaleup.Limits, error) {
+	resources, err := l.List()
+	if err != nil {
+		return scaleup.Limits{}, err
+	}
+	caps, err := l.Caps()
+	if err != nil {
+		return scaleup.Limits{}, err
+	}
+	return scaleup.Limits{Resources: resources, Nodes: caps}, nil
+}
+
 // Caps returns the node caps, or an error when one is negative.
 func (l *ClusterLimits) Caps() (scaleup.NodeCaps, error) {
 	for name, v := range map[string]int{"--max-nodes-total": l.Nodes, "--max-nodes-per-round": l.NodesPerRound} {

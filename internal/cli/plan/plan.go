@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
@@ -61,11 +60,7 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output must be table or json, not %q", o.output)
 	}
-	limits, err := o.limits.List()
-	if err != nil {
-		return err
-	}
-	caps, err := o.limits.Caps()
+	limits, err := o.limits.Limits()
 	if err != nil {
 		return err
 	}
@@ -91,13 +86,13 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
 	}
 	if o.scaleDown {
-		return o.planScaleDown(sc, limits, caps, stdout)
+		return o.planScaleDown(sc, limits, stdout)
 	}
 	input, err := sc.Input(time.Now())
 	if err != nil {
 		return err
 	}
-	input.ClusterLimits, input.NodeCaps = limits, caps
+	input.Limits = limits
 	p, err := scaleup.Run(input)
 	if err != nil {
 		return err
@@ -154,12 +149,12 @@ func summarize(pods []string) string {
 // controller's, on the snapshot. It says what would be removed if every
 // node had been removable for its group's consolidateAfter, and which
 // groups of the plan have their disruption window closed now.
-func (o *options) planScaleDown(sc *scenario.Scenario, limits corev1.ResourceList, caps scaleup.NodeCaps, stdout io.Writer) error {
+func (o *options) planScaleDown(sc *scenario.Scenario, limits scaleup.Limits, stdout io.Writer) error {
 	in, err := sc.ScaleDownInput(time.Now())
 	if err != nil {
 		return err
 	}
-	in.ClusterLimits, in.NodeCaps = limits, caps
+	in.Limits = limits
 	p, err := scaledown.Run(in)
 	if err != nil {
 		return err

@@ -129,11 +129,7 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s must be at least %s, not %s", d.name, minInterval, d.v)
 		}
 	}
-	limits, err := o.limits.List()
-	if err != nil {
-		return err
-	}
-	caps, err := o.limits.Caps()
+	limits, err := o.limits.Limits()
 	if err != nil {
 		return err
 	}
@@ -168,7 +164,7 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	for i, p := range policies {
 		cfg := sim.Config{Name: p.name, NodeGroups: p.nodeGroups, Headrooms: p.headrooms, DaemonSets: cluster.DaemonSets,
 			LaunchDelay: delays, BatchIdle: o.batchIdle, BatchMax: o.batchMax, Resync: o.resync,
-			ScaleDownInterval: o.scaleDownInterval, ClusterLimits: limits, NodeCaps: caps, Seed: o.seed}
+			ScaleDownInterval: o.scaleDownInterval, Limits: limits, Seed: o.seed}
 		if o.verbose {
 			cfg.Log = func(at time.Duration, format string, args ...any) {
 				logMu.Lock()

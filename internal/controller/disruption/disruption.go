@@ -85,10 +85,8 @@ type Options struct {
 	Interval time.Duration
 	// MaxRemovalsPerRound (0: DefaultMaxRemovalsPerRound).
 	MaxRemovalsPerRound int
-	// ClusterLimits and NodeCaps as for scale-up (a replacement is
-	// planned within them).
-	ClusterLimits corev1.ResourceList
-	NodeCaps      scaleup.NodeCaps
+	// Limits as for scale-up (a replacement is planned within them).
+	Limits scaleup.Limits
 	// MaxProvisionTime bounds how long a replacement whose Node has not
 	// registered is awaited while its provider still launches it (0:
 	// DefaultMaxProvisionTime).

@@ -76,7 +76,7 @@ func (c *Controller) gather(ctx context.Context) (*world, error) {
 	w := &world{byName: map[string]*corev1.Node{}, groups: map[string]*v1alpha1.NodeGroup{}, podsOn: map[string][]*corev1.Pod{},
 		index: map[string]int{}, owned: map[string]bool{}}
 	w.input = scaledown.Input{NodeGroups: cl.NodeGroups, Nodes: cl.Nodes, PDBs: cl.PDBs, DaemonSets: cl.DaemonSets, Namespaces: cl.Namespaces,
-		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, ClusterLimits: c.opts.ClusterLimits, NodeCaps: c.opts.NodeCaps}
+		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Controllers: cl.Controllers, Limits: c.opts.Limits}
 	w.input.Base, w.input.WhatIf = c.base, c.whatIf
 	if c.Offerings != nil {
 		w.input.Unavailable = c.Offerings.Unavailable()

@@ -57,7 +57,7 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	launching, unlisted := p.pendingNodes(ctx, in.NodeGroups, cl.Nodes, daemonset.Pods(cl.DaemonSets))
 	in.Nodes, r.unlisted = append(cl.Nodes, launching...), unlisted
 	in.DaemonSets, in.Namespaces, in.Claims, in.Volumes, in.DRA = cl.DaemonSets, cl.Namespaces, cl.Claims, cl.Volumes, cl.DRA
-	in.ClusterLimits, in.NodeCaps = p.opts.ClusterLimits, p.opts.NodeCaps
+	in.Limits = p.opts.Limits
 	in.Now, in.LaunchGrace = r.now, p.opts.MaxProvisionTime
 	in.Base, in.Changes, in.Options = p.base, changes, p.options
 	return r, pods, nil

@@ -63,10 +63,9 @@ type Options struct {
 	// Resync re-plans this often even without events (minSize, expired
 	// launch failures).
 	Resync time.Duration
-	// ClusterLimits cap the capacity of all nodes, NodeCaps their number
-	// and the nodes a round launches.
-	ClusterLimits corev1.ResourceList
-	NodeCaps      scaleup.NodeCaps
+	// Limits cap the capacity of all nodes, their number and the nodes a
+	// round launches.
+	Limits scaleup.Limits
 	// MaxProvisionTime is how long a launched node may take to become
 	// Ready; until then the planner counts it as booting.
 	MaxProvisionTime time.Duration
@@ -297,7 +296,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	in, groups, pending := r.in, r.groups, r.pending
 	observePending(pending, p.Clock.Now())
-	observeNodes(in.Nodes, p.opts.NodeCaps.Total)
+	observeNodes(in.Nodes, p.opts.Limits.Nodes.Total)
 	res := &Result{Pending: len(pending)}
 	for _, pod := range pending {
 		res.PendingPods = append(res.PendingPods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
@@ -310,9 +309,9 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		// A plan again after a failed launch launches what the round's
 		// cap has left (the nodes launched count in the cluster now).
-		if perRound := p.opts.NodeCaps.PerRound; perRound > 0 {
+		if perRound := p.opts.Limits.Nodes.PerRound; perRound > 0 {
 			if left := perRound - (len(res.Launched) - resumed); left > 0 {
-				in.NodeCaps.PerRound = left
+				in.Limits.Nodes.PerRound = left
 			} else {
 				break
 			}

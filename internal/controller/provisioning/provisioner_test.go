@@ -99,7 +99,7 @@ func (f *fixture) alsoGroup(ng *v1alpha1.NodeGroup) {
 func (f *fixture) useCloud(cloud cloudprovider.CloudProvider) {
 	f.prov = provisioning.New(provisioning.Deps{
 		Client: env.Client, Cloud: cloud, Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits},
 		MaxProvisionTime: 15 * time.Minute})
 }
 
@@ -421,7 +421,7 @@ func (f *fixture) runAsTheController(ctx context.Context) {
 	prov := provisioning.New(provisioning.Deps{
 		Client: mgr.GetClient(), Cloud: kwok.New(mgr.GetClient(), clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
 	}, provisioning.Options{BatchIdle: 200 * time.Millisecond, BatchMax: time.Second, Resync: 10 * time.Minute,
-		ClusterLimits: scaleup.DefaultClusterLimits, MaxProvisionTime: 15 * time.Minute})
+		Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits}, MaxProvisionTime: 15 * time.Minute})
 	if err := prov.Register(mgr); err != nil {
 		f.t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestVirtualUnitsOfAllHeadroomsAreCapped(t *testing.T) {
 	f := setup(t, b.NodeGroup("prov-capped", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
 	f.prov = provisioning.New(provisioning.Deps{
 		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits},
 		MaxProvisionTime: 15 * time.Minute, MaxVirtualPods: 5})
 	shape := v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
 	for _, name := range []string{"capped-a", "capped-b"} {
@@ -940,8 +940,7 @@ func TestARoundLaunchesNoMoreThanItsCap(t *testing.T) {
 		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
 	f.prov = provisioning.New(provisioning.Deps{
 		Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{},
-	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
-		NodeCaps: scaleup.NodeCaps{PerRound: 1}, MaxProvisionTime: 15 * time.Minute})
+	}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{PerRound: 1}}, MaxProvisionTime: 15 * time.Minute})
 	pods := f.pods(3, b.CPU("1500m"))
 	for round := 1; round <= 4; round++ {
 		res := f.run()
@@ -981,7 +980,7 @@ func TestARoundThatReplansAfterAFailedLaunchStaysWithinItsCap(t *testing.T) {
 	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
 		Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{}},
 		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
-			ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{PerRound: 2}, MaxProvisionTime: 15 * time.Minute})
+			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{PerRound: 2}}, MaxProvisionTime: 15 * time.Minute})
 	f.pods(1, b.CPU("1500m"), b.NodeSelector(v1alpha1.LabelZone, "zone-a"))
 	f.pods(4, b.CPU("1500m"))
 	if res := f.run(); len(res.Launched) != 2 {
@@ -1008,7 +1007,7 @@ func TestAResumedStandbyNodeTakesNoLaunchFromTheReplan(t *testing.T) {
 	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}),
 		Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{}},
 		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
-			ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{PerRound: 1}, MaxProvisionTime: 15 * time.Minute})
+			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{PerRound: 1}}, MaxProvisionTime: 15 * time.Minute})
 	f.pods(3, b.CPU("1"), b.Memory("1Gi"))
 	res, err := f.prov.RunOnce(ctx)
 	if err != nil {
@@ -1035,7 +1034,7 @@ func TestTheNodesCountedAgainstTheCapAreExported(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), virtual) })
 	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
 		Recorder: f.events, Clock: clock.RealClock{}}, provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
-		ClusterLimits: scaleup.DefaultClusterLimits, NodeCaps: scaleup.NodeCaps{Total: 500}, MaxProvisionTime: 15 * time.Minute})
+		Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{Total: 500}}, MaxProvisionTime: 15 * time.Minute})
 	f.pods(2, b.CPU("1500m"))
 	f.run()
 	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {

@@ -422,7 +422,7 @@ func TestAPodNominatedToANodeThatNeverCameUpGetsAnother(t *testing.T) {
 		b.LaunchDelay(metav1.Duration{Duration: time.Hour})))
 	prov := provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
 		Recorder: f.events, Clock: clock.RealClock{}},
-		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, ClusterLimits: scaleup.DefaultClusterLimits,
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits},
 			MaxProvisionTime: 2 * time.Second})
 	pod := f.pods(1, b.CPU("1500m"))[0]
 	res, err := prov.RunOnce(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 )
@@ -38,7 +39,7 @@ func benchmarkBurst(bb *testing.B, n, waiting int) {
 	b.InstanceType("m-48", "48", "192Gi", b.OnDemand("zone-a", "1.30"))(ng)
 	// The nodes alone pass the default cluster limits.
 	in := scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng},
-		ClusterLimits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100k"), corev1.ResourceMemory: resource.MustParse("1000Ti")}}
+		Limits: scaleup.Limits{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100k"), corev1.ResourceMemory: resource.MustParse("1000Ti")}}}
 	for i := range n {
 		name := fmt.Sprintf("node-%05d", i)
 		in.Nodes = append(in.Nodes, b.Node(name, "16", "64Gi", b.LaunchedBy(ng),

@@ -163,7 +163,7 @@ func TestAReplacementAtTheNodeCap(t *testing.T) {
 			nodes := []*corev1.Node{typed("large", "8", "32Gi", ng, "large-8", "zone-a", "on-demand"), b.Node("other", "1", "4Gi")}
 			pods := []*corev1.Pod{app("w", "large", "1500m", b.Memory("6Gi"))}
 			plan, err := scaledown.Run(scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Nodes: nodes, Pods: pods,
-				NodeCaps: scaleup.NodeCaps{Total: tt.total}})
+				Limits: scaleup.Limits{Nodes: scaleup.NodeCaps{Total: tt.total}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,7 +62,7 @@ func (p *planner) fitIn(in Input, group string) (map[scaleup.PodRef]bool, error)
 		groups = append(groups, g)
 	}
 	unbounded := in
-	unbounded.ClusterLimits, unbounded.NodeCaps, unbounded.Unavailable = corev1.ResourceList{}, scaleup.NodeCaps{}, nil
+	unbounded.Limits, unbounded.Unavailable = scaleup.Limits{Resources: corev1.ResourceList{}}, nil
 	plan, err := p.planElsewhere(unbounded, groups, nil, p.waiting, nil)
 	if err != nil {
 		return nil, err

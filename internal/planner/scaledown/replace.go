@@ -350,7 +350,7 @@ func (p *planner) planElsewhere(in Input, groups []*v1alpha1.NodeGroup, gone []*
 		out[n.Name] = true
 	}
 	sin := scaleup.Input{NodeGroups: groups, Pending: slices.Clone(waiting), DaemonSets: in.DaemonSets, Namespaces: in.Namespaces, Claims: in.Claims,
-		Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, NodeCaps: in.NodeCaps, Unavailable: append(slices.Clone(in.Unavailable), avoid...), Base: in.WhatIf,
+		Volumes: in.Volumes, DRA: in.DRA, Limits: in.Limits, Unavailable: append(slices.Clone(in.Unavailable), avoid...), Base: in.WhatIf,
 		Now: in.Now, LaunchGrace: in.LaunchGrace}
 	for _, n := range in.Nodes {
 		if !out[n.Name] {

@@ -108,10 +108,8 @@ type Input struct {
 	// Virtual are the Headroom units and CapacityBuffer chunks: those that
 	// fit on the nodes before a removal must still fit after it.
 	Virtual []*corev1.Pod
-	// ClusterLimits and NodeCaps as in scale-up (a replacement is
-	// planned within them).
-	ClusterLimits corev1.ResourceList
-	NodeCaps      scaleup.NodeCaps
+	// Limits as in scale-up (a replacement is planned within them).
+	Limits scaleup.Limits
 	// DaemonSets and Unavailable offerings, as in scale-up: a replacement
 	// node is planned by the scale-up planner.
 	DaemonSets  []*appsv1.DaemonSet
@@ -320,7 +318,7 @@ func (p *planner) planRemovals(in Input, now, later []candidate) error {
 // anyone.
 func newPlanner(in Input) (*planner, error) {
 	s, err := scaleup.ClusterSnapshot(scaleup.Input{NodeGroups: in.NodeGroups, Nodes: in.Nodes, Pods: in.Pods,
-		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, ClusterLimits: in.ClusterLimits, Base: in.Base,
+		Namespaces: in.Namespaces, Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA, Limits: in.Limits, Base: in.Base,
 		Now: in.Now, LaunchGrace: in.LaunchGrace, DaemonSets: in.DaemonSets})
 	if err != nil {
 		return nil, err

@@ -35,8 +35,8 @@ import (
 func TestLargePlanIsNearWhatASearchFinds(t *testing.T) {
 	ng := workload.NodeGroup(400)
 	pods := workload.Pods(1000, 42)
-	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}})
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func randomLimits(t *testing.T, seed int64) {
 			}
 			pending = append(pending, b.Pod(fmt.Sprintf("p%d", pi), opts...))
 		}
-		in := scaleup.Input{NodeGroups: groups, Nodes: nodes, Pods: bound, Pending: pending, ClusterLimits: cl}
+		in := scaleup.Input{NodeGroups: groups, Nodes: nodes, Pods: bound, Pending: pending, Limits: scaleup.Limits{Resources: cl}}
 		plan, err := scaleup.Run(in)
 		if err != nil {
 			t.Fatal(err)

@@ -132,7 +132,7 @@ func TestCAOrchestratorCasesAgree(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := scaleup.Run(scaleup.Input{NodeGroups: tc.groups, Nodes: tc.nodes, Pods: tc.bound, Pending: tc.pending, ClusterLimits: tc.limits})
+			plan, err := scaleup.Run(scaleup.Input{NodeGroups: tc.groups, Nodes: tc.nodes, Pods: tc.bound, Pending: tc.pending, Limits: scaleup.Limits{Resources: tc.limits}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -76,8 +76,8 @@ func BenchmarkPlanDRA(bm *testing.B) {
 	for _, n := range []int{100, 1000} {
 		bm.Run(fmt.Sprintf("pods=%d", n), func(bm *testing.B) {
 			pods, dra := draBenchPods(n, 42)
-			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, DRA: dra, ClusterLimits: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}
+			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, DRA: dra, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}}
 			var plan *scaleup.Plan
 			bm.ResetTimer()
 			for bm.Loop() {

@@ -19,6 +19,14 @@ var DefaultClusterLimits = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("4000Gi"),
 }
 
+// Limits are the cluster-wide bounds of a plan: the total capacity of
+// all nodes (Resources; nil means DefaultClusterLimits) and their number
+// (Nodes). One value, so that every planner input carries both.
+type Limits struct {
+	Resources corev1.ResourceList
+	Nodes     NodeCaps
+}
+
 // NodeCaps cap the number of nodes, as Cluster Autoscaler's
 // --max-nodes-total and --max-nodes-per-scaleup do: Total the nodes of
 // the cluster (every node but a virtual kubelet's, those of no group and

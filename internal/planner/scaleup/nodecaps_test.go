@@ -61,7 +61,7 @@ func TestNodeCapsBoundTheNodesLaunched(t *testing.T) {
 			// model kept from round to round: a round's planned nodes
 			// must not count in the next.
 			for round, b := range []*snapshot.Base{nil, base, base} {
-				plan, err := scaleup.Run(scaleup.Input{NodeGroups: tc.groups, Nodes: tc.nodes, Pending: tc.pending, NodeCaps: tc.caps, Base: b})
+				plan, err := scaleup.Run(scaleup.Input{NodeGroups: tc.groups, Nodes: tc.nodes, Pending: tc.pending, Limits: scaleup.Limits{Nodes: tc.caps}, Base: b})
 				if err != nil {
 					t.Fatal(err)
 				}

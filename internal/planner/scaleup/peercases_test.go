@@ -434,7 +434,7 @@ func TestNodesThePodsPreferStayWithinTheLimits(t *testing.T) {
 		ng := b.NodeGroup("g", append([]b.NodeGroupOption{b.Size(0, 10), b.InstanceType("small", "4", "16Gi", b.OnDemand("zone-a", "1")),
 			b.InstanceType("big", "8", "16Gi", b.OnDemand("zone-a", "1"))}, tc.group...)...)
 		pods := replicas("web", 2, b.CPU("1"), b.Labels("app", "web"), b.PodAntiAffinity(b.AffinityTerm(v1alpha1.LabelHostname, "app", "web")), prefersBig)
-		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: tc.cluster})
+		plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, Limits: scaleup.Limits{Resources: tc.cluster}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -256,7 +256,7 @@ func TestAPodBeingResizedCountsWhatItRunsWith(t *testing.T) {
 func TestLimitsPastWhatInt64HoldsLimitNothing(t *testing.T) {
 	huge := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1e16"), corev1.ResourceMemory: resource.MustParse("1e20")}
 	general := b.NodeGroup("general", b.GroupLimits(huge), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
-	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{general}, Pending: []*corev1.Pod{b.Pod("p", b.CPU("1"))}, ClusterLimits: huge})
+	plan, err := scaleup.Run(scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{general}, Pending: []*corev1.Pod{b.Pod("p", b.CPU("1"))}, Limits: scaleup.Limits{Resources: huge}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,12 +41,8 @@ type Input struct {
 	// DRA are the dynamic resource allocation objects (device classes,
 	// resource claims and templates, slices, PodGroups).
 	DRA snapshot.DRA
-	// ClusterLimits caps the total capacity of all nodes; nil means
-	// DefaultClusterLimits.
-	ClusterLimits corev1.ResourceList
-	// NodeCaps cap how many nodes the cluster may have and how many one
-	// round may launch (zero values: no cap).
-	NodeCaps NodeCaps
+	// Limits cap the total capacity of all nodes and their number.
+	Limits Limits
 	// Unavailable offerings are not launched (e.g. they just failed with
 	// insufficient capacity).
 	Unavailable []Offering
@@ -191,7 +187,7 @@ func Run(in Input) (*Plan, error) {
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
-		Launcher: newLauncher(groups, in.NodeCaps, s), Filters: predicates.Default(),
+		Launcher: newLauncher(groups, in.Limits.Nodes, s), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
 	markWanted(templates, fold.pending)
@@ -218,7 +214,7 @@ func ClusterSnapshot(in Input) (*snapshot.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits := in.ClusterLimits
+	limits := in.Limits.Resources
 	if limits == nil {
 		limits = DefaultClusterLimits
 	}

@@ -30,8 +30,8 @@ func BenchmarkPlan(b *testing.B) {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			pods := workload.Pods(n, 42)
 			// Limits as high as Karpenter's benchmark sets them.
-			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, ClusterLimits: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")},
+			in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Pending: pods, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}},
 				Options: scaleup.NewOptions()}
 			lb, lbReq := workload.LowerBound(ng, pods), workload.RequestsLowerBound(ng, pods)
 			if *fresh {
@@ -76,8 +76,8 @@ func BenchmarkPlanOnCluster(b *testing.B) {
 		pending, nodes int
 		everyPod       bool
 	}{{500, 0, false}, {500, 1000, false}, {500, 5000, false}, {0, 5000, false}, {500, 5000, true}} {
-		in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, ClusterLimits: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}
+		in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{ng}, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10000000"), corev1.ResourceMemory: resource.MustParse("10000000Gi")}}}
 		if c.pending > 0 {
 			in.Pending = workload.Pods(c.pending, 42)
 		}

@@ -46,8 +46,8 @@ func BenchmarkPlanTwoSpreads(bb *testing.B) {
 func BenchmarkPlanTwoSpreadsOnCluster(bb *testing.B) {
 	g := b.NodeGroup("g", b.Size(0, 500), b.InstanceType("m-16", "16", "64Gi", b.OnDemand("zone-1", "0.80"), b.OnDemand("zone-2", "0.80"), b.OnDemand("zone-3", "0.80")))
 	other := b.NodeGroup("other", b.Size(0, 5000), b.InstanceType("m-16", "16", "64Gi", b.OnDemand("zone-1", "0.80")))
-	in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{g, other}, ClusterLimits: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("1000000"), corev1.ResourceMemory: resource.MustParse("1000000Gi")}}
+	in := scaleup.Input{NodeGroups: []*v1alpha1.NodeGroup{g, other}, Limits: scaleup.Limits{Resources: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1000000"), corev1.ResourceMemory: resource.MustParse("1000000Gi")}}}
 	for i := range 5000 {
 		ng, zone, node := other, "zone-1", func(n *corev1.Node) *corev1.Node { return n }
 		if i%10 == 0 {
