@@ -172,6 +172,7 @@ func (o *options) clusterAPIProvider(c client.Client) (cloudprovider.CloudProvid
 		if err != nil {
 			return nil, fmt.Errorf("loading --clusterapi-kubeconfig: %w", err)
 		}
+		cfg.QPS, cfg.Burst = 50, 100 // as the explained cluster's client: two reads a group
 		if mgmt, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 			return nil, fmt.Errorf("connecting to the Cluster API management cluster: %w", err)
 		}

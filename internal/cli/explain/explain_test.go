@@ -311,3 +311,37 @@ func TestExplainReadsAClusterAPIGroupsObjectWithTheControllersFlag(t *testing.T)
 		t.Errorf("without --clusterapi: decision %s, want %s (the group's spec: 1 cpu, no such label)", e.Decision, DecisionNoNodeGroupFits)
 	}
 }
+
+// TestExplainNodeHoldsAClusterAPIGroupItCouldNotRead: the Cluster API
+// object of a group is gone. With --clusterapi, explain holds the group's
+// removals, as the controller does when its provider cannot refresh the
+// group (planned from its spec, the group could be taken below its
+// object's bounds); the empty node is kept, and a note says why.
+func TestExplainNodeHoldsAClusterAPIGroupItCouldNotRead(t *testing.T) {
+	live(t, "ex-capi-gone")
+	capitest.InstallCRDs(t, env.Client)
+	ng := b.NodeGroup("ex-capi-gone", b.Size(0, 10), b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "ex-capi-gone", Name: "no-such-md"}}
+	create(t, ng)
+	// An adopted Machine's node (the KWOK provider launches for kwok
+	// groups only): the group's labels and owner mark, Ready.
+	n := b.Node("ex-capi-gone-0", "2", "8Gi")
+	n.Labels[v1alpha1.LabelNodeGroup], n.Labels[v1alpha1.LabelInitialized] = ng.Name, "true"
+	n.Labels[corev1.LabelInstanceTypeStable], n.Labels[corev1.LabelTopologyZone] = "m-2", "zone-a"
+	n.Labels[v1alpha1.LabelCapacityType] = string(v1alpha1.CapacityTypeOnDemand)
+	n.Annotations = map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID), v1alpha1.AnnotationKWOKNode: v1alpha1.AnnotationKWOKNodeValue}
+	create(t, n)
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), n)
+		return err == nil && nodeutil.Ready(n), "node not Ready yet", err
+	})
+	node := n.Name
+
+	e := runJSON(t, "node", node, "--clusterapi")
+	if e.Decision != DecisionKeep || !strings.Contains(strings.Join(e.Notes, "\n"), "no removal starts in it") {
+		t.Errorf("with --clusterapi: decision %s, reason %s, notes %q; want the node kept, its group held (its object cannot be read)", e.Decision, e.Reason, e.Notes)
+	}
+	if e := runJSON(t, "node", node); e.Decision != DecisionRemove || !strings.Contains(strings.Join(e.Notes, "\n"), "--clusterapi") {
+		t.Errorf("without --clusterapi: decision %s, notes %q; want the empty node removable from the group's spec, and a note naming the flag", e.Decision, e.Notes)
+	}
+}

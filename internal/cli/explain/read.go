@@ -41,18 +41,33 @@ type Settings struct {
 	// API object's annotations and templates); nil plans every group
 	// from its spec.
 	Cloud cloudprovider.CloudProvider
+	// held are the groups no removal starts in besides those the
+	// controller's ScaleDownSuspended condition names: those refresh
+	// could not read, as the disruption controller holds them.
+	held map[string]string
 }
 
-// refresh applies s.Cloud to the groups; it returns a note for each group
-// it could not refresh (planned from its spec, as the controller plans
-// it then).
-func (s Settings) refresh(ctx context.Context, groups []*v1alpha1.NodeGroup) []string {
-	if s.Cloud == nil {
-		return nil
-	}
+// refresh applies s.Cloud to the groups, as the controller does before
+// a round. It returns a note for each group it could not refresh
+// (planned from its spec, as the controller plans it then; no removal
+// starts there, held) and for each Cluster API group when there is no
+// Cloud to read it.
+func (s *Settings) refresh(ctx context.Context, groups []*v1alpha1.NodeGroup) []string {
 	var notes []string
+	if s.Cloud == nil {
+		for _, g := range groups {
+			if g.Spec.Provider.ClusterAPI != nil {
+				notes = append(notes, fmt.Sprintf("node group %s is planned from its spec: run with the controller's --clusterapi flags to read its Cluster API object as the controller does", g.Name))
+			}
+		}
+		return notes
+	}
 	for name, err := range cloudprovider.Refresh(ctx, s.Cloud, groups) {
-		notes = append(notes, fmt.Sprintf("node group %s is planned from its spec: its provider could not read it (%v)", name, err))
+		notes = append(notes, fmt.Sprintf("node group %s is planned from its spec, and no removal starts in it: its provider could not read it (%v)", name, err))
+		if s.held == nil {
+			s.held = map[string]string{}
+		}
+		s.held[name] = "its provider could not refresh it this round: " + err.Error()
 	}
 	slices.Sort(notes)
 	return notes
@@ -72,7 +87,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 	if err != nil {
 		return Explanation{}, err
 	}
-	notes := s.refresh(ctx, cl.NodeGroups)
+	notes := s.refresh(ctx, cl.Active()) // the groups the provisioner refreshes
 	virtual, err := units(ctx, c, cl.Active())
 	if err != nil {
 		return Explanation{}, err
@@ -206,6 +221,12 @@ func scaleDownInput(cl *clusterread.Cluster, s Settings) scaledown.Input {
 			}
 			in.Held[g.Name] = c.Message
 		}
+	}
+	for name, why := range s.held {
+		if in.Held == nil {
+			in.Held = map[string]string{}
+		}
+		in.Held[name] = why
 	}
 	return in
 }
