@@ -116,9 +116,9 @@ func (f *fixture) said(node, reason string) string {
 // until the machine goes is not waited for.
 func TestARemovalWaitsForItsVolumesToDetach(t *testing.T) {
 	f := setup(t, "sd-volumes", 2)
+	f.deploymentOf(2, "900m") // first: it waits for 2 pods running in the namespace, which the agents would be
 	f.sharedVolume("sd-volumes-agent", "agent-data")
 	f.agentsWithVolume("agent-data")
-	f.deploymentOf(2, "900m")
 	victim := f.startDrain()
 	web := f.attach("sd-volumes-web", victim)
 	f.attach("sd-volumes-agent", victim)
