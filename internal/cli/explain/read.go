@@ -49,28 +49,28 @@ type Settings struct {
 
 // refresh applies s.Cloud to the groups, as the controller does before
 // a round. It returns a note for each group it could not refresh
-// (planned from its spec, as the controller plans it then; no removal
-// starts there, held) and for each Cluster API group when there is no
-// Cloud to read it.
-func (s *Settings) refresh(ctx context.Context, groups []*v1alpha1.NodeGroup) []string {
-	var notes []string
+// (planned from its spec, as the controller plans it then) and for each
+// Cluster API group when there is no Cloud to read it, and the groups it
+// could not refresh, which the disruption controller holds from
+// removals (Settings.held), with why.
+func (s Settings) refresh(ctx context.Context, groups []*v1alpha1.NodeGroup) (notes []string, held map[string]string) {
 	if s.Cloud == nil {
 		for _, g := range groups {
 			if g.Spec.Provider.ClusterAPI != nil {
 				notes = append(notes, fmt.Sprintf("node group %s is planned from its spec: run with the controller's --clusterapi flags to read its Cluster API object as the controller does", g.Name))
 			}
 		}
-		return notes
+		return notes, nil
 	}
 	for name, err := range cloudprovider.Refresh(ctx, s.Cloud, groups) {
 		notes = append(notes, fmt.Sprintf("node group %s is planned from its spec, and no removal starts in it: its provider could not read it (%v)", name, err))
-		if s.held == nil {
-			s.held = map[string]string{}
+		if held == nil {
+			held = map[string]string{}
 		}
-		s.held[name] = "its provider could not refresh it this round: " + err.Error()
+		held[name] = "its provider could not refresh it this round: " + err.Error()
 	}
 	slices.Sort(notes)
-	return notes
+	return notes, held
 }
 
 // Pod reads the cluster from c (the API server, not a cache), plans
@@ -87,7 +87,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 	if err != nil {
 		return Explanation{}, err
 	}
-	notes := s.refresh(ctx, cl.Active()) // the groups the provisioner refreshes
+	notes, _ := s.refresh(ctx, cl.Active()) // the groups the provisioner refreshes; scale-up holds none
 	virtual, err := units(ctx, c, cl.Active())
 	if err != nil {
 		return Explanation{}, err
@@ -165,7 +165,8 @@ func Node(ctx context.Context, c client.Reader, name string, s Settings) (Explan
 	if err != nil {
 		return Explanation{}, err
 	}
-	notes := s.refresh(ctx, cl.NodeGroups)
+	notes, held := s.refresh(ctx, cl.NodeGroups)
+	s.held = held
 	virtual, err := units(ctx, c, cl.NodeGroups)
 	if err != nil {
 		return Explanation{}, err

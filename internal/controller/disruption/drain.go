@@ -117,9 +117,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		// terminating goes with the node): the removal has its time from
 		// then, and comes once the volumes of the pods that left have
 		// detached.
-		if at := c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started); at.After(last) {
-			last = at
-		}
+		last = later(c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started), last)
 		if !ok {
 			detaching, last = c.detachWait(ctx, w, n, pods, last, started, timeout)
 		}

@@ -171,12 +171,9 @@ func (c *Controller) advanceInterrupted(ctx context.Context, w *world, g *v1alph
 	}
 	// Its volumes detach first (detachWait), up to the deadline.
 	if attached, err := c.attachedVolumes(ctx, n.Name, pods); err != nil || len(attached) > 0 {
-		what := strings.Join(attached, ", ")
-		if err != nil {
-			what = "they could not be read (" + err.Error() + ")"
-		}
 		c.sayOnce(n, corev1.EventTypeNormal, ReasonAwaitingVolumeDetachment, fmt.Sprintf(
-			"The node's pods are gone; its removal waits up to the interruption deadline %s for their volumes to detach: %s", deadline.UTC().Format(time.RFC3339), what))
+			"The node's pods are gone; its removal waits up to the interruption deadline %s for their volumes to detach: %s",
+			deadline.UTC().Format(time.RFC3339), attachedText(attached, err)))
 		return nil
 	}
 	return c.remove(ctx, g, n, started, pods, res)

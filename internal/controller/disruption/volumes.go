@@ -55,10 +55,7 @@ func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, p
 		// came during the wait.
 		return false, later(c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainVolumesWaited, c.volumesWaited, started), from)
 	}
-	what := strings.Join(attached, ", ")
-	if err != nil {
-		what = "they could not be read (" + err.Error() + ")"
-	}
+	what := attachedText(attached, err)
 	if c.Clock.Since(from) < timeout {
 		c.sayOnce(n, corev1.EventTypeNormal, ReasonAwaitingVolumeDetachment, fmt.Sprintf(
 			"The node's pods are gone; its removal waits up to %s for their volumes to detach: %s", timeout, what))
@@ -68,6 +65,15 @@ func (c *Controller) detachWait(ctx context.Context, w *world, n *corev1.Node, p
 	c.warnOnce(n, ReasonVolumesStillAttached, fmt.Sprintf(
 		"Volumes still attached %s after the node's pods were gone: %s; removing the node all the same", timeout, what))
 	return false, later(at, from)
+}
+
+// attachedText names the volumes attachedVolumes found, or why it found
+// none, for an event.
+func attachedText(attached []string, err error) string {
+	if err != nil {
+		return "they could not be read (" + err.Error() + ")"
+	}
+	return strings.Join(attached, ", ")
 }
 
 // later is the later of two times.
