@@ -312,6 +312,32 @@ func TestExplainReadsAClusterAPIGroupsObjectWithTheControllersFlag(t *testing.T)
 	}
 }
 
+// TestExplainPodCountsAClusterAPIMachineStillBooting: the group's
+// MachineDeployment has a Machine booting (no Node yet) with room for the
+// pending pod. The controller counts it as a launching node and waits for
+// it; with --clusterapi, explain says the pod fits that node instead of
+// saying a node would be launched.
+func TestExplainPodCountsAClusterAPIMachineStillBooting(t *testing.T) {
+	ns := live(t, "ex-capi-boot")
+	capitest.InstallCRDs(t, env.Client)
+	create(t, capitest.MachineDeployment(ns, "ex-boot-md", 1, map[string]string{
+		clusterapi.AnnotationMinSize: "0", clusterapi.AnnotationMaxSize: "3",
+		clusterapi.AnnotationCPU: "4", clusterapi.AnnotationMemory: "8Gi", clusterapi.AnnotationLabels: "ex.berth.dev/boot=true",
+	}))
+	ng := b.NodeGroup("ex-capi-boot", b.Size(0, 10), b.InstanceType("capi-small", "1", "1Gi", b.OnDemand("zone-a", "0.20")))
+	ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: "ex-boot-md"}}
+	create(t, ng)
+	create(t, capitest.Machine(ns, "ex-boot-md", "ex-boot-md-0"))
+	p := b.Pod("big", b.Namespace(ns), b.NoUID(), b.CPU("3"), b.NodeSelector("ex.berth.dev/boot", "true"))
+	create(t, p)
+	awaitUnschedulable(t, p)
+
+	e := runJSON(t, "pod", ns+"/big", "--clusterapi")
+	if e.Decision != DecisionFitsExistingNode || e.Node != "ex-boot-md-0" || !strings.Contains(e.Message, "being launched") {
+		t.Errorf("explain pod --clusterapi: %+v; want the pod to fit the Machine still booting (ex-boot-md-0), as the controller counts it", e)
+	}
+}
+
 // TestExplainNodeHoldsAClusterAPIGroupItCouldNotRead: the Cluster API
 // object of a group is gone. With --clusterapi, explain holds the group's
 // removals, as the controller does when its provider cannot refresh the

@@ -32,6 +32,9 @@ type podFacts struct {
 	// (podutil.Burst): the scheduler found none for it, or for another
 	// pod of its controller.
 	awaits bool
+	// booting is whether the Cluster API machines still booting were
+	// read (Settings.Cloud): they are among nodes then.
+	booting bool
 }
 
 // notPlanned says why berth plans no node for the pod at all, or "".
@@ -89,7 +92,7 @@ func explainPod(f podFacts) Explanation {
 		}
 	default:
 		explainPlanned(&e, f)
-		e.Notes = pendingNotes(f.awaits)
+		e.Notes = pendingNotes(f.awaits, f.booting)
 	}
 	e.Live = podLive(f)
 	return e
@@ -195,13 +198,18 @@ func podHints(verdicts []GroupVerdict) []string {
 }
 
 // pendingNotes are what this command cannot see about a pending pod.
-func pendingNotes(awaits bool) []string {
+// booting: the Cluster API machines still booting were read.
+func pendingNotes(awaits, booting bool) []string {
 	var out []string
 	if !awaits {
 		out = append(out, "the scheduler has not reported the pod unschedulable yet: the controller plans it once it has, for the pod or another pod of its controller (it is planned here anyway)")
 	}
-	return append(out, "not visible from outside the controller: its launches of the last seconds not registered as nodes yet, "+
-		"offerings that failed after the groups' status.unavailableOfferings was written, Cluster API machines still booting")
+	unseen := "not visible from outside the controller: its launches of the last seconds not registered as nodes yet, " +
+		"offerings that failed after the groups' status.unavailableOfferings was written"
+	if !booting {
+		unseen += ", Cluster API machines still booting (run with the controller's --clusterapi flags to count them)"
+	}
+	return append(out, unseen)
 }
 
 // podLive is what the controller and the scheduler show on the pod.

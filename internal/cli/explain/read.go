@@ -17,9 +17,11 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/clusterread"
+	"github.com/berth-dev/berth/internal/controller/provisioning"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/daemonset"
 )
 
 // maxEvents bounds how many events about the pod are read.
@@ -45,6 +47,31 @@ type Settings struct {
 	// controller's ScaleDownSuspended condition names: those refresh
 	// could not read, as the disruption controller holds them.
 	held map[string]string
+	// unlisted are the groups whose launching instances could not be
+	// listed, in which the provisioner launches nothing.
+	unlisted []*v1alpha1.NodeGroup
+}
+
+// booting are the nodes of the instances s.Cloud is still launching (a
+// Cluster API Machine whose Node has not registered), as the
+// provisioner plans them (provisioning.BootingOf), so that a pod the
+// controller waits for a booting machine for is not explained as a
+// launch. It returns the groups whose launching instances could not be
+// listed, and a note for each.
+func (s Settings) booting(ctx context.Context, cl *clusterread.Cluster) (nodes []*corev1.Node, unlisted []*v1alpha1.NodeGroup, notes []string) {
+	if s.Cloud == nil {
+		return nil, nil, nil
+	}
+	groups := cl.Active()
+	pending, failed := cloudprovider.Pending(ctx, s.Cloud, groups)
+	for _, g := range groups {
+		if err, ok := failed[g.Name]; ok {
+			unlisted = append(unlisted, g)
+			notes = append(notes, fmt.Sprintf("node group %s: the controller launches nothing there while its launching instances cannot be listed (%v)", g.Name, err))
+		}
+	}
+	b := provisioning.BootingOf(groups, pending, cl.Nodes, daemonset.Pods(cl.DaemonSets), s.Now, s.LaunchGrace)
+	return b.Nodes, unlisted, notes
 }
 
 // refresh applies s.Cloud to the groups, as the controller does before
@@ -88,6 +115,9 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 		return Explanation{}, err
 	}
 	notes, _ := s.refresh(ctx, cl.Active()) // the groups the provisioner refreshes; scale-up holds none
+	booting, unlisted, bootNotes := s.booting(ctx, cl)
+	cl.Nodes = append(cl.Nodes, booting...)
+	s.unlisted, notes = unlisted, append(notes, bootNotes...)
 	virtual, err := units(ctx, c, cl.Active())
 	if err != nil {
 		return Explanation{}, err
@@ -109,7 +139,7 @@ func Pod(ctx context.Context, c client.Reader, key types.NamespacedName, s Setti
 // not nominated to a node that exists, not excluded by notPlanned).
 func planPod(cl *clusterread.Cluster, pod *corev1.Pod, units []*corev1.Pod, s Settings) (podFacts, error) {
 	burst := podutil.NewBurst(cl.Pods)
-	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.Now, awaits: burst.AwaitsNode(pod)}
+	f := podFacts{pod: pod, nodes: byName(cl.Nodes), now: s.Now, awaits: burst.AwaitsNode(pod), booting: s.Cloud != nil}
 	for _, g := range cl.Active() {
 		f.groups = append(f.groups, g.Name)
 	}

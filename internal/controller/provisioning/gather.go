@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -63,16 +62,6 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 	return r, pods, nil
 }
 
-// neverRegistered reports whether a launching instance that has its
-// infrastructure (a provider ID) is older than MaxProvisionTime without a
-// Node (a Cluster API Machine whose kubelet never joined): it no longer
-// counts as capacity, and the pods planned on it are planned again (see
-// unregistered). One still waiting for infrastructure is the provider's
-// to give up (GivenUp, after its machine timeout).
-func (p *Provisioner) neverRegistered(inst *cloudprovider.Instance) bool {
-	return inst.ProviderID != "" && p.opts.MaxProvisionTime > 0 && !inst.CreatedAt.IsZero() && p.Clock.Since(inst.CreatedAt) > p.opts.MaxProvisionTime
-}
-
 // pendingNodes are the launching nodes of instances the provider launched
 // whose Node has not registered yet (a Cluster API Machine booting), as
 // the planner assumes them, so that a slow boot is not launched again;
@@ -95,45 +84,15 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 		}
 		unlisted[ng.Name] = true
 	}
-	if len(pending) == 0 {
-		if len(unlisted) == 0 {
-			clear(p.unjoined)
-		}
-		return nil, unlisted
+	booting := BootingOf(groups, pending, nodes, dss, p.Clock.Now(), p.opts.MaxProvisionTime)
+	for _, name := range booting.GivenUp {
+		p.inflight.forget(name)
 	}
-	// A Node registered under the instance's name or provider ID: the
-	// provider's record of its launch may lag (a Machine's nodeRef), and its
-	// Node may be named by the cloud, not after the Machine.
-	have := make(map[string]bool, 2*len(nodes))
-	for _, n := range nodes {
-		have[n.Name] = true
-		if n.Spec.ProviderID != "" {
-			have[cloudprovider.NormalizeProviderID(n.Spec.ProviderID)] = true
-		}
-	}
-	var out []*corev1.Node
-	stuck := map[string]bool{}
-	for _, ng := range groups {
-		for _, inst := range pending[ng.Name] {
-			if inst.GivenUp {
-				p.inflight.forget(inst.NodeName)
-				continue
-			}
-			if have[inst.NodeName] || inst.ProviderID != "" && have[cloudprovider.NormalizeProviderID(inst.ProviderID)] {
-				continue // registered: the Node is planned as it is
-			}
-			if p.neverRegistered(inst) {
-				p.inflight.forget(inst.NodeName)
-				stuck[inst.NodeName] = true
-				if n := p.unregistered(ctx, ng, inst); n != nil {
-					out = append(out, n)
-				}
-				continue
-			}
-			if n := syntheticNode(ng, inst, dss); n != nil {
-				out = append(out, n)
-			}
-		}
+	stuck := make(map[string]bool, len(booting.Stuck))
+	for _, s := range booting.Stuck {
+		p.inflight.forget(s.Instance.NodeName)
+		stuck[s.Instance.NodeName] = true
+		p.avoidUnregistered(ctx, s.Group, s.Instance)
 	}
 	if len(unlisted) == 0 { // a group not listed may hold a machine marked already
 		for name := range p.unjoined {
@@ -142,30 +101,22 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 			}
 		}
 	}
-	return out, unlisted
+	return booting.Nodes, unlisted
 }
 
-// unregistered is a launched instance that never registered its Node
-// (neverRegistered) as the planner sees it: a node of its group that takes
-// no pod (cordoned) and still counts against the group's maxSize and
-// limits, as the machine is still there and billed. Its offering is
-// avoided, once per instance, as a launch that failed: launched again
-// there, the next machine would likely hang the same way. The instance
-// itself is left to the provider (a Cluster API MachineHealthCheck).
-func (p *Provisioner) unregistered(ctx context.Context, ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) *corev1.Node {
-	if !p.unjoined[inst.NodeName] {
-		p.unjoined[inst.NodeName] = true
-		msg := fmt.Sprintf("instance %s (%s) has not registered a Node within the max provision time (%s)", inst.NodeName, inst.ProviderID, p.opts.MaxProvisionTime)
-		log.FromContext(ctx).Info("a launched instance never registered its Node; avoiding its offering", "nodeGroup", ng.Name, "instance", inst.NodeName,
-			"providerID", inst.ProviderID, "instanceType", inst.Offering.InstanceType, "zone", inst.Offering.Zone)
-		p.Offerings.MarkLaunchFailed(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: inst.Offering.InstanceType, Zone: inst.Offering.Zone,
-			CapacityType: string(inst.Offering.CapacityType)}, msg, inst.CreatedAt)
+// avoidUnregistered avoids the offering of a launched instance that
+// never registered its Node (BootingOf's Stuck), once per instance, as a
+// launch that failed: launched again there, the next machine would likely
+// hang the same way. The instance itself is left to the provider (a
+// Cluster API MachineHealthCheck).
+func (p *Provisioner) avoidUnregistered(ctx context.Context, ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) {
+	if p.unjoined[inst.NodeName] {
+		return
 	}
-	n := cloudprovider.NodeFor(ng, inst.Offering, inst.NodeName)
-	if n == nil {
-		return nil
-	}
-	n.CreationTimestamp = metav1.NewTime(inst.CreatedAt)
-	n.Spec.Unschedulable = true
-	return n
+	p.unjoined[inst.NodeName] = true
+	msg := fmt.Sprintf("instance %s (%s) has not registered a Node within the max provision time (%s)", inst.NodeName, inst.ProviderID, p.opts.MaxProvisionTime)
+	log.FromContext(ctx).Info("a launched instance never registered its Node; avoiding its offering", "nodeGroup", ng.Name, "instance", inst.NodeName,
+		"providerID", inst.ProviderID, "instanceType", inst.Offering.InstanceType, "zone", inst.Offering.Zone)
+	p.Offerings.MarkLaunchFailed(v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: inst.Offering.InstanceType, Zone: inst.Offering.Zone,
+		CapacityType: string(inst.Offering.CapacityType)}, msg, inst.CreatedAt)
 }

@@ -246,7 +246,7 @@ func (p *Provisioner) fullOfferings(groups map[string]*v1alpha1.NodeGroup) []sca
 			delete(p.full, name)
 			continue
 		}
-		out = append(out, offeringsOf(ng)...)
+		out = append(out, OfferingsOf(ng)...)
 	}
 	return out
 }
@@ -258,14 +258,14 @@ func (p *Provisioner) unlistedOfferings(groups map[string]*v1alpha1.NodeGroup, u
 	var out []scaleup.Offering
 	for name, ng := range groups {
 		if _, unrecovered := p.unrecovered[name]; unrecovered || unlisted[name] {
-			out = append(out, offeringsOf(ng)...)
+			out = append(out, OfferingsOf(ng)...)
 		}
 	}
 	return out
 }
 
-// offeringsOf are all the offerings of a node group.
-func offeringsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
+// OfferingsOf are all the offerings of a node group.
+func OfferingsOf(ng *v1alpha1.NodeGroup) []scaleup.Offering {
 	var out []scaleup.Offering
 	for _, it := range ng.Spec.InstanceTypes {
 		for _, o := range it.Offerings {

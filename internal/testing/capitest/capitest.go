@@ -109,3 +109,13 @@ func MachineDeployment(namespace, name string, replicas int64, annotations map[s
 	d.SetAnnotations(annotations)
 	return d
 }
+
+// Machine is a Machine of the MachineDeployment md (of the cluster "c",
+// labelled as Cluster API labels it), without a provider ID or a Node: a
+// machine still booting.
+func Machine(namespace, md, name string) *unstructured.Unstructured {
+	m := Object("Machine", namespace, name, map[string]any{"clusterName": "c", "bootstrap": map[string]any{"dataSecretName": "x"},
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.example.com", "kind": "M", "name": name}})
+	m.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "c", "cluster.x-k8s.io/deployment-name": md})
+	return m
+}
