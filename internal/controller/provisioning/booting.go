@@ -101,3 +101,53 @@ func unregisteredNode(ng *v1alpha1.NodeGroup, inst *cloudprovider.Instance) *cor
 	n.Spec.Unschedulable = true
 	return n
 }
+
+// lastListed are the launching instances of each node group as the last
+// round that could list them saw them, and when: a round that cannot list
+// a group's instances counts those (fill), for up to the max provision
+// time, instead of counting none. Machines booting there are still
+// billed and still count against the group's and the cluster's limits;
+// counted as none, other groups would launch past --max-nodes-total.
+// Rounds run one at a time.
+type lastListed map[string]listedInstances
+
+type listedInstances struct {
+	instances []*cloudprovider.Instance
+	at        time.Time
+}
+
+// fill records the instances of the groups listed this round (pending)
+// and returns pending with, for each group unlisted, the instances its
+// last listing showed when that was at most maxProvisionTime ago
+// (inflightTTL when that is not set). Groups no longer given are
+// forgotten.
+func (l lastListed) fill(groups []*v1alpha1.NodeGroup, pending map[string][]*cloudprovider.Instance, unlisted map[string]bool,
+	now time.Time, maxProvisionTime time.Duration) map[string][]*cloudprovider.Instance {
+	keep := maxProvisionTime
+	if keep <= 0 {
+		keep = inflightTTL
+	}
+	given := make(map[string]bool, len(groups))
+	for _, ng := range groups {
+		name := ng.Name
+		given[name] = true
+		last, ok := l[name]
+		switch {
+		case !unlisted[name] && len(pending[name]) > 0:
+			l[name] = listedInstances{instances: pending[name], at: now}
+		case !unlisted[name]:
+			delete(l, name)
+		case ok && now.Sub(last.at) <= keep:
+			if pending == nil {
+				pending = map[string][]*cloudprovider.Instance{}
+			}
+			pending[name] = last.instances
+		}
+	}
+	for name := range l {
+		if !given[name] {
+			delete(l, name)
+		}
+	}
+	return pending
+}

@@ -67,7 +67,9 @@ func (p *Provisioner) read(ctx context.Context) (*round, []*corev1.Pod, error) {
 // the planner assumes them, so that a slow boot is not launched again;
 // and the groups whose launching instances could not be listed: the
 // round launches nothing there (its instances booting would look gone,
-// and be launched again).
+// and be launched again), and counts the instances the last listing
+// showed there (lastListed), so that they still count against the
+// limits.
 func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeGroup, nodes []*corev1.Node, dss []daemonset.Pod) ([]*corev1.Node, map[string]bool) {
 	pending, failed := cloudprovider.Pending(ctx, p.Cloud, groups)
 	var unlisted map[string]bool
@@ -84,6 +86,7 @@ func (p *Provisioner) pendingNodes(ctx context.Context, groups []*v1alpha1.NodeG
 		}
 		unlisted[ng.Name] = true
 	}
+	pending = p.listed.fill(groups, pending, unlisted, p.Clock.Now(), p.opts.MaxProvisionTime)
 	booting := BootingOf(groups, pending, nodes, dss, p.Clock.Now(), p.opts.MaxProvisionTime)
 	for _, name := range booting.GivenUp {
 		p.inflight.forget(name)

@@ -121,6 +121,9 @@ type Provisioner struct {
 	// unjoined are the launched instances that never registered a Node
 	// whose offering was marked unavailable (once each: unregistered).
 	unjoined map[string]bool
+	// listed are the launching instances of each group as the last round
+	// that listed them saw them.
+	listed lastListed
 	// schedulable is when each node was first seen schedulable.
 	schedulable *schedulableSince
 	// virtualOwner maps the virtual pods of the current round to the
@@ -172,7 +175,7 @@ func New(d Deps, o Options) *Provisioner {
 	return &Provisioner{Deps: d, opts: o, trigger: make(chan struct{}, 1), inflight: newInflight(d.Clock),
 		podEvents: newAnnouncer[types.UID](d.Recorder), unitEvents: newAnnouncer[state.Key](d.Recorder),
 		nominated: newNominations(), renominateQ: make(chan *corev1.Pod, 1024), schedulable: newSchedulableSince(), base: snapshot.NewBase(), options: scaleup.NewOptions(),
-		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]transientStreak{}, unjoined: map[string]bool{}}
+		full: map[string]time.Time{}, unrecovered: map[string]string{}, transient: map[scaleup.Offering]transientStreak{}, unjoined: map[string]bool{}, listed: lastListed{}}
 }
 
 // Trigger asks for a round soon (after the batch window).

@@ -482,3 +482,36 @@ func (f *fixture) launchFor(name, pool string) *cloudprovider.Instance {
 	}
 	return res.Launched[0]
 }
+
+// TestMachinesBootingInAGroupThatCannotBeListedStillCountAgainstTheNodeCap:
+// a group has a machine booting that berth did not launch in this
+// process (a restart, or a replica scaled by hand), so only the
+// provider's listing shows it. The cluster is at --max-nodes-total with
+// it. Then the group's machines cannot be listed: the machine still
+// counts, as the last listing showed it, and no node is launched in the
+// other group for a pod only that group fits. Before, the machine
+// counted as gone and the other group went past the cap.
+func TestMachinesBootingInAGroupThatCannotBeListedStillCountAgainstTheNodeCap(t *testing.T) {
+	f := setup(t, b.NodeGroup("prov-cap-boot", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")), b.TemplateLabel("pool", "prov-cap")))
+	f.alsoGroup(b.NodeGroup("prov-cap-other", b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")), b.TemplateLabel("pool", "prov-cap")))
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	cloud := &bootingMachines{CloudProvider: kwok.New(env.Client, clock.RealClock{})}
+	cloud.launched = []*cloudprovider.Instance{{NodeName: "prov-cap-boot-machine-0", NodeGroup: "prov-cap-boot",
+		Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, CreatedAt: time.Now()}}
+	f.prov = provisioning.New(provisioning.Deps{Client: env.Client, Cloud: cloud, Offerings: f.offerings, Recorder: f.events, Clock: clock.RealClock{}},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute, MaxProvisionTime: 15 * time.Minute,
+			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{Total: len(nodes.Items) + 1}}})
+	f.poolPod("big", "prov-cap", "3") // fits only prov-cap-other's m-4
+	if res := f.run(); len(res.Launched) != 0 {
+		t.Fatalf("the booting machine listed, the cluster at its node cap: launched %v, want nothing", res.Launched)
+	}
+	cloud.broken = "prov-cap-boot"
+	for _, round := range []string{"unlisted", "unlisted again"} {
+		if res := f.run(); len(res.Launched) != 0 {
+			t.Errorf("round %s, the booting machine not listed: launched %v past the node cap, want nothing", round, res.Launched)
+		}
+	}
+}
