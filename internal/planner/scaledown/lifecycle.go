@@ -159,6 +159,10 @@ func (p *planner) disrupt(in Input, n *snapshot.Node, g *v1alpha1.NodeGroup, v *
 			p.block(n, g, ReasonNodeDoNotDisrupt, nil, "node "+n.Name+" is "+string(v.Reason)+" ("+v.Message+") but stays: it "+why)
 			return nil
 		}
+		if why, ok := p.held[name]; ok { // as for every removal (refuse): the group's bounds may be unknown
+			p.block(n, g, ReasonGroupHeld, nil, "node "+n.Name+" is "+string(v.Reason)+" but stays: node group "+name+" holds its removals: "+why)
+			return nil
+		}
 		if why := p.cooling[n.Name]; why != "" { // drained again at once, it would churn its load balancers and pods' room
 			p.block(n, g, ReasonRecentlyGivenUp, nil, "node "+n.Name+" is "+string(v.Reason)+" but stays for now: "+why)
 			return nil

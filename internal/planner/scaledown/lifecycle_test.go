@@ -262,6 +262,26 @@ func TestADriftedNodeWhoseDrainWasGivenUpWaitsItsCooldown(t *testing.T) {
 	}
 }
 
+// TestADriftedNodeOfAHeldGroupStays: no removal starts in a group held
+// (its provider could not refresh it: its bounds are unknown), drift
+// included; an interruption still goes (the cloud takes the node).
+func TestADriftedNodeOfAHeldGroupStays(t *testing.T) {
+	launchedWith, drifted := driftGroups(nil)
+	all := intstr.FromString("100%")
+	drifted.Spec.Disruption.Budget = &all
+	got, blocked := disruptions(t, scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{drifted},
+		Nodes: []*corev1.Node{spotNode("a", launchedWith), spotNode("i", launchedWith, notice), spotNode("z", launchedWith)},
+		Held:  map[string]string{drifted.Name: "its provider could not refresh it this round"}})
+	for _, name := range []string{"a", "z"} {
+		if _, ok := got[name]; ok || blocked[name] != string(scaledown.ReasonGroupHeld) {
+			t.Errorf("drifted node %s of a held group: disrupted %v, blocked %q; want it kept (NodeGroupHeld)", name, ok, blocked[name])
+		}
+	}
+	if _, ok := got["i"]; !ok {
+		t.Errorf("the interrupted node of a held group is not disrupted (blocked %q)", blocked["i"])
+	}
+}
+
 // TestAnInterruptedNodesPodsKeepTheirRoomWhenOneWouldBlockADrain: x is
 // interrupted and holds a bare pod (no controller: it would block a
 // drain, and it does not come back) and a Deployment's 3-cpu pod. The
