@@ -328,6 +328,13 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	if !owns(g, fresh) || !nodeutil.Disrupted(fresh) || fresh.DeletionTimestamp != nil {
 		return nil // changed since the round read it: the next round decides
 	}
+	if _, accepted := removalAccepted(fresh); !accepted && scaledown.OptedOut(fresh) != "" && lifecycle.Interrupted(g, fresh, c.Clock.Now()) == nil {
+		// Opted out since the round read it: the opt-out stops a drain
+		// until the provider accepted the removal (advance gives it up
+		// once the cache shows it; an interrupted node goes anyway).
+		log.FromContext(ctx).Info("not removing a drained node: it opted out since the round read it", "node", n.Name, "optOut", scaledown.OptedOut(fresh))
+		return nil
+	}
 	if fresh.Annotations[v1alpha1.AnnotationDisruptionReason] != string(v1alpha1.ReasonEmpty) {
 		c.evictDaemonSetPods(ctx, pods)
 	}

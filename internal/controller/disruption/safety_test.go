@@ -195,6 +195,52 @@ func TestAPodTheCacheHasNotShownKeepsTheNode(t *testing.T) {
 	}
 }
 
+// TestANodeOptedOutAfterTheCacheWasReadIsNotRemoved: an idle node
+// drains; its owner annotates it do-not-disrupt, which the controller's
+// cache has not shown when the node is to be removed. The fresh read
+// before the removal sees it: the node stays, and the next round stops
+// the drain.
+func TestANodeOptedOutAfterTheCacheWasReadIsNotRemoved(t *testing.T) {
+	f := setup(t, "sd-optout-lag", 2)
+	res := f.run()
+	if len(res.Started) == 0 {
+		t.Fatal("nothing started: want an idle node drained")
+	}
+	victim := res.Started[0]
+	f.patchNode(victim, func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true" })
+	hide := func(n *corev1.Node) { delete(n.Annotations, v1alpha1.AnnotationDoNotDisrupt) }
+	lagging := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				hide(n)
+			}
+			return nil
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if nodes, ok := list.(*corev1.NodeList); ok {
+				for i := range nodes.Items {
+					hide(&nodes.Items[i])
+				}
+			}
+			return nil
+		}})
+	f.ctrl.Client, f.ctrl.APIReader = lagging, env.Client
+	res = f.run()
+	if contains(res.Removed, victim) || f.node(victim) == nil {
+		t.Fatalf("node %s was removed after its owner opted it out (removed %v)", victim, res.Removed)
+	}
+	f.ctrl.Client = env.WatchingClient(t)
+	if res := f.run(); !contains(res.GivenUp, victim) {
+		t.Errorf("given up %v once the cache shows the opt-out, want %s", res.GivenUp, victim)
+	}
+}
+
 // TestAFailingDrainDoesNotStopTheOthers: two drains time out in one round,
 // their pods held by their budget; untainting the first fails; the second
 // is still given up.
