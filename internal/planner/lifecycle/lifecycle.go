@@ -219,8 +219,11 @@ func Expired(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 	if ea == nil || ea.Duration <= 0 || n.CreationTimestamp.IsZero() {
 		return nil
 	}
-	at := n.CreationTimestamp.Add(ea.Duration + Spread(n.Name, ea.Duration))
-	if now.Before(at) {
+	wait := ea.Duration + Spread(n.Name, ea.Duration)
+	if wait < ea.Duration {
+		return nil // past what a Duration holds (292 years): never
+	}
+	if now.Before(n.CreationTimestamp.Add(wait)) {
 		return nil
 	}
 	return &Verdict{Reason: v1alpha1.ReasonExpired, Message: fmt.Sprintf("the node is older than node group %s's expireAfter %s (launched %s)",

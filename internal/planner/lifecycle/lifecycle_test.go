@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -326,6 +328,24 @@ func TestExpirySpreads(t *testing.T) {
 	}
 	if len(seen) < 5 {
 		t.Errorf("six nodes got only %d different delays", len(seen))
+	}
+}
+
+// TestAnExpireAfterNearTheLargestDurationNeverExpires: an expireAfter a
+// user sets as "never" (within an hour of the largest duration) plus a
+// node's spread is past what a Duration holds; no node launched a minute
+// ago expires (the sum wrapped negative, and a fifth of nodes expired at
+// once).
+func TestAnExpireAfterNearTheLargestDurationNeverExpires(t *testing.T) {
+	ng := group(func(ng *v1alpha1.NodeGroup) {
+		ng.Spec.Disruption.ExpireAfter = &metav1.Duration{Duration: time.Duration(math.MaxInt64) - 30*time.Minute}
+	})
+	for i := range 100 {
+		n := launched(ng, now.Add(-time.Minute))
+		n.Name = fmt.Sprintf("n-%d", i)
+		if v := lifecycle.Expired(ng, n, now); v != nil {
+			t.Fatalf("node %s launched a minute ago: %s; want it not expired", n.Name, v.Message)
+		}
 	}
 }
 
