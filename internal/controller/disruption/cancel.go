@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 )
@@ -35,8 +36,8 @@ func (c *Controller) cancelStaleRemovals(ctx context.Context, w *world) []error 
 		}
 		for _, name := range names {
 			n := w.byName[name]
-			if n != nil && nodeutil.Disrupted(n) && n.DeletionTimestamp == nil {
-				continue // its drain goes on
+			if n != nil && n.DeletionTimestamp == nil && (nodeutil.Disrupted(n) || removedByAnother(n)) {
+				continue // its drain goes on, or another controller's removal
 			}
 			err := rc.CancelRemoval(ctx, name)
 			switch {
@@ -54,4 +55,16 @@ func (c *Controller) cancelStaleRemovals(ctx context.Context, w *world) []error 
 		}
 	}
 	return errs
+}
+
+// removedByAnother reports whether a node's removal is another
+// controller's, not a drain's: the launch timeout removes nodes never
+// Ready (without the initialized label; a drain never starts on one but
+// for an interruption, which taints it), the standby controller the
+// standby nodes it marked. Each retries its own removal until the
+// provider finishes it; undone here, the two would undo each other's
+// work every round, and an undo racing the other's replica change could
+// leave the replicas lowered for no mark.
+func removedByAnother(n *corev1.Node) bool {
+	return n.Labels[v1alpha1.LabelInitialized] != "true" || n.Annotations[v1alpha1.AnnotationStandbyRemoving] != ""
 }

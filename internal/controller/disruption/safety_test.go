@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/podutil"
@@ -384,5 +385,47 @@ func TestADeletedGroupsNodesAreDrained(t *testing.T) {
 	})
 	if !hasEvent(f, victim, disruption.ReasonDisrupting, "node group is being deleted") {
 		t.Errorf("events on %s: %+v, want Disrupting saying the group is deleted", victim, f.events.For(victim))
+	}
+}
+
+// heldRemovals is a provider that holds removals half-done (as a Cluster
+// API Machine marked while its replicas wait) for the nodes marked, and
+// records which of them berth undoes.
+type heldRemovals struct {
+	cloudprovider.CloudProvider
+	marked, cancelled []string
+}
+
+func (c *heldRemovals) Removing(context.Context, *v1alpha1.NodeGroup) ([]string, error) {
+	return c.marked, nil
+}
+
+func (c *heldRemovals) CancelRemoval(_ context.Context, name string) error {
+	c.cancelled = append(c.cancelled, name)
+	return nil
+}
+
+// TestAStaleRemovalIsUndoneButNotAnotherControllersRemoval: the provider
+// holds two removals half-done. One is of a node that was up and that no
+// drain holds any more (a drain given up before a restart): berth undoes
+// it. The other is of a node never Ready, which the launch timeout is
+// removing: berth leaves it (undone, the launch timeout marked it again
+// each time, and an undo racing its replica change could leave the
+// replicas lowered for no mark).
+func TestAStaleRemovalIsUndoneButNotAnotherControllersRemoval(t *testing.T) {
+	f := setup(t, "sd-cancel", 2)
+	stale, booting := f.nodes[0], f.nodes[1]
+	for _, name := range f.nodes { // no new drain in the round
+		f.patchNode(name, func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true" })
+	}
+	f.patchNode(booting, func(n *corev1.Node) { delete(n.Labels, v1alpha1.LabelInitialized) })
+	cloud := &heldRemovals{CloudProvider: f.ctrl.Cloud, marked: []string{stale, booting}}
+	f.ctrl.Cloud = cloud
+	f.run()
+	if !slices.Equal(cloud.cancelled, []string{stale}) {
+		t.Errorf("removals undone: %v, want only the stale one of %s (not the launch timeout's of %s)", cloud.cancelled, stale, booting)
+	}
+	if !hasEventOn(f, stale, disruption.ReasonRemovalCancelled) {
+		t.Errorf("no %s event on %s: %+v", disruption.ReasonRemovalCancelled, stale, f.events.For(stale))
 	}
 }
