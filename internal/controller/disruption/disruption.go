@@ -76,7 +76,8 @@ const (
 const DeleteRetryInterval = time.Minute
 
 // DefaultMaxRemovalsPerRound caps how many drains one round may start,
-// over all node groups (each group's budget applies too).
+// over all node groups and reasons but an interruption (each group's
+// budget applies too).
 const DefaultMaxRemovalsPerRound = 10
 
 // Options tune the controller.
@@ -237,7 +238,24 @@ type Result struct {
 	// GivenUp the drains stopped; Replacements the nodes launched to
 	// replace others.
 	Started, Removed, GivenUp, Replacements []string
+	// paced counts the drains started this round that count against
+	// MaxRemovalsPerRound: all but an interruption's (the cloud takes the
+	// node whatever berth does).
+	paced int
 }
+
+// started records a drain started this round for reason.
+func (r *Result) started(node string, reason v1alpha1.DisruptionReason) {
+	r.Started = append(r.Started, node)
+	if reason != v1alpha1.ReasonInterrupted {
+		r.paced++
+	}
+}
+
+// paceFull reports whether this round started as many drains as one
+// round may (MaxRemovalsPerRound, over all groups and reasons but an
+// interruption): a drain due now then starts in a later round.
+func (c *Controller) paceFull(res *Result) bool { return res.paced >= c.opts.MaxRemovalsPerRound }
 
 // RunOnce runs one round: stale provider removals are undone, drains in
 // progress advance, then new removals are planned and started. An error of
@@ -298,11 +316,14 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		if _, ok := c.marks[r.Node]; ok {
 			continue // launched for: its marks are not confirmed yet (ensureMarks)
 		}
+		if c.paceFull(res) {
+			break
+		}
 		if err := c.start(ctx, w, w.byName[r.Node], reasonOf(r.Reason), why(r.Reason)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		res.Started = append(res.Started, r.Node)
+		res.started(r.Node, reasonOf(r.Reason))
 	}
 	for _, r := range plan.Replace {
 		if c.replacing(w) {

@@ -61,6 +61,9 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 	if intended && !interrupted {
 		return nil
 	}
+	if !interrupted && len(d.Launch) == 0 && c.paceFull(res) {
+		return nil // its drain starts in a later round
+	}
 	launch := d.Launch
 	if intended {
 		launch = nil
@@ -116,7 +119,7 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		if err := c.start(ctx, w, n, d.Reason, why); err != nil {
 			return err
 		}
-		res.Started = append(res.Started, n.Name)
+		res.started(n.Name, d.Reason)
 		return nil
 	}
 	m := mark{at: c.Clock.Now(), annotations: map[string]string{v1alpha1.AnnotationReplacedBy: strings.Join(launched, ","),

@@ -189,6 +189,28 @@ func TestADriftedNodeOfAFullGroupIsReplaced(t *testing.T) {
 	f.waitRunning(1)
 }
 
+// TestDriftDrainsCountAgainstTheDrainsOfARound: three idle nodes drift,
+// their group's budget lets all go at once; one round starts at most
+// MaxRemovalsPerRound drains (here 2) over every reason, drift included,
+// and the next round starts the third.
+func TestDriftDrainsCountAgainstTheDrainsOfARound(t *testing.T) {
+	f := setup(t, "life-pace", 3)
+	all := intstr.FromString("100%")
+	f.updateGroup(func(g *v1alpha1.NodeGroup) {
+		g.Spec.Template.Labels = map[string]v1alpha1.LabelValue{"tier": "gold"}
+		g.Spec.Disruption.Budget = &all
+	})
+	f.ctrl = disruption.New(disruption.Deps{Client: env.Client, Cloud: f.ctrl.Cloud, Recorder: f.events, Clock: f.clk},
+		disruption.Options{Interval: time.Second, MaxRemovalsPerRound: 2})
+	if res := f.run(); len(res.Started) != 2 {
+		t.Fatalf("first round started %v, want 2 drains (MaxRemovalsPerRound)", res.Started)
+	}
+	f.clk.Step(time.Second)
+	if res := f.run(); len(res.Started) != 1 {
+		t.Errorf("second round started %v, want the third drifted node", res.Started)
+	}
+}
+
 // TestRepairReplacesAnUnhealthyNodeButNotAPartition: repair on (at most
 // 20 % of the group unhealthy); one of five nodes NotReady for 15 minutes
 // is replaced; when two of five are, nothing is repaired.

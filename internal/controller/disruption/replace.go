@@ -100,7 +100,7 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		if err := c.start(ctx, w, n, v1alpha1.ReasonInterrupted, "it is interrupted ("+v.Message+") while its replacement "+strings.Join(names, ", ")+" launches"); err != nil {
 			return err
 		}
-		res.Started = append(res.Started, n.Name)
+		res.started(n.Name, v1alpha1.ReasonInterrupted)
 		return nil
 	}
 	for _, name := range names {
@@ -136,14 +136,18 @@ func (c *Controller) awaitReplacement(ctx context.Context, w *world, n *corev1.N
 		res.GivenUp = append(res.GivenUp, n.Name)
 		return c.unmark(ctx, w, n, "Replacement "+strings.Join(names, ", ")+" is Ready but the node cannot be removed any more: "+blocked.Message)
 	}
+	if c.paceFull(res) {
+		return nil // its drain starts in a later round
+	}
 	why := "its replacement " + strings.Join(names, ", ") + " is Ready and its pods fit there"
 	if r := n.Annotations[v1alpha1.AnnotationDisruptionReason]; r != "" {
 		why = "it is " + r + "; " + why
 	}
-	if err := c.start(ctx, w, n, v1alpha1.DisruptionReason(n.Annotations[v1alpha1.AnnotationDisruptionReason]), why); err != nil {
+	reason := v1alpha1.DisruptionReason(n.Annotations[v1alpha1.AnnotationDisruptionReason])
+	if err := c.start(ctx, w, n, reason, why); err != nil {
 		return err
 	}
-	res.Started = append(res.Started, n.Name)
+	res.started(n.Name, reason)
 	return nil
 }
 
