@@ -3,6 +3,7 @@ package headroom
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,33 @@ func pauseContainer(requests, limits corev1.ResourceList) corev1.Container {
 	}
 }
 
+// fixedLimits are the limits the API server requires of a container
+// that requests a resource it cannot overcommit: an extended resource (a
+// domain-qualified name outside kubernetes.io, as nvidia.com/gpu) or
+// hugepages, each limited to its request. Nil when there is none (cpu,
+// memory and ephemeral storage are left without limits).
+func fixedLimits(requests corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for name, q := range requests {
+		if overcommittable(name) {
+			continue
+		}
+		if out == nil {
+			out = corev1.ResourceList{}
+		}
+		out[name] = q.DeepCopy()
+	}
+	return out
+}
+
+// overcommittable reports whether requests of a resource may go without a
+// limit: native resources (no domain, or kubernetes.io's) but hugepages,
+// as the API server's validation says.
+func overcommittable(name corev1.ResourceName) bool {
+	native := !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
+	return native && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
+}
+
 func resourceMilli(v int64) *resource.Quantity {
 	return resource.NewMilliQuantity(v, resource.DecimalSI)
 }
@@ -64,7 +92,7 @@ func resourceBytes(v int64) *resource.Quantity { return resource.NewQuantity(v, 
 // scope's node groups.
 func unitSpec(r Resolved, priority int32) corev1.PodSpec {
 	spec := corev1.PodSpec{
-		Containers:   []corev1.Container{pauseContainer(r.Shape.Resources.DeepCopy(), nil)},
+		Containers:   []corev1.Container{pauseContainer(r.Shape.Resources.DeepCopy(), fixedLimits(r.Shape.Resources))},
 		Tolerations:  append([]corev1.Toleration(nil), r.Shape.Tolerations...),
 		NodeSelector: maps.Clone(r.Shape.NodeSelector),
 		Priority:     &priority,

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -147,11 +148,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.writeStatus(ctx, h, status)
 	}
 	if err := r.placeholders(ctx, h, res); err != nil {
-		return reconcile.Result{}, err
+		return r.refused(ctx, h, status, "placeholder Deployment", err)
 	}
 	reserved, err := r.nodeReserve(ctx, h)
 	if err != nil {
-		return reconcile.Result{}, err
+		return r.refused(ctx, h, status, "per-node reserve DaemonSet", err)
 	}
 	ready, planned, err := r.readyUnits(ctx, h, res)
 	if err != nil {
@@ -197,6 +198,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	observe(h.Name, status)
 	return reconcile.Result{RequeueAfter: requeue}, r.writeStatus(ctx, h, status)
+}
+
+// refused reports the placeholder or reserve object (what) the API
+// server refused as invalid (a pod template it does not admit, from the
+// Headroom's unit): the Headroom is not Ready (InvalidSpec), with the
+// server's reason, and a warning event says it. Retrying cannot help
+// until the spec changes, which reconciles again. Any other error is
+// returned, to be retried.
+func (r *Reconciler) refused(ctx context.Context, h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus, what string, err error) (reconcile.Result, error) {
+	if !apierrors.IsInvalid(err) {
+		return reconcile.Result{}, err
+	}
+	msg := fmt.Sprintf("the API server refused the %s berth made from this Headroom: %v", what, err)
+	if c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg {
+		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", msg)
+	}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonInvalidSpec, Message: msg, ObservedGeneration: h.Generation})
+	return reconcile.Result{}, r.writeStatus(ctx, h, status)
 }
 
 // notPlannedRequeue is how soon a headroom is looked at again while the

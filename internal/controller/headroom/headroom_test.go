@@ -3,6 +3,7 @@ package headroom_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,48 @@ func TestPlaceholdersDeploymentIsStable(t *testing.T) {
 	}
 	if *d.Spec.Replicas != 5 {
 		t.Errorf("replicas %d after raising the count to 5", *d.Spec.Replicas)
+	}
+}
+
+// TestPlaceholdersOfADeviceUnitAreAdmitted: a unit that asks for a
+// device (an extended resource, which the API server admits only with a
+// limit equal to its request) gets placeholders whose pause container
+// limits the device, and cpu and memory not at all.
+func TestPlaceholdersOfADeviceUnitAreAdmitted(t *testing.T) {
+	ensureNamespace(t)
+	gpu := units(2)
+	gpu.Resources["nvidia.com/gpu"] = resource.MustParse("1")
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "ph-gpu"}, Spec: v1alpha1.HeadroomSpec{Units: gpu, Placeholders: true}})
+	r, _, _ := reconciler()
+	reconcileOnce(t, r, "ph-gpu")
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "headroom-ph-gpu"}, d); err != nil {
+		t.Fatalf("the placeholder Deployment of a unit with a GPU: %v", err)
+	}
+	want := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	if got := d.Spec.Template.Spec.Containers[0].Resources.Limits; !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("placeholder limits %v, want %v (the device only)", got, want)
+	}
+}
+
+// TestAPlaceholderTemplateTheAPIServerRefusesIsReported: the unit's
+// toleration is one the API server refuses in a pod (operator Exists with
+// a value); the Headroom's placeholders cannot be written. The Headroom
+// says so in its Ready condition and an event, instead of failing every
+// reconcile with its status unwritten.
+func TestAPlaceholderTemplateTheAPIServerRefusesIsReported(t *testing.T) {
+	ensureNamespace(t)
+	bad := units(1)
+	bad.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Value: "v"}}
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "ph-refused"}, Spec: v1alpha1.HeadroomSpec{Units: bad, Placeholders: true}})
+	r, _, ev := reconciler()
+	reconcileOnce(t, r, "ph-refused")
+	c := meta.FindStatusCondition(get(t, "ph-refused").Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "placeholder Deployment") {
+		t.Errorf("Ready condition %+v, want False, InvalidSpec, naming the placeholder Deployment the API server refused", c)
+	}
+	if !slices.ContainsFunc(ev.For("ph-refused"), func(e fakes.Event) bool { return e.Reason == headroom.ReasonInvalidSpec }) {
+		t.Errorf("events %+v, want %s", ev.For("ph-refused"), headroom.ReasonInvalidSpec)
 	}
 }
 
