@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/quantity"
 )
 
@@ -62,9 +63,12 @@ func Validate(p *v1alpha1.CompanionProfile) error {
 
 // Selects reports whether profile p selects pod. A pod of berth's own
 // (placeholders) is never selected, nor any pod by a profile that is not
-// valid (Validate).
+// valid (Validate), nor a pod berth never places: a DaemonSet's (its
+// node is chosen by the DaemonSet controller, and berth never nominates
+// one: gated, it would wait the whole ungateAfter on every node) and one
+// created with its node set.
 func Selects(ctx context.Context, p *v1alpha1.CompanionProfile, pod *corev1.Pod, l Lookup) (bool, error) {
-	if isBerths(pod) || Validate(p) != nil {
+	if isBerths(pod) || podutil.IsOwnedByDaemonSet(pod) || pod.Spec.NodeName != "" || Validate(p) != nil {
 		return false, nil
 	}
 	w := &p.Spec.Workloads

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/companion"
@@ -100,6 +101,10 @@ func TestSelects(t *testing.T) {
 	anyNamespace.Spec.Recognize.Namespace = ""
 	placeholder := pod("companion-x", "team", "bucket")
 	placeholder.Labels = map[string]string{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}
+	daemon := pod("agent-x", "team")
+	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "uid-agent", Controller: ptr.To(true)}}
+	placed := pod("w", "team")
+	placed.Spec.NodeName = "node-a"
 	for _, tc := range []struct {
 		name    string
 		profile *v1alpha1.CompanionProfile
@@ -114,6 +119,8 @@ func TestSelects(t *testing.T) {
 		{"a pod in a namespace the selector matches is selected", byNamespace, pod("w", "team"), true},
 		{"a pod in another namespace is not", byNamespace, pod("w", "plain"), false},
 		{"berth's own placeholder is never selected", mountpoint(), placeholder, false},
+		{"a DaemonSet's pod is not selected: berth never nominates a node for it", byNamespace, daemon, false},
+		{"a pod created with its node set is not selected", byNamespace, placed, false},
 		{"a profile whose selector the code rejects selects nothing, without an error", broken, pod("w", "team", "bucket"), false},
 		{"a profile that recognises companions in any namespace selects nothing", anyNamespace, pod("w", "team", "bucket"), false},
 	} {
