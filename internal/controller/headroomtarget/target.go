@@ -239,6 +239,12 @@ func (l *Learner) podSeen(old, p *corev1.Pod) {
 		l.pending[key] = pp
 		return
 	}
+	if old != nil && old.Spec.NodeName != "" && !podutil.IsTerminal(old) && podutil.IsTerminal(p) {
+		// A bound pod that finished (a Job's) leaves the demand now: it
+		// holds no capacity any more, and podGone skips it once finished.
+		l.left(p, now)
+		return
+	}
 	if old == nil || old.Spec.NodeName != "" || p.Spec.NodeName == "" || podutil.IsTerminal(p) {
 		return
 	}
@@ -282,8 +288,14 @@ func (l *Learner) podGone(p *corev1.Pod) {
 	defer l.mu.Unlock()
 	delete(l.pending, key)
 	if p.Spec.NodeName == "" || len(l.tracked) == 0 || podutil.IsTerminal(p) {
-		return
+		return // a finished pod left when it finished (podSeen)
 	}
+	l.left(p, now)
+}
+
+// left records a bound pod's departure from the demand of the Headrooms
+// that count it; l.mu is held.
+func (l *Learner) left(p *corev1.Pod, now time.Time) {
 	group := l.groupOf(p.Spec.NodeName)
 	req := demand.RequestsOf(resource.PodRequests(p, resource.PodResourcesOptions{}))
 	for _, t := range l.tracked {

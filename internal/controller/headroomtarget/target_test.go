@@ -204,6 +204,74 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 	}
 }
 
+// TestPodsThatFinishLeaveTheDemand: Job-like pods of 1 cpu that finish
+// (Succeeded) and are never deleted. Every 10 minutes for two hours, the
+// 6 pods of the last batch finish as a batch of 8 arrives, and 2 of the 8
+// finish 4 minutes later (6 were running before the learner started).
+// Worked out by hand: each window with a batch holds 8 pods arrived and
+// 6 gone, 2 cpu more; the window with the 2 that finish, less. So a 95 %
+// target in 1-cpu units needs 2 units. Counted as staying until they are
+// deleted (never, here), finished pods would leave no window, and each
+// batch's window would hold 8.
+func TestPodsThatFinishLeaveTheDemand(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("learn-jobs", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
+	node := b.Node("learn-jobs-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "learn-jobs"))
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "learn-jobs"}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"learn-jobs"}},
+		Units: &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
+	create(t, ng, node, h)
+	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	clk := clocktesting.NewFakeClock(start)
+	l := learner(clk)
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	finish := func(pods []*corev1.Pod) {
+		for _, p := range pods {
+			done := p.DeepCopy()
+			done.Status.Phase = corev1.PodSucceeded
+			l.podSeen(p, done)
+		}
+	}
+	var running []*corev1.Pod
+	for i := range 6 { // running before the learner watched: their arrival is not seen
+		_, on := burstPod(fmt.Sprintf("job-0-%d", i), start, "learn-jobs-a")
+		running = append(running, on)
+	}
+	for batch := 1; batch <= 12; batch++ {
+		at := start.Add(time.Duration(batch-1)*10*time.Minute + 5*time.Minute)
+		clk.SetTime(at)
+		finish(running)
+		running = nil
+		for i := range 8 {
+			p, on := burstPod(fmt.Sprintf("job-%d-%d", batch, i), at, "learn-jobs-a")
+			l.podSeen(nil, p)
+			l.podSeen(p, on)
+			running = append(running, on)
+		}
+		clk.SetTime(at.Add(4 * time.Minute))
+		finish(running[6:])
+		running = running[:6]
+		if err := l.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(start.Add(2*time.Hour + 5*time.Minute)) // past the last window's grace
+	if err := l.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := l.Targets.Get("learn-jobs"); !ok || !got.Estimate.Known || got.Estimate.Units != 2 {
+		t.Errorf("estimate after two hours of batches of 8 replacing 6 finished: %+v (published %v), want 2 units known", got.Estimate, ok)
+	}
+}
+
 // TestTheBurstHistoryOfAStandbyTargetSurvivesARestart: a Headroom with a
 // 5 s target and standby units on a group that resumes in 30 s learns
 // the demand of the first 30 s of its bursts (every burst of 6 one-cpu
