@@ -143,8 +143,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	status.ObservedGeneration = h.Generation
 	if resolveErr != nil {
 		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Resolve", "%v", resolveErr)
+		msg := resolveErr.Error()
+		if status.DesiredUnits > 0 {
+			// As a Deployment whose new template fails keeps its old pods:
+			// the units (and placeholders) of the last valid spec stay.
+			msg += fmt.Sprintf("; berth keeps the %d units of the last valid spec until the spec is fixed", status.DesiredUnits)
+		}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: v1alpha1.ReasonInvalidSpec, Message: resolveErr.Error(), ObservedGeneration: h.Generation})
+			Reason: v1alpha1.ReasonInvalidSpec, Message: msg, ObservedGeneration: h.Generation})
 		return reconcile.Result{}, r.writeStatus(ctx, h, status)
 	}
 	if err := r.placeholders(ctx, h, res); err != nil {

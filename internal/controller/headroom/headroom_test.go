@@ -197,6 +197,18 @@ func TestStatusFollowsReadinessAndRecordsTransitions(t *testing.T) {
 	if c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, `node group "missing" does not exist`) {
 		t.Errorf("condition for a missing scope group: %+v", c)
 	}
+	// A Headroom that kept units, edited into a spec berth cannot read,
+	// says that the last valid spec's units stay.
+	h := get(t, "st")
+	h.Spec.Scope.NodeGroups = []string{"missing"}
+	if err := env.Client.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, "st")
+	c = meta.FindStatusCondition(get(t, "st").Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "keeps the 4 units of the last valid spec") {
+		t.Errorf("condition after an edit berth cannot read: %+v; want InvalidSpec saying the 4 units of the last valid spec stay", c)
+	}
 }
 
 // TestAHeadroomOfNoUnitsIsReadyAndLeftAlone: a Headroom of 0 units (a
