@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
@@ -71,6 +72,17 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 				going = append(going, n)
 				continue
 			}
+			// A removal the provider holds half-done (a Cluster API
+			// Machine marked, its replicas not lowered) is undone first:
+			// left, a later removal in the same object would take this
+			// node, no longer berth's, with it. One too far to undo is
+			// going, as an accepted one.
+			if err := r.cancelRemoval(ctx, n); cloudprovider.IsRemovalCommitted(err) {
+				going = append(going, n)
+				continue
+			} else if err != nil {
+				return reconcile.Result{}, err
+			}
 			if err := r.orphan(ctx, ng, n); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -93,6 +105,19 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 	delete(r.lastDeleting, ng.Name)
 	log.FromContext(ctx).Info("node group deleted", "nodeGroup", ng.Name, "deletionPolicy", ng.Spec.DeletionPolicy)
 	return reconcile.Result{}, nil
+}
+
+// cancelRemoval undoes the removal the provider may hold half-done for
+// the node (nothing when it holds none, or when there is no provider).
+func (r *Reconciler) cancelRemoval(ctx context.Context, n *corev1.Node) error {
+	if r.Removals == nil {
+		return nil
+	}
+	err := r.Removals.CancelRemoval(ctx, n.Name)
+	if err != nil && !cloudprovider.IsRemovalCommitted(err) {
+		return fmt.Errorf("undoing the provider's removal of node %s before orphaning it: %w", n.Name, err)
+	}
+	return err
 }
 
 // orphan takes berth's marks off a node of a deleted group: its owner mark

@@ -144,3 +144,91 @@ func TestAnOrphanGroupWaitsForANodeWhoseRemovalWasAccepted(t *testing.T) {
 		t.Errorf("the group after its last node went: %v, want it gone", err)
 	}
 }
+
+// heldRemovals holds a removal half-done for each node named (a Cluster
+// API Machine marked while its replicas wait); those in committed went
+// too far to undo.
+type heldRemovals struct {
+	held      map[string]bool
+	committed map[string]bool
+	cancelled []string
+}
+
+func (c *heldRemovals) CancelRemoval(_ context.Context, name string) error {
+	if c.committed[name] {
+		return &cloudprovider.RemovalCommittedError{Name: name, Message: "the replicas were lowered for it"}
+	}
+	if c.held[name] {
+		c.cancelled = append(c.cancelled, name)
+		delete(c.held, name)
+	}
+	return nil
+}
+
+func (c *heldRemovals) Removing(context.Context, *v1alpha1.NodeGroup) ([]string, error) { return nil, nil }
+
+// TestAnOrphanGroupUndoesTheRemovalsItsProviderHolds: a group is deleted
+// with deletionPolicy Orphan while its provider holds two removals
+// half-done. The one that can be undone is undone before its node is
+// orphaned (left, a later removal in the same Cluster API object would
+// take the orphaned node with it); the node whose removal went too far
+// keeps berth's marks and the group waits for it, as for an accepted
+// removal.
+func TestAnOrphanGroupUndoesTheRemovalsItsProviderHolds(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	rc := &heldRemovals{held: map[string]bool{"orphan-held-a": true}, committed: map[string]bool{"orphan-held-b": true}}
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: &fakes.Recorder{}, Removals: rc}
+	ng := b.NodeGroup("orphan-held", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	ng.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for _, name := range []string{"orphan-held-a", "orphan-held-b"} {
+		node := cloudprovider.NodeFor(ng, cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}, name)
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+		if err := env.Client.Create(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+		nodes = append(nodes, node)
+	}
+	reconcileGroup := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileGroup()
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroup()
+	if !slices.Equal(rc.cancelled, []string{"orphan-held-a"}) {
+		t.Errorf("removals undone %v, want orphan-held-a's", rc.cancelled)
+	}
+	marks := func(name string) bool {
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations[v1alpha1.AnnotationLaunchedBy] != ""
+	}
+	if marks("orphan-held-a") {
+		t.Error("orphan-held-a, its removal undone, still carries berth's owner mark; want it orphaned")
+	}
+	if !marks("orphan-held-b") {
+		t.Error("orphan-held-b, its removal too far to undo, lost berth's owner mark; want it kept, going")
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); err != nil {
+		t.Errorf("the group while a node's removal cannot be undone: %v, want it waiting", err)
+	}
+	if err := env.Client.Delete(ctx, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroup()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the group after the going node went: %v, want it gone", err)
+	}
+}

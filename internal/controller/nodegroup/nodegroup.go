@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/state"
@@ -65,6 +66,9 @@ type Reconciler struct {
 	Holds Holds
 	// Activity is the last launch and removal per group (nil: none).
 	Activity *state.Activity
+	// Removals undoes a removal the provider holds half-done for a node
+	// of a group deleted with deletionPolicy Orphan (nil: none to undo).
+	Removals cloudprovider.RemovalCanceler
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
 	// changes receives node groups whose launches failed.
