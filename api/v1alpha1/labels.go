@@ -170,6 +170,12 @@ const (
 	// someone else set is never taken for berth's.
 	AnnotationDeleteRequestedBy = "berth.dev/delete-requested-by"
 
+	// AnnotationDeleteMachineKept is written by berth, "true", on a Machine
+	// it removes that carried cluster.x-k8s.io/delete-machine already
+	// (someone else's mark): a removal berth undoes takes its own mark off
+	// and leaves that one.
+	AnnotationDeleteMachineKept = "berth.dev/delete-machine-kept"
+
 	// ProviderIDPrefixKWOK prefixes the provider ID of nodes launched by the
 	// KWOK cloud provider.
 	ProviderIDPrefixKWOK = "kwok://"

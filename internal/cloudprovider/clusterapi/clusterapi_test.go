@@ -480,6 +480,39 @@ func TestCancelRemovalAfterAFailedReplicaChange(t *testing.T) {
 	}
 }
 
+// TestCancelRemovalLeavesADeleteMarkSomeoneElseSet: a Machine someone
+// marked for deletion by hand is the one berth removes; the removal
+// waits (another hand-set mark makes berth refuse to lower the replicas)
+// and is cancelled. berth takes its own mark off and leaves the one that
+// was there before it.
+func TestCancelRemovalLeavesADeleteMarkSomeoneElseSet(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "kept", 3, nil, "kept-a", "kept-b", "kept-c")
+	for _, name := range []string{"kept-a", "kept-c"} {
+		m := capiObj("Machine", name, nil)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		m.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "by-hand"})
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.provider.Delete(ctx, "kept-a"); err == nil {
+		t.Fatal("Delete lowered the replicas next to a foreign delete mark")
+	}
+	if a := machineAnnotations(t, "kept-a"); a[v1alpha1.AnnotationDeleteRequestedBy] == "" {
+		t.Fatalf("machine kept-a not marked by berth: %v", a)
+	}
+	if err := f.provider.CancelRemoval(ctx, "kept-a"); err != nil {
+		t.Fatalf("CancelRemoval = %v", err)
+	}
+	a := machineAnnotations(t, "kept-a")
+	if a[clusterapi.AnnotationDeleteMachine] != "by-hand" || a[v1alpha1.AnnotationDeleteRequestedBy] != "" || a[v1alpha1.AnnotationDeleteMachineKept] != "" {
+		t.Errorf("machine kept-a after the cancel: %v; want only the hand-set delete mark", a)
+	}
+}
+
 // TestAMachineSetWithALongNameFindsItsMachines: Cluster API labels the
 // Machines of a MachineSet whose name is longer than a label value with
 // the name's hash (cluster.x-k8s.io/set-name: hash_eauoKg_z is what its

@@ -27,7 +27,9 @@ func (p *Provider) remove(ctx context.Context, r ref, ng *v1alpha1.NodeGroup, m 
 		if a == nil {
 			a = map[string]string{}
 		}
-		if _, ok := a[AnnotationDeleteMachine]; !ok {
+		if _, ok := a[AnnotationDeleteMachine]; ok {
+			a[v1alpha1.AnnotationDeleteMachineKept] = "true" // someone else's mark: an undo leaves it
+		} else {
 			a[AnnotationDeleteMachine] = p.clock.Now().UTC().Format(time.RFC3339)
 		}
 		a[v1alpha1.AnnotationDeleteRequestedBy] = string(ng.UID)
@@ -196,8 +198,11 @@ func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
 		}
 		patch := client.MergeFromWithOptions(m.obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		a := m.obj.GetAnnotations()
-		delete(a, AnnotationDeleteMachine)
+		if a[v1alpha1.AnnotationDeleteMachineKept] != "true" {
+			delete(a, AnnotationDeleteMachine)
+		}
 		delete(a, v1alpha1.AnnotationDeleteRequestedBy)
+		delete(a, v1alpha1.AnnotationDeleteMachineKept)
 		m.obj.SetAnnotations(a)
 		if err := p.mgmt.Patch(ctx, m.obj, patch); err != nil {
 			return fmt.Errorf("taking the delete mark off machine %s/%s: %w", m.Namespace, m.Name, err)
