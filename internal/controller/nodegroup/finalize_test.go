@@ -165,7 +165,9 @@ func (c *heldRemovals) CancelRemoval(_ context.Context, name string) error {
 	return nil
 }
 
-func (c *heldRemovals) Removing(context.Context, *v1alpha1.NodeGroup) ([]string, error) { return nil, nil }
+func (c *heldRemovals) Removing(context.Context, *v1alpha1.NodeGroup) ([]string, error) {
+	return nil, nil
+}
 
 // TestAnOrphanGroupUndoesTheRemovalsItsProviderHolds: a group is deleted
 // with deletionPolicy Orphan while its provider holds two removals
