@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -208,6 +209,32 @@ func (m *Model[N, O]) realAllocated(pool []*resourcev1.ResourceSlice) sets.Set[s
 	return out
 }
 
+// allocateTimeout bounds one run of the structured allocator, as
+// kube-scheduler bounds its DRA Filter (DRASchedulerFilterTimeout, 10 s
+// there): claims whose constraints no set of a node's devices meets make
+// it try every combination of them, exponential in their number (16
+// devices took longer than 16 minutes). A run that times out is read as
+// kube-scheduler reads it: the claims do not fit the node. Runs that
+// fit take microseconds to milliseconds.
+const allocateTimeout = time.Second
+
+// allocateBudget bounds the time runs that timed out may take over one
+// model (a round): past it, each run gets allocateFloor only, so that a
+// pathological claim tried on many nodes and options costs a round
+// seconds, not minutes, and ordinary claims still allocate.
+const (
+	allocateBudget = 5 * time.Second
+	allocateFloor  = 20 * time.Millisecond
+)
+
+// runTimeout is the time the next run of the allocator may take.
+func (m *Model[N, O]) runTimeout() time.Duration {
+	if m.slowSpent >= allocateBudget {
+		return allocateFloor
+	}
+	return allocateTimeout
+}
+
 // allocate runs the structured allocator, as kube-scheduler's Filter
 // does. It returns nil when the claims do not fit the node; an error means
 // they cannot be evaluated anywhere (a CEL error, a missing class).
@@ -219,15 +246,21 @@ func (m *Model[N, O]) allocate(node *corev1.Node, pool []*resourcev1.ResourceSli
 	if err := m.hugeNumber(claims); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), m.runTimeout())
+	defer cancel()
 	a, err := structured.NewAllocator(ctx, features, structured.AllocatedState{AllocatedDevices: held}, m.classes, pool, m.celCache)
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	res, err := a.Allocate(ctx, node, claims)
 	switch {
 	case errors.Is(err, structured.ErrFailedAllocationOnNode):
 		return nil, nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		m.slowSpent += time.Since(start)
+		m.TimedOut++
+		return nil, nil // as kube-scheduler reads its Filter's timeout: the claims do not fit here
 	case err != nil:
 		return nil, err
 	case len(res) != len(claims):

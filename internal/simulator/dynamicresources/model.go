@@ -32,6 +32,7 @@ package dynamicresources
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -87,6 +88,10 @@ type Model[N comparable, O Option] struct {
 	// hold changes one; heldSets intern them.
 	heldKeys map[site[N, O]]int
 	heldSets map[string]int
+	// slowSpent is the time runs of the allocator that timed out took
+	// (allocateBudget); TimedOut counts them.
+	slowSpent time.Duration
+	TimedOut  int
 	// uses tracks, per shared claim that the plan allocates, the node its
 	// users are placed on and how many there are.
 	uses map[ClaimKey]*claimUse[N, O]
