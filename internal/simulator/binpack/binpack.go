@@ -452,20 +452,19 @@ func (p *packer) open(t *Template, opts []*snapshot.Option) *NewNode {
 	p.opened[t]++
 	p.byNode[n] = nn
 	p.res.NewNodes = append(p.res.NewNodes, nn)
-	p.refreshTemplates(t.Group)
+	p.refreshTemplates()
 	return nn
 }
 
-// refreshTemplates disables the templates of a group that cannot launch
-// more nodes, so that they stop counting as potential spread domains, and
-// enables again those that can (a planned node left the plan). A spread's
-// minimum may rise when a template goes, so that a node found too full
-// becomes usable again: what scanNodes learnt is forgotten.
-func (p *packer) refreshTemplates(group string) {
+// refreshTemplates disables the templates that cannot launch more nodes,
+// so that they stop counting as potential spread domains, and enables
+// again those that can (a planned node left the plan). Every group's:
+// a node planned or retired in one group moves the cluster-wide limits
+// (--max-nodes-total, --cluster-max-*) that every group launches within.
+// A spread's minimum may rise when a template goes, so that a node found
+// too full becomes usable again: what scanNodes learnt is forgotten.
+func (p *packer) refreshTemplates() {
 	for _, t := range p.in.Templates {
-		if t.Group != group {
-			continue
-		}
 		opts, _ := p.in.Launcher.Allowed(p.s, t)
 		switch on := p.s.TemplateAvailable(t.Node); {
 		case on && len(opts) == 0:
@@ -481,7 +480,7 @@ func (p *packer) refreshTemplates(group string) {
 // launch again.
 func (p *packer) retire(n *snapshot.Node) {
 	p.s.Retire(n)
-	p.refreshTemplates(n.NodeGroup)
+	p.refreshTemplates()
 }
 
 // finish chooses the cheapest remaining option of every planned node (the

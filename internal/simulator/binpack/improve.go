@@ -272,7 +272,7 @@ func (p *packer) replaced(old, opened []*NewNode) {
 		p.seq++
 		p.byNode[nn.Node] = nn
 		p.res.NewNodes = append(p.res.NewNodes, nn)
-		p.refreshTemplates(nn.Template.Group)
+		p.refreshTemplates()
 	}
 }
 

@@ -261,7 +261,7 @@ func (s *searcher) nodeFor(c choice, bins *[]*snapshot.Node) *snapshot.Node {
 	}
 	n := s.p.plannedNode(c.t, c.opts, len(*bins)+1)
 	s.p.s.AddNode(n)
-	s.p.refreshTemplates(c.t.Group)
+	s.p.refreshTemplates()
 	*bins = append(*bins, n)
 	return n
 }
