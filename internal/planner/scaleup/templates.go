@@ -267,13 +267,17 @@ func commonPorts(opts []*snapshot.Option) []snapshot.HostPort {
 }
 
 // markWanted marks the templates a pending pod could use: it tolerates
-// the template's taints and its required node selection matches one of
-// the template's options. A node may be launched from them this round,
-// so every spread counts their domains (snapshot.Node.Wanted).
+// the template's taints, and one of the template's options matches its
+// required node selection and holds it (its own requests and a pod slot,
+// with the option's DaemonSet overhead). A node may be launched from
+// them this round, so every spread counts their domains
+// (snapshot.Node.Wanted); a zone whose options are all too small for
+// every pending pod is launched into by none.
 func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
-	// A pod's affinity is read only when a template's taints let it in:
-	// most templates are wanted by the first pod looked at.
+	// A pod's affinity and requests are read only when a template's taints
+	// let it in: most templates are wanted by the first pod looked at.
 	affinities := make([]*nodeaffinity.RequiredNodeAffinity, len(pending))
+	requests := make([]*snapshot.Resources, len(pending))
 	for _, t := range templates {
 		t.Node.Wanted = false
 		for i, p := range pending {
@@ -282,9 +286,10 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
 			}
 			if affinities[i] == nil {
 				aff := nodeaffinity.GetRequiredNodeAffinity(p)
-				affinities[i] = &aff
+				req := snapshot.FromList(snapshot.RequestsOf(p))
+				affinities[i], requests[i] = &aff, &req
 			}
-			if matchesAnOption(*affinities[i], t.Node) {
+			if holdsOn(*affinities[i], requests[i], t.Node) {
 				t.Node.Wanted = true
 				break
 			}
@@ -292,15 +297,19 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
 	}
 }
 
-// matchesAnOption reports whether a required node affinity matches the
-// template or one of its options.
-func matchesAnOption(aff nodeaffinity.RequiredNodeAffinity, t *snapshot.Node) bool {
+// holdsOn reports whether the template, or one of its options, matches a
+// required node affinity and holds a pod of requests req.
+func holdsOn(aff nodeaffinity.RequiredNodeAffinity, req *snapshot.Resources, t *snapshot.Node) bool {
 	if t.Flex == nil {
 		ok, _ := aff.Match(t.Node)
 		return ok
 	}
+	whole, _ := aff.Match(t.Node)
 	for _, o := range t.Flex.Options {
-		if ok, _ := aff.Match(o.Node); ok {
+		if !t.FitsOption(o, req, 1) {
+			continue
+		}
+		if ok, _ := aff.Match(o.Node); whole || ok {
 			return true
 		}
 	}

@@ -350,7 +350,34 @@ func (k *Counter) potentialFrom(t *Node) bool {
 	if _, untolerated := UntoleratedTaint(t.Taints, k.owner.Tolerations); untolerated {
 		return false
 	}
-	return matchesSomeOption(k.owner, t)
+	return launchableFor(k.owner, t)
+}
+
+// launchableFor reports whether template t may launch a node for a pod of
+// class c: one of its options matches c's node selection and holds one
+// such pod on its own (its requests, extended resources included, with
+// the option's DaemonSet overhead, and a pod slot). A zone whose options
+// are all too small for the pod (or lack its devices) is launched for
+// none of its pods: counted as a domain to come, it would hold the
+// spread's minimum at zero, and the pods at the zones with nodes would
+// wait for a node never launched. It depends on t and c alone (not on
+// the limits), so that enabling and disabling a template add and take
+// off the same domains.
+func launchableFor(c *Class, t *Node) bool {
+	if t.Flex == nil {
+		return matchesSomeOption(c, t)
+	}
+	whole, _ := c.NodeAffinity.Match(t.Node)
+	req, pods := c.RequestsOn(t), c.PodsOn(t)
+	for _, o := range t.Flex.Options {
+		if !t.FitsOption(o, req, pods) {
+			continue
+		}
+		if ok, _ := c.NodeAffinity.Match(o.Node); whole || ok {
+			return true
+		}
+	}
+	return false
 }
 
 // resetPotential counts anew the potential domains of the templates that
