@@ -136,6 +136,30 @@ func TestExplainPod(t *testing.T) {
 	}
 }
 
+// TestAGroupWhoseMachinesCannotBeListedLaunchesNothing: the controller
+// launches nothing in a group whose launching instances its provider
+// could not list (they would look gone and be launched again); explain
+// plans the pod in the other group, as the controller does.
+func TestAGroupWhoseMachinesCannotBeListedLaunchesNothing(t *testing.T) {
+	cheap := b.NodeGroup("cheap", b.InstanceType("standard-2", "2", "4Gi", b.OnDemand("zone-a", "0.1")))
+	dear := b.NodeGroup("dear", b.InstanceType("standard-2", "2", "4Gi", b.OnDemand("zone-a", "0.3")))
+	pod := b.Pod("web", b.CPU("500m"))
+	unschedulable(pod)
+	cl := &clusterread.Cluster{NodeGroups: []*v1alpha1.NodeGroup{cheap, dear}, Pods: []*corev1.Pod{pod}}
+	for _, tc := range []struct {
+		unlisted []*v1alpha1.NodeGroup
+		want     string
+	}{{nil, "cheap"}, {[]*v1alpha1.NodeGroup{cheap}, "dear"}} {
+		f, err := planPod(cl, pod, nil, Settings{Now: now, LaunchGrace: scaleup.DefaultLaunchGrace, unlisted: tc.unlisted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := explainPod(f); e.Decision != DecisionLaunchNode || e.NodeGroup != tc.want {
+			t.Errorf("unlisted %d group(s): %s in %q, want a launch in %s", len(tc.unlisted), e.Decision, e.NodeGroup, tc.want)
+		}
+	}
+}
+
 func TestGroupVerdictsReadThePlannersMessageBackPerGroup(t *testing.T) {
 	tests := []struct {
 		name, msg string

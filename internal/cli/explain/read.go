@@ -165,6 +165,9 @@ func scaleUpInput(cl *clusterread.Cluster, burst podutil.Burst, asked *corev1.Po
 		Claims: cl.Claims, Volumes: cl.Volumes, DRA: cl.DRA, Limits: s.Limits, Now: s.Now, LaunchGrace: s.LaunchGrace}
 	nodes := byName(cl.Nodes)
 	in.Unavailable = unavailable(in.NodeGroups, s.Now)
+	for _, g := range s.unlisted { // the provisioner launches nothing there (unlistedOfferings)
+		in.Unavailable = append(in.Unavailable, provisioning.OfferingsOf(g)...)
+	}
 	for _, p := range cl.Pods {
 		if p.UID == asked.UID || (p.Namespace == asked.Namespace && p.Name == asked.Name) {
 			continue
