@@ -273,11 +273,12 @@ func commonPorts(opts []*snapshot.Option) []snapshot.HostPort {
 // them this round, so every spread counts their domains
 // (snapshot.Node.Wanted); a zone whose options are all too small for
 // every pending pod is launched into by none.
-func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
-	// A pod's affinity and requests are read only when a template's taints
+func markWanted(templates []*binpack.Template, pending []*corev1.Pod, addOnPods map[string]int) {
+	// A pod's affinity and needs are read only when a template's taints
 	// let it in: most templates are wanted by the first pod looked at.
 	affinities := make([]*nodeaffinity.RequiredNodeAffinity, len(pending))
-	requests := make([]*snapshot.Resources, len(pending))
+	needs := make([]snapshot.Resources, len(pending))
+	pods := make([]int, len(pending))
 	for _, t := range templates {
 		t.Node.Wanted = false
 		for i, p := range pending {
@@ -286,10 +287,10 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
 			}
 			if affinities[i] == nil {
 				aff := nodeaffinity.GetRequiredNodeAffinity(p)
-				req := snapshot.FromList(snapshot.RequestsOf(p))
-				affinities[i], requests[i] = &aff, &req
+				affinities[i] = &aff
+				needs[i], pods[i] = snapshot.NeedsOnNewNode(p, addOnPods)
 			}
-			if holdsOn(*affinities[i], requests[i], t.Node) {
+			if holdsOn(*affinities[i], &needs[i], pods[i], t.Node) {
 				t.Node.Wanted = true
 				break
 			}
@@ -298,15 +299,16 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod) {
 }
 
 // holdsOn reports whether the template, or one of its options, matches a
-// required node affinity and holds a pod of requests req.
-func holdsOn(aff nodeaffinity.RequiredNodeAffinity, req *snapshot.Resources, t *snapshot.Node) bool {
+// required node affinity and holds a pod of requests req standing for
+// pods pods (its folded followers).
+func holdsOn(aff nodeaffinity.RequiredNodeAffinity, req *snapshot.Resources, pods int, t *snapshot.Node) bool {
 	if t.Flex == nil {
 		ok, _ := aff.Match(t.Node)
 		return ok
 	}
 	whole, _ := aff.Match(t.Node)
 	for _, o := range t.Flex.Options {
-		if !t.FitsOption(o, req, 1) {
+		if !t.FitsOption(o, req, pods) {
 			continue
 		}
 		if ok, _ := aff.Match(o.Node); whole || ok {

@@ -30,6 +30,21 @@ func companionRequests(pod *corev1.Pod) Resources {
 	return Resources{MilliCPU: cpu.MilliValue(), Memory: mem.Value()}
 }
 
+// NeedsOnNewNode is what a pending pod needs on a node launched for it
+// (which has no pod of its companion's share key): its own requests and
+// its companion add-on's, and the pods it stands for (itself and, by its
+// share key in addOnPods, the followers folded into it), as its class
+// counts them (RequestsOn, PodsOn).
+func NeedsOnNewNode(pod *corev1.Pod, addOnPods map[string]int) (Resources, int) {
+	req := FromList(RequestsOf(pod))
+	addOn := companionRequests(pod)
+	if addOn.IsZero() {
+		return req, 1
+	}
+	req.Add(&addOn)
+	return req, 1 + addOnPods[pod.Labels[v1alpha1.LabelCompanionShareKey]]
+}
+
 // RequestsOn is what a pod of class c needs on node n: its own requests
 // where n already has the pod's companion share key, its own and its
 // companion's elsewhere.
