@@ -31,6 +31,7 @@ func (p *Provider) remove(ctx context.Context, r ref, ng *v1alpha1.NodeGroup, m 
 			a[v1alpha1.AnnotationDeleteMachineKept] = "true" // someone else's mark: an undo leaves it
 		} else {
 			a[AnnotationDeleteMachine] = p.clock.Now().UTC().Format(time.RFC3339)
+			delete(a, v1alpha1.AnnotationDeleteMachineKept) // from a mark taken off since: the mark now is berth's
 		}
 		a[v1alpha1.AnnotationDeleteRequestedBy] = string(ng.UID)
 		m.obj.SetAnnotations(a)

@@ -5,6 +5,7 @@ package multi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,7 @@ func (p *Provider) forGroup(ng *v1alpha1.NodeGroup) (cloudprovider.CloudProvider
 	switch {
 	case ng.Spec.Provider.ClusterAPI != nil:
 		if p.capi == nil {
-			return nil, fmt.Errorf("node group %s uses the clusterAPI provider, which is not enabled: start the controller with --clusterapi", ng.Name)
+			return nil, &notEnabledError{group: ng.Name}
 		}
 		return p.capi, nil
 	case ng.Spec.Provider.KWOK != nil:
@@ -139,12 +140,22 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	return nil, nil
 }
 
+// notEnabledError: a group's provider is not enabled in this controller.
+type notEnabledError struct{ group string }
+
+func (e *notEnabledError) Error() string {
+	return fmt.Sprintf("node group %s uses the clusterAPI provider, which is not enabled: start the controller with --clusterapi", e.group)
+}
+
 // CancelRemoval asks the node's group's provider, if its removals can be
-// undone.
+// undone. A group whose provider is not enabled has nothing this
+// controller can undo (nil): a removal a run with the provider left half
+// done stays as it is.
 func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
 	cp, err := p.forNode(ctx, nodeName)
-	if cloudprovider.IsNotFound(err) {
-		return nil // no node, or no group: nothing of berth's to undo
+	var off *notEnabledError
+	if cloudprovider.IsNotFound(err) || errors.As(err, &off) {
+		return nil // no node, no group, or no provider: nothing berth can undo
 	} else if err != nil {
 		return err
 	}

@@ -78,4 +78,9 @@ func TestRoutesEachCallToTheGroupsProvider(t *testing.T) {
 	if _, err := without.Create(ctx, cloudprovider.CreateRequest{NodeGroup: capiGroup("capi-g")}); err == nil || !strings.Contains(err.Error(), "--clusterapi") {
 		t.Errorf("Create for a clusterAPI group without the provider = %v, want an error naming --clusterapi", err)
 	}
+	// Nothing can be undone there: a group deleted with deletionPolicy
+	// Orphan is not held for ever by its node's removal.
+	if err := without.CancelRemoval(ctx, "c1"); err != nil {
+		t.Errorf("CancelRemoval for a node of a clusterAPI group without the provider = %v, want nil (nothing berth can undo)", err)
+	}
 }
