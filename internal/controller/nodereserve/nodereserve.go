@@ -10,9 +10,12 @@ package nodereserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -98,13 +101,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Status().Patch(ctx, pod, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("nominating %s for %s: %w", d.Node, req, err)
 	}
-	if err := r.Client.Delete(ctx, d.Reserve, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Delete(ctx, d.Reserve, client.GracePeriodSeconds(0)); err != nil {
+		// The slice is not the pod's: its nomination is taken back, so
+		// that the pod waits again and a retry chooses anew (nominated, it
+		// would not be looked at again, and nothing would clear a
+		// nomination of a pod that never preempts). Gone already: another
+		// pod took this reserve a moment ago, which the cache had not
+		// shown.
+		if uerr := r.unnominate(ctx, pod, d.Node); uerr != nil {
+			return reconcile.Result{}, errors.Join(fmt.Errorf("deleting reserve pod %s: %w", d.Reserve.Name, err), uerr)
+		}
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
 		return reconcile.Result{}, fmt.Errorf("deleting reserve pod %s: %w", d.Reserve.Name, err)
 	}
 	log.FromContext(ctx).Info("handed a node reserve to a burst-critical pod", "pod", req.String(), "node", d.Node, "reservePod", d.Reserve.Name)
 	r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonUsingReserve, "Reserve",
 		"Taking the per-node reserve slice of node %s (reserve pod %s removed)", d.Node, d.Reserve.Name)
 	return reconcile.Result{}, nil
+}
+
+// unnominate takes back the pod's nomination to node, if it still has it.
+func (r *Reconciler) unnominate(ctx context.Context, pod *corev1.Pod, node string) error {
+	if pod.Status.NominatedNodeName != node {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	pod.Status.NominatedNodeName = ""
+	if err := r.Client.Status().Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("taking back the nomination of %s/%s to %s: %w", pod.Namespace, pod.Name, node, err)
+	}
+	return nil
 }
 
 func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input, error) {

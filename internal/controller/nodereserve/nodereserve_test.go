@@ -41,9 +41,10 @@ func create(t *testing.T, objs ...client.Object) {
 	}
 }
 
-// twoFullNodes: two KWOK nodes of 2 cpu, each holding a 500m reserve pod
-// and 1500m of workload, the scheduler's view once they are Ready.
-func twoFullNodes(t *testing.T) {
+// twoFullNodes: two KWOK nodes of 2 cpu (a and b, or the nodes named),
+// each holding a 500m reserve pod and 1500m of workload, the scheduler's
+// view once they are Ready.
+func twoFullNodes(t *testing.T, names ...string) {
 	t.Helper()
 	never := corev1.PreemptNever
 	create(t,
@@ -51,11 +52,14 @@ func twoFullNodes(t *testing.T) {
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassNodeReserve}, Value: v1alpha1.PriorityNodeReserve, PreemptionPolicy: &never},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassBurstCritical}, Value: v1alpha1.PriorityBurstCritical, PreemptionPolicy: &never},
 	)
-	for _, n := range []string{"a", "b"} {
+	if len(names) == 0 {
+		names = []string{"a", "b"}
+	}
+	for _, n := range names {
 		create(t, b.Node(n, "2", "4Gi", b.KWOK(), b.NodeLabels("pool", "reserve")))
 	}
 	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
-		for _, n := range []string{"a", "b"} {
+		for _, n := range names {
 			node := &corev1.Node{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
 				return false, "", err
@@ -66,7 +70,7 @@ func twoFullNodes(t *testing.T) {
 		}
 		return true, "", nil
 	})
-	for _, n := range []string{"a", "b"} {
+	for _, n := range names {
 		reserve := b.Pod("reserve-"+n, b.Namespace(v1alpha1.SystemNamespace), b.NoUID(), b.NodeName(n), b.CPU("500m"),
 			b.Labels(v1alpha1.LabelHeadroomRole, hr.RoleNodeReserve))
 		reserve.Spec.PriorityClassName = v1alpha1.PriorityClassNodeReserve
@@ -209,4 +213,33 @@ func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
 	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "" || p.Spec.NodeName != "" {
 		t.Errorf("burst-3 was given node %q/%q with no slice left", p.Status.NominatedNodeName, p.Spec.NodeName)
 	}
+}
+
+// TestAReserveThatCouldNotBeRemovedIsHandedOverOnTheRetry: deleting the
+// reserve pod fails once (the API server times out) after the pod was
+// nominated to its node. The nomination is taken back, so that the retry
+// hands the slice over and the pod runs. Before, the retry found the pod
+// nominated and left it: the reserve stayed, and nothing clears the
+// nomination of a pod that never preempts.
+func TestAReserveThatCouldNotBeRemovedIsHandedOverOnTheRetry(t *testing.T) {
+	twoFullNodes(t, "c", "d")
+	pending(t, "burst-retry", v1alpha1.PriorityClassBurstCritical)
+	events := &fakes.Recorder{}
+	failing := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			return apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 1)
+		},
+	})
+	r := &nodereserve.Reconciler{Client: failing, Recorder: events}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "burst-retry"}}); err == nil {
+		t.Fatal("the reconcile whose delete failed returned no error")
+	}
+	if p := pod(t, ns, "burst-retry"); p.Status.NominatedNodeName != "" {
+		t.Fatalf("burst-retry still nominated to %s after its reserve could not be removed", p.Status.NominatedNodeName)
+	}
+	reconcileNow(t, &nodereserve.Reconciler{Client: env.Client, Recorder: events}, "burst-retry")
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		p := pod(t, ns, "burst-retry")
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s, node %q", p.Status.Phase, p.Spec.NodeName), nil
+	})
 }
