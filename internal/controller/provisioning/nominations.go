@@ -26,10 +26,42 @@ type nominations struct {
 	m  map[types.NamespacedName]string
 	// group is the node group of each node in m, where it is known.
 	group map[string]string
+	// handedOver are the nominations another controller made for a pod
+	// that never preempts (a per-node reserve handed over), with when
+	// this provisioner first saw each (handOverGrace).
+	handedOver map[types.NamespacedName]handOver
+}
+
+// handOver is a nomination another controller made: to node, first seen
+// at seen.
+type handOver struct {
+	node string
+	seen time.Time
 }
 
 func newNominations() *nominations {
-	return &nominations{m: map[types.NamespacedName]string{}, group: map[string]string{}}
+	return &nominations{m: map[types.NamespacedName]string{}, group: map[string]string{}, handedOver: map[types.NamespacedName]handOver{}}
+}
+
+// handOverGrace is how long berth holds the room of a pod that never
+// preempts on the node another controller nominated it to (nodereserve's
+// hand-over of a per-node reserve): kube-scheduler binds it there within
+// seconds of the reserve pod's removal. Past it the pod needs a node
+// again: kube-scheduler never clears the nomination of a pod that never
+// preempts, and berth would otherwise hold it on that node for ever.
+const handOverGrace = 30 * time.Second
+
+// handedOverSince returns when this provisioner first saw pod nominated
+// to node by another controller.
+func (n *nominations) handedOverSince(pod types.NamespacedName, node string, now time.Time) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, ok := n.handedOver[pod]
+	if !ok || h.node != node {
+		h = handOver{node: node, seen: now}
+		n.handedOver[pod] = h
+	}
+	return h.seen
 }
 
 // set records pod's nomination to node, of node group group ("": not
@@ -93,6 +125,11 @@ func (n *nominations) forget(waiting map[types.NamespacedName]bool, known, unjoi
 	for node := range n.group {
 		if !named[node] {
 			delete(n.group, node)
+		}
+	}
+	for pod := range n.handedOver {
+		if !waiting[pod] {
+			delete(n.handedOver, pod)
 		}
 	}
 }
@@ -182,11 +219,17 @@ func (p *Provisioner) schedulableSince(node string) (time.Time, bool) { return p
 // graceEnd returns when berth stops holding a pod's room on the node berth
 // nominated it to: nominationGrace after the node became schedulable. ok
 // is false while the node boots, and for nominations berth did not make
-// (preemption's, which the scheduler keeps).
+// (preemption's, which the scheduler keeps and clears), but for one of a
+// pod that never preempts, which only another controller's hand-over
+// makes: handOverGrace after berth first saw it.
 func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
 	node := pod.Status.NominatedNodeName
-	if p.nominated.get(client.ObjectKeyFromObject(pod)) != node {
-		return time.Time{}, false
+	key := client.ObjectKeyFromObject(pod)
+	if p.nominated.get(key) != node {
+		if pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != corev1.PreemptNever {
+			return time.Time{}, false
+		}
+		return p.nominated.handedOverSince(key, node, p.Clock.Now()).Add(handOverGrace), true
 	}
 	since, ok := p.schedulableSince(node)
 	return since.Add(nominationGrace), ok

@@ -10,10 +10,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -513,5 +515,52 @@ func TestMachinesBootingInAGroupThatCannotBeListedStillCountAgainstTheNodeCap(t 
 		if res := f.run(); len(res.Launched) != 0 {
 			t.Errorf("round %s, the booting machine not listed: launched %v past the node cap, want nothing", round, res.Launched)
 		}
+	}
+}
+
+// TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt:
+// a pod of a class that never preempts (berth-burst-critical's kind) is
+// nominated by another controller (nodereserve handing over a per-node
+// reserve) to a full node, and never binds there. berth holds its room
+// there for handOverGrace, then launches a node for it. Before, it held
+// the pod there for ever: the scheduler never clears the nomination of a
+// pod that never preempts, and berth waited for the scheduler.
+func TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, b.NodeGroup("prov-handover", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
+	never := corev1.PreemptNever
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "prov-never-preempts"}, Value: 1000, PreemptionPolicy: &never}
+	if err := env.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	full := b.Node("prov-handover-full", "2", "8Gi", b.KWOK(), b.NodeLabels(v1alpha1.LabelNodeGroup, f.group, v1alpha1.LabelInitialized, "true"))
+	if err := env.Client.Create(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), full) })
+	if err := env.Client.Create(ctx, b.Pod("work", b.Namespace(f.ns), b.NoUID(), b.NodeName(full.Name), b.CPU("2"))); err != nil {
+		t.Fatal(err)
+	}
+	pod := f.pods(1, b.CPU("1"), func(p *corev1.Pod) { p.Spec.PriorityClassName = pc.Name })[0]
+	got := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Status.NominatedNodeName = full.Name
+	if err := env.Client.Status().Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	prov := provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
+		Recorder: f.events, Clock: clk},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
+			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits}, MaxProvisionTime: 15 * time.Minute})
+	if res, err := prov.RunOnce(ctx); err != nil || len(res.Launched) != 0 {
+		t.Fatalf("first round: %v, launched %v; want the pod held on the node it was handed", err, res)
+	}
+	clk.Step(time.Minute)
+	if res, err := prov.RunOnce(ctx); err != nil || len(res.Launched) != 1 {
+		t.Fatalf("a minute later, the pod still unbound: %v, launched %v; want a node for it", err, res)
 	}
 }
