@@ -73,7 +73,7 @@ func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup)
 	_, cbErr := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cbv1beta1.GroupVersion.Group, Kind: "CapacityBuffer"})
 	buffers := !meta.IsNoMatchError(cbErr) // decided once: the buffer and standby controllers agree
 	sbc := &standby.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Offerings: offerings, Standby: standbys,
-		Recorder: recorder, Clock: clk, Buffers: buffers}
+		Recorder: recorder, Clock: clk, Buffers: buffers, Limits: limits}
 	learner := &headroomtarget.Learner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Targets: targets, Clock: clk, MinHistory: o.targetMinHistory}
 	nrc := &nodereserve.Reconciler{Client: mgr.GetClient(), Recorder: recorder}
 	tc := &tenant.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: clk}

@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -36,7 +37,9 @@ import (
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/daemonset"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
 
@@ -80,6 +83,10 @@ type Reconciler struct {
 	// Buffers: the CapacityBuffer CRD is installed (the controller
 	// watches buffers and keeps those with the standby strategy).
 	Buffers bool
+	// Limits are the cluster-wide limits the provisioner plans within
+	// (--max-nodes-total, --cluster-max-*): standby nodes stay within
+	// them too.
+	Limits scaleup.Limits
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms;nodegroups,verbs=get;list;watch
@@ -488,6 +495,15 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	}
 	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
 	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size[c.Group.Name]))
+	it, _ := c.Group.FindOffering(c.Key.InstanceType, c.Key.Zone, v1alpha1.CapacityType(c.Key.CapacityType))
+	room, why, err := r.clusterRoom(ctx, it)
+	if err != nil {
+		return err.Error()
+	}
+	if room <= 0 {
+		return r.cannot(o, why)
+	}
+	launch = min(launch, room)
 	off := cloudprovider.OfferingOf(c.Key)
 	for range launch {
 		inst, err := r.Cloud.Create(ctx, cloudprovider.CreateRequest{NodeGroup: c.Group, Offering: off, StandbyFor: standbyFor(o.key)})
@@ -507,6 +523,56 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	}
 	return fmt.Sprintf("%d units missing; launched %d standby nodes of %s/%s (%d units each), to be suspended once Ready",
 		missing, launch, c.Group.Name, off, c.PerNode)
+}
+
+// clusterRoom is how many more nodes of instance type it the cluster-wide
+// limits let in, and which limit holds them when none: the cluster's
+// nodes as the cache shows them, counted as the provisioner counts them
+// (every node but a virtual kubelet's of no group, those being deleted
+// included).
+func (r *Reconciler) clusterRoom(ctx context.Context, it *v1alpha1.InstanceType) (int32, string, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, "", fmt.Errorf("listing nodes: %w", err)
+	}
+	count := int64(0)
+	used := corev1.ResourceList{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if !snapshot.InClusterTotal(n, n.Labels[v1alpha1.LabelNodeGroup]) {
+			continue
+		}
+		count++
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			q := used[name]
+			q.Add(n.Status.Capacity[name])
+			used[name] = q
+		}
+	}
+	room, why := int64(math.MaxInt32), ""
+	if total := int64(r.Limits.Nodes.Total); total > 0 && total-count < room {
+		room, why = total-count, fmt.Sprintf("the cluster is at its cap of %d nodes (--max-nodes-total)", total)
+	}
+	limits := r.Limits.Resources
+	if limits == nil {
+		limits = scaleup.DefaultClusterLimits
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		lim, ok := limits[name]
+		var each resource.Quantity
+		if it != nil {
+			each = it.Capacity[name]
+		}
+		if !ok || each.Sign() <= 0 {
+			continue
+		}
+		left := lim.DeepCopy()
+		left.Sub(used[name])
+		if n := int64(math.Floor(left.AsApproximateFloat64() / each.AsApproximateFloat64())); n < room {
+			room, why = n, fmt.Sprintf("another node of this type would take the cluster past its %s limit of %s (--cluster-max-%s)", name, lim.String(), name)
+		}
+	}
+	return int32(max(room, 0)), why, nil
 }
 
 // cannot reports why the standby units cannot be kept.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/standby"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/expect"
@@ -457,5 +459,55 @@ func TestStandbyUnitsLeaveRoomForTheGroupsDaemonSets(t *testing.T) {
 	f.reconcile()
 	if st, _ := f.r.Standby.Get(state.HeadroomKey(h.Name)); st.Units != 0 || !strings.Contains(st.Message, "holds one unit") {
 		t.Errorf("status %+v: want 0 units and that no offering holds one", st)
+	}
+}
+
+// TestStandbyNodesStayWithinTheClusterLimits: 4 units of 1 cpu want two
+// 2-cpu standby nodes, but the cluster may have only one node more
+// (--max-nodes-total), or only 2 cpu more (--cluster-max-cpu): one node
+// is launched, and the Headroom is told why the rest is not kept, as
+// the provisioner holds its own launches within those limits.
+func TestStandbyNodesStayWithinTheClusterLimits(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		limit func(nodes int, cpu resource.Quantity) scaleup.Limits
+		why   string
+	}{
+		{"node cap", func(nodes int, _ resource.Quantity) scaleup.Limits {
+			return scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{Total: nodes + 1}}
+		}, "--max-nodes-total"},
+		{"cpu limit", func(_ int, cpu resource.Quantity) scaleup.Limits {
+			cpu.Add(resource.MustParse("3")) // room for one 2-cpu node, not two
+			return scaleup.Limits{Resources: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse("4000Gi")}}
+		}, "--cluster-max-cpu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "standby-cap-" + strings.ReplaceAll(tc.name, " ", "-")
+			f, h := setup(t, name, 4)
+			nodes := &corev1.NodeList{}
+			if err := env.Client.List(ctx, nodes); err != nil {
+				t.Fatal(err)
+			}
+			cpu := resource.Quantity{}
+			for _, n := range nodes.Items {
+				cpu.Add(n.Status.Capacity[corev1.ResourceCPU])
+			}
+			events := &fakes.Recorder{}
+			f.r.Limits, f.r.Recorder = tc.limit(len(nodes.Items), cpu), events
+			f.reconcile()
+			if n := len(f.nodes()); n != 1 {
+				t.Fatalf("%d standby nodes launched, want 1 (the cluster's limit)", n)
+			}
+			f.reconcile()
+			if n := len(f.nodes()); n != 1 {
+				t.Fatalf("%d standby nodes after another reconcile, want still 1", n)
+			}
+			if !slices.ContainsFunc(events.For(h.Name), func(e fakes.Event) bool {
+				return e.Reason == standby.ReasonCannotKeep && strings.Contains(e.Message, tc.why)
+			}) {
+				t.Errorf("events %+v, want %s naming %s", events.For(h.Name), standby.ReasonCannotKeep, tc.why)
+			}
+		})
 	}
 }
