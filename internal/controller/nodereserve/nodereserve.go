@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/planner/reserve"
 )
@@ -47,7 +48,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
-// +kubebuilder:rbac:groups="",resources=nodes;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes;namespaces;persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
 
 // Register adds the controller to the manager; it only looks at
 // burst-critical pods that are not bound.
@@ -142,7 +143,9 @@ func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input,
 	nodes := &corev1.NodeList{}
 	pods := &corev1.PodList{}
 	nss := &corev1.NamespaceList{}
-	for _, l := range []client.ObjectList{nodes, pods, nss} {
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	pvs := &corev1.PersistentVolumeList{}
+	for _, l := range []client.ObjectList{nodes, pods, nss, pvcs, pvs} {
 		// Read only (reserve.Choose is pure): the cache's objects are
 		// not copied.
 		if err := r.Client.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
@@ -163,5 +166,16 @@ func (r *Reconciler) input(ctx context.Context, pod *corev1.Pod) (reserve.Input,
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
+	for i := range pvcs.Items {
+		in.Claims = append(in.Claims, &pvcs.Items[i])
+	}
+	for i := range pvs.Items {
+		in.Volumes = append(in.Volumes, &pvs.Items[i])
+	}
+	dra, err := clusterread.DRA(ctx, r.Client)
+	if err != nil {
+		return in, err
+	}
+	in.DRA = dra
 	return in, nil
 }

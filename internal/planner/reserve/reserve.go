@@ -30,7 +30,14 @@ type Input struct {
 	// handed the same slice.
 	Nominated  []*corev1.Pod
 	Namespaces []*corev1.Namespace
-	Pod        *corev1.Pod
+	// Claims, Volumes and DRA are the cluster's PersistentVolumeClaims,
+	// PersistentVolumes and dynamic resource allocation objects: a pod's
+	// volumes and device claims are resolved as the scheduler resolves
+	// them (without them, a pod with a claim fits no node).
+	Claims  []*corev1.PersistentVolumeClaim
+	Volumes []*corev1.PersistentVolume
+	DRA     snapshot.DRA
+	Pod     *corev1.Pod
 	// IsReserve tells reserve pods.
 	IsReserve func(*corev1.Pod) bool
 }
@@ -44,7 +51,8 @@ type Decision struct {
 // Choose returns the first node (by name) where the pod fits after that
 // node's reserve pod is removed, or an error saying why there is none.
 func Choose(in Input) (*Decision, error) {
-	sin := snapshot.Input{Pods: append(slices.Clip(in.Pods), holding(in)...), Namespaces: in.Namespaces}
+	sin := snapshot.Input{Pods: append(slices.Clip(in.Pods), holding(in)...), Namespaces: in.Namespaces,
+		Claims: in.Claims, Volumes: in.Volumes, DRA: in.DRA}
 	for _, n := range in.Nodes {
 		sin.Nodes = append(sin.Nodes, snapshot.NodeInput{Node: n})
 	}

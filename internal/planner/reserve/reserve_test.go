@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/planner/reserve"
@@ -69,5 +70,34 @@ func TestChoose(t *testing.T) {
 				t.Errorf("got node %s reserve %s, want node %s", d.Node, d.Reserve.Name, tt.wantNode)
 			}
 		})
+	}
+}
+
+// TestAPodWithAVolumeTakesAReserve: a burst-critical pod with a bound
+// PersistentVolumeClaim (a StatefulSet's) takes a reserve slice where its
+// volume may be used: node b, where the volume's node affinity points.
+// Before, the claims were not given to the choice: the pod fit no node,
+// and was told so.
+func TestAPodWithAVolumeTakesAReserve(t *testing.T) {
+	nodes := []*corev1.Node{b.Node("a", "2", "4Gi"), b.Node("b", "2", "4Gi")}
+	pods := []*corev1.Pod{
+		reservePod("ra", "a"), b.Pod("wa", b.NodeName("a"), b.CPU("1500m")),
+		reservePod("rb", "b"), b.Pod("wb", b.NodeName("b"), b.CPU("1500m")),
+	}
+	pod := b.Pod("burst", b.CPU("500m"), func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	})
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: pod.Namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data"}, Spec: corev1.PersistentVolumeSpec{
+		ClaimRef: &corev1.ObjectReference{Namespace: pod.Namespace, Name: "data"},
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}},
+		}}}}}}
+	d, err := reserve.Choose(reserve.Input{Nodes: nodes, Pods: pods, Pod: pod, IsReserve: isReserve,
+		Claims: []*corev1.PersistentVolumeClaim{pvc}, Volumes: []*corev1.PersistentVolume{pv}})
+	if err != nil || d.Node != "b" {
+		t.Fatalf("Choose = %+v, %v; want node b, where the pod's volume is", d, err)
 	}
 }
