@@ -18,8 +18,9 @@ import (
 // did: with keep, only one whose
 // units (of units in all) are not needed to hold desired; without, any.
 // Only one that berth launched, still standby when read fresh, running no
-// pod but DaemonSets'.
-func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, unitsOn func(*corev1.Node) int32) (bool, error) {
+// pod but DaemonSets'. why says, in its event, why the node goes.
+func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []*corev1.Node, units, desired int32, unitsOn func(*corev1.Node) int32,
+	why string) (bool, error) {
 	for _, n := range candidates {
 		fit := unitsOn(n)
 		if keep && units-fit < desired {
@@ -54,8 +55,7 @@ func (r *Reconciler) removeSurplus(ctx context.Context, keep bool, candidates []
 		if err := r.Cloud.Delete(ctx, n.Name); err != nil && !cloudprovider.IsNotFound(err) {
 			return false, fmt.Errorf("deleting surplus standby node %s: %w", n.Name, err)
 		}
-		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "Delete", "Deleted standby node %s: Headroom %s keeps %d standby units without it",
-			n.Name, n.Annotations[v1alpha1.AnnotationStandbyFor], desired)
+		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "Delete", "Deleted standby node %s: %s", n.Name, why)
 		return true, nil // one per reconcile: the next one sees the cluster after it
 	}
 	return false, nil

@@ -163,6 +163,14 @@ func (r *Reconciler) ownersIn(ctx context.Context, o client.Object) []reconcile.
 
 // owner is what keeps standby units: a Headroom with spec.standby, or a
 // CapacityBuffer with the standby strategy that was translated.
+// describe names the owner as events say it: its kind and name.
+func (o owner) describe() string {
+	if o.key.Namespace != "" {
+		return "CapacityBuffer " + o.key.String()
+	}
+	return "Headroom " + o.key.Name
+}
+
 type owner struct {
 	key   types.NamespacedName
 	state state.Key
@@ -246,7 +254,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if len(orphans) > 1 {
 			requeue = resync
 		}
-		_, err := r.removeSurplus(ctx, false, orphans, 0, 0, o.unitsOn)
+		_, err := r.removeSurplus(ctx, false, orphans, 0, 0, o.unitsOn, fmt.Sprintf("%s is gone or keeps no standby units", o.describe()))
 		return reconcile.Result{RequeueAfter: requeue}, err
 	}
 	if err := r.suspendBooted(ctx, &acct); err != nil {
@@ -254,7 +262,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	staleRemoved := false
 	if len(acct.stale) > 0 {
-		if staleRemoved, err = r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn); err != nil {
+		if staleRemoved, err = r.removeSurplus(ctx, false, acct.stale, 0, 0, o.unitsOn,
+			fmt.Sprintf("it no longer matches its node group (drifted, expired, or out of %s's scope); a new one replaces it", o.describe())); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -266,7 +275,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		st.Message = r.launch(ctx, o, groups, o.desired-acct.units)
 		requeue = resync
 	case acct.units > o.desired:
-		if _, err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn); err != nil {
+		if _, err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn,
+			fmt.Sprintf("%s keeps %d standby units without it", o.describe(), o.desired)); err != nil {
 			return reconcile.Result{}, err
 		}
 		st.Message = fmt.Sprintf("%d units on %d suspended nodes and %d booting; keeping %d", acct.units, len(acct.suspended), len(acct.booting), o.desired)
@@ -308,10 +318,12 @@ func (r *Reconciler) owner(ctx context.Context, key types.NamespacedName) (owner
 }
 
 // wanted is how many standby units the Headroom asks for: with a target,
-// what the headroom controller resolved (its status, once it has seen
-// this generation), else spec.standby.count.
+// what the headroom controller resolved last (its status; after a spec
+// edit, until it resolves the new generation, the last resolved count
+// stays: falling back to spec.standby.count meanwhile would delete, then
+// launch again, the nodes the target keeps), else spec.standby.count.
 func wanted(h *v1alpha1.Headroom) int32 {
-	if h.Spec.Target != nil && h.Status.Standby != nil && h.Status.ObservedGeneration == h.Generation {
+	if h.Spec.Target != nil && h.Status.Standby != nil {
 		return h.Status.Standby.DesiredUnits
 	}
 	return h.Spec.Standby.Count

@@ -387,6 +387,11 @@ func TestStandbyNodesLeaveAGroupOutOfScopeOrBeingDeleted(t *testing.T) {
 	if n := len(f.nodes()); n != 0 {
 		t.Fatalf("%d standby nodes left in %s, out of the Headroom's scope; want 0", n, f.group)
 	}
+	if ev := f.r.Recorder.(*fakes.Recorder).Events; !slices.ContainsFunc(ev, func(e fakes.Event) bool {
+		return e.Reason == standby.ReasonRemoved && strings.Contains(e.Message, "no longer matches its node group") && strings.Contains(e.Message, "Headroom "+h.Name)
+	}) {
+		t.Errorf("events %+v: want the node out of scope removed, saying why", ev)
+	}
 	other := &fixture{t: t, group: second, r: f.r}
 	if n := len(other.nodes()); n != 1 {
 		t.Fatalf("%d standby nodes in %s, now the Headroom's scope; want 1", n, second)
