@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -77,9 +78,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return old, fmt.Errorf("the control plane in %s is partly down (%d of %d components run); run `berth dev status` to see why and `berth dev down` to clean up", dir, alive, len(old.Processes))
 		}
 		_, _ = fmt.Fprintf(opts.Progress, "removing the stopped control plane in %s\n", dir)
-		if err := os.RemoveAll(dir); err != nil {
+		if err := removeState(dir); err != nil {
 			return nil, err
 		}
+	} else if other, err := othersIn(dir); err != nil {
+		return nil, err
+	} else if other != "" {
+		return nil, fmt.Errorf("%s holds %s, which berth dev did not make: give an empty or new folder with --dir (berth dev down removes what it made there)", dir, other)
 	}
 	c := &Cluster{Dir: dir, Versions: opts.Versions, StartedAt: time.Now().UTC()}
 	if err := c.prepare(); err != nil {
@@ -195,12 +200,52 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Destroy stops the cluster and removes its folder.
+// Destroy stops the cluster and removes what it made in its folder, and
+// the folder once nothing else is left in it.
 func (c *Cluster) Destroy() error {
 	if err := c.Stop(); err != nil {
 		return err
 	}
-	return os.RemoveAll(c.Dir)
+	return removeState(c.Dir)
+}
+
+// made are the entries of a cluster's folder that berth dev makes: the
+// only ones it removes.
+var made = map[string]bool{stateFile: true, stateFile + ".tmp": true, "kubeconfig": true, "logs": true, "pki": true, "etcd": true,
+	"apiserver-certs": true, "kcm-certs": true, "scheduler-certs": true, "kube-scheduler.yaml": true, "kwok-stages.yaml": true}
+
+// removeState removes what berth dev made in dir, and dir itself when
+// nothing else is left in it: a user's own files there stay.
+func removeState(dir string) error {
+	var errs []error
+	for name := range made {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if other, err := othersIn(dir); err == nil && other == "" {
+		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// othersIn names an entry of dir that berth dev did not make, or "" when
+// there is none (dir missing or empty included).
+func othersIn(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if !made[e.Name()] {
+			return e.Name(), nil
+		}
+	}
+	return "", nil
 }
 
 // RESTConfig returns an admin client configuration for the cluster.

@@ -123,7 +123,7 @@ func printUsage(w io.Writer, dir string) {
 func (o *options) downCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "down",
-		Short: "Stop the processes `berth dev up` started and remove the state folder",
+		Short: "Stop the processes `berth dev up` started and remove what it made in the state folder",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := devenv.Load(o.dir)
@@ -137,7 +137,7 @@ func (o *options) downCommand() *cobra.Command {
 			if err := c.Destroy(); err != nil {
 				return err
 			}
-			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "stopped %d components and removed %s\n", len(c.Processes), o.dir)
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "stopped %d components and removed what berth dev made in %s\n", len(c.Processes), o.dir)
 			return nil
 		},
 	}
