@@ -2,9 +2,8 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -51,12 +50,19 @@ func (d *PodDefaulter) Handle(ctx context.Context, req admission.Request) admiss
 	if gate == "" {
 		return admission.Allowed("")
 	}
-	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: gate})
-	raw, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	return admission.Patched("", gatePatch(pod, gate))
+}
+
+// gatePatch adds the gate to the pod's scheduling gates, and changes
+// nothing else: a patch computed from the pod decoded and encoded again
+// would remove every field this build's API types do not know (a field
+// a newer API server added).
+func gatePatch(pod *corev1.Pod, gate string) jsonpatch.JsonPatchOperation {
+	g := corev1.PodSchedulingGate{Name: gate}
+	if len(pod.Spec.SchedulingGates) == 0 {
+		return jsonpatch.JsonPatchOperation{Operation: "add", Path: "/spec/schedulingGates", Value: []corev1.PodSchedulingGate{g}}
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	return jsonpatch.JsonPatchOperation{Operation: "add", Path: "/spec/schedulingGates/-", Value: g}
 }
 
 // gateFor returns the gate the pod gets: the companion gate when a
