@@ -25,7 +25,7 @@ func NegativeRequests(spec *corev1.PodSpec) error {
 	}
 	errs = append(errs, Negative("spec.overhead", spec.Overhead))
 	if spec.Resources != nil {
-		errs = append(errs, Negative("spec.resources.requests", spec.Resources.Requests))
+		errs = append(errs, Negative("spec.resources.requests", spec.Resources.Requests), Negative("spec.resources.limits", spec.Resources.Limits))
 	}
 	return errors.Join(errs...)
 }

@@ -203,6 +203,11 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 		}
 	case "apps/v1/DaemonSet":
 		err = decode(js, &s.DaemonSets)
+		if err == nil {
+			if err = quantity.NegativeRequests(&s.DaemonSets[len(s.DaemonSets)-1].Spec.Template.Spec); err != nil {
+				err = fmt.Errorf("spec.template.%w", err)
+			}
+		}
 	case "policy/v1/PodDisruptionBudget":
 		err = decode(js, &s.PDBs)
 	case "v1/Namespace":

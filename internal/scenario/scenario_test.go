@@ -141,6 +141,11 @@ func TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
 			`document 1 (Node "node-1"): status.allocatable.cpu is -2`},
 		"a negative default request": {"apiVersion: v1\nkind: LimitRange\nmetadata: {name: d}\nspec: {limits: [{type: Container, defaultRequest: {cpu: -1}}]}\n",
 			`document 1 (LimitRange "d"): spec.limits[0].defaultRequest.cpu is -1`},
+		"a negative pod-level limit (defaulted into its request)": {"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {resources: {limits: {cpu: \"-6\"}}, containers: [{name: c, image: i}]}\n",
+			`document 1 (Pod "p"): spec.resources.limits.cpu is -6`},
+		"a DaemonSet's negative request": {"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, " +
+			"spec: {containers: [{name: c, image: i, resources: {requests: {cpu: \"-6\"}}}]}}}\n",
+			`document 1 (DaemonSet "agent"): spec.template.spec.containers[c].resources.requests.cpu is -6`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := scenario.Load(strings.NewReader(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
