@@ -64,7 +64,7 @@ func BufferReplicas(spec *cbv1beta1.CapacityBufferSpec, scalableReplicas *int32,
 // chunksWithin is how many chunks fit the limits.
 func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (float64, error) {
 	req := resource.PodRequests(&corev1.Pod{Spec: chunk}, resource.PodResourcesOptions{})
-	n := math.Inf(1)
+	n, limited := math.Inf(1), false
 	for _, name := range slices.Sorted(maps.Keys(limits)) {
 		limit := limits[name]
 		if limit.Sign() < 0 {
@@ -74,9 +74,10 @@ func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (float64,
 		if per.Sign() <= 0 {
 			continue
 		}
-		n = min(n, wholeChunks(limit.AsDec(), per.AsDec())) // exact: 600m / 200m is three chunks
+		limited = true
+		n = min(n, wholeChunks(limit.AsDec(), per.AsDec())) // exact: 600m / 200m is three chunks; +Inf past a float64
 	}
-	if math.IsInf(n, 1) {
+	if !limited {
 		return 0, errors.New("spec.limits: the chunk requests none of the limited resources")
 	}
 	return n, nil

@@ -184,6 +184,8 @@ func TestBufferReplicas(t *testing.T) {
 			spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(math.MaxInt32)}, want: headroom.MaxUnits, wantCapped: true},
 		{name: "huge limits of a tiny chunk are cut to the maximum",
 			spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1000000000")}, want: headroom.MaxUnits, wantCapped: true},
+		{name: "limits of more chunks than a float64 holds are cut to the maximum, not read as none",
+			spec: cbv1beta1.CapacityBufferSpec{Limits: limits("1e400")}, want: headroom.MaxUnits, wantCapped: true},
 		{name: "negative limits are an error", spec: cbv1beta1.CapacityBufferSpec{Limits: limits("-2")}, wantErr: "spec.limits.cpu must not be negative"},
 		{name: "negative replicas are an error", spec: cbv1beta1.CapacityBufferSpec{Replicas: i32(-1)}, wantErr: "spec.replicas must not be negative"},
 	}

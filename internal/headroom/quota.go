@@ -1,6 +1,7 @@
 package headroom
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -74,9 +75,13 @@ func QuotasBelow(quotas []corev1.ResourceQuota, chunk corev1.PodSpec, others []C
 }
 
 // wholeChunks is how many whole chunks of per fit in left, exactly
-// (rounded toward zero).
+// (rounded toward zero). A count past what a float64 holds (a limit of
+// 1e306 cpu and a chunk of 1m) is +Inf: as many as the caller's cap.
 func wholeChunks(left, per *inf.Dec) float64 {
 	f, err := strconv.ParseFloat(new(inf.Dec).QuoRound(left, per, 0, inf.RoundDown).String(), 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return f // ±Inf, as ParseFloat returns it out of range
+	}
 	if err != nil {
 		return 0
 	}
