@@ -271,10 +271,12 @@ func decodeInNamespace[T any](js []byte, into *[]*T) error {
 
 // decode reads one object and bounds its quantities as the controller's
 // cache bounds what it reads (quantity.BoundObject), so that the plan
-// reads the same numbers.
+// reads the same numbers. A field the object's type does not have is
+// refused, as kubectl apply refuses it: a misspelt field (nodeSelecter)
+// would otherwise be planned as if it were not there.
 func decode[T any](js []byte, into *[]*T) error {
 	obj := new(T)
-	if err := sigsyaml.Unmarshal(js, obj); err != nil {
+	if err := sigsyaml.UnmarshalStrict(js, obj); err != nil {
 		return err
 	}
 	quantity.BoundObject(obj)

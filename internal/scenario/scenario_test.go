@@ -155,6 +155,17 @@ func TestNegativeQuantitiesAreRefusedAsTheAPIServerRefusesThem(t *testing.T) {
 	}
 }
 
+// TestAnUnknownFieldIsRefused: a pod whose node selection is misspelt
+// (nodeSelecter) was planned as if it had none, into any zone; kubectl
+// apply refuses the unknown field, and so does berth plan, naming it.
+func TestAnUnknownFieldIsRefused(t *testing.T) {
+	doc := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeSelecter: {zone: zone-b}, containers: [{name: c, image: i}]}\n"
+	if _, err := scenario.Load(strings.NewReader(doc)); err == nil || !strings.Contains(err.Error(), `unknown field "nodeSelecter"`) ||
+		!strings.Contains(err.Error(), `Pod "p"`) {
+		t.Fatalf("Load: %v, want an error naming the pod and its unknown field", err)
+	}
+}
+
 // TestADocumentThatDoesNotDecodeIsRefused: a namespaced object whose
 // spec is not an object is refused with its document named, as the first
 // of its kind or after another (it once crashed berth plan).
