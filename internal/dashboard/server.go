@@ -8,11 +8,14 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/berth-dev/berth/internal/netaddr"
 )
 
 // assets are the page's files, compiled into the binary: the page loads
@@ -87,11 +90,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/state", s.serveState)
 	mux.Handle("GET /", http.FileServerFS(static))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			// A page of another site whose name resolves to 127.0.0.1
+			// (DNS rebinding) would read the cluster's state through a
+			// browser on this machine: only requests naming a loopback
+			// host are served.
+			http.Error(w, "berth dashboard answers requests for localhost or a loopback address only", http.StatusForbidden)
+			return
+		}
 		w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a request's Host (host, or host:port)
+// names localhost or a loopback address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return netaddr.LoopbackHost(strings.Trim(host, "[]"))
 }
 
 // state is /api/state: the view and how often it changes.

@@ -130,3 +130,27 @@ func TestAListThatFailsIsNamedAndTheRestShows(t *testing.T) {
 		t.Errorf("nodes %d, problems %q", len(in.Nodes), problems)
 	}
 }
+
+// TestOnlyRequestsForALoopbackHostAreServed: the page has no
+// authentication; a site whose name a browser on this machine resolves
+// to 127.0.0.1 (DNS rebinding) would read it through the browser. Only
+// requests naming localhost or a loopback address are answered.
+func TestOnlyRequestsForALoopbackHostAreServed(t *testing.T) {
+	_, ts := newTestServer(t)
+	for host, want := range map[string]int{"127.0.0.1:8090": http.StatusOK, "localhost:8090": http.StatusOK, "[::1]:8090": http.StatusOK,
+		"localhost": http.StatusOK, "rebound.example.com:8090": http.StatusForbidden, "10.0.0.5:8090": http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodGet, ts.URL+"/api/state", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /api/state for host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
 	"github.com/berth-dev/berth/internal/headroom/demand"
+	"github.com/berth-dev/berth/internal/netaddr"
 	"github.com/berth-dev/berth/internal/scheme"
 )
 
@@ -141,10 +141,10 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			o.leaseDuration, o.renewDeadline, o.retryPeriod))
 	}
-	if !o.metricsSecure && !loopback(o.metricsAddr) {
+	if !o.metricsSecure && !netaddr.Loopback(o.metricsAddr) {
 		errs = append(errs, fmt.Errorf("--metrics-secure=false serves metrics to anyone who can reach %q; bind them to a loopback address (127.0.0.1:8080) or keep them secure", o.metricsAddr))
 	}
-	if !loopback(o.pprofAddr) {
+	if !netaddr.Loopback(o.pprofAddr) {
 		errs = append(errs, fmt.Errorf("--pprof-bind-address %q serves profiles without authentication to anyone who can reach it; bind a loopback address (127.0.0.1:6060) and port-forward", o.pprofAddr))
 	}
 	if o.webhookURL != "" && !strings.HasPrefix(o.webhookURL, "https://") {
@@ -227,21 +227,4 @@ func (o *options) metricsOptions() metricsserver.Options {
 		return metricsserver.Options{BindAddress: o.metricsAddr}
 	}
 	return metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
-}
-
-// loopback reports whether addr (host:port) listens only on a loopback
-// interface; "0" (metrics off) counts as safe.
-func loopback(addr string) bool {
-	if addr == "0" {
-		return true
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/internal/cli/clusterflags"
 	"github.com/berth-dev/berth/internal/dashboard"
+	"github.com/berth-dev/berth/internal/netaddr"
 	"github.com/berth-dev/berth/internal/quantity"
 	"github.com/berth-dev/berth/internal/scheme"
 )
@@ -43,6 +44,9 @@ It has no authentication of its own: keep it on a loopback address.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval < time.Second {
 				return fmt.Errorf("--interval must be at least 1s, not %s", interval)
+			}
+			if !netaddr.Loopback(address) {
+				return fmt.Errorf("--address %q serves the page without authentication to anyone who can reach it; bind a loopback address (%s) and port-forward", address, DefaultAddress)
 			}
 			cfg, err := cluster.RESTConfig()
 			if err != nil {
