@@ -76,6 +76,9 @@ writes the trace; memory is bounded by the pods alive, not the length of
 the recording. It only reads (get, list and watch of pods and nodes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.MaxEvents < 1 { // the flag's default is DefaultMaxEvents: this one was given
+				return fmt.Errorf("--max-events must be at least 1, not %d", o.MaxEvents)
+			}
 			cfg, err := cluster.RESTConfig()
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,19 @@ func TestRecordedLaunchDelaysReadBack(t *testing.T) {
 	}
 	if got := rd.Header.LaunchDelays["general"]; len(got) != 2 || got[0] != 0.001 || got[1] != 10 {
 		t.Errorf("launch delays %v, want [0.001 10]", got)
+	}
+}
+
+// TestMaxEventsBelowOneIsRefused: --max-events -5 (or 0) is refused at
+// once, naming the flag; it meant the default of 2,000,000 events.
+func TestMaxEventsBelowOneIsRefused(t *testing.T) {
+	for _, v := range []string{"-5", "0"} {
+		cmd := NewCommand()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"--out", t.TempDir() + "/trace.jsonl", "--max-events", v})
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--max-events must be at least 1") {
+			t.Errorf("--max-events %s: %v, want it refused", v, err)
+		}
 	}
 }
