@@ -32,6 +32,7 @@ import (
 	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
+	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/trace"
 )
 
@@ -337,6 +338,7 @@ func (e *Engine) replay(ev *trace.Event) {
 	case trace.OpCreate:
 		p := ev.Pod
 		obj := &corev1.Pod{Spec: *p.Spec.DeepCopy()}
+		podutil.ApplyDefaults(&obj.Spec) // as the API server admits it: a container's limits alone are its requests
 		obj.Namespace, obj.Name, obj.Labels = p.Namespace, p.Name, p.Labels
 		obj.UID = "sim-" + typesUID(p.Namespace, p.Name)
 		if p.Workload != "" {

@@ -193,6 +193,8 @@ func (r *Reader) check(e *Event) error {
 		return errors.New("create needs a pod with a namespace and a name")
 	case e.Op == OpCreate && quantity.NegativeRequests(&e.Pod.Spec) != nil:
 		return fmt.Errorf("pod %s: %w", e.Key(), quantity.NegativeRequests(&e.Pod.Spec))
+	case e.Op == OpCreate && e.Pod.Spec.NodeName != "":
+		return fmt.Errorf("pod %s: spec.nodeName is set: a trace's pods are placed by the simulation (a pod running when the trace began is marked running)", e.Key())
 	case e.Op == OpDelete && (e.Name == "" || e.Namespace == ""):
 		return errors.New("delete needs a namespace and a name")
 	case e.Op != OpCreate && e.Op != OpDelete && e.Op != OpEnd:

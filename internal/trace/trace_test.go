@@ -42,6 +42,8 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		"a negative time": {header + `{"at":-1,"op":"delete","namespace":"a","name":"b"}`, "trace line 2: at -1: want seconds"},
 		"a negative request": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"-1"}}}]}}}`,
 			"trace line 2: pod a/p: spec.containers[c].resources.requests.cpu is -1: quantities must not be negative"},
+		"a pod on a node": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"nodeName":"n1","containers":[{"name":"c"}]}}}`,
+			"trace line 2: pod a/p: spec.nodeName is set"},
 		"a pod created twice": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
 			`{"at":2,"op":"create","pod":{"namespace":"a","name":"p"}}`, "trace line 3: pod a/p is created again while it exists"},
 		"a launch delay of 1e300 s": {`{"version":1,"start":"2026-01-05T00:00:00Z","launchDelays":{"general":[1e300]}}`,

@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -202,5 +203,37 @@ func TestLaunchDelays(t *testing.T) {
 	}
 	if f, _ := parseLaunchDelays(nil, nil, groups); f != nil {
 		t.Error("no flags and no recording: the engine's default")
+	}
+}
+
+// TestAContainerThatOnlyLimitsRequestsItsLimitsInATrace: three pods of a
+// trace whose containers set only limits of 3 cpu cost what three pods
+// requesting 3 cpu cost (a node of 4 cpu each), as the API server admits
+// them. Before, they requested nothing and shared one node.
+func TestAContainerThatOnlyLimitsRequestsItsLimitsInATrace(t *testing.T) {
+	dir := t.TempDir()
+	cl := write(t, dir, "cluster.yaml", cluster)
+	trace := func(name, resources string) string {
+		lines := []string{`{"version":1,"start":"2026-01-05T00:00:00Z"}`}
+		for i := range 3 {
+			lines = append(lines, fmt.Sprintf(`{"at":1,"op":"create","pod":{"namespace":"a","name":"p%d","spec":{"containers":[{"name":"c","resources":%s}]}}}`, i, resources))
+		}
+		lines = append(lines, `{"at":3600,"op":"end"}`)
+		return write(t, dir, name, strings.Join(lines, "\n")+"\n")
+	}
+	cost := func(tr string) float64 {
+		out, _, err := run(t, "--trace", tr, "--cluster", cl, "--policy", "no-headroom", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep sim.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Results[0].Cost
+	}
+	limits, requests := cost(trace("limits.jsonl", `{"limits":{"cpu":"3"}}`)), cost(trace("requests.jsonl", `{"requests":{"cpu":"3"}}`))
+	if limits != requests || requests == 0 {
+		t.Errorf("cost of pods that only limit 3 cpu %.3f, of pods that request it %.3f: want the same", limits, requests)
 	}
 }
