@@ -260,6 +260,9 @@ func TestRefusals(t *testing.T) {
 		{"a malformed duration", []string{"--namespace", helmchart.Namespace, "--set", "controller.resyncPeriod=soon"}, "resyncPeriod"},
 		{"an unknown value", []string{"--namespace", helmchart.Namespace, "--set", "controler.scaleDown=false"}, "controler"},
 		{"zero replicas", []string{"--namespace", helmchart.Namespace, "--set", "replicas=0"}, "replicas"},
+		{"a name its Services' names would pass 63 characters with", []string{"--namespace", helmchart.Namespace, "--set",
+			"fullnameOverride=" + strings.Repeat("b", 60)}, "fullnameOverride"},
+		{"a name that is no DNS label", []string{"--namespace", helmchart.Namespace, "--set", "fullnameOverride=Berth_Controller"}, "fullnameOverride"},
 		// The admission policy would refuse berth's webhook configuration.
 		{"a webhook URL that is not loopback", []string{"--namespace", helmchart.Namespace, "--set", "webhook.url=https://berth.example.com:9443"}, "url"},
 		{"two replicas without leader election", []string{"--namespace", helmchart.Namespace, "--set", "controller.leaderElect=false"}, "replicas"},

@@ -3,7 +3,7 @@ The name of berth's objects (Deployment, ClusterRole, Role, Services...).
 The controller's leader-election lease is always "berth-controller".
 */}}
 {{- define "berth.fullname" -}}
-{{- default "berth-controller" .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default "berth-controller" .Values.fullnameOverride | trunc 55 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "berth.serviceAccountName" -}}
