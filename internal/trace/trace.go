@@ -119,7 +119,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	tr := &Reader{sc: sc}
 	if !sc.Scan() {
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("trace line 1: %w", err)
+			return nil, fmt.Errorf("trace line 1: %w", lineErr(err))
 		}
 		return nil, errors.New("trace: empty, want a header line")
 	}
@@ -176,9 +176,18 @@ func (r *Reader) Next() (*Event, error) {
 		return e, nil
 	}
 	if err := r.sc.Err(); err != nil {
-		return nil, fmt.Errorf("trace line %d: %w", r.line+1, err)
+		return nil, fmt.Errorf("trace line %d: %w", r.line+1, lineErr(err))
 	}
 	return nil, io.EOF
+}
+
+// lineErr says which limit a line too long passed (bufio's error names
+// none).
+func lineErr(err error) error {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Errorf("%w: a trace line is at most %d bytes (MaxLine)", err, MaxLine)
+	}
+	return err
 }
 
 func (r *Reader) check(e *Event) error {

@@ -31,7 +31,7 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		// apimachinery's parser does not return on this quantity.
 		"huge exponent": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e2147483648"}}}]}}}`,
 			"trace line 2: the number 1e2147483648 has an exponent of more than 3 digits"},
-		"line too long": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long"},
+		"line too long": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long: a trace line is at most 1048576 bytes"},
 		"running pod after the start": {header + `{"at":1,"op":"create","running":true,"pod":{"namespace":"a","name":"p"}}`,
 			"trace line 2: running marks a create at 0 before every other event"},
 		"running pod after another event": {header + `{"at":0,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
