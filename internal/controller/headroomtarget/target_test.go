@@ -46,6 +46,27 @@ func create(t *testing.T, objs ...client.Object) {
 	}
 }
 
+// targetOnKWOKGroup creates a KWOK group name (1 minute launches, 4-cpu
+// nodes) with one node, name-a, and a Headroom name of 1-cpu units with a
+// 5 s, 95 % target on the pods labelled app=burst.
+func targetOnKWOKGroup(t *testing.T, name string) *v1alpha1.Headroom {
+	t.Helper()
+	ng := b.NodeGroup(name, b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
+	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
+	node := b.Node(name+"-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, name))
+	err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.HeadroomSpec{
+		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{name}},
+		Units: &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
+	create(t, ng, node, h)
+	return h
+}
+
 // burstPod is a 1-cpu pod of app=burst created at created: pending, and
 // its bound self on node.
 func burstPod(name string, created time.Time, node string) (pending, bound *corev1.Pod) {
@@ -71,18 +92,7 @@ func burstPod(name string, created time.Time, node string) (pending, bound *core
 // from it before it sees another pod.
 func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 	ctx := context.Background()
-	ng := b.NodeGroup("learn", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
-	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
-	node := b.Node("learn-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "learn"))
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "learn"}, Spec: v1alpha1.HeadroomSpec{
-		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"learn"}},
-		Units: &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
-		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
-			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
-	create(t, ng, node, h)
+	h := targetOnKWOKGroup(t, "learn")
 
 	start := time.Now().Truncate(time.Hour).Add(time.Hour)
 	clk := clocktesting.NewFakeClock(start)
@@ -215,18 +225,7 @@ func TestLearnerLearnsBurstsAndKeepsThemAcrossARestart(t *testing.T) {
 // batch's window would hold 8.
 func TestPodsThatFinishLeaveTheDemand(t *testing.T) {
 	ctx := context.Background()
-	ng := b.NodeGroup("learn-jobs", b.Size(0, 10), b.InstanceType("c4", "4", "8Gi", b.OnDemand("zone-a", "0.2")))
-	ng.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{LaunchDelay: &metav1.Duration{Duration: time.Minute}}}
-	node := b.Node("learn-jobs-a", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "learn-jobs"))
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "learn-jobs"}, Spec: v1alpha1.HeadroomSpec{
-		Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"learn-jobs"}},
-		Units: &v1alpha1.HeadroomUnits{Count: 2, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
-		Target: &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95,
-			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "burst"}}}}}
-	create(t, ng, node, h)
+	targetOnKWOKGroup(t, "learn-jobs")
 	start := time.Now().Truncate(time.Hour).Add(time.Hour)
 	clk := clocktesting.NewFakeClock(start)
 	l := learner(clk)
