@@ -65,6 +65,12 @@ type Scenario struct {
 	// Ignored counts documents of kinds that carry nothing the planner
 	// needs (Deployments, Services, ...), by kind.
 	Ignored map[string]int
+	// UnknownFields name the documents (at most maxUnknownFields) with a
+	// field their type does not have, read past: a misspelt field, or
+	// one of a newer Kubernetes.
+	UnknownFields []string
+	// unknown is the unknown field of the document being added.
+	unknown error
 }
 
 // ignoredKinds are Kubernetes kinds a snapshot may contain that the planner
@@ -187,13 +193,13 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 	}
 	switch gvk {
 	case "v1/Node":
-		err = decode(js, &s.Nodes)
+		err = decode(s, js, &s.Nodes)
 		if err == nil {
 			n := s.Nodes[len(s.Nodes)-1]
 			err = errors.Join(quantity.Negative("status.capacity", n.Status.Capacity), quantity.Negative("status.allocatable", n.Status.Allocatable))
 		}
 	case "v1/Pod":
-		err = decode(js, &s.Pods)
+		err = decode(s, js, &s.Pods)
 		if err == nil && s.Pods[len(s.Pods)-1].Namespace == "" {
 			s.Pods[len(s.Pods)-1].Namespace = "default"
 		}
@@ -202,42 +208,42 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 			podutil.ApplyDefaults(&s.Pods[len(s.Pods)-1].Spec)
 		}
 	case "apps/v1/DaemonSet":
-		err = decode(js, &s.DaemonSets)
+		err = decode(s, js, &s.DaemonSets)
 		if err == nil {
 			if err = quantity.NegativeRequests(&s.DaemonSets[len(s.DaemonSets)-1].Spec.Template.Spec); err != nil {
 				err = fmt.Errorf("spec.template.%w", err)
 			}
 		}
 	case "policy/v1/PodDisruptionBudget":
-		err = decode(js, &s.PDBs)
+		err = decode(s, js, &s.PDBs)
 	case "v1/Namespace":
-		err = decode(js, &s.Namespaces)
+		err = decode(s, js, &s.Namespaces)
 	case "v1/PersistentVolumeClaim":
-		err = decode(js, &s.Claims)
+		err = decode(s, js, &s.Claims)
 	case "v1/PersistentVolume":
-		err = decode(js, &s.Volumes)
+		err = decode(s, js, &s.Volumes)
 	case "node.k8s.io/v1/RuntimeClass":
-		err = decode(js, &s.RuntimeClasses)
+		err = decode(s, js, &s.RuntimeClasses)
 		if err == nil && s.RuntimeClasses[len(s.RuntimeClasses)-1].Overhead != nil {
 			err = quantity.Negative("overhead.podFixed", s.RuntimeClasses[len(s.RuntimeClasses)-1].Overhead.PodFixed)
 		}
 	case "v1/LimitRange":
-		err = decodeInNamespace(js, &s.LimitRanges)
+		err = decodeInNamespace(s, js, &s.LimitRanges)
 		if err == nil {
 			err = limitRangeValid(s.LimitRanges[len(s.LimitRanges)-1].Spec.Limits)
 		}
 	case "resource.k8s.io/v1/DeviceClass":
-		err = decode(js, &s.DRA.DeviceClasses)
+		err = decode(s, js, &s.DRA.DeviceClasses)
 	case "resource.k8s.io/v1/ResourceSlice":
-		err = decode(js, &s.DRA.Slices)
+		err = decode(s, js, &s.DRA.Slices)
 	case "resource.k8s.io/v1/ResourceClaim":
-		err = decodeInNamespace(js, &s.DRA.Claims)
+		err = decodeInNamespace(s, js, &s.DRA.Claims)
 	case "resource.k8s.io/v1/ResourceClaimTemplate":
-		err = decodeInNamespace(js, &s.DRA.ClaimTemplates)
+		err = decodeInNamespace(s, js, &s.DRA.ClaimTemplates)
 	case "scheduling.k8s.io/v1alpha2/PodGroup":
-		err = decodeInNamespace(js, &s.DRA.PodGroups)
+		err = decodeInNamespace(s, js, &s.DRA.PodGroups)
 	case "scheduling.k8s.io/v1alpha2/Workload":
-		err = decode(js, &s.Workloads)
+		err = decode(s, js, &s.Workloads)
 	case v1alpha1.GroupVersion.String() + "/Headroom":
 		err = decodeStrict(js, &s.Headrooms)
 	case v1alpha1.GroupVersion.String() + "/NodeGroup":
@@ -254,13 +260,32 @@ func (s *Scenario) add(js []byte, where string, nested bool) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	if s.unknown != nil {
+		if len(s.UnknownFields) < maxUnknownFields {
+			s.UnknownFields = append(s.UnknownFields, fmt.Sprintf("%s: %s", where, unknownField(s.unknown)))
+		}
+		s.unknown = nil
+	}
 	return nil
+}
+
+// maxUnknownFields bounds how many documents with unknown fields are named.
+const maxUnknownFields = 20
+
+// unknownField is the part of a strict decoding error that names the
+// field ("unknown field \"nodeSelecter\"").
+func unknownField(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "unknown field"); i >= 0 {
+		return msg[i:]
+	}
+	return msg
 }
 
 // decodeInNamespace is decode for a namespaced object: one that names
 // no namespace is put in "default", as kubectl apply does.
-func decodeInNamespace[T any](js []byte, into *[]*T) error {
-	if err := decode(js, into); err != nil {
+func decodeInNamespace[T any](s *Scenario, js []byte, into *[]*T) error {
+	if err := decode(s, js, into); err != nil {
 		return err
 	}
 	if o, ok := any((*into)[len(*into)-1]).(metav1.Object); ok && o.GetNamespace() == "" {
@@ -271,13 +296,21 @@ func decodeInNamespace[T any](js []byte, into *[]*T) error {
 
 // decode reads one object and bounds its quantities as the controller's
 // cache bounds what it reads (quantity.BoundObject), so that the plan
-// reads the same numbers. A field the object's type does not have is
-// refused, as kubectl apply refuses it: a misspelt field (nodeSelecter)
-// would otherwise be planned as if it were not there.
-func decode[T any](js []byte, into *[]*T) error {
+// reads the same numbers. A field the object's type does not have (a
+// misspelt nodeSelecter, planned as if it were not there, or a field of a
+// newer Kubernetes than this berth's) is read past and named in
+// s.UnknownFields (add), so that the user sees what was not read.
+func decode[T any](s *Scenario, js []byte, into *[]*T) error {
 	obj := new(T)
 	if err := sigsyaml.UnmarshalStrict(js, obj); err != nil {
-		return err
+		if !strings.Contains(err.Error(), "unknown field") {
+			return err
+		}
+		s.unknown = err
+		obj = new(T)
+		if err := sigsyaml.Unmarshal(js, obj); err != nil {
+			return err
+		}
 	}
 	quantity.BoundObject(obj)
 	*into = append(*into, obj)

@@ -85,6 +85,9 @@ func (o *options) run(stdin io.Reader, stdout, stderr io.Writer) error {
 		sort.Strings(kinds)
 		_, _ = fmt.Fprintf(stderr, "note: ignored %s (the planner reads their pods)\n", strings.Join(kinds, ", "))
 	}
+	for _, u := range sc.UnknownFields {
+		_, _ = fmt.Fprintf(stderr, "warning: %s, not read (misspelt, or of a newer Kubernetes than this berth)\n", u)
+	}
 	if o.scaleDown {
 		return o.planScaleDown(sc, limits, stdout)
 	}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,14 +124,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// unnominate takes back the pod's nomination to node, if it still has it.
+// unnominate takes back the pod's nomination to node, if it still has it;
+// a conflict (the scheduler wrote the pod meanwhile) reads it again.
 func (r *Reconciler) unnominate(ctx context.Context, pod *corev1.Pod, node string) error {
-	if pod.Status.NominatedNodeName != node {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	pod.Status.NominatedNodeName = ""
-	if err := r.Client.Status().Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if pod.Status.NominatedNodeName != node {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		pod.Status.NominatedNodeName = ""
+		err := r.Client.Status().Patch(ctx, pod, patch)
+		if apierrors.IsConflict(err) {
+			if gerr := r.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("taking back the nomination of %s/%s to %s: %w", pod.Namespace, pod.Name, node, err)
 	}
 	return nil

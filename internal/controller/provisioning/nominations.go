@@ -26,9 +26,9 @@ type nominations struct {
 	m  map[types.NamespacedName]string
 	// group is the node group of each node in m, where it is known.
 	group map[string]string
-	// handedOver are the nominations another controller made for a pod
-	// that never preempts (a per-node reserve handed over), with when
-	// this provisioner first saw each (handOverGrace).
+	// handedOver are the nominations nodereserve made for burst-critical
+	// pods (a per-node reserve handed over), with when this provisioner
+	// first saw each (handOverGrace).
 	handedOver map[types.NamespacedName]handOver
 }
 
@@ -43,12 +43,12 @@ func newNominations() *nominations {
 	return &nominations{m: map[types.NamespacedName]string{}, group: map[string]string{}, handedOver: map[types.NamespacedName]handOver{}}
 }
 
-// handOverGrace is how long berth holds the room of a pod that never
-// preempts on the node another controller nominated it to (nodereserve's
-// hand-over of a per-node reserve): kube-scheduler binds it there within
-// seconds of the reserve pod's removal. Past it the pod needs a node
-// again: kube-scheduler never clears the nomination of a pod that never
-// preempts, and berth would otherwise hold it on that node for ever.
+// handOverGrace is how long berth holds the room of a burst-critical pod
+// on the node nodereserve handed its reserve to it on: kube-scheduler
+// binds it there within seconds of the reserve pod's removal. Past it
+// the pod needs a node again: kube-scheduler never clears the nomination
+// of a pod that never preempts (the class's policy), and berth would
+// otherwise hold it on that node for ever.
 const handOverGrace = 30 * time.Second
 
 // handedOverSince returns when this provisioner first saw pod nominated
@@ -219,14 +219,15 @@ func (p *Provisioner) schedulableSince(node string) (time.Time, bool) { return p
 // graceEnd returns when berth stops holding a pod's room on the node berth
 // nominated it to: nominationGrace after the node became schedulable. ok
 // is false while the node boots, and for nominations berth did not make
-// (preemption's, which the scheduler keeps and clears), but for one of a
-// pod that never preempts, which only another controller's hand-over
-// makes: handOverGrace after berth first saw it.
+// (preemption's, or the scheduler's while it binds, which it keeps and
+// clears), but for the hand-over of a per-node reserve to a
+// burst-critical pod (nodereserve; its class never preempts, and the
+// scheduler never clears it): handOverGrace after berth first saw it.
 func (p *Provisioner) graceEnd(pod *corev1.Pod) (end time.Time, ok bool) {
 	node := pod.Status.NominatedNodeName
 	key := client.ObjectKeyFromObject(pod)
 	if p.nominated.get(key) != node {
-		if pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != corev1.PreemptNever {
+		if pod.Spec.PriorityClassName != v1alpha1.PriorityClassBurstCritical {
 			return time.Time{}, false
 		}
 		return p.nominated.handedOverSince(key, node, p.Clock.Now()).Add(handOverGrace), true

@@ -519,9 +519,9 @@ func TestMachinesBootingInAGroupThatCannotBeListedStillCountAgainstTheNodeCap(t 
 }
 
 // TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt:
-// a pod of a class that never preempts (berth-burst-critical's kind) is
-// nominated by another controller (nodereserve handing over a per-node
-// reserve) to a full node, and never binds there. berth holds its room
+// a burst-critical pod (its class never preempts) is nominated by
+// another controller (nodereserve handing over a per-node reserve) to a
+// full node, and never binds there. berth holds its room
 // there for handOverGrace, then launches a node for it. Before, it held
 // the pod there for ever: the scheduler never clears the nomination of a
 // pod that never preempts, and berth waited for the scheduler.
@@ -529,7 +529,7 @@ func TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt(
 	ctx := context.Background()
 	f := setup(t, b.NodeGroup("prov-handover", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"))))
 	never := corev1.PreemptNever
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "prov-never-preempts"}, Value: 1000, PreemptionPolicy: &never}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassBurstCritical}, Value: v1alpha1.PriorityBurstCritical, PreemptionPolicy: &never}
 	if err := env.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

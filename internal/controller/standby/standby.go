@@ -161,8 +161,6 @@ func (r *Reconciler) ownersIn(ctx context.Context, o client.Object) []reconcile.
 	return out
 }
 
-// owner is what keeps standby units: a Headroom with spec.standby, or a
-// CapacityBuffer with the standby strategy that was translated.
 // describe names the owner as events say it: its kind and name.
 func (o owner) describe() string {
 	if o.key.Namespace != "" {
@@ -171,6 +169,8 @@ func (o owner) describe() string {
 	return "Headroom " + o.key.Name
 }
 
+// owner is what keeps standby units: a Headroom with spec.standby, or a
+// CapacityBuffer with the standby strategy that was translated.
 type owner struct {
 	key   types.NamespacedName
 	state state.Key
