@@ -290,32 +290,12 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod, addOnPods 
 				affinities[i] = &aff
 				needs[i], pods[i] = snapshot.NeedsOnNewNode(p, addOnPods)
 			}
-			if holdsOn(*affinities[i], &needs[i], pods[i], t.Node) {
+			if snapshot.LaunchableFor(*affinities[i], &needs[i], pods[i], t.Node) {
 				t.Node.Wanted = true
 				break
 			}
 		}
 	}
-}
-
-// holdsOn reports whether the template, or one of its options, matches a
-// required node affinity and holds a pod of requests req standing for
-// pods pods (its folded followers).
-func holdsOn(aff nodeaffinity.RequiredNodeAffinity, req *snapshot.Resources, pods int, t *snapshot.Node) bool {
-	if t.Flex == nil {
-		ok, _ := aff.Match(t.Node)
-		return ok
-	}
-	whole, _ := aff.Match(t.Node)
-	for _, o := range t.Flex.Options {
-		if !t.FitsOption(o, req, pods) {
-			continue
-		}
-		if ok, _ := aff.Match(o.Node); whole || ok {
-			return true
-		}
-	}
-	return false
 }
 
 // wantedPorts are the host ports pending pods ask for, each once.

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 )
 
@@ -364,16 +365,24 @@ func (k *Counter) potentialFrom(t *Node) bool {
 // the limits), so that enabling and disabling a template add and take
 // off the same domains.
 func launchableFor(c *Class, t *Node) bool {
+	return LaunchableFor(c.NodeAffinity, c.RequestsOn(t), c.PodsOn(t), t)
+}
+
+// LaunchableFor reports whether template t may launch a node for a pod
+// of node selection aff that needs req and pods pod slots on it: t
+// matches aff (or one of its options does) and one such option holds
+// the pod on its own, with its DaemonSet overhead. A template without
+// options is judged by its selection alone.
+func LaunchableFor(aff nodeaffinity.RequiredNodeAffinity, req *Resources, pods int, t *Node) bool {
+	whole, _ := aff.Match(t.Node)
 	if t.Flex == nil {
-		return matchesSomeOption(c, t)
+		return whole
 	}
-	whole, _ := c.NodeAffinity.Match(t.Node)
-	req, pods := c.RequestsOn(t), c.PodsOn(t)
 	for _, o := range t.Flex.Options {
 		if !t.FitsOption(o, req, pods) {
 			continue
 		}
-		if ok, _ := c.NodeAffinity.Match(o.Node); whole || ok {
+		if ok, _ := aff.Match(o.Node); whole || ok {
 			return true
 		}
 	}
