@@ -24,7 +24,7 @@ type Booting struct {
 	// GivenUp names the instances the provider gave up on.
 	GivenUp []string
 	// Stuck are the instances that never registered a Node within the max
-	// provision time (neverRegistered), by their group's name.
+	// provision time (neverRegistered), each with its group.
 	Stuck []Stuck
 }
 

@@ -539,9 +539,10 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 
 // clusterRoom is how many more nodes of instance type it the cluster-wide
 // limits let in, and which limit holds them when none: the cluster's
-// nodes as the cache shows them, counted as the provisioner counts them
+// Nodes as the cache shows them, each as the provisioner counts a Node
 // (every node but a virtual kubelet's of no group, those being deleted
-// included).
+// included); launches whose Node has not registered yet, which the
+// provisioner also counts, are not.
 func (r *Reconciler) clusterRoom(ctx context.Context, it *v1alpha1.InstanceType) (int32, string, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
