@@ -22,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
 	"github.com/berth-dev/berth/internal/controller/provisioning"
+	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/podutil"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -538,7 +539,24 @@ func TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt(
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), full) })
+	// Ready, as a node a reserve is handed over on is.
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(full), n)
+		return err == nil && nodeutil.Schedulable(n), "node " + full.Name + " not schedulable yet", err
+	})
 	if err := env.Client.Create(ctx, b.Pod("work", b.Namespace(f.ns), b.NoUID(), b.NodeName(full.Name), b.CPU("2"))); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	prov := provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
+		Recorder: f.events, Clock: clk},
+		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
+			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits}, MaxProvisionTime: 15 * time.Minute})
+	// A first round before the hand-over: after a restart the first round
+	// takes every nomination up as berth's own, and this one is made
+	// while the controller runs.
+	if _, err := prov.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pod := f.pods(1, b.CPU("1"), func(p *corev1.Pod) { p.Spec.PriorityClassName = pc.Name })[0]
@@ -551,16 +569,14 @@ func TestAPodThatNeverPreemptsIsNotHeldForEverWhereAnotherControllerNominatedIt(
 	if err := env.Client.Status().Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Now())
-	prov := provisioning.New(provisioning.Deps{Client: env.Client, Cloud: kwok.New(env.Client, clock.RealClock{}), Offerings: f.offerings,
-		Recorder: f.events, Clock: clk},
-		provisioning.Options{BatchIdle: time.Second, BatchMax: 5 * time.Second, Resync: time.Minute,
-			Limits: scaleup.Limits{Resources: scaleup.DefaultClusterLimits}, MaxProvisionTime: 15 * time.Minute})
 	if res, err := prov.RunOnce(ctx); err != nil || len(res.Launched) != 0 {
 		t.Fatalf("first round: %v, launched %v; want the pod held on the node it was handed", err, res)
 	}
 	clk.Step(time.Minute)
 	if res, err := prov.RunOnce(ctx); err != nil || len(res.Launched) != 1 {
-		t.Fatalf("a minute later, the pod still unbound: %v, launched %v; want a node for it", err, res)
+		now := &corev1.Pod{}
+		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(pod), now)
+		t.Fatalf("a minute later, the pod still unbound: %v, launched %v; want a node for it (pod: node %q, nominated %q, conditions %+v)",
+			err, res, now.Spec.NodeName, now.Status.NominatedNodeName, now.Status.Conditions)
 	}
 }
