@@ -6,6 +6,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/podutil"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // Followers form chains: b follows a, c follows b (each requires the one
@@ -18,7 +19,10 @@ import (
 // its own followers, which fold with it, and only when it has no terms of
 // its own that the fold would lose (anti-affinity, spread, host ports)
 // and asks for nothing but cpu and memory (what a companion add-on
-// carries). Everything else is planned as it is, pod by pod.
+// carries). Everything else is planned as it is, pod by pod. Either way a
+// root is planned only where its followers may go (narrow): a follower
+// planned pod by pod after a root planned where it may not run (another
+// zone than its volume's) would wait for ever.
 
 // chain is the outcome of deciding the chains: the root each folded
 // follower goes with, and each root as planned (narrowed to where all its
@@ -32,11 +36,17 @@ type chain struct {
 // each follower to its leader. It starts from every follower that could
 // fold and drops, until nothing changes, those that another pod sees,
 // that are on a cycle, whose root carries a companion add-on already, or
-// whose node constraints cannot be combined with their root's.
-func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod) chain {
+// whose node constraints cannot be combined with their root's. Then the
+// followers that do not fold narrow their roots too, where they can.
+func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, vols snapshot.Volumes) chain {
 	in := map[*corev1.Pod]bool{}
+	sels := map[*corev1.Pod][]*corev1.NodeSelector{} // nil for a follower whose volume takes it nowhere
 	for f := range leaderOf {
-		in[f] = foldable(f)
+		s, why := vols.Selectors(f)
+		if why == "" {
+			sels[f] = s
+		}
+		in[f] = why == "" && foldable(f, vols)
 	}
 	for {
 		c := chain{rootOf: map[*corev1.Pod]*corev1.Pod{}, narrowed: map[*corev1.Pod]*corev1.Pod{}}
@@ -64,7 +74,7 @@ func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod) 
 			if have == nil {
 				have = r
 			}
-			n, ok := narrow(have, f)
+			n, ok := narrow(have, f, sels[f])
 			if !ok {
 				in[f], dropped = false, true
 				break
@@ -72,7 +82,33 @@ func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod) 
 			c.narrowed[r] = n
 		}
 		if !dropped {
+			narrowByOthers(c, leaderOf, in, sels)
 			return c
+		}
+	}
+}
+
+// narrowByOthers narrows the root of each follower that does not fold to
+// where that follower may go too: its leader, or the root its leader
+// folds into. A follower whose constraints cannot be combined with the
+// root's (or whose volume takes it nowhere) leaves the root as it is.
+func narrowByOthers(c chain, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool, sels map[*corev1.Pod][]*corev1.NodeSelector) {
+	for _, f := range sortedFollowers(leaderOf) {
+		if _, placeable := sels[f]; in[f] || !placeable {
+			continue
+		}
+		r := leaderOf[f]
+		if in[r] {
+			if r = c.rootOf[r]; r == nil {
+				continue
+			}
+		}
+		have := c.narrowed[r]
+		if have == nil {
+			have = r
+		}
+		if n, ok := narrow(have, f, sels[f]); ok {
+			c.narrowed[r] = n
 		}
 	}
 }
@@ -99,16 +135,16 @@ func hasAddOn(p *corev1.Pod) bool {
 
 // foldable reports whether folding f into its root loses nothing of f's
 // own: its only term is the affinity to its leader, it binds no host port,
-// asks for nothing but cpu and memory, and has no volume whose node
-// affinity, zone or attach limit applies to it (a claim, an ephemeral
-// volume) nor a device claim: a follower with a zonal volume was folded
-// into a leader planned in another zone, where it could not run.
-func foldable(f *corev1.Pod) bool {
-	if len(f.Spec.ResourceClaims) > 0 {
+// asks for nothing but cpu and memory, and has no device claim, no
+// inline CSI volume (whose attach limit applies to it) and no claim one
+// pod at a time may use (ReadWriteOncePod). Its claims' zones and node
+// affinity narrow its root (narrow), as its node selection does.
+func foldable(f *corev1.Pod, vols snapshot.Volumes) bool {
+	if len(f.Spec.ResourceClaims) > 0 || vols.OncePodClaims(f) {
 		return false
 	}
 	for _, v := range f.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil {
+		if v.CSI != nil {
 			return false
 		}
 	}

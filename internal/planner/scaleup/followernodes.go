@@ -18,12 +18,14 @@ const maxAffinityTerms = 16
 
 // narrow returns a copy of leader l that may go only where follower f may
 // go too: f's node selector added, the required node-affinity terms of
-// both combined (every pair, ANDed), and only the tolerations of l that f
-// has as well. ok is false when they cannot be combined (a node-selector
-// key with two values, too many terms): then f is not folded.
-func narrow(l, f *corev1.Pod) (*corev1.Pod, bool) {
+// both combined (every pair, ANDed) with those of f's bound volumes (vols
+// of f: a PersistentVolume's zone and node affinity), and only the
+// tolerations of l that f has as well. ok is false when they cannot be
+// combined (a node-selector key with two values, too many terms): then f
+// is not folded.
+func narrow(l, f *corev1.Pod, vols []*corev1.NodeSelector) (*corev1.Pod, bool) {
 	fReq := requiredTerms(f)
-	if len(f.Spec.NodeSelector) == 0 && fReq == nil && tolerates(f.Spec.Tolerations, l.Spec.Tolerations) {
+	if len(f.Spec.NodeSelector) == 0 && fReq == nil && len(vols) == 0 && tolerates(f.Spec.Tolerations, l.Spec.Tolerations) {
 		return l, true // nothing narrower
 	}
 	c := l.DeepCopy()
@@ -36,10 +38,15 @@ func narrow(l, f *corev1.Pod) (*corev1.Pod, bool) {
 		}
 		c.Spec.NodeSelector[k] = v
 	}
-	if fReq != nil {
-		terms, ok := andTerms(requiredTerms(l), fReq)
-		if !ok {
-			return nil, false
+	if fReq != nil || len(vols) > 0 {
+		terms, ok := requiredTerms(l), true
+		for _, req := range append([][]corev1.NodeSelectorTerm{fReq}, selectorTerms(vols)...) {
+			if req == nil {
+				continue
+			}
+			if terms, ok = andTerms(terms, req); !ok {
+				return nil, false
+			}
 		}
 		if c.Spec.Affinity == nil {
 			c.Spec.Affinity = &corev1.Affinity{}
@@ -53,6 +60,15 @@ func narrow(l, f *corev1.Pod) (*corev1.Pod, bool) {
 		return !tolerates(f.Spec.Tolerations, []corev1.Toleration{t})
 	})
 	return c, true
+}
+
+// selectorTerms are the terms of each selection, a list each.
+func selectorTerms(sels []*corev1.NodeSelector) [][]corev1.NodeSelectorTerm {
+	out := make([][]corev1.NodeSelectorTerm, 0, len(sels))
+	for _, s := range sels {
+		out = append(out, s.NodeSelectorTerms)
+	}
+	return out
 }
 
 func requiredTerms(p *corev1.Pod) []corev1.NodeSelectorTerm {

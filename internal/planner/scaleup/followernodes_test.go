@@ -59,7 +59,7 @@ func TestNarrowALeaderToWhereItsFollowerMayGo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := narrow(tt.leader, tt.follow)
+			got, ok := narrow(tt.leader, tt.follow, nil)
 			if tt.want == nil {
 				if ok {
 					t.Fatalf("folded into %+v, want not folded", got.Spec)

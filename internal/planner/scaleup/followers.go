@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-helpers/resource"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // A follower is a pending pod that must run on the node of exactly one
@@ -41,8 +42,9 @@ type followers struct {
 }
 
 // foldFollowers finds followers among pending and folds each into the
-// root of its chain (chains.go).
-func foldFollowers(pending, bound []*corev1.Pod) followers {
+// root of its chain (chains.go); vols resolves their volumes (called
+// only when there are followers).
+func foldFollowers(pending, bound []*corev1.Pod, vols func() snapshot.Volumes) followers {
 	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}, pods: map[string]int{}}
 	leaderOf := map[*corev1.Pod]*corev1.Pod{}
 	for _, p := range pending {
@@ -50,8 +52,12 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 			leaderOf[p] = l
 		}
 	}
-	c := chains(leaderOf, pending, bound)
-	if len(c.rootOf) == 0 {
+	if len(leaderOf) == 0 {
+		out.pending = pending
+		return out
+	}
+	c := chains(leaderOf, pending, bound, vols())
+	if len(c.narrowed) == 0 {
 		out.pending = pending
 		return out
 	}
@@ -81,6 +87,8 @@ func foldFollowers(pending, bound []*corev1.Pod) followers {
 		if rl := addOns[p]; rl != nil {
 			p = withAddOn(c.narrowed[p], rl)
 			out.pods[p.Labels[v1alpha1.LabelCompanionShareKey]] = len(out.of[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}])
+		} else if n := c.narrowed[p]; n != nil {
+			p = n // narrowed by followers planned on their own
 		}
 		out.pending = append(out.pending, p)
 	}

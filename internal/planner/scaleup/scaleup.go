@@ -183,7 +183,7 @@ func Run(in Input) (*Plan, error) {
 	if len(in.Held) > 0 {
 		bound = slices.Concat(in.Pods, in.Held)
 	}
-	fold := foldFollowers(in.Pending, bound)
+	fold := foldFollowers(in.Pending, bound, func() snapshot.Volumes { return snapshot.NewVolumes(in.Claims, in.Volumes) })
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,

@@ -33,17 +33,65 @@ func newVolumeLookup(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.P
 }
 
 // nodeAffinities returns the required node affinity of every bound volume
-// the pod uses, its generic ephemeral volumes' too (their claim is named
-// <pod>-<volume>). A claim that does not exist makes the pod
-// unschedulable, as in kube-scheduler, but an ephemeral volume's claim
-// not made yet (the ephemeral volume controller makes it); an unbound
-// claim is ignored (its volume will be provisioned where the pod lands,
-// WaitForFirstConsumer).
+// the pod uses, compiled (VolumeSelectors).
 //
 // keys are the node label keys the bound volumes' node affinities read:
 // the planner checks them on each offering of a planned node where they
 // name a label that differs between its offerings (an instance type).
 func (l volumeLookup) nodeAffinities(pod *corev1.Pod) (out []*nodeaffinity.NodeSelector, keys sets.Set[string], why string) {
+	sels, keys, why := l.selectors(pod)
+	if why != "" {
+		return nil, nil, why
+	}
+	for _, s := range sels {
+		sel, err := nodeaffinity.NewNodeSelector(s.NodeSelector)
+		if err != nil {
+			return nil, nil, fmt.Sprintf("persistentvolume %q has invalid %s: %v", s.volume, s.what, err)
+		}
+		out = append(out, sel)
+	}
+	return out, keys, ""
+}
+
+// volumeSelector is one node selection a bound volume requires, with the
+// volume's name and what of it the selection is (for errors).
+type volumeSelector struct {
+	*corev1.NodeSelector
+	volume, what string
+}
+
+// Volumes resolves pods' volumes to the node selections they require
+// (Selectors), from a cluster's claims and PersistentVolumes.
+type Volumes struct{ l volumeLookup }
+
+// NewVolumes indexes claims and volumes for Selectors.
+func NewVolumes(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) Volumes {
+	return Volumes{l: newVolumeLookup(claims, volumes)}
+}
+
+// Selectors returns the node selections the pod's volumes require (every
+// one must match a node the pod runs on), as kube-scheduler's VolumeZone
+// and VolumeBinding read them: the zone and region labels of the
+// PersistentVolumes its claims are bound to, and their node affinity; a
+// generic ephemeral volume's node affinity too (its claim is named
+// <pod>-<volume>). An unbound claim, or an ephemeral volume's claim not
+// made yet, requires nothing (its volume is provisioned where the pod
+// lands). why is not empty when a volume takes the pod nowhere: a claim
+// that does not exist, is lost or being deleted, an ephemeral claim made
+// for another pod, a volume that does not exist.
+func (v Volumes) Selectors(pod *corev1.Pod) (out []*corev1.NodeSelector, why string) {
+	sels, _, why := v.l.selectors(pod)
+	for _, s := range sels {
+		out = append(out, s.NodeSelector)
+	}
+	return out, why
+}
+
+// OncePodClaims reports whether the pod uses a claim of the
+// ReadWriteOncePod access mode (one pod at a time may use it).
+func (v Volumes) OncePodClaims(pod *corev1.Pod) bool { return len(v.l.oncePodClaims(pod)) > 0 }
+
+func (l volumeLookup) selectors(pod *corev1.Pod) (out []volumeSelector, keys sets.Set[string], why string) {
 	for _, v := range pod.Spec.Volumes {
 		key, ok := podutil.VolumeClaim(pod, &v)
 		if !ok {
@@ -80,20 +128,12 @@ func (l volumeLookup) nodeAffinities(pod *corev1.Pod) (out []*nodeaffinity.NodeS
 			zones = nil // VolumeZone reads the zone labels of the claims a pod names only
 		}
 		for _, zone := range zones {
-			sel, err := nodeaffinity.NewNodeSelector(zone)
-			if err != nil {
-				return nil, nil, fmt.Sprintf("persistentvolume %q has invalid zone labels: %v", pv.Name, err)
-			}
-			out = append(out, sel)
+			out = append(out, volumeSelector{NodeSelector: zone, volume: pv.Name, what: "zone labels"})
 		}
 		if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 			continue
 		}
-		sel, err := nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required)
-		if err != nil {
-			return nil, nil, fmt.Sprintf("persistentvolume %q has invalid node affinity: %v", pv.Name, err)
-		}
-		out = append(out, sel)
+		out = append(out, volumeSelector{NodeSelector: pv.Spec.NodeAffinity.Required, volume: pv.Name, what: "node affinity"})
 		for _, t := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 			for _, r := range t.MatchExpressions {
 				if keys == nil {
