@@ -96,8 +96,16 @@ func (e *Event) Key() string {
 	return e.Namespace + "/" + e.Name
 }
 
-// MaxLine bounds one line of a trace.
-const MaxLine = 1 << 20
+// MaxLine bounds one line of a trace: more than any pod the API server
+// stores takes (its request body is at most 3 MiB, etcd's object 1.5
+// MiB, and a trace keeps of a pod only what scheduling reads), so a pod
+// `berth record` saw fits one line. The Writer refuses a longer line
+// (ErrLineTooLong) rather than write one the Reader would refuse.
+const MaxLine = 8 << 20
+
+// ErrLineTooLong is the Writer's error for an event whose line would pass
+// MaxLine; nothing is written.
+var ErrLineTooLong = fmt.Errorf("a trace line is at most %d bytes (MaxLine)", MaxLine)
 
 // Reader reads a trace one event at a time.
 type Reader struct {
@@ -115,7 +123,7 @@ type Reader struct {
 // NewReader reads and checks the header.
 func NewReader(r io.Reader) (*Reader, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	sc.Buffer(make([]byte, 64<<10), MaxLine+1) // a line of MaxLine bytes and its newline
 	tr := &Reader{sc: sc}
 	if !sc.Scan() {
 		if err := sc.Err(); err != nil {
@@ -185,7 +193,7 @@ func (r *Reader) Next() (*Event, error) {
 // none).
 func lineErr(err error) error {
 	if errors.Is(err, bufio.ErrTooLong) {
-		return fmt.Errorf("%w: a trace line is at most %d bytes (MaxLine)", err, MaxLine)
+		return fmt.Errorf("%w: %w", err, ErrLineTooLong)
 	}
 	return err
 }
@@ -243,10 +251,14 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	return tw, tw.line(h)
 }
 
-// Write writes an event.
+// Write writes an event; an event whose line would pass MaxLine is not
+// written (ErrLineTooLong) and not counted.
 func (w *Writer) Write(e *Event) error {
+	if err := w.line(e); err != nil {
+		return err
+	}
 	w.n++
-	return w.line(e)
+	return nil
 }
 
 // Events is how many events were written.
@@ -256,6 +268,9 @@ func (w *Writer) line(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if len(b) > MaxLine {
+		return fmt.Errorf("%w: this one would be %d", ErrLineTooLong, len(b))
 	}
 	if _, err := w.w.Write(append(b, '\n')); err != nil {
 		return err

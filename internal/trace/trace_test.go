@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -31,7 +32,7 @@ func TestReaderRejectsBadTraces(t *testing.T) {
 		// apimachinery's parser does not return on this quantity.
 		"huge exponent": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"p","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e2147483648"}}}]}}}`,
 			"trace line 2: the number 1e2147483648 has an exponent of more than 3 digits"},
-		"line too long": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long: a trace line is at most 1048576 bytes"},
+		"line too long": {header + `{"at":1,"op":"create","pod":{"namespace":"a","name":"` + strings.Repeat("x", MaxLine) + `"}}`, "token too long: a trace line is at most 8388608 bytes"},
 		"running pod after the start": {header + `{"at":1,"op":"create","running":true,"pod":{"namespace":"a","name":"p"}}`,
 			"trace line 2: running marks a create at 0 before every other event"},
 		"running pod after another event": {header + `{"at":0,"op":"create","pod":{"namespace":"a","name":"p"}}` + "\n" +
@@ -232,5 +233,50 @@ func TestGenerateFamilies(t *testing.T) {
 	}
 	if _, _, err := Generate(Params{Family: "weekly"}); err == nil || !strings.Contains(err.Error(), "want one of") {
 		t.Errorf("unknown family: %v", err)
+	}
+}
+
+// What the Writer writes the Reader reads, up to the longest line: a pod
+// whose line is MaxLine bytes long reads back, and one byte more is
+// refused by the Writer, not written for the Reader to refuse.
+func TestTheLongestLineWrittenIsRead(t *testing.T) {
+	event := func(nameLen int) *Event {
+		return &Event{At: 1, Op: OpCreate, Pod: &Pod{Namespace: "a", Name: strings.Repeat("x", nameLen)}}
+	}
+	short, err := json.Marshal(event(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest := event(MaxLine - len(short))
+	if err := w.Write(longest); err != nil {
+		t.Fatalf("writing a line of MaxLine bytes: %v", err)
+	}
+	if err := w.Write(event(MaxLine - len(short) + 1)); !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("writing a line of MaxLine+1 bytes: %v, want ErrLineTooLong", err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Events() != 1 {
+		t.Errorf("the writer counts %d events, want the 1 written", w.Events())
+	}
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := r.Next()
+	if err != nil {
+		t.Fatalf("reading the line of MaxLine bytes: %v", err)
+	}
+	if e.Key() != longest.Key() {
+		t.Errorf("read back pod %.20s..., want %.20s...", e.Key(), longest.Key())
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
+		t.Errorf("after the one event: %v, want EOF", err)
 	}
 }

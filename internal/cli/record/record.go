@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,6 +51,9 @@ type Stats struct {
 	Duration               time.Duration
 	// Stopped says why the recording ended.
 	Stopped string
+	// Skipped are the pods left out of the trace (namespace/name): their
+	// line would pass trace.MaxLine.
+	Skipped []string
 }
 
 // NewCommand returns `berth record`.
@@ -89,6 +93,10 @@ the recording. It only reads (get, list and watch of pods and nodes).`,
 			}
 			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d events of %d pods over %s, %d node launches timed (%s)\n",
 				o.Out, st.Events, st.Pods, st.Duration.Round(time.Second), st.Launches, st.Stopped)
+			if n := len(st.Skipped); n > 0 {
+				_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d pods left out, their spec past what a trace line holds (%d bytes): %s\n",
+					n, trace.MaxLine, strings.Join(st.Skipped[:min(n, 10)], ", "))
+			}
 			return nil
 		},
 	}
@@ -198,7 +206,7 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	if err := r.spool.Flush(); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Events: r.spool.Events(), Pods: r.pods, Duration: time.Duration(end * float64(time.Second)), Stopped: r.stopped}
+	st := Stats{Events: r.spool.Events(), Pods: r.pods, Duration: time.Duration(end * float64(time.Second)), Stopped: r.stopped, Skipped: r.skipped}
 	for _, d := range r.delays {
 		st.Launches += len(d)
 	}

@@ -147,3 +147,62 @@ func TestMaxEventsBelowOneIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A pod whose line would pass trace.MaxLine (thousands of affinity
+// values) is left out of the recording and named, and the recording goes
+// on: before, the line was written and berth simulate refused the whole
+// trace at it.
+func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
+	var buf bytes.Buffer
+	spool, err := trace.NewWriter(&buf, trace.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	now := start
+	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return now }}, live: map[string]bool{},
+		full: make(chan struct{}), spool: spool, start: start}
+	values := make([]string, trace.MaxLine/60)
+	for i := range values {
+		values[i] = strings.Repeat("v", 60)
+	}
+	huge := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "huge"}, Spec: corev1.PodSpec{
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "k", Operator: corev1.NodeSelectorOpIn, Values: values}}}}}}}}}
+	now = start.Add(time.Second)
+	r.podAdded(huge, false)
+	r.podAdded(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "small"}}, false)
+	now = start.Add(2 * time.Second)
+	r.podGone("shop", "huge")
+	r.podGone("shop", "small")
+	if err := spool.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if r.stopped != "" {
+		t.Fatalf("the recording stopped: %s", r.stopped)
+	}
+	if d := gocmp.Diff([]string{"shop/huge"}, r.skipped); d != "" {
+		t.Errorf("pods left out (-want +got):\n%s", d)
+	}
+	rd, err := trace.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		e, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the recording does not read back: %v", err)
+		}
+		got = append(got, string(e.Op)+" "+e.Key())
+	}
+	if d := gocmp.Diff([]string{"create shop/small", "delete shop/small"}, got); d != "" {
+		t.Errorf("recorded (-want +got):\n%s", d)
+	}
+	if r.pods != 1 {
+		t.Errorf("%d pods counted as recorded, want 1", r.pods)
+	}
+}

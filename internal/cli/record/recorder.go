@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type recorder struct {
 	spool   *trace.Writer
 	live    map[string]bool // pods recorded and not deleted
 	pods    int
+	// skipped are the pods left out: their line would pass trace.MaxLine.
+	skipped []string
 	stopped string
 	full    chan struct{}
 	// nodes seen created since the start, to when; delays measured.
@@ -76,7 +79,16 @@ func (r *recorder) put(e *trace.Event) {
 		return
 	}
 	r.last = e.At
-	if err := r.spool.Write(e); err != nil {
+	err := r.spool.Write(e)
+	if errors.Is(err, trace.ErrLineTooLong) && e.Op == trace.OpCreate {
+		// A pod the trace cannot hold is left out, and said so; its
+		// delete is not written either.
+		delete(r.live, e.Key())
+		r.pods--
+		r.skipped = append(r.skipped, e.Key())
+		return
+	}
+	if err != nil {
 		r.stopped = "writing failed: " + err.Error()
 		close(r.full)
 		return
