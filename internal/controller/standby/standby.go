@@ -539,19 +539,29 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 
 // clusterRoom is how many more nodes of instance type it the cluster-wide
 // limits let in, and which limit holds them when none: the cluster's
-// Nodes as the cache shows them, each as the provisioner counts a Node
-// (every node but a virtual kubelet's of no group, those being deleted
-// included); launches whose Node has not registered yet, which the
-// provisioner also counts, are not.
+// Nodes as the cache shows them, and the standby nodes the API server
+// has that the cache does not show yet (launched a moment ago), each as
+// the provisioner counts a Node (every node but a virtual kubelet's of no
+// group, those being deleted included); other launches whose Node has
+// not registered yet, which the provisioner also counts, are not.
 func (r *Reconciler) clusterRoom(ctx context.Context, it *v1alpha1.InstanceType) (int32, string, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, "", fmt.Errorf("listing nodes: %w", err)
 	}
+	fresh := &corev1.NodeList{}
+	if err := r.APIReader.List(ctx, fresh, client.MatchingLabels{v1alpha1.TaintStandby: "true"}); err != nil {
+		return 0, "", fmt.Errorf("listing standby nodes: %w", err)
+	}
+	cached := make(map[string]bool, len(nodes.Items))
+	for i := range nodes.Items {
+		cached[nodes.Items[i].Name] = true
+	}
+	all := slices.Concat(nodes.Items, slices.DeleteFunc(fresh.Items, func(n corev1.Node) bool { return cached[n.Name] }))
 	count := int64(0)
 	used := corev1.ResourceList{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range all {
+		n := &all[i]
 		if !snapshot.InClusterTotal(n, n.Labels[v1alpha1.LabelNodeGroup]) {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -514,5 +515,45 @@ func TestStandbyNodesStayWithinTheClusterLimits(t *testing.T) {
 				t.Errorf("events %+v, want %s naming %s", events.For(h.Name), standby.ReasonCannotKeep, tc.why)
 			}
 		})
+	}
+}
+
+// TestStandbyNodesTheCacheDoesNotShowYetCountAgainstTheNodeCap: the
+// reconciler's cache has not seen the standby node launched a moment
+// ago (its Node lists leave it out); the next reconcile still counts it
+// against --max-nodes-total and launches nothing past the cap. Before,
+// the second reconcile launched a second node past it.
+func TestStandbyNodesTheCacheDoesNotShowYetCountAgainstTheNodeCap(t *testing.T) {
+	ctx := context.Background()
+	f, h := setup(t, "standby-cap-lag", 4)
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	events := &fakes.Recorder{}
+	f.r.Limits, f.r.Recorder = scaleup.Limits{Resources: scaleup.DefaultClusterLimits, Nodes: scaleup.NodeCaps{Total: len(nodes.Items) + 1}}, events
+	f.r.Client = interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if nl, ok := list.(*corev1.NodeList); ok {
+				nl.Items = slices.DeleteFunc(nl.Items, func(n corev1.Node) bool { return n.Labels[v1alpha1.TaintStandby] == "true" })
+			}
+			return nil
+		},
+	})
+	f.reconcile()
+	if n := len(f.nodes()); n != 1 {
+		t.Fatalf("%d standby nodes launched, want 1 (the cluster's cap)", n)
+	}
+	f.reconcile()
+	if n := len(f.nodes()); n != 1 {
+		t.Fatalf("%d standby nodes after another reconcile whose cache did not show the first, want still 1", n)
+	}
+	if !slices.ContainsFunc(events.For(h.Name), func(e fakes.Event) bool {
+		return e.Reason == standby.ReasonCannotKeep && strings.Contains(e.Message, "--max-nodes-total")
+	}) {
+		t.Errorf("events %+v, want %s naming --max-nodes-total", events.For(h.Name), standby.ReasonCannotKeep)
 	}
 }
