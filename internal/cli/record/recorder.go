@@ -19,13 +19,13 @@ import (
 // they are seen, into a spool file; the header (which carries the launch
 // times measured along the way) is written with the trace at the end.
 type recorder struct {
-	mu      sync.Mutex
-	o       Options
-	start   time.Time
-	last    float64
-	spool   *trace.Writer
-	live    map[string]bool // pods recorded and not deleted
-	pods    int
+	mu    sync.Mutex
+	o     Options
+	start time.Time
+	last  float64
+	spool *trace.Writer
+	live  map[string]bool // pods recorded and not deleted
+	pods  int
 	// skipped are the pods left out: their line would pass trace.MaxLine.
 	skipped []string
 	stopped string

@@ -190,7 +190,7 @@ func Run(in Input) (*Plan, error) {
 		Launcher: newLauncher(groups, in.Limits.Nodes, s), Filters: predicates.Default(),
 		NamePrefix: "new-", Initial: minSizeNodes(s, groups, templates), Nominated: in.Nominated,
 	}
-	markWanted(templates, fold.pending, fold.pods)
+	markWanted(s, templates, fold.pending, fold.pods)
 	binpack.InstallTemplates(s, templates, bin.Launcher)
 	res, err := binpack.Pack(bin)
 	if err != nil {

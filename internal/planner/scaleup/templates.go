@@ -164,7 +164,10 @@ func newTemplate(ng *v1alpha1.NodeGroup, zone string, opts []*snapshot.Option, s
 	taints := opts[0].Node.Spec.Taints
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: fixed}, Spec: corev1.NodeSpec{Taints: taints}}
 	return &binpack.Template{
-		Node:   &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}, HostPorts: commonPorts(opts)},
+		// Template as SetTemplates marks it: markWanted asks the DRA model
+		// about it before.
+		Node: &snapshot.Node{Node: obj, Taints: taints, NodeGroup: ng.Name, Flex: &snapshot.Flex{Options: opts}, HostPorts: commonPorts(opts),
+			Template: true},
 		Group:  ng.Name,
 		Weight: ng.Spec.Weight,
 		Zone:   zone,
@@ -269,16 +272,18 @@ func commonPorts(opts []*snapshot.Option) []snapshot.HostPort {
 // markWanted marks the templates a pending pod could use: it tolerates
 // the template's taints, and one of the template's options matches its
 // required node selection and holds it (its own requests and a pod slot,
-// with the option's DaemonSet overhead). A node may be launched from
-// them this round, so every spread counts their domains
-// (snapshot.Node.Wanted); a zone whose options are all too small for
-// every pending pod is launched into by none.
-func markWanted(templates []*binpack.Template, pending []*corev1.Pod, addOnPods map[string]int) {
+// with the option's DaemonSet overhead) and, for a pod with device
+// claims, gives it its devices. A node may be launched from them this
+// round, so every spread counts their domains (snapshot.Node.Wanted); a
+// zone whose options are all too small for every pending pod, or lack
+// their devices, is launched into by none.
+func markWanted(s *snapshot.Snapshot, templates []*binpack.Template, pending []*corev1.Pod, addOnPods map[string]int) {
 	// A pod's affinity and needs are read only when a template's taints
 	// let it in: most templates are wanted by the first pod looked at.
 	affinities := make([]*nodeaffinity.RequiredNodeAffinity, len(pending))
 	needs := make([]snapshot.Resources, len(pending))
 	pods := make([]int, len(pending))
+	classes := make([]*snapshot.Class, len(pending)) // of the pods with device claims
 	for _, t := range templates {
 		t.Node.Wanted = false
 		for i, p := range pending {
@@ -289,8 +294,17 @@ func markWanted(templates []*binpack.Template, pending []*corev1.Pod, addOnPods 
 				aff := nodeaffinity.GetRequiredNodeAffinity(p)
 				affinities[i] = &aff
 				needs[i], pods[i] = snapshot.NeedsOnNewNode(p, addOnPods)
+				if len(p.Spec.ResourceClaims) > 0 {
+					classes[i], _ = s.Classify(p) // a pod that cannot be classified is judged without its devices
+				}
 			}
-			if snapshot.LaunchableFor(*affinities[i], &needs[i], pods[i], t.Node) {
+			launchable := false
+			if c := classes[i]; c != nil {
+				launchable = s.LaunchableForClass(c, t.Node)
+			} else {
+				launchable = snapshot.LaunchableFor(*affinities[i], &needs[i], pods[i], t.Node)
+			}
+			if launchable {
 				t.Node.Wanted = true
 				break
 			}

@@ -55,6 +55,7 @@ func (b *Base) Release(s *Snapshot) {
 	clear(s.journal[:cap(s.journal)])
 	clear(s.Nodes[len(s.Nodes):cap(s.Nodes)])
 	s.templates = nil
+	s.launchable = nil
 	clear(s.templateOff)
 	clear(s.limits)
 	s.clusterLimit = Limit{}

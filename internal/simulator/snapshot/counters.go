@@ -341,7 +341,7 @@ func (k *Counter) addPotential(v string, delta int) {
 // minimum of zero and the pods would wait for a node never launched. A
 // template another pod may get a node from counts: once that node
 // exists, kube-scheduler counts its domain.
-func (k *Counter) potentialFrom(t *Node) bool {
+func (k *Counter) potentialFrom(s *Snapshot, t *Node) bool {
 	if k.kind != kindSpread || !k.eligible(t) {
 		return false
 	}
@@ -351,21 +351,41 @@ func (k *Counter) potentialFrom(t *Node) bool {
 	if _, untolerated := UntoleratedTaint(t.Taints, k.owner.Tolerations); untolerated {
 		return false
 	}
-	return launchableFor(k.owner, t)
+	return s.LaunchableForClass(k.owner, t)
 }
 
-// launchableFor reports whether template t may launch a node for a pod of
-// class c: one of its options matches c's node selection and holds one
-// such pod on its own (its requests, extended resources included, with
-// the option's DaemonSet overhead, and a pod slot). A zone whose options
-// are all too small for the pod (or lack its devices) is launched for
-// none of its pods: counted as a domain to come, it would hold the
-// spread's minimum at zero, and the pods at the zones with nodes would
-// wait for a node never launched. It depends on t and c alone (not on
-// the limits), so that enabling and disabling a template add and take
-// off the same domains.
-func launchableFor(c *Class, t *Node) bool {
-	return LaunchableFor(c.NodeAffinity, c.RequestsOn(t), c.PodsOn(t), t)
+// LaunchableForClass reports whether template t may launch a node for a
+// pod of class c: one of its options matches c's node selection and holds
+// one such pod on its own (its requests, extended resources included,
+// with the option's DaemonSet overhead, and a pod slot) and, for a class
+// with device claims, gives it its devices (OptionHasDevices). A zone
+// whose options are all too small for the pod (or lack its devices) is
+// launched for none of its pods: counted as a domain to come, it would
+// hold the spread's minimum at zero, and the pods at the zones with nodes
+// would wait for a node never launched. It depends on t and c alone (not
+// on the limits), so that enabling and disabling a template add and take
+// off the same domains: the answer for a class with claims (which the
+// plan's allocations could change) is kept for the round's templates.
+func (s *Snapshot) LaunchableForClass(c *Class, t *Node) bool {
+	if len(c.Claims) == 0 {
+		return LaunchableFor(c.NodeAffinity, c.RequestsOn(t), c.PodsOn(t), t)
+	}
+	k := launchKey{class: c.ID, template: t}
+	if v, ok := s.launchable[k]; ok {
+		return v
+	}
+	v := launchable(c.NodeAffinity, c.RequestsOn(t), c.PodsOn(t), t, func(o *Option) bool { return s.OptionHasDevices(t, o, c) })
+	if s.launchable == nil {
+		s.launchable = map[launchKey]bool{}
+	}
+	s.launchable[k] = v
+	return v
+}
+
+// launchKey keys LaunchableForClass's answers for classes with claims.
+type launchKey struct {
+	class    int
+	template *Node
 }
 
 // LaunchableFor reports whether template t may launch a node for a pod
@@ -374,6 +394,12 @@ func launchableFor(c *Class, t *Node) bool {
 // the pod on its own, with its DaemonSet overhead. A template without
 // options is judged by its selection alone.
 func LaunchableFor(aff nodeaffinity.RequiredNodeAffinity, req *Resources, pods int, t *Node) bool {
+	return launchable(aff, req, pods, t, nil)
+}
+
+// launchable is LaunchableFor where the option must also pass devices
+// (nil: no check).
+func launchable(aff nodeaffinity.RequiredNodeAffinity, req *Resources, pods int, t *Node, devices func(*Option) bool) bool {
 	whole, _ := aff.Match(t.Node)
 	if t.Flex == nil {
 		return whole
@@ -382,7 +408,7 @@ func LaunchableFor(aff nodeaffinity.RequiredNodeAffinity, req *Resources, pods i
 		if !t.FitsOption(o, req, pods) {
 			continue
 		}
-		if ok, _ := aff.Match(o.Node); whole || ok {
+		if ok, _ := aff.Match(o.Node); (whole || ok) && (devices == nil || devices(o)) {
 			return true
 		}
 	}
@@ -395,7 +421,7 @@ func (k *Counter) resetPotential(s *Snapshot) {
 	k.potential = map[string]int{}
 	k.potentialOnly = 0
 	for _, t := range s.templates {
-		if s.templateOff[t] || !k.potentialFrom(t) {
+		if s.templateOff[t] || !k.potentialFrom(s, t) {
 			continue
 		}
 		k.addPotential(t.Labels()[k.key], 1)

@@ -75,6 +75,9 @@ type Snapshot struct {
 	templates []*Node
 	// templateOff marks templates that cannot launch more nodes.
 	templateOff map[*Node]bool
+	// launchable keeps LaunchableForClass's answers for classes with
+	// device claims while the templates are the same.
+	launchable map[launchKey]bool
 
 	namespaces map[string]labels.Set
 	classes    map[uint64]*Class

@@ -4,6 +4,7 @@ package snapshot
 // node group and zone, that topology spread counts as potential domains.
 func (s *Snapshot) SetTemplates(ts []*Node) {
 	s.templates = ts
+	s.launchable = nil
 	for _, t := range ts {
 		t.Template = true
 		if t.Flex != nil {
@@ -46,7 +47,7 @@ func (s *Snapshot) EnableTemplate(t *Node) {
 func (s *Snapshot) enableTemplate(t *Node) {
 	delete(s.templateOff, t)
 	for _, k := range s.counters {
-		if k.potentialFrom(t) {
+		if k.potentialFrom(s, t) {
 			k.addPotential(t.Labels()[k.key], 1)
 		}
 	}
@@ -55,7 +56,7 @@ func (s *Snapshot) enableTemplate(t *Node) {
 func (s *Snapshot) disableTemplate(t *Node) {
 	s.templateOff[t] = true
 	for _, k := range s.counters {
-		if k.potentialFrom(t) {
+		if k.potentialFrom(s, t) {
 			k.addPotential(t.Labels()[k.key], -1)
 		}
 	}
