@@ -159,8 +159,13 @@ func (r *Reconciler) placeholder(ctx context.Context, ph *corev1.Pod) (reconcile
 	case taken:
 		return reconcile.Result{}, r.deletePlaceholder(ctx, ph)
 	case c != nil:
-		_, err := r.handOver(ctx, c, ph)
-		return reconcile.Result{}, err
+		handed, err := r.handOver(ctx, c, ph)
+		if err != nil || handed {
+			return reconcile.Result{}, err
+		}
+		// The companion went before it was marked: the placeholder is
+		// looked at again as when no companion was there (nothing else
+		// brings it back before the informer's resync).
 	}
 	return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 }
