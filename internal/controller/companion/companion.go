@@ -12,7 +12,9 @@ package companion
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,6 +85,31 @@ type Reconciler struct {
 	// handover serialises, per node, choosing which placeholder a
 	// companion takes (reconciles run concurrently).
 	handover nodeLocks
+	// indexed: Client's cache indexes pods by the nodes they take room
+	// on (podNodeIndex; Register adds it), so the room on a node is read
+	// from that node's pods, not from a list of every pod.
+	indexed bool
+}
+
+// podNodeIndex indexes the cache's pods by the nodes whose room they
+// take (podNodes).
+const podNodeIndex = "berth.dev/companion-room-node"
+
+// podNodes are the nodes whose room a pod takes or may take, as
+// nodeHasRoom counts it: the node it is bound to, the node it is
+// nominated to and the node it is pinned to (each once).
+func podNodes(obj client.Object) []string {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, n := range []string{p.Spec.NodeName, p.Status.NominatedNodeName, companion.PinnedNode(p)} {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // nodeLocks serialises work per node name with a fixed set of mutexes
@@ -120,6 +147,10 @@ const workers = 8
 //     (a pod is looked at when it appears and when it is bound; the
 //     profiles decide in Reconcile whether it is one).
 func (r *Reconciler) Register(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeIndex, podNodes); err != nil {
+		return fmt.Errorf("indexing pods by node: %w", err)
+	}
+	r.indexed = true
 	gate := podPredicate(companion.Gated)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
@@ -186,7 +217,11 @@ func takesPodsChanged(oldObj, newObj client.Object) bool {
 // them the moment it may take them rather than at their next recheck.
 func (r *Reconciler) gatedOnNode(ctx context.Context, node client.Object) []reconcile.Request {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.HasLabels{v1alpha1.LabelCompanionFor}); err != nil {
+	opts := []client.ListOption{client.HasLabels{v1alpha1.LabelCompanionFor}}
+	if r.indexed {
+		opts = append(opts, client.MatchingFields{podNodeIndex: node.GetName()})
+	}
+	if err := r.Client.List(ctx, pods, opts...); err != nil {
 		log.FromContext(ctx).Error(err, "listing gated workloads for a node that takes pods now", "node", node.GetName())
 		return nil
 	}

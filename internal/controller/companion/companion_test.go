@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -612,19 +614,58 @@ func TestAGatedCompanionIsUngatedRightAfterTakingTheRoom(t *testing.T) {
 // slice, or anything else): ungated, kube-scheduler would bind it
 // elsewhere, away from its companion's room. It stays gated until the
 // room is there.
+//
+// It runs twice: reading the API server, and reading a manager's cache
+// as the controller does, where the room on a node is read through the
+// cache's index of pods by node.
 func TestAWorkloadStaysGatedWhileItsNodeIsFull(t *testing.T) {
+	t.Run("api server", func(t *testing.T) { workloadStaysGatedWhileItsNodeIsFull(t, "full", false) })
+	t.Run("manager cache", func(t *testing.T) { workloadStaysGatedWhileItsNodeIsFull(t, "full-cached", true) })
+}
+
+func workloadStaysGatedWhileItsNodeIsFull(t *testing.T, ns string, cached bool) {
 	ctx := context.Background()
-	const ns = "full"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, time.Minute))
-	node := upNode(t, "full-node", "2", "8Gi")
+	node := upNode(t, ns+"-node", "2", "8Gi")
 	filler := b.Pod("filler", b.Namespace(ns), b.NoUID(), b.CPU("1200m"))
 	filler.Spec.NodeName = node.Name
 	create(t, filler)
 
 	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
+	reader := client.Reader(env.Client)
+	if cached {
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Client.Scheme(),
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", LeaderElection: false})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Client, r.APIReader, reader = mgr.GetClient(), env.Client, mgr.GetClient()
+		if err := r.Register(mgr); err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		go func() { _ = mgr.Start(mctx) }()
+		if !mgr.GetCache().WaitForCacheSync(mctx) {
+			t.Fatal("the cache did not sync")
+		}
+	}
+	// seen waits until the reconciler's reader shows w nominated as the
+	// API server has it.
+	seen := func(w *corev1.Pod) {
+		t.Helper()
+		expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
+			got := &corev1.Pod{}
+			if err := reader.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			return got.Status.NominatedNodeName == w.Status.NominatedNodeName, "the cache lags", nil
+		})
+	}
 	w := b.Pod("w", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("app", ns))
 	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
 	create(t, w)
+	seen(w)
 	look := func() *corev1.Pod {
 		t.Helper()
 		pass(t, r, w)
@@ -640,6 +681,7 @@ func TestAWorkloadStaysGatedWhileItsNodeIsFull(t *testing.T) {
 	if err := env.Client.Status().Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
+	seen(got)
 	// 1200m taken of 2 cpu: 500m + 500m do not fit.
 	if got = look(); !companion.Gated(got) {
 		t.Fatal("ungated onto a node without room for it and its companion")
