@@ -318,8 +318,12 @@ type Offering struct {
 	StoppedPricePerHour string `json:"stoppedPricePerHour,omitempty"`
 }
 
-// Provider says how nodes of a group are created. Exactly one member is set.
+// Provider says how nodes of a group are created. Exactly one member is
+// set, and it cannot change: the group's nodes were made by it, and
+// another provider would remove them as its own (the kwok provider
+// deleting the Node objects of running Cluster API machines).
 // +kubebuilder:validation:XValidation:rule="(has(self.kwok) ? 1 : 0) + (has(self.clusterAPI) ? 1 : 0) == 1",message="exactly one provider must be set (supported: kwok, clusterAPI)"
+// +kubebuilder:validation:XValidation:rule="has(self.clusterAPI) == has(oldSelf.clusterAPI)",message="a node group's provider cannot be changed (kwok to clusterAPI or back): create another node group"
 type Provider struct {
 	// KWOK creates nodes as API objects that KWOK's fake kubelet keeps
 	// Ready; for development, tests and demos.
@@ -354,23 +358,27 @@ const (
 // ephemeral-disk, maxPods, gpu-type, gpu-count, labels, taints) override the
 // capacity, labels and taints berth assumes for a node that does not exist
 // yet.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
 // +kubebuilder:validation:XValidation:rule="(has(self.kind) && self.kind != 'MachineDeployment') || size(self.name) <= 63",message="a MachineDeployment's name is at most 63 characters: Cluster API labels its Machines with it (cluster.x-k8s.io/deployment-name), and label values are at most 63 characters"
 type ClusterAPIProvider struct {
 	// Kind of the object: MachineDeployment, MachineSet or MachinePool.
 	// +kubebuilder:default=MachineDeployment
+	// +kubebuilder:validation:MaxLength=17
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
 	Kind ClusterAPIKind `json:"kind,omitempty"`
 	// APIVersion of Cluster API's objects (Machines are read with the same
 	// version).
 	// +kubebuilder:validation:Enum=cluster.x-k8s.io/v1beta2;cluster.x-k8s.io/v1beta1
+	// +kubebuilder:validation:MaxLength=24
 	// +kubebuilder:default="cluster.x-k8s.io/v1beta2"
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
 	APIVersion string `json:"apiVersion,omitempty"`
 	// Namespace of the object in the management cluster.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
 	Namespace string `json:"namespace"`
 	// Name of the object. Cluster API labels the object's Machines with
 	// it, and berth finds them by that label: a MachineDeployment's name
@@ -379,6 +387,7 @@ type ClusterAPIProvider struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the Cluster API object of a node group cannot be changed: create another node group"
 	Name string `json:"name"`
 	// MachineTimeout is how long a Machine may go without infrastructure
 	// (a provider ID) before berth counts the launch as failed: the next

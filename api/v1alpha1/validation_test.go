@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/testing/builders"
@@ -405,7 +406,8 @@ func capiGroup(name string) *v1alpha1.NodeGroup {
 }
 
 // TestClusterAPIObjectCannotBeChanged: a group's nodes are the machines of
-// its object; pointing it elsewhere would orphan them, so it is rejected.
+// its object; pointing it elsewhere, or switching its provider, would
+// orphan them, so it is rejected.
 func TestClusterAPIObjectCannotBeChanged(t *testing.T) {
 	ctx := context.Background()
 	ng := capiGroup("capi-immutable")
@@ -416,6 +418,30 @@ func TestClusterAPIObjectCannotBeChanged(t *testing.T) {
 	err := env.Client.Update(ctx, ng)
 	if err == nil || !strings.Contains(err.Error(), "cannot be changed") {
 		t.Fatalf("Update = %v, want a rejection saying the object cannot be changed", err)
+	}
+	// Nor can the provider: the kwok provider would remove the group's
+	// nodes (the Nodes of running machines) as its own.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), ng); err != nil {
+		t.Fatal(err)
+	}
+	toKWOK := ng.DeepCopy()
+	toKWOK.Spec.Provider = v1alpha1.Provider{KWOK: &v1alpha1.KWOKProvider{}}
+	if err := env.Client.Update(ctx, toKWOK); err == nil || !strings.Contains(err.Error(), "provider cannot be changed") {
+		t.Fatalf("Update to kwok = %v, want a rejection saying the provider cannot be changed", err)
+	}
+	// What is not the object may change: how long a Machine may go
+	// without infrastructure.
+	ng.Spec.Provider.ClusterAPI.MachineTimeout = &metav1.Duration{Duration: 20 * time.Minute}
+	if err := env.Client.Update(ctx, ng); err != nil {
+		t.Fatalf("changing machineTimeout: %v, want it accepted", err)
+	}
+	kw := builders.NodeGroup("kwok-stays")
+	if err := env.Client.Create(ctx, kw); err != nil {
+		t.Fatal(err)
+	}
+	kw.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "default", Name: "md-0"}}
+	if err := env.Client.Update(ctx, kw); err == nil || !strings.Contains(err.Error(), "provider cannot be changed") {
+		t.Fatalf("Update of a kwok group to clusterAPI = %v, want a rejection saying the provider cannot be changed", err)
 	}
 }
 

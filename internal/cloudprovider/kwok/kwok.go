@@ -26,6 +26,9 @@ const Name = "kwok"
 // Provider creates KWOK nodes through the API server.
 type Provider struct {
 	client client.Client
+	// reader reads a node to delete past the cache (WithAPIReader; nil:
+	// client): a node created a moment ago is deleted, not taken for gone.
+	reader client.Reader
 	clock  clock.PassiveClock
 	sizes  *sizes
 }
@@ -38,6 +41,13 @@ var (
 // New returns a KWOK provider.
 func New(c client.Client, clk clock.PassiveClock) *Provider {
 	return &Provider{client: c, clock: clk, sizes: newSizes(clk)}
+}
+
+// WithAPIReader has Delete read the node it deletes with r (the API
+// server, past the cache) and returns p.
+func (p *Provider) WithAPIReader(r client.Reader) *Provider {
+	p.reader = r
+	return p
 }
 
 // Name returns "kwok".
@@ -118,10 +128,29 @@ func (p *Provider) publishSlices(ctx context.Context, ng *v1alpha1.NodeGroup, of
 	return nil
 }
 
-// Delete removes the node.
+// Delete removes the node, only a KWOK node (its provider ID kwok://):
+// a Node of a real machine (a group whose provider was another) is
+// refused, not deleted while its machine runs. The deletion is
+// conditioned on the UID read, so a Node made again under the name in
+// between is not the one deleted.
 func (p *Provider) Delete(ctx context.Context, nodeName string) error {
-	err := p.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	reader := p.reader
+	if reader == nil {
+		reader = p.client
+	}
+	node := &corev1.Node{}
+	err := reader.Get(ctx, client.ObjectKey{Name: nodeName}, node)
 	if apierrors.IsNotFound(err) {
+		return &cloudprovider.NotFoundError{Name: nodeName}
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", nodeName, err)
+	}
+	if !strings.HasPrefix(node.Spec.ProviderID, v1alpha1.ProviderIDPrefixKWOK) {
+		return fmt.Errorf("node %s is not a KWOK node (provider ID %q): the kwok provider deletes only the nodes it made", nodeName, node.Spec.ProviderID)
+	}
+	err = p.client.Delete(ctx, node, client.Preconditions{UID: &node.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return &cloudprovider.NotFoundError{Name: nodeName}
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
@@ -338,4 +339,50 @@ func TestALaunchCountsUntilTheCacheShowsIt(t *testing.T) {
 			t.Fatalf("launch 3 into a group of maxSize 2 returned %v, want a MaxSizeError", err)
 		}
 	}
+}
+
+// TestDeleteRefusesANodeItDidNotMake: the kwok provider deletes KWOK
+// nodes only. A node of a real machine (provider ID aws://..., the node
+// of a group whose provider was Cluster API) is refused and stays; a KWOK
+// node is deleted, even one the provider's cache has not seen yet.
+func TestDeleteRefusesANodeItDidNotMake(t *testing.T) {
+	ctx := context.Background()
+	real := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real-machine"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0a1b2c3d4e5f60718"}}
+	own := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-made"}, Spec: corev1.NodeSpec{ProviderID: v1alpha1.ProviderIDPrefixKWOK + "kwok-made"}}
+	for _, n := range []*corev1.Node{real, own} {
+		if err := env.Client.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, real) })
+	// A cache that has seen no node: Delete reads past it.
+	empty := &emptyNodes{Client: env.Client}
+	p := kwok.New(empty, clock.RealClock{}).WithAPIReader(env.Client)
+	err := p.Delete(ctx, real.Name)
+	if err == nil || cloudprovider.IsNotFound(err) {
+		t.Fatalf("Delete of a node with provider ID %s: %v, want a refusal", real.Spec.ProviderID, err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(real), &corev1.Node{}); err != nil {
+		t.Fatalf("the real machine's node is gone: %v", err)
+	}
+	if err := p.Delete(ctx, own.Name); err != nil {
+		t.Fatalf("Delete of a KWOK node: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), &corev1.Node{}); err == nil {
+		t.Error("the KWOK node is still there after Delete")
+	}
+	if err := p.Delete(ctx, own.Name); !cloudprovider.IsNotFound(err) {
+		t.Errorf("Delete of a node gone: %v, want NotFound", err)
+	}
+}
+
+// emptyNodes is a client whose reads find no node (a cache that has not
+// seen them yet).
+type emptyNodes struct{ client.Client }
+
+func (c *emptyNodes) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Node); ok {
+		return apierrors.NewNotFound(corev1.Resource("nodes"), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
