@@ -20,11 +20,14 @@ const (
 const (
 	// ConditionReady is True when every desired unit fits in free capacity.
 	ConditionReady = "Ready"
-	// ReasonAllUnitsReady, ReasonUnitsMissing and ReasonInvalidSpec are
-	// the reasons of the Ready condition.
+	// ReasonAllUnitsReady, ReasonUnitsMissing, ReasonInvalidSpec and
+	// ReasonForbidden (berth may not create what the Headroom needs: its
+	// RBAC or an admission policy refused it) are the reasons of the
+	// Ready condition.
 	ReasonAllUnitsReady = "AllUnitsReady"
 	ReasonUnitsMissing  = "UnitsMissing"
 	ReasonInvalidSpec   = "InvalidSpec"
+	ReasonForbidden     = "Forbidden"
 	// ConditionTargetMet is True when the pods in scope got capacity
 	// within the target's wait, at its percent, over the last hour.
 	ConditionTargetMet = "TargetMet"

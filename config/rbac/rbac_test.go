@@ -64,6 +64,8 @@ var reviewed = []string{
 	"cluster core configmaps: create patch",          // tenants: their configuration, in tenant-<name> only (config/policy)
 	"cluster core services: create delete get patch", // tenants: their type's Service, in tenant-<name> only (config/policy)
 	"cluster berth.dev headrooms/status: get patch update",
+	"cluster berth.dev headrooms/finalizers: update",                  // owner references with blockOwnerDeletion on a Headroom's placeholder Deployment and reserve DaemonSet (OwnerReferencesPermissionEnforcement)
+	"cluster autoscaling.x-k8s.io capacitybuffers/finalizers: update", // owner references with blockOwnerDeletion on a CapacityBuffer's PodTemplate
 	"cluster berth.dev nodegroups/status: get patch update",
 	"cluster authentication.k8s.io tokenreviews: create",        // who calls /metrics
 	"cluster authorization.k8s.io subjectaccessreviews: create", // may they read it

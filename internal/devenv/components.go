@@ -121,6 +121,10 @@ func (c *Cluster) processes(bins Binaries) ([]*Process, error) {
 			"--service-account-signing-key-file="+pk.saKey(),
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--authorization-mode=RBAC",
+			// As OpenShift does: berth may set blockOwnerDeletion only on
+			// owners whose finalizers it may update (test/install runs it
+			// as the chart's ServiceAccount).
+			"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 			"--service-cluster-ip-range=10.0.0.0/24",
 			"--allow-privileged=true",
 			"--profiling=false",

@@ -82,6 +82,7 @@ func TestInstallRunUninstall(t *testing.T) {
 	args, metricsAddr := localArgs(t, d.Spec.Template.Spec.Containers[0].Args, impersonating(t, user))
 	stop := runController(t, args)
 	provisionAPod(t)
+	keepPlaceholders(t)
 	checkControllerPodsPlaced(t, d)
 	checkLeader(t)
 	checkMetrics(t, metricsAddr)

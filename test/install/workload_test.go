@@ -12,6 +12,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +58,43 @@ func provisionAPod(t *testing.T) {
 		t.Errorf("the pod runs on %s (labels %v), not on a node berth launched for group %s", node.Name, node.Labels, group)
 	}
 	t.Logf("pending pod -> Running on %s, launched by berth, in %s", node.Name, time.Since(start).Round(time.Millisecond))
+}
+
+// keepPlaceholders: a Headroom that holds its unit with placeholder pods
+// gets its placeholder Deployment in berth-system, owned by the
+// Headroom. The API server runs OwnerReferencesPermissionEnforcement (as
+// OpenShift does): berth, as the chart's ServiceAccount, sets
+// blockOwnerDeletion only if the chart lets it update the Headroom's
+// finalizers; without that right the Deployment is refused and the
+// Headroom keeps no headroom.
+func keepPlaceholders(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "install-spare"}, Spec: v1alpha1.HeadroomSpec{
+		Scope:        v1alpha1.HeadroomScope{NodeGroups: []string{group}},
+		Placeholders: true,
+		Units: &v1alpha1.HeadroomUnits{Count: 1, UnitShape: v1alpha1.UnitShape{Resources: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}
+	if err := cl.Create(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), h) })
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		d := &appsv1.Deployment{}
+		err := cl.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: "headroom-" + h.Name}, d)
+		if apierrors.IsNotFound(err) {
+			got := &v1alpha1.Headroom{}
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(h), got); err != nil {
+				return false, "", err
+			}
+			return false, fmt.Sprintf("no placeholder Deployment; the Headroom's conditions: %+v", got.Status.Conditions), nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		owner := metav1.GetControllerOf(d)
+		return owner != nil && owner.Kind == "Headroom" && owner.Name == h.Name, fmt.Sprintf("owner %v", owner), nil
+	})
 }
 
 // checkControllerPodsPlaced: given two ordinary nodes besides the one

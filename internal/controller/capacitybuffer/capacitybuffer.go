@@ -87,6 +87,7 @@ type StandbySource interface {
 
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=autoscaling.x-k8s.io,resources=capacitybuffers/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=podtemplates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch
 

@@ -42,6 +42,9 @@ const (
 	ReasonConsumed    = "HeadroomConsumed"
 	ReasonRestored    = "HeadroomRestored"
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonForbidden: the API server refused, as forbidden, an object
+	// berth makes for the Headroom (its RBAC, an admission policy).
+	ReasonForbidden = "Forbidden"
 )
 
 // resyncPeriod re-resolves automatic headroom, which follows the workload.
@@ -79,6 +82,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=berth.dev,resources=headrooms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=berth.dev,resources=headrooms/finalizers,verbs=update
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;daemonsets,verbs=get;list;watch
@@ -212,17 +216,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // server's reason, and a warning event says it. Retrying cannot help
 // until the spec changes, which reconciles again. Any other error is
 // returned, to be retried.
+//
+// A Forbidden answer (berth's RBAC, an admission policy or plugin such
+// as OwnerReferencesPermissionEnforcement) is said the same way, with
+// reason Forbidden, and the write is retried: it succeeds once the
+// rights are granted.
 func (r *Reconciler) refused(ctx context.Context, h *v1alpha1.Headroom, status *v1alpha1.HeadroomStatus, what string, err error) (reconcile.Result, error) {
-	if !apierrors.IsInvalid(err) {
+	reason, eventReason, retry := v1alpha1.ReasonInvalidSpec, ReasonInvalidSpec, error(nil)
+	switch {
+	case apierrors.IsInvalid(err):
+	case apierrors.IsForbidden(err):
+		reason, eventReason, retry = v1alpha1.ReasonForbidden, ReasonForbidden, err
+	default:
 		return reconcile.Result{}, err
 	}
 	msg := fmt.Sprintf("the API server refused the %s berth made from this Headroom: %v", what, err)
 	if c := meta.FindStatusCondition(h.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != msg {
-		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Apply", "%s", msg)
+		r.Recorder.Eventf(h, nil, corev1.EventTypeWarning, eventReason, "Apply", "%s", msg)
 	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: v1alpha1.ReasonInvalidSpec, Message: msg, ObservedGeneration: h.Generation})
-	return reconcile.Result{}, r.writeStatus(ctx, h, status)
+		Reason: reason, Message: msg, ObservedGeneration: h.Generation})
+	if err := r.writeStatus(ctx, h, status); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, retry
 }
 
 // notPlannedRequeue is how soon a headroom is looked at again while the
