@@ -103,7 +103,11 @@ func (s Shape) Units(req map[corev1.ResourceName]int64) int64 {
 			continue
 		}
 		if v := req[name]; v > 0 {
-			n = max(n, (v+per-1)/per)
+			u := v / per // rounded up without v+per-1, which passes int64 near its largest
+			if v%per != 0 {
+				u++
+			}
+			n = max(n, u)
 		}
 	}
 	return min(n, maxUnits)

@@ -281,3 +281,27 @@ func TestCorrected(t *testing.T) {
 		}
 	}
 }
+
+// A pod whose request is near the largest quantity (any user may create
+// one; the kubelet fails it, and it leaves) does not wrap a window's sum:
+// its departure with a 2-cpu pod's is a demand of no units, not 100,000.
+// And the units of a request near the largest are the most a window
+// counts, not a wrapped negative.
+func TestHugeRequestsDoNotWrapTheDemand(t *testing.T) {
+	h := NewHistory(time.Minute, cpu1, 0, monday)
+	r := NewRecorder(h, monday)
+	at := func(s int) time.Time { return monday.Add(time.Duration(s) * time.Second) }
+	huge := Requests{corev1.ResourceCPU: math.MaxInt64}
+	two := RequestsOf(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})
+	r.Left(at(40), at(40), huge)
+	r.Left(at(41), at(41), two)
+	r.Close(at(600))
+	for _, b := range h.Hours[0].Bins {
+		if b.Units > 0 {
+			t.Errorf("a window of two departures learned %d units", b.Units)
+		}
+	}
+	if got := cpu1.Units(huge); got != maxUnits {
+		t.Errorf("units of a request of %d millicores: %d, want the most a window counts (%d)", int64(math.MaxInt64), got, maxUnits)
+	}
+}

@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +56,21 @@ func (r *Recorder) add(at, now time.Time, req Requests, sign int64) {
 		r.open[i] = w
 	}
 	for name, v := range req {
-		w[name] += sign * v
+		w[name] = addSaturating(w[name], sign*v)
 	}
+}
+
+// addSaturating is a+b held within int64: a pod's request near the
+// largest quantity (any user may create one) must not wrap a window's
+// sum to a demand of the opposite sign.
+func addSaturating(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // Arrived records a pod of the scope that arrived (was created) at at,
@@ -76,10 +90,10 @@ func (r *Recorder) Close(now time.Time) int {
 		w := r.open[r.H.Next]
 		both := Requests{}
 		for name, v := range r.prev {
-			both[name] += v
+			both[name] = addSaturating(both[name], v)
 		}
 		for name, v := range w {
-			both[name] += v
+			both[name] = addSaturating(both[name], v)
 		}
 		r.H.Add(r.start(r.H.Next), r.H.Shape.Units(both))
 		r.prev = w
