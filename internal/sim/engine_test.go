@@ -382,3 +382,25 @@ func TestARunStopsWhenItsContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A pod that may not run where the placeholders are (its node selector
+// names another group) preempts none of them: kube-scheduler preempts
+// only on a node where the pod then passes every filter. Before, the
+// placeholders were deleted, came back and were deleted again at the
+// same instant, for ever (the run never ended and took gigabytes).
+func TestAPodThatCannotUseTheRoomPreemptsNothing(t *testing.T) {
+	c := cfg("placeholders", units(4, "1", true))
+	c.NodeGroups = append(c.NodeGroups, b.NodeGroup("gpu", b.InstanceType("g-4", "4", "16Gi", b.OnDemand("zone-a", "1.00")),
+		b.LaunchDelay(metav1.Duration{Duration: time.Minute})))
+	gpu := create(300, "trainer", "3")
+	gpu.Pod.Spec.NodeSelector = map[string]string{v1alpha1.LabelNodeGroup: "gpu"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := RunContext(ctx, c, traceOf(t, gpu, end(900)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Preemptions != 0 || r.Unbound != 0 || r.PodsWaitedForLaunch != 1 {
+		t.Errorf("preemptions %d, unbound %d, waited for a launch %d; want 0, 0, 1 (a gpu node launched for the pod)", r.Preemptions, r.Unbound, r.PodsWaitedForLaunch)
+	}
+}

@@ -212,7 +212,13 @@ func leastAllocated(c *snapshot.Class, n *snapshot.Node) float64 {
 
 // preempt frees room for a pod by deleting headroom placeholders of lower
 // priority on the node where the fewest must go (the placeholders'
-// Deployment recreates them, pending), and binds the pod there.
+// Deployment recreates them, pending), and binds the pod there. As
+// kube-scheduler's preemption, it picks only a node where the pod passes
+// every filter once the victims are gone (tried on a fork of the
+// snapshot): room a pod cannot use (its node selector, a taint, a
+// spread) is never freed. Before, the placeholders were deleted first
+// and the filters read after: the placeholders came back and were
+// preempted again, for ever, at the same instant.
 func (s *scheduler) preempt(p *pod) bool {
 	if p.placeholder != "" || len(s.placeholders) == 0 {
 		return false
@@ -248,7 +254,7 @@ func (s *scheduler) preempt(p *pod) bool {
 			free.Sub(&v.Class.Requests)
 			need++
 		}
-		if snapshot.Fits(&c.Requests, &free, &n.Allocatable) {
+		if snapshot.Fits(&c.Requests, &free, &n.Allocatable) && s.fitsWithout(c, n, victims[:need]) {
 			best, bestVictims = n, victims[:need]
 		}
 	}
@@ -266,4 +272,15 @@ func (s *scheduler) preempt(p *pod) bool {
 	}
 	s.bind(p, c, best)
 	return true
+}
+
+// fitsWithout reports whether a pod of class c passes every filter on n
+// once victims are off it, leaving the snapshot as it was.
+func (s *scheduler) fitsWithout(c *snapshot.Class, n *snapshot.Node, victims []*snapshot.Pod) bool {
+	s.snap.Fork()
+	defer s.snap.Revert()
+	for _, v := range victims {
+		s.snap.RemovePod(v)
+	}
+	return s.fits(c, n)
 }
