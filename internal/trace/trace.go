@@ -138,6 +138,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if tr.Header.Version != Version {
 		return nil, fmt.Errorf("trace line 1: version %d, this berth reads version %d", tr.Header.Version, Version)
 	}
+	if err := CheckStart(tr.Header.Start); err != nil {
+		return nil, fmt.Errorf("trace line 1: %w", err)
+	}
 	for group, delays := range tr.Header.LaunchDelays {
 		for _, d := range delays {
 			if !(d > 0 && d <= MaxLaunchDelay.Seconds()) {
@@ -146,6 +149,24 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 	}
 	return tr, nil
+}
+
+// A trace's start is at or after EarliestStart and before LatestStart:
+// the simulator counts time in nanoseconds since 1970, which int64
+// holds until 2262 (a trace spans at most MaxSpan past its start).
+var (
+	EarliestStart = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	LatestStart   = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// CheckStart refuses a trace start outside [EarliestStart, LatestStart)
+// (a header without one included).
+func CheckStart(t time.Time) error {
+	if t.Before(EarliestStart) || !t.Before(LatestStart) {
+		return fmt.Errorf("start %s: want a time from %s to before %s (a header needs a start)",
+			t.UTC().Format(time.RFC3339), EarliestStart.Format(time.RFC3339), LatestStart.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // MaxSpan bounds when a trace's events happen (seconds since its start):

@@ -248,7 +248,7 @@ func TestTheLongestLineWrittenIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Header{})
+	w, err := NewWriter(&buf, Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,5 +278,22 @@ func TestTheLongestLineWrittenIsRead(t *testing.T) {
 	}
 	if _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the one event: %v, want EOF", err)
+	}
+}
+
+// A trace's start must be one the simulator's clock holds: before 1970
+// (or none at all) its nanoseconds are negative and a target's waits
+// indexed a table with them (a panic); past 2262 they wrap.
+func TestAStartTheClockCannotHoldIsRefused(t *testing.T) {
+	for name, header := range map[string]string{
+		"before 1970": `{"version":1,"start":"1969-06-01T00:00:00Z"}`,
+		"no start":    `{"version":1}`,
+		"after 2200":  `{"version":1,"start":"2262-01-01T00:00:00Z"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := NewReader(strings.NewReader(header + "\n")); err == nil || !strings.Contains(err.Error(), "want a time from 1970") {
+				t.Errorf("header %s: %v, want a refusal naming the range", header, err)
+			}
+		})
 	}
 }

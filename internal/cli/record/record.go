@@ -182,7 +182,9 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 	if limit <= 0 {
 		limit, why = trace.MaxSpan, "the longest span a trace holds ("+trace.MaxSpan.String()+") passed"
 	}
-	t := time.NewTimer(limit)
+	// From the start the events count from, which was before the
+	// caches synced: a trace holds at most MaxSpan past it.
+	t := time.NewTimer(max(0, limit-r.now().Sub(r.start)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -196,7 +198,7 @@ func Record(ctx context.Context, cfg *rest.Config, o Options, log io.Writer) (St
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	end := r.now().Sub(r.start).Seconds()
+	end := min(r.now().Sub(r.start).Seconds(), trace.MaxSpan.Seconds())
 	if r.stopped != "" && r.spool.Events() >= r.o.MaxEvents {
 		end = r.last
 	}

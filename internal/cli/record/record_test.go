@@ -25,7 +25,7 @@ import (
 // berth simulate.
 func TestRecordingBeginsWithTheRunningPods(t *testing.T) {
 	var buf bytes.Buffer
-	spool, err := trace.NewWriter(&buf, trace.Header{})
+	spool, err := trace.NewWriter(&buf, trace.Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRecordingBoundsHugeRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := tracetest.Reader(t, trace.Header{}, &trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(obj.(*corev1.Pod))})
+	rd := tracetest.Reader(t, trace.Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}, &trace.Event{Op: trace.OpCreate, Pod: trace.FromPod(obj.(*corev1.Pod))})
 	e, err := rd.Next()
 	if err != nil {
 		t.Fatalf("the recorded pod does not read back: %v", err)
@@ -154,7 +154,7 @@ func TestMaxEventsBelowOneIsRefused(t *testing.T) {
 // trace at it.
 func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
 	var buf bytes.Buffer
-	spool, err := trace.NewWriter(&buf, trace.Header{})
+	spool, err := trace.NewWriter(&buf, trace.Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +204,35 @@ func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
 	}
 	if r.pods != 1 {
 		t.Errorf("%d pods counted as recorded, want 1", r.pods)
+	}
+}
+
+// An event the recording sees past the longest span a trace holds (the
+// timer that ends a 90-day recording fires a moment after it) is written
+// at the end of the span, where berth simulate reads it.
+func TestEventsPastTheSpanAreWrittenAtItsEnd(t *testing.T) {
+	var buf bytes.Buffer
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	spool, err := trace.NewWriter(&buf, trace.Header{Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := start.Add(trace.MaxSpan + 842*time.Millisecond)
+	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return now }}, live: map[string]bool{},
+		full: make(chan struct{}), spool: spool, start: start}
+	r.podAdded(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "late"}}, false)
+	if err := spool.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := rd.Next()
+	if err != nil {
+		t.Fatalf("the late event does not read back: %v", err)
+	}
+	if e.At != trace.MaxSpan.Seconds() {
+		t.Errorf("written at %v s, want the span's end %v", e.At, trace.MaxSpan.Seconds())
 	}
 }

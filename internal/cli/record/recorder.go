@@ -59,7 +59,9 @@ func (r *recorder) write(e *trace.Event, initial bool) {
 		r.put(e)
 	default:
 		r.flushWaiting()
-		e.At = max(r.last, r.now().Sub(r.start).Seconds())
+		// Within the span a trace holds: the timer that stops the
+		// recording there may fire a moment after an event.
+		e.At = min(max(r.last, r.now().Sub(r.start).Seconds()), trace.MaxSpan.Seconds())
 		r.put(e)
 	}
 }

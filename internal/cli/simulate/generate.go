@@ -51,6 +51,9 @@ give the same trace. Families:
 				if err != nil {
 					return fmt.Errorf("--start %q: want RFC 3339, such as 2026-01-05T00:00:00Z", at)
 				}
+				if err := trace.CheckStart(t); err != nil {
+					return fmt.Errorf("--start: %w", err)
+				}
 				p.Start = t
 			}
 			if p.Duration < time.Second || p.Duration > 31*24*time.Hour {
