@@ -39,6 +39,25 @@ type caps struct {
 	mu      sync.Mutex
 	all     []time.Time
 	byGroup map[string][]time.Time
+	// tried are the nodes whose deletion was decided (and counted): a
+	// deletion the provider refused is retried without taking another
+	// slot. Dropped when the node is gone (done).
+	tried map[string]bool
+}
+
+// decided reports whether node's deletion was decided (and counted)
+// already: a retry.
+func (c *caps) decided(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tried[node]
+}
+
+// done forgets node (it is gone).
+func (c *caps) done(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.tried, node)
 }
 
 // allow reports whether one more node of the group may be deleted now,
@@ -77,13 +96,14 @@ func (c *caps) allow(now time.Time, group string, nodes []corev1.Node) (bool, st
 	return true, ""
 }
 
-// record counts a deletion.
-func (c *caps) record(now time.Time, group string) {
+// record counts the deletion of node, once.
+func (c *caps) record(now time.Time, group, node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byGroup == nil {
-		c.byGroup = map[string][]time.Time{}
+		c.byGroup, c.tried = map[string][]time.Time{}, map[string]bool{}
 	}
+	c.tried[node] = true
 	c.all = append(c.all, now)
 	c.byGroup[group] = append(c.byGroup[group], now)
 }

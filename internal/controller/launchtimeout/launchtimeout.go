@@ -50,6 +50,9 @@ const (
 	// ReasonLaunchTimeoutCapped is on a node that would be deleted but a
 	// cap holds.
 	ReasonLaunchTimeoutCapped = "LaunchTimeoutCapped"
+	// ReasonLaunchTimeoutDeleteFailed is on a node whose deletion the
+	// provider refused; it is retried.
+	ReasonLaunchTimeoutDeleteFailed = "LaunchTimeoutDeleteFailed"
 	// ReasonWasUp: a node never labelled up ran a pod, so it was up: it
 	// is labelled so, and not deleted as a failed launch.
 	ReasonWasUp = "WasUp"
@@ -75,8 +78,9 @@ type Reconciler struct {
 	MaxProvisionTime time.Duration
 
 	caps caps
-	// lastCapped is the last cap message per node, said once.
-	lastCapped sync.Map
+	// lastCapped is the last cap message per node, said once;
+	// lastFailed the last refusal of its deletion.
+	lastCapped, lastFailed sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;delete;patch
@@ -91,6 +95,9 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.caps.done(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	group := node.Labels[v1alpha1.LabelNodeGroup]
@@ -123,6 +130,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			"Node was never seen Ready by berth, but pod %s ran on it: it was up, not a failed launch; labelled %s and left to repair", pod, v1alpha1.LabelInitialized)
 		return reconcile.Result{}, r.markInitialized(ctx, node, false)
 	}
+	if r.caps.decided(node.Name) {
+		// Its deletion was decided and counted; the provider refused it
+		// (a rollout, a removal in progress): tried again, in no new slot.
+		return reconcile.Result{}, r.delete(ctx, node)
+	}
 	peers := &corev1.NodeList{}
 	if err := r.Client.List(ctx, peers, client.MatchingLabels{v1alpha1.LabelNodeGroup: group}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the nodes of %s: %w", group, err)
@@ -136,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		capped.Inc()
 		return reconcile.Result{RequeueAfter: CapWindow}, nil
 	}
-	r.caps.record(r.Clock.Now(), group)
+	r.caps.record(r.Clock.Now(), group, node.Name)
 	r.lastCapped.Delete(node.Name)
 	msg := fmt.Sprintf("Node was never Ready in %s since launch (max provision time %s); deleting it so that its pods get a replacement",
 		age.Round(time.Second), r.MaxProvisionTime)
@@ -145,11 +157,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.Offerings.MarkLaunchFailed(v1alpha1.OfferingKey{NodeGroup: group, InstanceType: node.Labels[v1alpha1.LabelInstanceType],
 		Zone: node.Labels[v1alpha1.LabelZone], CapacityType: node.Labels[v1alpha1.LabelCapacityType]}, "node "+node.Name+" did not become Ready",
 		nodeutil.BootedSince(node))
-	if err := r.Cloud.Delete(ctx, node.Name); err != nil && !cloudprovider.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
-	}
 	timeouts.WithLabelValues(group).Inc()
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.delete(ctx, node)
+}
+
+// delete asks the provider to delete a node whose launch timed out; a
+// refusal is said on the node (once per message) and retried.
+func (r *Reconciler) delete(ctx context.Context, node *corev1.Node) error {
+	err := r.Cloud.Delete(ctx, node.Name)
+	if err == nil || cloudprovider.IsNotFound(err) {
+		r.lastFailed.Delete(node.Name)
+		return nil
+	}
+	msg := err.Error()
+	if last, _ := r.lastFailed.Load(node.Name); last != msg {
+		r.lastFailed.Store(node.Name, msg)
+		r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonLaunchTimeoutDeleteFailed, "Delete",
+			"Deleting the node that was never Ready failed; retrying: %s", msg)
+	}
+	return fmt.Errorf("deleting node %s: %w", node.Name, err)
 }
 
 // markInitialized records, on the node itself, that it has been Ready
