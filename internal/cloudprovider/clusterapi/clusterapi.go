@@ -248,8 +248,39 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	tmpl.Apply(ng)
 	if unscalable(obj) != "" {
 		hold(ng, obj)
+		return nil
+	}
+	ms, err := p.machines(ctx, r)
+	if err != nil {
+		return err
+	}
+	if why := removalsRefused(r, ms); why != "" {
+		holdRemovals(ng, obj)
+		p.sayOnce(ctx, "removals/"+ng.Name, ng.Name, errors.New(why), "no node of the group is removed for now")
+	} else {
+		p.sayOnce(ctx, "removals/"+ng.Name, ng.Name, nil, "")
 	}
 	return nil
+}
+
+// removalsRefused says why Delete would refuse every removal in the
+// group now ("" when it would not): a MachineDeployment rolling out
+// (live Machines in more than one MachineSet), or a live Machine marked
+// for deletion by someone else. The group is then planned without
+// removals (holdRemovals), so that no node is drained for a removal that
+// cannot happen.
+func removalsRefused(r ref, ms []machine) string {
+	if r.kind == v1alpha1.ClusterAPIMachineDeployment {
+		if sets := machineSets(ms); len(sets) > 1 {
+			return fmt.Sprintf("%s is rolling out (live Machines in MachineSets %v)", r, sets)
+		}
+	}
+	for _, m := range ms {
+		if !m.Deleting && !m.markedByBerth() && m.markedForDeletion() {
+			return fmt.Sprintf("machine %s/%s carries %s not set by berth", m.Namespace, m.Name, AnnotationDeleteMachine)
+		}
+	}
+	return ""
 }
 
 // nodeAndGroup reads a node and its clusterAPI node group.

@@ -558,3 +558,55 @@ func TestAMachineSetWithALongNameFindsItsMachines(t *testing.T) {
 		t.Fatalf("instances of the MachineSet %s: %+v, want its Machine long-ms-0", long, got)
 	}
 }
+
+// TestAGroupWhoseRemovalsWouldBeRefusedIsPlannedWithoutRemovals: while a
+// live Machine carries a delete-machine mark berth did not set, or the
+// MachineDeployment rolls out (live Machines in two MachineSets), Delete
+// refuses every removal; the refreshed group keeps at least its replicas
+// (minSize 2), so scale-down drains none of its nodes for a removal that
+// cannot happen, and launches go on (maxSize stays 10). Before, nodes
+// were drained, the removal refused, and drained again after the
+// cool-down, over and over.
+func TestAGroupWhoseRemovalsWouldBeRefusedIsPlannedWithoutRemovals(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "refuse-hold", 2, nil, "refuse-hold-a", "refuse-hold-b")
+	refreshed := func() *v1alpha1.NodeGroup {
+		t.Helper()
+		ng := f.ng.DeepCopy()
+		if failed := cloudprovider.Refresh(ctx, f.provider, []*v1alpha1.NodeGroup{ng}); failed != nil {
+			t.Fatal(failed)
+		}
+		return ng
+	}
+	if ng := refreshed(); ng.Spec.MinSize != 0 {
+		t.Fatalf("minSize %d with nothing refusing a removal, want the group's 0", ng.Spec.MinSize)
+	}
+	edit := func(name string, change func(*unstructured.Unstructured)) {
+		t.Helper()
+		m := capiObj("Machine", name, nil)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		change(m)
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("refuse-hold-a", func(m *unstructured.Unstructured) {
+		m.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "by-hand"})
+	})
+	if ng := refreshed(); ng.Spec.MinSize != 2 || ng.Spec.MaxSize != 10 {
+		t.Errorf("with a foreign delete mark: minSize %d maxSize %d, want 2 (the replicas) and 10", ng.Spec.MinSize, ng.Spec.MaxSize)
+	}
+	edit("refuse-hold-a", func(m *unstructured.Unstructured) { m.SetAnnotations(nil) })
+	for name, set := range map[string]string{"refuse-hold-a": "ms-old", "refuse-hold-b": "ms-new"} {
+		edit(name, func(m *unstructured.Unstructured) {
+			l := m.GetLabels()
+			l["cluster.x-k8s.io/set-name"] = set
+			m.SetLabels(l)
+		})
+	}
+	if ng := refreshed(); ng.Spec.MinSize != 2 {
+		t.Errorf("while rolling out: minSize %d, want 2 (the replicas)", ng.Spec.MinSize)
+	}
+}
