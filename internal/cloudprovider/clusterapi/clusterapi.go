@@ -255,7 +255,13 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 		return err
 	}
 	if why := removalsRefused(r, ms); why != "" {
-		holdRemovals(ng, obj)
+		live := 0
+		for _, m := range ms {
+			if !m.Deleting {
+				live++
+			}
+		}
+		holdRemovals(ng, obj, live)
 		p.sayOnce(ctx, "removals/"+ng.Name, ng.Name, errors.New(why), "no node of the group is removed for now")
 	} else {
 		p.sayOnce(ctx, "removals/"+ng.Name, ng.Name, nil, "")

@@ -47,15 +47,16 @@ func hold(ng *v1alpha1.NodeGroup, obj *unstructured.Unstructured) {
 	ng.Spec.MinSize, ng.Spec.MaxSize = n, n
 }
 
-// holdRemovals keeps the group from going below the object's replicas
-// (minSize raised to them, within maxSize): launches go on, and nothing
-// is planned to be removed while Cluster API would refuse the removal
-// (removalsRefused).
-func holdRemovals(ng *v1alpha1.NodeGroup, obj *unstructured.Unstructured) {
+// holdRemovals keeps the group from going below what it has (minSize
+// raised to the object's replicas, or to its live Machines where fewer,
+// within maxSize): launches go on, nothing is planned to be removed
+// while Cluster API would refuse the removal (removalsRefused), and no
+// node is launched only to reach that minSize.
+func holdRemovals(ng *v1alpha1.NodeGroup, obj *unstructured.Unstructured, live int) {
 	replicas, found, err := unstructured.NestedInt64(obj.Object, "spec", "replicas")
 	if err != nil || !found {
 		return
 	}
-	n := int32(min(max(replicas, 0), math.MaxInt32))
+	n := int32(min(max(replicas, 0), int64(live), math.MaxInt32))
 	ng.Spec.MinSize = max(ng.Spec.MinSize, min(n, ng.Spec.MaxSize))
 }
