@@ -12,9 +12,14 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
+// ListTimeout bounds each list of Read: a cache's list waits for its
+// informer to sync, which one the API server refuses (a right the user
+// lacks) never does.
+var ListTimeout = 10 * time.Second
+
 // Read reads the cluster. A list that fails (an API the cluster does not
-// serve, a right the user lacks) is left empty and named in problems, so
-// the rest of the page still shows.
+// serve, a right the user lacks) or takes longer than ListTimeout is left
+// empty and named in problems, so the rest of the page still shows.
 func Read(ctx context.Context, c client.Reader, now time.Time) (Input, []string) {
 	in := Input{Now: now}
 	ngs := &v1alpha1.NodeGroupList{}
@@ -29,7 +34,10 @@ func Read(ctx context.Context, c client.Reader, now time.Time) (Input, []string)
 	}{{"node groups", ngs}, {"nodes", nodes}, {"pods", pods}, {"headrooms", hrs}, {"events", evs}} {
 		// Read only: a cache's objects are not copied (every pod's spec on
 		// a large cluster, each refresh).
-		if err := c.List(ctx, l.list, client.UnsafeDisableDeepCopy); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, ListTimeout)
+		err := c.List(lctx, l.list, client.UnsafeDisableDeepCopy)
+		cancel()
+		if err != nil {
 			problems = append(problems, fmt.Sprintf("listing %s: %v", l.what, err))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/berth-dev/berth/internal/scheme"
 	"github.com/berth-dev/berth/internal/testing/builders"
@@ -126,6 +127,35 @@ func TestAListThatFailsIsNamedAndTheRestShows(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(builders.Node("n", "2", "4Gi")).
 		WithInterceptorFuncs(interceptorFailingOn(&corev1.PodList{})).Build()
 	in, problems := Read(context.Background(), c, now)
+	if len(in.Nodes) != 1 || len(problems) != 1 || !strings.Contains(problems[0], "listing pods") {
+		t.Errorf("nodes %d, problems %q", len(in.Nodes), problems)
+	}
+}
+
+// TestAListThatNeverAnswersIsNamedAndTheRestShows: a cache's list of a
+// resource the user may not list waits for an informer that never syncs;
+// the refresh gives up on it after ListTimeout, names it, and shows the
+// rest. Before, the page said "reading the cluster" for ever.
+func TestAListThatNeverAnswersIsNamedAndTheRestShows(t *testing.T) {
+	defer func(d time.Duration) { ListTimeout = d }(ListTimeout)
+	ListTimeout = 100 * time.Millisecond
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(builders.Node("n", "2", "4Gi")).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PodList); ok {
+				<-ctx.Done() // an informer that never syncs
+				return ctx.Err()
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	done := make(chan struct{})
+	var in Input
+	var problems []string
+	go func() { in, problems = Read(context.Background(), c, now); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read did not return while the pod list never answered")
+	}
 	if len(in.Nodes) != 1 || len(problems) != 1 || !strings.Contains(problems[0], "listing pods") {
 		t.Errorf("nodes %d, problems %q", len(in.Nodes), problems)
 	}
