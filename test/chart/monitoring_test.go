@@ -146,3 +146,29 @@ func TestDashboardAndAlertsUseOnlyBerthsMetricsAndParse(t *testing.T) {
 	}
 	t.Logf("test/monitoring: %s", strings.TrimSpace(string(out)))
 }
+
+// TestNoLeaderAlertWithoutLeaderElection: with controller.leaderElect
+// false no replica ever holds the lease, and BerthNotLeading would fire
+// for ever; the chart leaves it out then.
+func TestNoLeaderAlertWithoutLeaderElection(t *testing.T) {
+	alerts := func(args ...string) []string {
+		t.Helper()
+		objs := render(t, append([]string{"--set", "monitoring.prometheusRule.enabled=true"}, args...)...)
+		rule := find(t, objs, "PrometheusRule", "berth-controller")
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		var out []string
+		for _, g := range groups {
+			rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+			for _, r := range rules {
+				out = append(out, r.(map[string]any)["alert"].(string))
+			}
+		}
+		return out
+	}
+	if !slices.Contains(alerts(), "BerthNotLeading") {
+		t.Error("the default chart (leader election on) has no BerthNotLeading alert")
+	}
+	if got := alerts("--set", "controller.leaderElect=false", "--set", "replicas=1"); slices.Contains(got, "BerthNotLeading") {
+		t.Errorf("alerts %v without leader election, want no BerthNotLeading", got)
+	}
+}
