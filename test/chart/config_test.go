@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/config/policy"
 	"github.com/berth-dev/berth/config/rbac"
 	"github.com/berth-dev/berth/config/system"
+	"github.com/berth-dev/berth/internal/testing/helmchart"
 )
 
 // TestRBACIsConfigRBAC: with the default names the chart's ServiceAccount,
@@ -137,4 +140,29 @@ func decodeFS(t *testing.T, fsys fs.FS, only ...string) []*unstructured.Unstruct
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestLogValuesTheControllerCannotTakeAreRefused: a log level of 0 is one
+// controller-runtime refuses at flag parsing (the pods would exit), so
+// the schema refuses it; with development logging on, the chart leaves
+// out the encoder, level and stack-trace flags that would override it
+// (with them, development logging stayed JSON at info).
+func TestLogValuesTheControllerCannotTakeAreRefused(t *testing.T) {
+	for _, v := range []string{"controller.log.level=0", "controller.log.level=00"} {
+		if _, err := helmchart.Render(context.Background(), repoRoot(t), "--set", v); err == nil || !strings.Contains(err.Error(), "schema") {
+			t.Errorf("--set %s: %v, want the schema's refusal", v, err)
+		}
+	}
+	d := deployment(t, render(t, "--set", "controller.log.development=true"))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--zap-devel=true") {
+		t.Errorf("args %q, want --zap-devel=true", args)
+	}
+	for _, a := range args {
+		for _, flag := range []string{"--zap-encoder", "--zap-log-level", "--zap-stacktrace-level"} {
+			if strings.HasPrefix(a, flag+"=") {
+				t.Errorf("development logging with %s, which overrides development's own", a)
+			}
+		}
+	}
 }
