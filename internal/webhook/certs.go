@@ -68,8 +68,19 @@ type Certs struct {
 }
 
 // Ensure loads a valid certificate from the Secret, or makes and stores a
-// new one. It returns whether the certificate changed.
+// new one. It returns whether the certificate changed. Another replica
+// that stored one first (the Secret created or renewed in between: the
+// API server's AlreadyExists or Conflict) is followed: its certificate is
+// read and loaded, once.
 func (c *Certs) Ensure(ctx context.Context) (bool, error) {
+	changed, err := c.ensure(ctx)
+	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		return c.ensure(ctx)
+	}
+	return changed, err
+}
+
+func (c *Certs) ensure(ctx context.Context) (bool, error) {
 	s := &corev1.Secret{}
 	err := c.Client.Get(ctx, c.Secret, s)
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/berth-dev/berth/internal/testing/testenv"
 	"github.com/berth-dev/berth/internal/webhook"
@@ -73,4 +77,36 @@ func TestARenewedCertificatesBundleTrustsTheReplicaNotYetRenewed(t *testing.T) {
 	if !trusts(t, bundle, b) {
 		t.Errorf("the bundle does not trust the other replica's renewed certificate")
 	}
+}
+
+// TestTwoReplicasStartingTogetherServeOneCertificate: on a fresh install
+// both replicas find no Secret; one stores its certificate first. The
+// other's create is refused (AlreadyExists): it loads the stored one
+// instead of failing, which made the controller exit once.
+func TestTwoReplicasStartingTogetherServeOneCertificate(t *testing.T) {
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: "default", Name: "berth-webhook-cert-race"}
+	clk := clocktesting.NewFakeClock(time.Now())
+	first := &webhook.Certs{Client: env.Client, Secret: key, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Clock: clk}
+	missed := false
+	late := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Secret); ok && k == key && !missed {
+				missed = true // it read before the first replica stored its certificate
+				if _, err := first.Ensure(ctx); err != nil {
+					return err
+				}
+				return apierrors.NewNotFound(corev1.Resource("secrets"), k.Name)
+			}
+			return c.Get(ctx, k, obj, opts...)
+		},
+	})
+	second := &webhook.Certs{Client: late, Secret: key, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Clock: clk}
+	if _, err := second.Ensure(ctx); err != nil {
+		t.Fatalf("the second replica's Ensure: %v, want the first replica's certificate loaded", err)
+	}
+	if !trusts(t, first.CABundle(), second) {
+		t.Error("the second replica serves a certificate the first replica's bundle does not trust")
+	}
+	_ = env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 }
