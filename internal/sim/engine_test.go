@@ -404,3 +404,33 @@ func TestAPodThatCannotUseTheRoomPreemptsNothing(t *testing.T) {
 		t.Errorf("preemptions %d, unbound %d, waited for a launch %d; want 0, 0, 1 (a gpu node launched for the pod)", r.Preemptions, r.Unbound, r.PodsWaitedForLaunch)
 	}
 }
+
+// Two Headrooms of different units (500m and 3 cpu): each unit's room is
+// priced at its own Headroom's cpu, and runs of one trace agree to the
+// last digit. Before, every unit was priced at the cpu of whichever
+// Headroom a map gave first, and the share moved from run to run.
+func TestTheCostOfTwoHeadroomsIsEachUnitsOwn(t *testing.T) {
+	small, large := units(4, "500m", false), units(1, "3", false)
+	large.Name = "large"
+	var costs []float64
+	for range 6 {
+		c := cfg("two", small, large)
+		c.NodeGroups = []*v1alpha1.NodeGroup{b.NodeGroup("g", b.InstanceType("m-8", "8", "32Gi", b.OnDemand("zone-a", "0.80")),
+			b.LaunchDelay(metav1.Duration{Duration: time.Minute}))}
+		r, err := Run(c, traceOf(t, end(3600)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		costs = append(costs, r.HeadroomCost)
+	}
+	for _, got := range costs[1:] {
+		if got != costs[0] {
+			t.Fatalf("headroom cost of six runs %v, want one figure", costs)
+		}
+	}
+	// One m-8 holds both (2 + 3 of 8 cpu) from the first sample on:
+	// 5/8 of its price, nearly the whole hour.
+	if share := costs[0] / (0.80 * 5 / 8); share < 0.9 || share > 1 {
+		t.Errorf("headroom cost %v, want about 5/8 of the node's hour (%v)", costs[0], 0.80*5/8)
+	}
+}

@@ -22,8 +22,9 @@ type headroomState struct {
 	e *Engine
 	// desired and ready units per Headroom, after the last round.
 	desired, ready map[string]int32
-	// onNode counts the virtual units the last plan put on each node.
-	onNode   map[string]int
+	// onNode adds up the cpu of the virtual units the last plan put on
+	// each node, each at its own Headroom's unit.
+	onNode   map[string]float64
 	resolved map[string]hr.Resolved
 	// phase of each target (Learning, Sized, Capped) after the last round.
 	phase map[string]string
@@ -34,7 +35,7 @@ type headroomState struct {
 }
 
 func newHeadroomState(e *Engine) *headroomState {
-	return &headroomState{e: e, desired: map[string]int32{}, ready: map[string]int32{}, onNode: map[string]int{}, resolved: map[string]hr.Resolved{}, phase: map[string]string{}}
+	return &headroomState{e: e, desired: map[string]int32{}, ready: map[string]int32{}, onNode: map[string]float64{}, resolved: map[string]hr.Resolved{}, phase: map[string]string{}}
 }
 
 // resolve computes each Headroom's units now.
@@ -140,8 +141,10 @@ func (h *headroomState) readiness(plan *scaleup.Plan, e *Engine) {
 			continue
 		}
 		if n := e.nodes[pl.Node]; n != nil && n.ready {
-			h.ready[headroomOf(pl.Pod.Name)]++
-			h.onNode[pl.Node]++
+			name := headroomOf(pl.Pod.Name)
+			h.ready[name]++
+			unit := h.resolved[name].Shape.Resources[corev1.ResourceCPU]
+			h.onNode[pl.Node] += unit.AsApproximateFloat64()
 		}
 	}
 	for _, p := range e.podList() {

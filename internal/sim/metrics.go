@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -127,7 +128,10 @@ func (m *metrics) sample(now time.Time, e *Engine) {
 	m.accrue(now)
 	s := Sample{At: now.Sub(m.start).Seconds(), CostPerHour: m.rate}
 	m.headroomRate = 0
-	for _, n := range e.nodes {
+	// In the nodes' order: a sum of prices in map order differs in its
+	// last digits from run to run.
+	for _, name := range slices.Sorted(maps.Keys(e.nodes)) {
+		n := e.nodes[name]
 		s.Nodes++
 		if !n.ready {
 			s.Launching++
@@ -147,11 +151,7 @@ func (m *metrics) sample(now time.Time, e *Engine) {
 				held += p.obj.Spec.Containers[0].Resources.Requests.Cpu().AsApproximateFloat64()
 			}
 		}
-		for name, k := range e.headroom.onNode {
-			if name == n.obj.Name {
-				held += float64(k) * unitCPU(e)
-			}
-		}
+		held += e.headroom.onNode[n.obj.Name]
 		m.headroomRate += n.price * min(held/cpu, 1)
 	}
 	for _, p := range e.pending {
@@ -164,15 +164,6 @@ func (m *metrics) sample(now time.Time, e *Engine) {
 		s.HeadroomReady += int(e.headroom.ready[name])
 	}
 	m.series = append(m.series, s)
-}
-
-// unitCPU is the cpu of one virtual unit (the first Headroom's shape).
-func unitCPU(e *Engine) float64 {
-	for _, r := range e.headroom.resolved {
-		q := r.Shape.Resources.Cpu()
-		return q.AsApproximateFloat64()
-	}
-	return 0
 }
 
 func (m *metrics) result(end time.Time, e *Engine) *Result {
