@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/scenario"
 	"github.com/berth-dev/berth/internal/sim"
 	"github.com/berth-dev/berth/internal/trace"
@@ -152,7 +153,11 @@ func (o *options) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	delays, err := parseLaunchDelays(o.launchDelays, header.LaunchDelays, cluster.NodeGroups)
+	var groups []*v1alpha1.NodeGroup // of the cluster and of every policy
+	for _, p := range policies {
+		groups = append(groups, p.nodeGroups...)
+	}
+	delays, err := parseLaunchDelays(o.launchDelays, header.LaunchDelays, groups)
 	if err != nil {
 		return err
 	}
@@ -292,6 +297,13 @@ func (o *options) loadPolicies(cluster *scenario.Scenario) ([]policy, error) {
 			p.nodeGroups = override(cluster.NodeGroups, over.NodeGroups, func(g *v1alpha1.NodeGroup) string { return g.Name })
 			p.headrooms = override(cluster.Headrooms, over.Headrooms, func(h *v1alpha1.Headroom) string { return h.Namespace + "/" + h.Name })
 		}
+		// A Headroom the controller could not resolve keeps nothing and
+		// says so in its status; here no status is read: it is refused.
+		for _, h := range p.headrooms {
+			if _, err := hr.ScopeGroups(h, p.nodeGroups); err != nil {
+				return nil, fmt.Errorf("policy %s: Headroom %s: %w", p.name, h.Name, err)
+			}
+		}
 		if seen[p.name] {
 			return nil, fmt.Errorf("two policies are named %s: name policy files differently", p.name)
 		}
@@ -339,7 +351,7 @@ func parseLaunchDelays(flags []string, recorded map[string][]float64, groups []*
 		case group == "":
 			all = d
 		case !slices.ContainsFunc(groups, func(g *v1alpha1.NodeGroup) bool { return g.Name == group }):
-			return nil, fmt.Errorf("--launch-delay %q: the cluster has no node group %s", f, group)
+			return nil, fmt.Errorf("--launch-delay %q: neither the cluster nor a policy has node group %s", f, group)
 		default:
 			fixed[group] = d
 		}

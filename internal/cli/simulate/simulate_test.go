@@ -133,6 +133,17 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 	badGroup := write(t, dir, "bad.yaml", "apiVersion: berth.dev/v1alpha1\nkind: NodeGroup\nmetadata: {name: g}\nspec: {maxSize: -1}\n")
 	sameName := write(t, filepath.Join(t.TempDir()), "current.yaml", "apiVersion: berth.dev/v1alpha1\nkind: Headroom\nmetadata: {name: spare}\nspec: {units: {count: 1, resources: {cpu: '1'}}}\n")
 	notTrace := write(t, dir, "not.jsonl", "hello\n")
+	// A Headroom scoped to a group no policy has (a renamed group) kept
+	// nothing, silently: both columns of the report were the same.
+	lostScope := write(t, dir, "lost.yaml", "apiVersion: berth.dev/v1alpha1\nkind: Headroom\nmetadata: {name: spare}\nspec: {scope: {nodeGroups: [main]}, units: {count: 8, resources: {cpu: '1'}}}\n")
+	// A group that only a policy has may have its own launch delay.
+	bigGroup := write(t, dir, "big.yaml", "apiVersion: berth.dev/v1alpha1\nkind: NodeGroup\nmetadata: {name: big}\nspec: {maxSize: 5, instanceTypes: [{name: b-16, capacity: {cpu: '16', memory: 64Gi}, offerings: [{zone: z, capacityType: on-demand, pricePerHour: '1'}]}], provider: {kwok: {}}}\n")
+	if _, _, err := run(t, "--trace", tr, "--cluster", cl, "--policy", bigGroup, "--launch-delay", "big=30s"); err != nil {
+		t.Errorf("--launch-delay of a group only a policy has: %v", err)
+	}
+	if _, _, err := run(t, "--trace", tr, "--cluster", cl, "--policy", bigGroup, "--launch-delay", "bigg=30s"); err == nil || !strings.Contains(err.Error(), "neither the cluster nor a policy has node group bigg") {
+		t.Errorf("--launch-delay of a group no policy has: %v, want it refused", err)
+	}
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -149,6 +160,7 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 		"interval":       {[]string{"--trace", tr, "--cluster", cl, "--scale-down-interval", "0s"}, "--scale-down-interval must be at least 100ms, not 0s"},
 		"tiny interval":  {[]string{"--trace", tr, "--cluster", cl, "--resync-period", "1ns"}, "--resync-period must be at least 100ms, not 1ns"},
 		"missing file":   {[]string{"--trace", filepath.Join(dir, "nope"), "--cluster", cl}, "no such file"},
+		"lost scope":     {[]string{"--trace", tr, "--cluster", cl, "--policy", lostScope}, `policy lost: Headroom spare: spec.scope.nodeGroups: node group "main" does not exist`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := run(t, tc.args...)
@@ -185,7 +197,7 @@ func TestLaunchDelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseLaunchDelays([]string{"genral=10m"}, nil, groups); err == nil || !strings.Contains(err.Error(), "the cluster has no node group genral") {
+	if _, err := parseLaunchDelays([]string{"genral=10m"}, nil, groups); err == nil || !strings.Contains(err.Error(), "neither the cluster nor a policy has node group genral") {
 		t.Errorf("a misspelled group: %v, want it refused", err)
 	}
 	if d := f("gpu", nil); d.String() != "5m0s" {
