@@ -383,6 +383,7 @@ func (e *Engine) deletePod(p *pod) {
 		}
 	} else {
 		e.dropPending(p)
+		e.metrics.deletedUnbound(p, e.now)
 	}
 	e.dirty = true
 }

@@ -23,9 +23,11 @@ type metrics struct {
 	cost  float64
 	byKey map[[2]string]*typeHours
 	// headroom's share of the cost, accrued between samples.
-	headroomRate, headroomCost  float64
-	waitAll, waitNeeded         sketch
-	pods, needed, launchWaits   int
+	headroomRate, headroomCost float64
+	waitAll, waitNeeded        sketch
+	pods, needed, launchWaits  int
+	// deleted are the pods deleted while they waited (deletedUnbound).
+	deleted                     int
 	recreated, running          int
 	nodesAtStart                int
 	launches, launchesHeadroom  int
@@ -122,6 +124,19 @@ func (m *metrics) bound(p *pod, now time.Time) {
 	}
 }
 
+// deletedUnbound counts a pod of the trace deleted while it waited: it
+// waited until then (a pod that never got a node is the worst wait, not
+// none).
+func (m *metrics) deletedUnbound(p *pod, now time.Time) {
+	if p.placeholder != "" || p.running {
+		return
+	}
+	w := now.Sub(p.created).Seconds()
+	m.deleted++
+	m.waitAll.add(w)
+	m.waitNeeded.add(w)
+}
+
 // sample records the time series and the rate of headroom's cost: the
 // price share of the room its ready units take on their nodes.
 func (m *metrics) sample(now time.Time, e *Engine) {
@@ -169,7 +184,7 @@ func (m *metrics) sample(now time.Time, e *Engine) {
 func (m *metrics) result(end time.Time, e *Engine) *Result {
 	m.accrue(end)
 	r := &Result{Policy: m.name, Seconds: end.Sub(m.start).Seconds(), Cost: m.cost, HeadroomCost: m.headroomCost,
-		Pods: m.pods, RunningAtStart: m.running, NodesAtStart: m.nodesAtStart, Recreated: m.recreated, PodsWaited: m.needed, PodsWaitedForLaunch: m.launchWaits,
+		Pods: m.pods, DeletedUnbound: m.deleted, RunningAtStart: m.running, NodesAtStart: m.nodesAtStart, Recreated: m.recreated, PodsWaited: m.needed, PodsWaitedForLaunch: m.launchWaits,
 		Launches: m.launches, LaunchesForHeadroom: m.launchesHeadroom, Removals: m.removals, Drains: m.drains,
 		Evictions: m.evictions, Replacements: m.replacements, Preemptions: m.preemptions, Series: m.series, Resumes: m.resumes}
 	for _, p := range e.pending {

@@ -51,6 +51,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("pods waited", func(x *Result) string { return fmt.Sprint(x.PodsWaited) })
 	row("  for a launch", func(x *Result) string { return fmt.Sprint(x.PodsWaitedForLaunch) })
 	row("  unbound at end", func(x *Result) string { return fmt.Sprint(x.Unbound) })
+	row("  deleted unbound", func(x *Result) string { return fmt.Sprint(x.DeletedUnbound) })
 	if slices.ContainsFunc(r.Results, func(x *Result) bool { return x.Target != nil }) {
 		row("target", func(x *Result) string {
 			if x.Target == nil {

@@ -22,7 +22,8 @@ type Result struct {
 	// the waits). PodsWaited are the pods (of both) whose first scheduling
 	// attempt found no node; PodsWaitedForLaunch those of them a node was
 	// launched for while they waited; Unbound those still pending at the
-	// end.
+	// end; DeletedUnbound those deleted while they waited (their wait, to
+	// the deletion, counts in the waits).
 	RunningAtStart      int `json:"runningAtStart,omitempty"`
 	NodesAtStart        int `json:"nodesAtStart,omitempty"`
 	Pods                int `json:"pods"`
@@ -30,6 +31,7 @@ type Result struct {
 	PodsWaited          int `json:"podsWaited"`
 	PodsWaitedForLaunch int `json:"podsWaitedForLaunch"`
 	Unbound             int `json:"unbound"`
+	DeletedUnbound      int `json:"deletedUnbound,omitempty"`
 	// Wait is the wait for capacity (creation to bound) of the pods that
 	// waited; WaitAll of every pod (0 for those bound at once).
 	Wait    WaitStats `json:"wait"`
