@@ -384,6 +384,7 @@ func (e *Engine) deletePod(p *pod) {
 	} else {
 		e.dropPending(p)
 		e.metrics.deletedUnbound(p, e.now)
+		e.learner.judgeUnbound(p, e.now.Sub(p.created))
 	}
 	e.dirty = true
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/controller/disruption"
@@ -458,4 +459,32 @@ func TestPodsDeletedWhileTheyWaitCountInTheWaits(t *testing.T) {
 		t.Errorf("deleted unbound %d, unbound at end %d; want 6 and 0", r.DeletedUnbound, r.Unbound)
 	}
 	near(t, "max wait", r.Wait.Max, 290)
+}
+
+// A target is judged on the pods it is about: its pod selector picks the
+// web pods, which bind at once into the headroom's node; batch pods
+// (5 cpu: no node of the group holds one; they wait to the end) are not the
+// target's. Before, the report judged the target over every pod and said
+// it was missed.
+func TestATargetIsJudgedOnItsOwnPods(t *testing.T) {
+	h := units(4, "1", false)
+	h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95, MinUnits: ptr.To[int32](4),
+		PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	var ev []*trace.Event
+	for i := range 3 {
+		ev = append(ev, create(float64(300+i), "web-"+strconv.Itoa(i), "1"))
+		batch := create(float64(300+i), "batch-"+strconv.Itoa(i), "5")
+		batch.Pod.Labels = map[string]string{"app": "batch"}
+		ev = append(ev, batch)
+	}
+	r, err := Run(cfg("target", h), traceOf(t, append(ev, end(900))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Target == nil || r.Target.Within != 1 || !r.Target.Met {
+		t.Fatalf("target %+v, want every web pod within 5 s, met", r.Target)
+	}
+	if all := r.Within(5); all >= 0.95 {
+		t.Errorf("%.2f of all pods within 5 s: the batch pods should have waited", all)
+	}
 }

@@ -131,10 +131,10 @@ func (m *metrics) deletedUnbound(p *pod, now time.Time) {
 	if p.placeholder != "" || p.running {
 		return
 	}
-	w := now.Sub(p.created).Seconds()
+	w := now.Sub(p.created)
 	m.deleted++
-	m.waitAll.add(w)
-	m.waitNeeded.add(w)
+	m.waitAll.add(w.Seconds())
+	m.waitNeeded.add(w.Seconds())
 }
 
 // sample records the time series and the rate of headroom's cost: the
@@ -192,6 +192,7 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 			r.Unbound++
 			m.waitNeeded.add(end.Sub(p.created).Seconds())
 			m.waitAll.add(end.Sub(p.created).Seconds())
+			e.learner.judgeUnbound(p, end.Sub(p.created))
 		}
 	}
 	if h := r.Seconds / 3600; h > 0 {
@@ -211,6 +212,10 @@ func (m *metrics) result(end time.Time, e *Engine) *Result {
 			share := hr.Share(t)
 			r.Target = &TargetResult{Headroom: h.Name, Wait: t.Wait.Seconds(), Percent: int32(math.Round(share * 100)),
 				Within: r.Within(t.Wait.Seconds()), Phase: e.headroom.phase[h.Name], Units: e.headroom.desired[h.Name]}
+			// The pods the target is about: its scope and pod selector.
+			if x := e.learner.byName[h.Name]; x != nil && x.judged > 0 {
+				r.Target.Within = float64(x.within) / float64(x.judged)
+			}
 			r.Target.Met = r.Target.Within >= share
 			break
 		}

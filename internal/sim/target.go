@@ -34,6 +34,31 @@ type learned struct {
 	shapes *demand.Shapes
 	// waits are the waits of the pods it counts, for demand.Corrected.
 	waits demand.Waits
+	// within and judged count the pods the target is about (its scope
+	// and pod selector; pods that never got a node by the selector
+	// alone) and those of them that got capacity within its wait: the
+	// report's Within.
+	within, judged int
+}
+
+// judge counts a pod the target is about that waited wait.
+func (x *learned) judge(wait time.Duration) {
+	x.judged++
+	if wait <= x.h.Spec.Target.Wait.Duration {
+		x.within++
+	}
+}
+
+// judgeUnbound counts, for every target whose pod selector selects it,
+// a pod of the trace that never got a node (deleted while it waited, or
+// pending at the end), with its wait until then.
+func (l *learner) judgeUnbound(p *pod, wait time.Duration) {
+	for _, x := range l.byName {
+		if x.rec != nil && !p.running && p.placeholder == "" && !isDaemon(p.obj) &&
+			(x.selector == nil || x.selector.Matches(labels.Set(p.obj.Labels))) {
+			x.judge(wait)
+		}
+	}
 }
 
 func newLearner(e *Engine) *learner {
@@ -73,6 +98,7 @@ func (l *learner) bound(p *pod, group string) {
 			req := demand.RequestsOf(resource.PodRequests(p.obj, resource.PodResourcesOptions{}))
 			wait := l.e.now.Sub(p.created)
 			x.waits.Observe(l.e.now, wait, wait <= x.h.Spec.Target.Wait.Duration)
+			x.judge(wait)
 			if c := x.shapes.Route(req, p.created, l.e.now); c != nil {
 				c.Arrived(p.created, l.e.now)
 			}
