@@ -1,12 +1,12 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -67,16 +67,14 @@ func (c *Config) ensure(ctx context.Context, want bool, caBundle []byte) error {
 		}
 		return c.Client.Create(ctx, obj)
 	}
-	if len(cur.Webhooks) == 1 && bytes.Equal(cur.Webhooks[0].ClientConfig.CABundle, caBundle) && sameEndpoint(cur.Webhooks[0].ClientConfig, desired.ClientConfig) {
+	// The whole webhook as berth makes it (the API server's defaults
+	// spelled out): an edit by hand (a longer timeout, a namespace
+	// selector removed) or the webhook of an earlier berth is put back.
+	if len(cur.Webhooks) == 1 && equality.Semantic.DeepEqual(cur.Webhooks[0], desired) {
 		return nil
 	}
 	cur.Webhooks = []admissionregistrationv1.MutatingWebhook{desired}
 	return c.Client.Update(ctx, cur)
-}
-
-func sameEndpoint(a, b admissionregistrationv1.WebhookClientConfig) bool {
-	return ptr.Deref(a.URL, "") == ptr.Deref(b.URL, "") && (a.Service == nil) == (b.Service == nil) &&
-		(a.Service == nil || (a.Service.Name == b.Service.Name && a.Service.Namespace == b.Service.Namespace && ptr.Deref(a.Service.Path, "") == ptr.Deref(b.Service.Path, "")))
 }
 
 // webhook is the one webhook: pod CREATE only, never blocking (failure
@@ -89,12 +87,16 @@ func (c *Config) webhook(caBundle []byte) admissionregistrationv1.MutatingWebhoo
 	} else if c.Endpoint.Service != nil {
 		svc := *c.Endpoint.Service
 		svc.Path = ptr.To(PodPath)
+		if svc.Port == nil {
+			svc.Port = ptr.To[int32](443) // the API server's default
+		}
 		cc.Service = &svc
 	}
 	return admissionregistrationv1.MutatingWebhook{
 		Name:                    "companion.berth.dev",
 		ClientConfig:            cc,
 		FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent), // the API server's default
 		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 		TimeoutSeconds:          ptr.To[int32](2),
 		AdmissionReviewVersions: []string{"v1"},

@@ -2,6 +2,7 @@ package companion
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -37,7 +38,10 @@ type ProfileReconciler struct {
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=secrets,resourceNames=berth-webhook-cert,verbs=get;update
 
 // Register adds the reconciler, and a sync once the cache has started (a
-// configuration left from an earlier run without profiles goes).
+// configuration left from an earlier run without profiles goes) and
+// every resyncConfig after: a configuration deleted or edited by hand is
+// put back (berth may not watch other webhook configurations, so it
+// looks again).
 func (r *ProfileReconciler) Register(mgr ctrl.Manager) error {
 	if err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-profiles").For(&v1alpha1.CompanionProfile{}).Complete(r); err != nil {
 		return err
@@ -46,13 +50,25 @@ func (r *ProfileReconciler) Register(mgr ctrl.Manager) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil
 		}
-		if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
-			// Not fatal: the next profile event syncs again.
-			log.FromContext(ctx).Error(err, "syncing the companion webhook configuration at start")
+		t := time.NewTicker(resyncConfig)
+		defer t.Stop()
+		for {
+			if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+				// Not fatal: the next profile event, or tick, syncs again.
+				log.FromContext(ctx).Error(err, "syncing the companion webhook configuration")
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
 		}
-		return nil
 	}))
 }
+
+// resyncConfig is how often the webhook configuration is synced besides
+// the profiles' events.
+const resyncConfig = 5 * time.Minute
 
 // Reconcile syncs the webhook configuration with the profiles, and warns
 // on the profile req names (every profile for an empty req) when it is
