@@ -217,6 +217,12 @@ const (
 	// the room for the pod's companion is held (or after the profile's
 	// ungateAfter, whatever happens).
 	SchedulingGateCompanion = "berth.dev/companion-headroom"
+	// AnnotationCompanionGateSince on a gated workload pod that was
+	// created with other scheduling gates besides berth's (another
+	// admission controller's, such as Kueue's) is when berth's gate became
+	// the only one (RFC 3339), or empty while others remain: the
+	// profile's ungateAfter counts from then, not from the pod's creation.
+	AnnotationCompanionGateSince = "berth.dev/companion-gate-since"
 	// AnnotationCompanionRequests on a gated workload pod holds the requests
 	// of its companion (a JSON resource list, written by berth): the planner
 	// places the pod only where the companion fits too.

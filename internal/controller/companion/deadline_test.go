@@ -189,3 +189,53 @@ func TestAHandoverGateWithoutANodeIsReleased(t *testing.T) {
 		t.Errorf("a companion with no node is still held back: gates %v", got.Spec.SchedulingGates)
 	}
 }
+
+// TestAnotherGateHoldsTheClock: a workload created with a queue's gate
+// beside berth's (Kueue admits it later) is held by that gate, not by
+// berth: past ungateAfter since its creation berth's gate stays while the
+// queue's does, and ungateAfter counts from the moment berth's gate is
+// the only one. Before, berth removed its gate at ungateAfter after the
+// creation, with no room held, and the pod was planned without its
+// companion once the queue admitted it.
+func TestAnotherGateHoldsTheClock(t *testing.T) {
+	ctx := context.Background()
+	const ns = "queued"
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, 5*time.Second))
+	w := b.Pod("w", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("app", ns))
+	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: v1alpha1.SchedulingGateCompanion}}
+	create(t, w)
+	clk := clocktesting.NewFakeClock(time.Now().Add(time.Minute)) // past ungateAfter since the creation
+	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clk, PauseImage: "pause"}
+	get := func() *corev1.Pod {
+		t.Helper()
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	pass(t, r, w)
+	if !companion.Gated(get()) {
+		t.Fatal("berth's gate went while the queue's gate held the pod")
+	}
+	// The queue admits the pod: its gate goes.
+	admitted := get()
+	patch := client.MergeFrom(admitted.DeepCopy())
+	admitted.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
+	if err := env.Client.Patch(ctx, admitted, patch); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r, w)
+	got := get()
+	if !companion.Gated(got) {
+		t.Fatal("berth's gate went at once when the queue's went: ungateAfter counts from then")
+	}
+	if got.Annotations[v1alpha1.AnnotationCompanionGateSince] == "" {
+		t.Errorf("annotations %v, want %s stamped", got.Annotations, v1alpha1.AnnotationCompanionGateSince)
+	}
+	clk.Step(6 * time.Second)
+	pass(t, r, w)
+	if companion.Gated(get()) {
+		t.Error("berth's gate is still there ungateAfter after the queue's went")
+	}
+}

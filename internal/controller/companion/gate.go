@@ -40,8 +40,14 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 		return reconcile.Result{}, r.ungate(ctx, w, "no CompanionProfile selects this pod any more")
 	}
 	after := gateBound(p, profiles)
-	deadline := w.CreationTimestamp.Add(after)
 	now := r.Clock.Now()
+	start, err := r.gateStart(ctx, w, now)
+	if err != nil || start.IsZero() {
+		// Other gates hold the pod (start zero): berth's clock has not
+		// started; their removal is an update of the pod, looked at then.
+		return reconcile.Result{}, err
+	}
+	deadline := start.Add(after)
 	if !now.Before(deadline) {
 		return reconcile.Result{}, r.ungateLate(ctx, w, p, after, selectErr)
 	}
@@ -90,6 +96,51 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.ungate(ctx, w, "")
+}
+
+// gateStart is when the profile's ungateAfter starts for w: its
+// creation, or, for a pod created with other scheduling gates besides
+// berth's (another admission controller's, such as Kueue's, which admits
+// the pod later), the moment berth's gate was seen to be the only one
+// (AnnotationCompanionGateSince, written then, so it survives a
+// restart). Zero while other gates remain: the pod is held by them, not
+// by berth, and berth neither plans it (podutil.IsCompanionGated) nor
+// counts its time.
+func (r *Reconciler) gateStart(ctx context.Context, w *corev1.Pod, now time.Time) (time.Time, error) {
+	others := slices.ContainsFunc(w.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name != v1alpha1.SchedulingGateCompanion
+	})
+	since, marked := w.Annotations[v1alpha1.AnnotationCompanionGateSince]
+	switch {
+	case others && marked && since == "":
+		return time.Time{}, nil
+	case others:
+		return time.Time{}, r.markGateSince(ctx, w, "")
+	case !marked:
+		return w.CreationTimestamp.Time, nil
+	case since == "":
+		stamp := now.UTC().Format(time.RFC3339)
+		return now, r.markGateSince(ctx, w, stamp)
+	}
+	t, err := time.Parse(time.RFC3339, since)
+	if err != nil {
+		return w.CreationTimestamp.Time, nil // not berth's writing: the creation bounds it
+	}
+	return t, nil
+}
+
+// markGateSince writes AnnotationCompanionGateSince on w.
+func (r *Reconciler) markGateSince(ctx context.Context, w *corev1.Pod, value string) error {
+	patch := client.MergeFromWithOptions(w.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	w.Annotations = maps.Clone(w.Annotations)
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[v1alpha1.AnnotationCompanionGateSince] = value
+	if err := r.Client.Patch(ctx, w, patch); err != nil {
+		return fmt.Errorf("marking when the companion gate of %s/%s started: %w", w.Namespace, w.Name, err)
+	}
+	return nil
 }
 
 // gateBound is how long w's gate may be held: the ungateAfter of p, the
