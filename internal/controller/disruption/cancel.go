@@ -36,7 +36,13 @@ func (c *Controller) cancelStaleRemovals(ctx context.Context, w *world) []error 
 		}
 		for _, name := range names {
 			n := w.byName[name]
-			if n != nil && n.DeletionTimestamp == nil && (nodeutil.Disrupted(n) || removedByAnother(n)) {
+			if n == nil {
+				// No Node: a Machine the provisioner removes because it never
+				// got infrastructure, or a node whose removal went on past its
+				// deletion. No drain of berth's to undo.
+				continue
+			}
+			if n.DeletionTimestamp == nil && (nodeutil.Disrupted(n) || removedByAnother(n)) {
 				continue // its drain goes on, or another controller's removal
 			}
 			err := rc.CancelRemoval(ctx, name)
@@ -47,10 +53,8 @@ func (c *Controller) cancelStaleRemovals(ctx context.Context, w *world) []error 
 				errs = append(errs, fmt.Errorf("undoing the removal of %s: %w", name, err))
 			default:
 				log.FromContext(ctx).Info("undid a removal the provider held for a node berth no longer drains", "node", name, "nodeGroup", g.Name)
-				if n != nil {
-					c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemovalCancelled, "ScaleDown",
-						"Undid the provider's removal of this node (node group %s): berth no longer drains it", g.Name)
-				}
+				c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemovalCancelled, "ScaleDown",
+					"Undid the provider's removal of this node (node group %s): berth no longer drains it", g.Name)
 			}
 		}
 	}

@@ -419,11 +419,13 @@ func TestAStaleRemovalIsUndoneButNotAnotherControllersRemoval(t *testing.T) {
 		f.patchNode(name, func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true" })
 	}
 	f.patchNode(booting, func(n *corev1.Node) { delete(n.Labels, v1alpha1.LabelInitialized) })
-	cloud := &heldRemovals{CloudProvider: f.ctrl.Cloud, marked: []string{stale, booting}}
+	// A Machine without a Node (the provisioner removes it: it never got
+	// infrastructure) is no drain to undo either.
+	cloud := &heldRemovals{CloudProvider: f.ctrl.Cloud, marked: []string{stale, booting, "md-0-stuck-machine"}}
 	f.ctrl.Cloud = cloud
 	f.run()
 	if !slices.Equal(cloud.cancelled, []string{stale}) {
-		t.Errorf("removals undone: %v, want only the stale one of %s (not the launch timeout's of %s)", cloud.cancelled, stale, booting)
+		t.Errorf("removals undone: %v, want only the stale one of %s (not the launch timeout's of %s, nor the stuck Machine's)", cloud.cancelled, stale, booting)
 	}
 	if !hasEventOn(f, stale, disruption.ReasonRemovalCancelled) {
 		t.Errorf("no %s event on %s: %+v", disruption.ReasonRemovalCancelled, stale, f.events.For(stale))
