@@ -77,7 +77,7 @@ func (d *PodDefaulter) gateFor(ctx context.Context, pod *corev1.Pod) (string, er
 	if len(profiles.Items) == 0 {
 		return "", nil
 	}
-	p, err := companion.Selecting(ctx, profiles.Items, pod, clusterread.Lookup{Reader: d.Reader})
+	p, err := companion.Selecting(ctx, profiles.Items, pod, clusterread.Lookup{Reader: d.Reader, Fresh: d.APIReader})
 	if err != nil {
 		return "", err
 	}

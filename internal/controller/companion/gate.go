@@ -34,7 +34,7 @@ func (r *Reconciler) gated(ctx context.Context, w *corev1.Pod) (reconcile.Result
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	lookup := clusterread.Lookup{Reader: r.Client}
+	lookup := clusterread.Lookup{Reader: r.Client, Fresh: r.APIReader}
 	p, selectErr := companion.Selecting(ctx, profiles, w, lookup)
 	if selectErr == nil && p == nil {
 		return reconcile.Result{}, r.ungate(ctx, w, "no CompanionProfile selects this pod any more")
