@@ -16,11 +16,20 @@ import (
 // not returned: it is not an error worth a stack trace. Other errors are
 // returned as they are.
 func Update(ctx context.Context, c client.Client, obj client.Object) error {
+	_, err := Write(ctx, c, obj)
+	return err
+}
+
+// Write is Update that also says whether the status was written (false
+// on a conflict): a caller whose side effects (an event, a metric) follow
+// the new status makes them only then, not again when the newer version
+// is reconciled.
+func Write(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
 	err := c.Status().Update(ctx, obj)
 	if apierrors.IsConflict(err) {
 		log.FromContext(ctx).V(1).Info("status changed meanwhile; the newer version is reconciled again",
 			"object", client.ObjectKeyFromObject(obj).String())
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }

@@ -2,6 +2,7 @@ package tenant_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -104,5 +105,30 @@ func TestForeignNamespaceTheCacheHasNotShownIsNotTakenOver(t *testing.T) {
 	}
 	if got := log.get(); len(got) != 0 {
 		t.Errorf("applied %v into a namespace that is not the tenant's", got)
+	}
+}
+
+// TestATransitionIsRecordedOnlyWhenItsStatusIsWritten: a pass that read a
+// stale tenant (the status the last pass wrote not in its copy yet) sees
+// the same transition again; its status write conflicts and is dropped,
+// and so is the transition: no second event, no second count. Before, the
+// event and the metrics were recorded before the write.
+func TestATransitionIsRecordedOnlyWhenItsStatusIsWritten(t *testing.T) {
+	create(t, newTenant("stale-1", "no-such-type", nil))
+	r, _, rec := reconciler(t)
+	conflicting := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("tenants").GroupResource(), obj.GetName(), errors.New("the object has been modified"))
+		},
+	})
+	stale := *r
+	stale.Client = conflicting
+	reconcileOnce(t, &stale, "stale-1")
+	if evs := rec.For("stale-1"); len(evs) != 0 {
+		t.Errorf("events %+v from a pass whose status write conflicted, want none", evs)
+	}
+	reconcileOnce(t, r, "stale-1")
+	if evs := rec.For("stale-1"); len(evs) != 1 || evs[0].Reason != v1alpha1.ReasonTypeNotFound {
+		t.Errorf("events %+v after the pass that wrote the status, want one %s", evs, v1alpha1.ReasonTypeNotFound)
 	}
 }

@@ -311,10 +311,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, t *v1alpha1.Tenant, status
 	if equality.Semantic.DeepEqual(&t.Status, status) {
 		return nil
 	}
-	r.recordTransition(t, status)
+	was := t.DeepCopy()
 	t.Status = *status
-	if err := statusupdate.Update(ctx, r.Client, t); err != nil {
+	written, err := statusupdate.Write(ctx, r.Client, t)
+	if err != nil {
 		return fmt.Errorf("updating status of tenant %s: %w", t.Name, err)
+	}
+	if written {
+		// Only a transition written: a stale copy's is recorded by the
+		// pass that writes it, once.
+		r.recordTransition(was, status)
 	}
 	return nil
 }
