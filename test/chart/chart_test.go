@@ -341,6 +341,15 @@ func TestServiceMonitor(t *testing.T) {
 	if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "https" || eps[0].(map[string]any)["port"] != "https-metrics" || eps[0].(map[string]any)["bearerTokenFile"] == nil {
 		t.Errorf("ServiceMonitor endpoints %v, want https-metrics over HTTPS with a bearer token", eps)
 	}
+	// A Prometheus that denies file access from ServiceMonitors skips one
+	// with bearerTokenFile: the endpoint's authorization from a Secret.
+	sm = find(t, render(t, "--set", "metrics.serviceMonitor.enabled=true", "--set-json",
+		`metrics.serviceMonitor.authorization={"credentials":{"name":"prometheus-token","key":"token"}}`), "ServiceMonitor", "berth-controller")
+	eps, _, _ = unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ep := eps[0].(map[string]any)
+	if name, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name"); name != "prometheus-token" || ep["bearerTokenFile"] != nil {
+		t.Errorf("ServiceMonitor endpoint %v, want the authorization's credentials and no bearerTokenFile", ep)
+	}
 }
 
 func ptrString[T any](p *T) string {
