@@ -114,8 +114,9 @@ type TenantSpec struct {
 	// +optional
 	Config ConfigValues `json:"config,omitempty"`
 	// SecretRefs name Secrets in the tenant's namespace whose keys become
-	// environment variables of its container (optional: the pod starts
-	// without them).
+	// environment variables of its container. Each must exist: until it
+	// does the container waits (CreateContainerConfigError), and the
+	// tenant's Ready condition says so.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name

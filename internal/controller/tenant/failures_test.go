@@ -3,9 +3,12 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
 )
 
 // TestUnknownTypeOrGroupIsReportedNotCrashedOn: a tenant of a type that
@@ -131,4 +135,34 @@ func TestATransitionIsRecordedOnlyWhenItsStatusIsWritten(t *testing.T) {
 	if evs := rec.For("stale-1"); len(evs) != 1 || evs[0].Reason != v1alpha1.ReasonTypeNotFound {
 		t.Errorf("events %+v after the pass that wrote the status, want one %s", evs, v1alpha1.ReasonTypeNotFound)
 	}
+}
+
+// TestAPodTheClusterRefusesIsNamedInTheStatus: an admission policy of the
+// cluster refuses the tenant's pod (as a quota or Pod Security would);
+// the Deployment's ReplicaSet cannot create it, and the tenant's status
+// says why instead of "waiting for the Deployment to create the pod" for
+// ever.
+func TestAPodTheClusterRefusesIsNamedInTheStatus(t *testing.T) {
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-pods-for-refused-1"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.namespace != 'tenant-refused-1'", Message: "no pods here (test policy)"}},
+		}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-pods-for-refused-1"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	create(t, policy, binding)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, policy) })
+	create(t, b.NodeGroup("refused-group"), tenantType("refused-type", "refused-group"), newTenant("refused-1", "refused-type", nil))
+	r, _, _ := reconciler(t)
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "refused-1"}}); err != nil {
+			return false, "", err
+		}
+		c := meta.FindStatusCondition(getTenant(t, "refused-1").Status.Conditions, v1alpha1.ConditionScheduled)
+		return c != nil && strings.Contains(c.Message, "no pods here"), fmt.Sprintf("condition %+v", c), nil
+	})
 }

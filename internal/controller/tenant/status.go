@@ -23,6 +23,14 @@ type observed struct {
 	// scaleUp is berth's latest scale-up event about the pending pod
 	// (TriggeredScaleUp or NotTriggerScaleUp), nil if none.
 	scaleUp *eventsv1.Event
+	// waiting says why the bound pod's container does not run (its
+	// waiting reason and message, such as CreateContainerConfigError: a
+	// secret not found), "" when it runs or nothing is said.
+	waiting string
+	// noPod says why the Deployment makes no pod (its ReplicaFailure
+	// condition: a quota, Pod Security, an admission policy refused it),
+	// "" when nothing is said.
+	noPod string
 }
 
 // podStatus derives the tenant's phase, node and conditions from what was
@@ -35,6 +43,9 @@ func podStatus(t *v1alpha1.Tenant, o observed, status *v1alpha1.TenantStatus) {
 	case o.pod == nil:
 		status.Phase = v1alpha1.TenantPending
 		scheduled.Reason, scheduled.Message = v1alpha1.ReasonWaitingForPod, "waiting for the Deployment to create the tenant's pod"
+		if o.noPod != "" {
+			scheduled.Message += ": " + o.noPod
+		}
 	case o.pod.Spec.NodeName == "":
 		status.Phase = v1alpha1.TenantPending
 		scheduled.Reason, scheduled.Message = pendingReason(o)
@@ -57,6 +68,9 @@ func podStatus(t *v1alpha1.Tenant, o observed, status *v1alpha1.TenantStatus) {
 	ready.Reason, ready.Message = scheduled.Reason, scheduled.Message
 	if scheduled.Status == metav1.ConditionTrue {
 		ready.Reason, ready.Message = v1alpha1.ReasonPodNotReady, fmt.Sprintf("pod %s is not Ready yet", o.pod.Name)
+		if o.waiting != "" {
+			ready.Message += ": " + o.waiting
+		}
 		if podReady(o.pod) {
 			status.Phase = v1alpha1.TenantRunning
 			ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.ReasonPodReady

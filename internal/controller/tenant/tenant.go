@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -288,12 +289,36 @@ func (r *Reconciler) observe(ctx context.Context, t *v1alpha1.Tenant) (observed,
 	}
 	switch {
 	case o.pod == nil:
+		// Why the Deployment makes none, as it says (read past the cache:
+		// berth caches only the Deployments of berth-system's).
+		d := &appsv1.Deployment{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: t.TenantNamespace(), Name: t.Name}, d); client.IgnoreNotFound(err) != nil {
+			return o, fmt.Errorf("reading the Deployment of tenant %s: %w", t.Name, err)
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				o.noPod = c.Reason + ": " + c.Message
+			}
+		}
 	case o.pod.Spec.NodeName != "":
 		node := &corev1.Node{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: o.pod.Spec.NodeName}, node); client.IgnoreNotFound(err) != nil {
 			return o, fmt.Errorf("reading node %s: %w", o.pod.Spec.NodeName, err)
 		}
 		o.nodeGroup = node.Labels[v1alpha1.LabelNodeGroup]
+		if !podReady(o.pod) {
+			// The cache keeps no container statuses: why the container
+			// waits is read from the API server.
+			fresh := &corev1.Pod{}
+			if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(o.pod), fresh); client.IgnoreNotFound(err) != nil {
+				return o, fmt.Errorf("reading pod %s of tenant %s: %w", o.pod.Name, t.Name, err)
+			}
+			for _, cs := range fresh.Status.ContainerStatuses {
+				if w := cs.State.Waiting; w != nil && w.Reason != "" {
+					o.waiting = strings.TrimSuffix(w.Reason+": "+w.Message, ": ")
+				}
+			}
+		}
 	default:
 		evs := &eventsv1.EventList{}
 		if err := r.Reader.List(ctx, evs, client.InNamespace(t.TenantNamespace()), client.MatchingFields{"regarding.uid": string(o.pod.UID)},
