@@ -57,7 +57,7 @@ func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup)
 	if capi != nil {
 		capiCloud = capi
 	}
-	cloud := multi.New(mgr.GetClient(), kwok.New(mgr.GetClient(), clk).WithAPIReader(mgr.GetAPIReader()), capiCloud)
+	cloud := multi.New(mgr.GetClient(), kwok.New(mgr.GetClient(), clk).WithAPIReader(mgr.GetAPIReader()), capiCloud).WithAPIReader(mgr.GetAPIReader())
 	provisioning.RegisterMetrics()
 	nodegroup.RegisterMetrics()
 	launchtimeout.RegisterMetrics()

@@ -22,6 +22,9 @@ type Provider struct {
 	kwok   cloudprovider.CloudProvider
 	// capi is nil when berth was not given a management cluster.
 	capi cloudprovider.CloudProvider
+	// fresh reads a node the cache does not show (WithAPIReader; nil:
+	// none).
+	fresh client.Reader
 }
 
 var (
@@ -37,6 +40,14 @@ var (
 // reads Nodes and NodeGroups.
 func New(c client.Reader, kwokProvider, capi cloudprovider.CloudProvider) *Provider {
 	return &Provider{client: c, kwok: kwokProvider, capi: capi}
+}
+
+// WithAPIReader has a node the cache does not show read from r (the API
+// server) before it is taken for gone (a node created a moment ago), and
+// returns p.
+func (p *Provider) WithAPIReader(r client.Reader) *Provider {
+	p.fresh = r
+	return p
 }
 
 // Name returns "multi".
@@ -57,7 +68,11 @@ func (p *Provider) forGroup(ng *v1alpha1.NodeGroup) (cloudprovider.CloudProvider
 
 func (p *Provider) forNode(ctx context.Context, nodeName string) (cloudprovider.CloudProvider, error) {
 	node := &corev1.Node{}
-	if err := p.client.Get(ctx, client.ObjectKey{Name: nodeName}, node); apierrors.IsNotFound(err) {
+	err := p.client.Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	if apierrors.IsNotFound(err) && p.fresh != nil {
+		err = p.fresh.Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	}
+	if apierrors.IsNotFound(err) {
 		return nil, &cloudprovider.NotFoundError{Name: nodeName}
 	} else if err != nil {
 		return nil, fmt.Errorf("reading node %s: %w", nodeName, err)

@@ -84,3 +84,22 @@ func TestRoutesEachCallToTheGroupsProvider(t *testing.T) {
 		t.Errorf("CancelRemoval for a node of a clusterAPI group without the provider = %v, want nil (nothing berth can undo)", err)
 	}
 }
+
+// TestANodeTheCacheDoesNotShowIsRoutedFromTheAPIServer: a node created a
+// moment ago is not in the cache yet; its deletion goes to its group's
+// provider, read from the API server, not taken for a node gone.
+func TestANodeTheCacheDoesNotShowIsRoutedFromTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	cache := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(b.NodeGroup("kwok-g")).Build()
+	api := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(b.NodeGroup("kwok-g"), node("new-1", "kwok-g")).Build()
+	kwokStub := &stub{name: "kwok"}
+	if err := multi.New(cache, kwokStub, nil).Delete(ctx, "new-1"); !cloudprovider.IsNotFound(err) {
+		t.Fatalf("without the API reader: %v, want NotFound (the cache alone)", err)
+	}
+	if err := multi.New(cache, kwokStub, nil).WithAPIReader(api).Delete(ctx, "new-1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(kwokStub.deleted) != 1 || kwokStub.deleted[0] != "new-1" {
+		t.Errorf("kwok deleted %v, want new-1", kwokStub.deleted)
+	}
+}
