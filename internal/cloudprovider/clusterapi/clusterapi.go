@@ -255,9 +255,9 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 		return err
 	}
 	if why := removalsRefused(r, ms); why != "" {
-		live := 0
+		live := 0 // as the planner counts them: not Machines given up
 		for _, m := range ms {
-			if !m.Deleting {
+			if !m.Deleting && !givenUp(m, p.clock.Now(), r.timeout) {
 				live++
 			}
 		}
