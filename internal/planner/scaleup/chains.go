@@ -38,7 +38,14 @@ type chain struct {
 // that are on a cycle, whose root carries a companion add-on already, or
 // whose node constraints cannot be combined with their root's. Then the
 // followers that do not fold narrow their roots too, where they can.
-func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, vols snapshot.Volumes) chain {
+//
+// placeable tells whether a pod could get a node at all (an existing one,
+// or one launched from a template): a narrowing that would leave the
+// root none is not made (the follower is not folded, or, not folded, does
+// not narrow), so a follower that can go nowhere leaves its leader as it
+// is, as kube-scheduler would run the leader and leave the follower
+// waiting.
+func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, vols snapshot.Volumes, placeable func(*corev1.Pod) bool) chain {
 	in := map[*corev1.Pod]bool{}
 	sels := map[*corev1.Pod][]*corev1.NodeSelector{} // nil for a follower whose volume takes it nowhere
 	for f := range leaderOf {
@@ -75,14 +82,14 @@ func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, 
 				have = r
 			}
 			n, ok := narrow(have, f, sels[f])
-			if !ok {
+			if !ok || n != have && !placeable(n) {
 				in[f], dropped = false, true
 				break
 			}
 			c.narrowed[r] = n
 		}
 		if !dropped {
-			narrowByOthers(c, leaderOf, in, sels)
+			narrowByOthers(c, leaderOf, in, sels, placeable)
 			return c
 		}
 	}
@@ -92,7 +99,8 @@ func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, 
 // where that follower may go too: its leader, or the root its leader
 // folds into. A follower whose constraints cannot be combined with the
 // root's (or whose volume takes it nowhere) leaves the root as it is.
-func narrowByOthers(c chain, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool, sels map[*corev1.Pod][]*corev1.NodeSelector) {
+func narrowByOthers(c chain, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool, sels map[*corev1.Pod][]*corev1.NodeSelector,
+	placeable func(*corev1.Pod) bool) {
 	for _, f := range sortedFollowers(leaderOf) {
 		if _, placeable := sels[f]; in[f] || !placeable {
 			continue
@@ -107,7 +115,7 @@ func narrowByOthers(c chain, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev
 		if have == nil {
 			have = r
 		}
-		if n, ok := narrow(have, f, sels[f]); ok {
+		if n, ok := narrow(have, f, sels[f]); ok && (n == have || placeable(n)) {
 			c.narrowed[r] = n
 		}
 	}

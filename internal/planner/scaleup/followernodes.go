@@ -80,24 +80,63 @@ func requiredTerms(p *corev1.Pod) []corev1.NodeSelectorTerm {
 }
 
 // andTerms combines two ORed lists of terms into the ORed list of their
-// pairwise ANDs; an empty list is no constraint.
+// pairwise ANDs, leaving out the pairs no node can match (a key both
+// required and required absent, or required in disjoint sets of values:
+// a volume's zone selection pairs its beta label, its GA label and "no
+// topology label at all" with those of the next selection); an empty
+// list is no constraint.
 func andTerms(a, b []corev1.NodeSelectorTerm) ([]corev1.NodeSelectorTerm, bool) {
 	if len(a) == 0 {
 		return b, len(b) <= maxAffinityTerms
 	}
-	if len(a)*len(b) > maxAffinityTerms {
+	if len(a)*len(b) > maxAffinityProducts {
 		return nil, false
 	}
 	var out []corev1.NodeSelectorTerm
 	for _, x := range a {
 		for _, y := range b {
-			out = append(out, corev1.NodeSelectorTerm{
+			t := corev1.NodeSelectorTerm{
 				MatchExpressions: append(slices.Clone(x.MatchExpressions), y.MatchExpressions...),
 				MatchFields:      append(slices.Clone(x.MatchFields), y.MatchFields...),
-			})
+			}
+			if !contradicts(t.MatchExpressions) {
+				out = append(out, t)
+			}
 		}
 	}
-	return out, true
+	if len(out) == 0 {
+		return nil, false // nowhere: not narrowed, as too many terms
+	}
+	return out, len(out) <= maxAffinityTerms
+}
+
+// maxAffinityProducts bounds the pairs andTerms looks at before it
+// leaves out those no node matches.
+const maxAffinityProducts = 256
+
+// contradicts reports whether no node's labels can meet every
+// requirement: a key required (In, Exists) and required absent
+// (DoesNotExist), or required In two sets with no value in common.
+func contradicts(reqs []corev1.NodeSelectorRequirement) bool {
+	for i, r := range reqs {
+		for _, q := range reqs[i+1:] {
+			if r.Key != q.Key {
+				continue
+			}
+			present := func(o corev1.NodeSelectorOperator) bool {
+				return o == corev1.NodeSelectorOpIn || o == corev1.NodeSelectorOpExists
+			}
+			switch {
+			case present(r.Operator) && q.Operator == corev1.NodeSelectorOpDoesNotExist,
+				present(q.Operator) && r.Operator == corev1.NodeSelectorOpDoesNotExist:
+				return true
+			case r.Operator == corev1.NodeSelectorOpIn && q.Operator == corev1.NodeSelectorOpIn &&
+				!slices.ContainsFunc(r.Values, func(v string) bool { return slices.Contains(q.Values, v) }):
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tolerates reports whether tolerations have every toleration of want

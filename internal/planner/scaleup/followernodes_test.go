@@ -75,3 +75,20 @@ func TestNarrowALeaderToWhereItsFollowerMayGo(t *testing.T) {
 		})
 	}
 }
+
+// TestTermsNoNodeCanMeetAreLeftOut: the pairs of two selections that
+// require a key and its absence, or disjoint values of it, are left out
+// of their AND; when every pair is such, the AND is refused.
+func TestTermsNoNodeCanMeetAreLeftOut(t *testing.T) {
+	in := func(k string, v ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: k, Operator: corev1.NodeSelectorOpIn, Values: v}}}
+	}
+	absent := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpDoesNotExist}}}
+	got, ok := andTerms([]corev1.NodeSelectorTerm{in("zone", "a"), absent}, []corev1.NodeSelectorTerm{in("zone", "a", "b"), absent})
+	if !ok || len(got) != 2 {
+		t.Errorf("AND of (zone a | no zone) and (zone a,b | no zone): %d terms %v, want 2 (zone a; no zone)", len(got), got)
+	}
+	if _, ok := andTerms([]corev1.NodeSelectorTerm{in("zone", "a")}, []corev1.NodeSelectorTerm{in("zone", "b"), absent}); ok {
+		t.Error("AND of zone a and (zone b | no zone) was accepted: no node meets it")
+	}
+}

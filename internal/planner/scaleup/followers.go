@@ -43,8 +43,9 @@ type followers struct {
 
 // foldFollowers finds followers among pending and folds each into the
 // root of its chain (chains.go); vols resolves their volumes (called
-// only when there are followers).
-func foldFollowers(pending, bound []*corev1.Pod, vols func() snapshot.Volumes) followers {
+// only when there are followers), placeable tells whether a narrowed
+// root could get a node at all.
+func foldFollowers(pending, bound []*corev1.Pod, vols func() snapshot.Volumes, placeable func(*corev1.Pod) bool) followers {
 	out := followers{of: map[types.NamespacedName][]*corev1.Pod{}, pods: map[string]int{}}
 	leaderOf := map[*corev1.Pod]*corev1.Pod{}
 	for _, p := range pending {
@@ -56,7 +57,7 @@ func foldFollowers(pending, bound []*corev1.Pod, vols func() snapshot.Volumes) f
 		out.pending = pending
 		return out
 	}
-	c := chains(leaderOf, pending, bound, vols())
+	c := chains(leaderOf, pending, bound, vols(), placeable)
 	if len(c.narrowed) == 0 {
 		out.pending = pending
 		return out

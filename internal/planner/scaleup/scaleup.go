@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
@@ -183,7 +184,8 @@ func Run(in Input) (*Plan, error) {
 	if len(in.Held) > 0 {
 		bound = slices.Concat(in.Pods, in.Held)
 	}
-	fold := foldFollowers(in.Pending, bound, func() snapshot.Volumes { return snapshot.NewVolumes(in.Claims, in.Volumes) })
+	fold := foldFollowers(in.Pending, bound, func() snapshot.Volumes { return snapshot.NewVolumes(in.Claims, in.Volumes) },
+		func(p *corev1.Pod) bool { return placeableAnywhere(s, templates, p) })
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
@@ -484,4 +486,30 @@ func explain(in binpack.Input, c *snapshot.Class, unavailable []string) string {
 		msg += ": " + strings.Join(parts, "; ")
 	}
 	return msg
+}
+
+// placeableAnywhere reports whether a pod could get a node at all: an
+// existing node whose taints it tolerates and whose labels its required
+// node selection matches (room aside), or a node launched from a template
+// (snapshot.LaunchableFor).
+func placeableAnywhere(s *snapshot.Snapshot, templates []*binpack.Template, p *corev1.Pod) bool {
+	aff := nodeaffinity.GetRequiredNodeAffinity(p)
+	for _, n := range s.Nodes {
+		if _, untolerated := snapshot.UntoleratedTaint(n.Taints, p.Spec.Tolerations); untolerated {
+			continue
+		}
+		if ok, _ := aff.Match(n.Node); ok {
+			return true
+		}
+	}
+	needs, pods := snapshot.NeedsOnNewNode(p, nil)
+	for _, t := range templates {
+		if _, untolerated := snapshot.UntoleratedTaint(t.Node.Taints, p.Spec.Tolerations); untolerated {
+			continue
+		}
+		if snapshot.LaunchableFor(aff, &needs, pods, t.Node) {
+			return true
+		}
+	}
+	return false
 }
