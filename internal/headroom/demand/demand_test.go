@@ -305,3 +305,24 @@ func TestHugeRequestsDoNotWrapTheDemand(t *testing.T) {
 		t.Errorf("units of a request of %d millicores: %d, want the most a window counts (%d)", int64(math.MaxInt64), got, maxUnits)
 	}
 }
+
+// A pod of a request near the largest quantity that arrives and leaves in
+// one window leaves the other pods' demand standing: 3 cpu arrive with
+// it, and 3 units are learned, not none.
+func TestAHugePodThatComesAndGoesLeavesTheRestOfTheDemand(t *testing.T) {
+	h := NewHistory(time.Minute, cpu1, 0, monday)
+	r := NewRecorder(h, monday)
+	at := func(s int) time.Time { return monday.Add(time.Duration(s) * time.Second) }
+	huge := Requests{corev1.ResourceCPU: math.MaxInt64}
+	r.Arrived(at(40), at(40), RequestsOf(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}))
+	r.Arrived(at(41), at(41), huge)
+	r.Left(at(42), at(42), huge)
+	r.Close(at(600))
+	var most int64
+	for _, b := range h.Hours[0].Bins {
+		most = max(most, b.Units)
+	}
+	if most != 3 {
+		t.Errorf("the window learned at most %d units, want the 3 cpu's 3", most)
+	}
+}

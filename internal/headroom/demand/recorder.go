@@ -56,8 +56,20 @@ func (r *Recorder) add(at, now time.Time, req Requests, sign int64) {
 		r.open[i] = w
 	}
 	for name, v := range req {
-		w[name] = addSaturating(w[name], sign*v)
+		w[name] = addSaturating(w[name], sign*r.bound(name, v))
 	}
+}
+
+// bound caps a pod's request at what a window can count of it (maxUnits
+// of the shape's unit): a pod of a request near the largest quantity
+// that arrives and leaves in one window then cancels out, and the other
+// pods' demand stands (a sum saturated by it would lose theirs).
+func (r *Recorder) bound(name corev1.ResourceName, v int64) int64 {
+	per := r.H.Shape[name]
+	if per <= 0 || per > math.MaxInt64/maxUnits {
+		return v
+	}
+	return min(v, per*maxUnits)
 }
 
 // addSaturating is a+b held within int64: a pod's request near the
