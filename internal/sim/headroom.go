@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/component-helpers/resource"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -136,15 +138,20 @@ func (h *headroomState) placeholders(x *v1alpha1.Headroom, r hr.Resolved) {
 func (h *headroomState) readiness(plan *scaleup.Plan, e *Engine) {
 	clear(h.ready)
 	clear(h.onNode)
+	// Each unit's own cpu: a learned shape's units are larger than the
+	// Headroom's unit.
+	unitCPU := map[string]float64{}
+	for _, u := range h.last {
+		q := resource.PodRequests(u, resource.PodResourcesOptions{})[corev1.ResourceCPU]
+		unitCPU[u.Name] = q.AsApproximateFloat64()
+	}
 	for _, pl := range plan.ExistingNodePlacements {
 		if !strings.HasPrefix(pl.Pod.Name, "headroom-") || pl.Pod.Namespace != v1alpha1.SystemNamespace {
 			continue
 		}
 		if n := e.nodes[pl.Node]; n != nil && n.ready {
-			name := headroomOf(pl.Pod.Name)
-			h.ready[name]++
-			unit := h.resolved[name].Shape.Resources[corev1.ResourceCPU]
-			h.onNode[pl.Node] += unit.AsApproximateFloat64()
+			h.ready[headroomOf(pl.Pod.Name)]++
+			h.onNode[pl.Node] += unitCPU[pl.Pod.Name]
 		}
 	}
 	for _, p := range e.podList() {
