@@ -39,11 +39,12 @@ func narrow(l, f *corev1.Pod, vols []*corev1.NodeSelector) (*corev1.Pod, bool) {
 		c.Spec.NodeSelector[k] = v
 	}
 	if fReq != nil || len(vols) > 0 {
-		terms, ok := requiredTerms(l), true
+		terms := requiredTerms(l)
 		for _, req := range append([][]corev1.NodeSelectorTerm{fReq}, selectorTerms(vols)...) {
 			if req == nil {
 				continue
 			}
+			var ok bool
 			if terms, ok = andTerms(terms, req); !ok {
 				return nil, false
 			}
