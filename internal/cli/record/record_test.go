@@ -18,21 +18,29 @@ import (
 	"github.com/berth-dev/berth/internal/trace"
 )
 
+// recording is a recorder spooling into a buffer, from start, whose clock
+// reads *now.
+func recording(t *testing.T, start time.Time, now *time.Time) (*recorder, *bytes.Buffer, *trace.Writer) {
+	t.Helper()
+	var buf bytes.Buffer
+	spool, err := trace.NewWriter(&buf, trace.Header{Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return *now }}, live: map[string]bool{},
+		full: make(chan struct{}), spool: spool, start: start}
+	return r, &buf, spool
+}
+
 // A recording begins with the pods bound when it started, marked
 // running, then the pods pending then, then what happened after: the
 // informer hands the pods of its first list in any order, and a trace
 // whose running pods came after another event would be refused by
 // berth simulate.
 func TestRecordingBeginsWithTheRunningPods(t *testing.T) {
-	var buf bytes.Buffer
-	spool, err := trace.NewWriter(&buf, trace.Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	now := start
-	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return now }}, live: map[string]bool{},
-		full: make(chan struct{}), spool: spool, start: start}
+	r, buf, spool := recording(t, start, &now)
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	}
@@ -46,7 +54,7 @@ func TestRecordingBeginsWithTheRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rd, err := trace.NewReader(&buf)
+	rd, err := trace.NewReader(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,15 +161,9 @@ func TestMaxEventsBelowOneIsRefused(t *testing.T) {
 // on: before, the line was written and berth simulate refused the whole
 // trace at it.
 func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
-	var buf bytes.Buffer
-	spool, err := trace.NewWriter(&buf, trace.Header{Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	now := start
-	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return now }}, live: map[string]bool{},
-		full: make(chan struct{}), spool: spool, start: start}
+	r, buf, spool := recording(t, start, &now)
 	values := make([]string, trace.MaxLine/60)
 	for i := range values {
 		values[i] = strings.Repeat("v", 60)
@@ -184,7 +186,7 @@ func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
 	if d := gocmp.Diff([]string{"shop/huge"}, r.skipped); d != "" {
 		t.Errorf("pods left out (-want +got):\n%s", d)
 	}
-	rd, err := trace.NewReader(&buf)
+	rd, err := trace.NewReader(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,20 +213,14 @@ func TestAPodPastTheLongestLineIsLeftOut(t *testing.T) {
 // timer that ends a 90-day recording fires a moment after it) is written
 // at the end of the span, where berth simulate reads it.
 func TestEventsPastTheSpanAreWrittenAtItsEnd(t *testing.T) {
-	var buf bytes.Buffer
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	spool, err := trace.NewWriter(&buf, trace.Header{Start: start})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := start.Add(trace.MaxSpan + 842*time.Millisecond)
-	r := &recorder{o: Options{MaxEvents: 100, Now: func() time.Time { return now }}, live: map[string]bool{},
-		full: make(chan struct{}), spool: spool, start: start}
+	r, buf, spool := recording(t, start, &now)
 	r.podAdded(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "late"}}, false)
 	if err := spool.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := trace.NewReader(&buf)
+	rd, err := trace.NewReader(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
