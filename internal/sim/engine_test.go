@@ -488,3 +488,29 @@ func TestATargetIsJudgedOnItsOwnPods(t *testing.T) {
 		t.Errorf("%.2f of all pods within 5 s: the batch pods should have waited", all)
 	}
 }
+
+// A target scoped to a group is not judged on a pod no group of its
+// scope could take (its node selector names another group): that pod
+// never gets a node, but it is not the target's.
+func TestATargetIsNotJudgedOnPodsOutsideItsScope(t *testing.T) {
+	h := units(4, "1", false)
+	h.Spec.Target = &v1alpha1.HeadroomTarget{Wait: metav1.Duration{Duration: 5 * time.Second}, Percent: 95, MinUnits: ptr.To[int32](4)}
+	c := cfg("scoped", h)
+	c.NodeGroups = append(c.NodeGroups, b.NodeGroup("other", b.Size(0, 0), b.InstanceType("o-4", "4", "16Gi", b.OnDemand("zone-a", "0.40"))))
+	var ev []*trace.Event
+	for i := range 3 {
+		ev = append(ev, create(float64(300+i), "web-"+strconv.Itoa(i), "1"))
+	}
+	elsewhere := create(303, "elsewhere", "1")
+	elsewhere.Pod.Spec.NodeSelector = map[string]string{v1alpha1.LabelNodeGroup: "other"}
+	r, err := Run(c, traceOf(t, append(append(ev, elsewhere), end(900))...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Unbound != 1 {
+		t.Fatalf("unbound %d, want the pod of the other group", r.Unbound)
+	}
+	if r.Target == nil || r.Target.Within != 1 {
+		t.Errorf("target %+v, want every pod of its scope within 5 s", r.Target)
+	}
+}

@@ -134,7 +134,9 @@ func (m *metrics) deletedUnbound(p *pod, now time.Time) {
 	w := now.Sub(p.created)
 	m.deleted++
 	m.waitAll.add(w.Seconds())
-	m.waitNeeded.add(w.Seconds())
+	if p.needed { // it waited for capacity, as bound counts it
+		m.waitNeeded.add(w.Seconds())
+	}
 }
 
 // sample records the time series and the rate of headroom's cost: the

@@ -7,10 +7,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/headroom/demand"
+	"github.com/berth-dev/berth/internal/simulator/snapshot"
 )
 
 // learner is the headroom-target controller's learning in the simulation
@@ -49,16 +51,41 @@ func (x *learned) judge(wait time.Duration) {
 	}
 }
 
-// judgeUnbound counts, for every target whose pod selector selects it,
-// a pod of the trace that never got a node (deleted while it waited, or
-// pending at the end), with its wait until then.
+// judgeUnbound counts, for every target whose pod selector selects it
+// and whose scope has a group that could take it (its taints tolerated,
+// its labels matching the pod's required node selection), a pod of the
+// trace that never got a node (deleted while it waited, or pending at
+// the end), with its wait until then.
 func (l *learner) judgeUnbound(p *pod, wait time.Duration) {
 	for _, x := range l.byName {
 		if x.rec != nil && !p.running && p.placeholder == "" && !isDaemon(p.obj) &&
-			(x.selector == nil || x.selector.Matches(labels.Set(p.obj.Labels))) {
+			(x.selector == nil || x.selector.Matches(labels.Set(p.obj.Labels))) && l.inScope(x, p) {
 			x.judge(wait)
 		}
 	}
+}
+
+// inScope reports whether a group of the target's scope (every group for
+// none) could take the pod, room aside.
+func (l *learner) inScope(x *learned, p *pod) bool {
+	aff := nodeaffinity.GetRequiredNodeAffinity(p.obj)
+	for _, g := range l.e.cfg.NodeGroups {
+		if x.groups != nil && !x.groups[g.Name] {
+			continue
+		}
+		if _, untolerated := snapshot.UntoleratedTaint(g.NodeTaints(), p.obj.Spec.Tolerations); untolerated {
+			continue
+		}
+		for i := range g.Spec.InstanceTypes {
+			it := &g.Spec.InstanceTypes[i]
+			for j := range it.Offerings {
+				if ok, _ := aff.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: g.NodeLabels(it, &it.Offerings[j])}}); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func newLearner(e *Engine) *learner {

@@ -239,3 +239,29 @@ func TestAnotherGateHoldsTheClock(t *testing.T) {
 		t.Error("berth's gate is still there ungateAfter after the queue's went")
 	}
 }
+
+// TestAGateStartInTheFutureIsNotTrusted: a pod created with a
+// gate-since stamp berth did not write (far in the future: a template
+// copied from another pod, a clock ahead) is held from now, not until
+// then: the gate goes ungateAfter later at the latest.
+func TestAGateStartInTheFutureIsNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	const ns = "future-stamp"
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, fuseProfile(ns, 5*time.Second))
+	w := b.Pod("w", b.Namespace(ns), b.NoUID(), b.CPU("500m"), b.Labels("app", ns))
+	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
+	w.Annotations = map[string]string{v1alpha1.AnnotationCompanionGateSince: "2099-01-01T00:00:00Z"}
+	create(t, w)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clk, PauseImage: "pause"}
+	pass(t, r, w)
+	clk.Step(6 * time.Second)
+	pass(t, r, w)
+	got := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+		t.Fatal(err)
+	}
+	if companion.Gated(got) {
+		t.Errorf("still gated ungateAfter after berth first saw it (gate-since %s)", got.Annotations[v1alpha1.AnnotationCompanionGateSince])
+	}
+}

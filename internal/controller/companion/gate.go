@@ -123,8 +123,13 @@ func (r *Reconciler) gateStart(ctx context.Context, w *corev1.Pod, now time.Time
 		return now, r.markGateSince(ctx, w, stamp)
 	}
 	t, err := time.Parse(time.RFC3339, since)
-	if err != nil {
+	switch {
+	case err != nil || t.Before(w.CreationTimestamp.Time):
 		return w.CreationTimestamp.Time, nil // not berth's writing: the creation bounds it
+	case t.After(now):
+		// Not a time berth stamped (a pod template carrying one, a clock
+		// ahead): from now, so that the gate's bound holds.
+		return now, r.markGateSince(ctx, w, now.UTC().Format(time.RFC3339))
 	}
 	return t, nil
 }

@@ -20,9 +20,10 @@ import (
 // its own that the fold would lose (anti-affinity, spread, host ports)
 // and asks for nothing but cpu and memory (what a companion add-on
 // carries). Everything else is planned as it is, pod by pod. Either way a
-// root is planned only where its followers may go (narrow): a follower
-// planned pod by pod after a root planned where it may not run (another
-// zone than its volume's) would wait for ever.
+// root is planned only where its followers may go (narrow), when some
+// node could be there: a follower planned pod by pod after a root planned
+// where it may not run (another zone than its volume's) would wait for
+// ever.
 
 // chain is the outcome of deciding the chains: the root each folded
 // follower goes with, and each root as planned (narrowed to where all its

@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
@@ -185,7 +186,7 @@ func Run(in Input) (*Plan, error) {
 		bound = slices.Concat(in.Pods, in.Held)
 	}
 	fold := foldFollowers(in.Pending, bound, func() snapshot.Volumes { return snapshot.NewVolumes(in.Claims, in.Volumes) },
-		func(p *corev1.Pod) bool { return placeableAnywhere(s, templates, p) })
+		func(p *corev1.Pod) bool { return placeableAnywhere(s, groups, p) })
 	s.SetAddOnPods(fold.pods)
 	bin := binpack.Input{
 		Snapshot: s, Pending: fold.pending, Templates: templates,
@@ -490,9 +491,10 @@ func explain(in binpack.Input, c *snapshot.Class, unavailable []string) string {
 
 // placeableAnywhere reports whether a pod could get a node at all: an
 // existing node whose taints it tolerates and whose labels its required
-// node selection matches (room aside), or a node launched from a template
-// (snapshot.LaunchableFor).
-func placeableAnywhere(s *snapshot.Snapshot, templates []*binpack.Template, p *corev1.Pod) bool {
+// node selection matches, or a node of some offering of a group, whether
+// or not the offering can be launched this round (one in launch backoff
+// is still a place for the pod, to wait for). Room is not looked at.
+func placeableAnywhere(s *snapshot.Snapshot, groups []*v1alpha1.NodeGroup, p *corev1.Pod) bool {
 	aff := nodeaffinity.GetRequiredNodeAffinity(p)
 	for _, n := range s.Nodes {
 		if _, untolerated := snapshot.UntoleratedTaint(n.Taints, p.Spec.Tolerations); untolerated {
@@ -502,13 +504,18 @@ func placeableAnywhere(s *snapshot.Snapshot, templates []*binpack.Template, p *c
 			return true
 		}
 	}
-	needs, pods := snapshot.NeedsOnNewNode(p, nil)
-	for _, t := range templates {
-		if _, untolerated := snapshot.UntoleratedTaint(t.Node.Taints, p.Spec.Tolerations); untolerated {
+	for _, g := range groups {
+		if _, untolerated := snapshot.UntoleratedTaint(g.NodeTaints(), p.Spec.Tolerations); untolerated {
 			continue
 		}
-		if snapshot.LaunchableFor(aff, &needs, pods, t.Node) {
-			return true
+		for i := range g.Spec.InstanceTypes {
+			it := &g.Spec.InstanceTypes[i]
+			for j := range it.Offerings {
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: g.NodeLabels(it, &it.Offerings[j])}}
+				if ok, _ := aff.Match(node); ok {
+					return true
+				}
+			}
 		}
 	}
 	return false
