@@ -149,13 +149,21 @@ func TestAPodTheClusterRefusesIsNamedInTheStatus(t *testing.T) {
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.namespace != 'tenant-refused-1'", Message: "no pods here (test policy)"}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "!has(object.metadata.labels) || !('" + v1alpha1.LabelTenant + "' in object.metadata.labels) || object.metadata.labels['" + v1alpha1.LabelTenant + "'] != 'refused-1'",
+				Message: "no pods here (test policy)"}},
 		}}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-pods-for-refused-1"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
 	create(t, policy, binding)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, policy) })
+	// The API server enforces a new policy a moment later: a pod of the
+	// tenant's labels is tried (dry run) until it is refused.
+	expect.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		probe := b.Pod("probe", b.Labels(v1alpha1.LabelTenant, "refused-1"))
+		err := env.Client.Create(ctx, probe, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "no pods here"), fmt.Sprintf("a probe pod: %v", err), nil
+	})
 	create(t, b.NodeGroup("refused-group"), tenantType("refused-type", "refused-group"), newTenant("refused-1", "refused-type", nil))
 	r, _, _ := reconciler(t)
 	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
