@@ -272,7 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	requeue := time.Duration(0)
 	switch {
 	case acct.units < o.desired:
-		st.Message = r.launch(ctx, o, groups, o.desired-acct.units)
+		st.Message = r.launch(ctx, o, groups, nodes, o.desired-acct.units)
 		requeue = resync
 	case acct.units > o.desired:
 		if _, err := r.removeSurplus(ctx, true, acct.suspended, acct.units, o.desired, o.unitsOn,
@@ -473,8 +473,9 @@ func costPerHour(acct account, groups map[string]*v1alpha1.NodeGroup) float64 {
 }
 
 // launch launches standby nodes for the missing units, bounded by
-// maxLaunches and the group's maxSize, and says what it did.
-func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, missing int32) string {
+// maxLaunches, the group's maxSize and the cluster's limits (standby are
+// the standby nodes read from the API server), and says what it did.
+func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1alpha1.NodeGroup, standby []*corev1.Node, missing int32) string {
 	scope, err := o.scope(sortedGroups(groups))
 	if err != nil {
 		return r.cannot(o, err.Error())
@@ -508,7 +509,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 	want := int32(math.Ceil(float64(missing) / float64(c.PerNode)))
 	launch := min(want, maxLaunches, max(0, c.Group.Spec.MaxSize-size[c.Group.Name]))
 	it, _ := c.Group.FindOffering(c.Key.InstanceType, c.Key.Zone, v1alpha1.CapacityType(c.Key.CapacityType))
-	room, why, err := r.clusterRoom(ctx, it)
+	room, why, err := r.clusterRoom(ctx, it, standby)
 	if err != nil {
 		return err.Error()
 	}
@@ -539,37 +540,38 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 
 // clusterRoom is how many more nodes of instance type it the cluster-wide
 // limits let in, and which limit holds them when none: the cluster's
-// Nodes as the cache shows them, and the standby nodes the API server
-// has that the cache does not show yet (launched a moment ago), each as
+// Nodes as the cache shows them, and of standby (the standby nodes the
+// reconcile read from the API server) those the cache does not show yet
+// (launched a moment ago), each as
 // the provisioner counts a Node (every node but a virtual kubelet's of no
 // group, those being deleted included); other launches whose Node has
 // not registered yet, which the provisioner also counts, are not.
-func (r *Reconciler) clusterRoom(ctx context.Context, it *v1alpha1.InstanceType) (int32, string, error) {
+func (r *Reconciler) clusterRoom(ctx context.Context, it *v1alpha1.InstanceType, standby []*corev1.Node) (int32, string, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, "", fmt.Errorf("listing nodes: %w", err)
 	}
-	fresh := &corev1.NodeList{}
-	if err := r.APIReader.List(ctx, fresh, client.MatchingLabels{v1alpha1.TaintStandby: "true"}); err != nil {
-		return 0, "", fmt.Errorf("listing standby nodes: %w", err)
-	}
-	cached := make(map[string]bool, len(nodes.Items))
-	for i := range nodes.Items {
-		cached[nodes.Items[i].Name] = true
-	}
-	all := slices.Concat(nodes.Items, slices.DeleteFunc(fresh.Items, func(n corev1.Node) bool { return cached[n.Name] }))
 	count := int64(0)
 	used := corev1.ResourceList{}
-	for i := range all {
-		n := &all[i]
+	add := func(n *corev1.Node) {
 		if !snapshot.InClusterTotal(n, n.Labels[v1alpha1.LabelNodeGroup]) {
-			continue
+			return
 		}
 		count++
 		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 			q := used[name]
 			q.Add(n.Status.Capacity[name])
 			used[name] = q
+		}
+	}
+	cached := make(map[string]bool, len(nodes.Items))
+	for i := range nodes.Items {
+		cached[nodes.Items[i].Name] = true
+		add(&nodes.Items[i])
+	}
+	for _, n := range standby {
+		if !cached[n.Name] {
+			add(n)
 		}
 	}
 	room, why := int64(math.MaxInt32), ""
