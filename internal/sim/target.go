@@ -70,19 +70,8 @@ func (l *learner) judgeUnbound(p *pod, wait time.Duration) {
 func (l *learner) inScope(x *learned, p *pod) bool {
 	aff := nodeaffinity.GetRequiredNodeAffinity(p.obj)
 	for _, g := range l.e.cfg.NodeGroups {
-		if x.groups != nil && !x.groups[g.Name] {
-			continue
-		}
-		if _, untolerated := snapshot.UntoleratedTaint(g.NodeTaints(), p.obj.Spec.Tolerations); untolerated {
-			continue
-		}
-		for i := range g.Spec.InstanceTypes {
-			it := &g.Spec.InstanceTypes[i]
-			for j := range it.Offerings {
-				if ok, _ := aff.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: g.NodeLabels(it, &it.Offerings[j])}}); ok {
-					return true
-				}
-			}
+		if (x.groups == nil || x.groups[g.Name]) && snapshot.GroupCouldTake(g, aff, p.obj.Spec.Tolerations) {
+			return true
 		}
 	}
 	return false

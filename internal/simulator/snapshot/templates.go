@@ -1,5 +1,13 @@
 package snapshot
 
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/berth-dev/berth/api/v1alpha1"
+)
+
 // SetTemplates sets the node group templates: hypothetical nodes, one per
 // node group and zone, that topology spread counts as potential domains.
 func (s *Snapshot) SetTemplates(ts []*Node) {
@@ -84,4 +92,23 @@ func (s *Snapshot) Retire(n *Node) {
 	s.account(n, -1)
 	n.Unschedulable = true
 	s.record(undo{kind: undoRetire, node: n})
+}
+
+// GroupCouldTake reports whether some offering of group g makes a node a
+// pod of required node selection aff and tolerations could run on: it
+// tolerates the group's taints and aff matches the offering's labels.
+// Room and availability are not looked at.
+func GroupCouldTake(g *v1alpha1.NodeGroup, aff nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) bool {
+	if _, untolerated := UntoleratedTaint(g.NodeTaints(), tolerations); untolerated {
+		return false
+	}
+	for i := range g.Spec.InstanceTypes {
+		it := &g.Spec.InstanceTypes[i]
+		for j := range it.Offerings {
+			if ok, _ := aff.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: g.NodeLabels(it, &it.Offerings[j])}}); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
