@@ -676,11 +676,7 @@ func workloadStaysGatedWhileItsNodeIsFull(t *testing.T, ns string, cached bool) 
 		return got
 	}
 	got := look() // annotated with its 500m companion
-	patch := client.MergeFrom(got.DeepCopy())
-	got.Status.NominatedNodeName = node.Name
-	if err := env.Client.Status().Patch(ctx, got, patch); err != nil {
-		t.Fatal(err)
-	}
+	nominate(t, got, node.Name)
 	seen(got)
 	// 1200m taken of 2 cpu: 500m + 500m do not fit.
 	if got = look(); !companion.Gated(got) {
@@ -692,6 +688,21 @@ func workloadStaysGatedWhileItsNodeIsFull(t *testing.T, ns string, cached bool) 
 	expect.Eventually(t, 30*time.Second, func(context.Context) (bool, string, error) {
 		return !companion.Gated(look()), "still gated with the room free", nil
 	})
+}
+
+// nominate sets pod's nominatedNodeName to node, as the provisioner does,
+// reading the pod first.
+func nominate(t *testing.T, pod *corev1.Pod, node string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Status.NominatedNodeName = node
+	if err := env.Client.Status().Patch(ctx, pod, patch); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // passErr runs one reconcile of obj as the controller's queue would:

@@ -2,7 +2,6 @@ package companion_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	ctrlcompanion "github.com/berth-dev/berth/internal/controller/companion"
 	b "github.com/berth-dev/berth/internal/testing/builders"
-	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/fakes"
 )
 
@@ -38,26 +36,9 @@ func TestAPlaceholderWhoseCompanionWentBeforeTheHandoverIsLookedAtAgain(t *testi
 	w.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateCompanion}}
 	create(t, w)
 	own := &ctrlcompanion.Reconciler{Client: env.Client, Recorder: &fakes.Recorder{}, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
-	pass := func(r *ctrlcompanion.Reconciler, key client.ObjectKey) reconcile.Result {
-		t.Helper()
-		var res reconcile.Result
-		expect.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, string, error) {
-			var err error
-			res, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
-			return err == nil, fmt.Sprintf("pass failed: %v", err), nil
-		})
-		return res
-	}
-	pass(own, client.ObjectKeyFromObject(w))
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(w.DeepCopy())
-	w.Status.NominatedNodeName = node.Name
-	if err := env.Client.Status().Patch(ctx, w, patch); err != nil {
-		t.Fatal(err)
-	}
-	pass(own, client.ObjectKeyFromObject(w))
+	pass(t, own, w)
+	nominate(t, w, node.Name)
+	pass(t, own, w)
 	l := &corev1.PodList{}
 	if err := env.Client.List(ctx, l, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels{v1alpha1.LabelHeadroomRole: v1alpha1.HeadroomRoleCompanion}); err != nil {
 		t.Fatal(err)
@@ -82,7 +63,10 @@ func TestAPlaceholderWhoseCompanionWentBeforeTheHandoverIsLookedAtAgain(t *testi
 		},
 	})
 	r := &ctrlcompanion.Reconciler{Client: gone, Recorder: &fakes.Recorder{}, Clock: clocktesting.NewFakeClock(time.Now()), PauseImage: "pause"}
-	res := pass(r, client.ObjectKeyFromObject(ph))
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ph)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if res.RequeueAfter <= 0 {
 		t.Errorf("the placeholder's pass asked to be run again after %v, want a requeue: its companion went before it took the room", res.RequeueAfter)
 	}
