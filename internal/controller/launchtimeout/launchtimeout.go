@@ -95,8 +95,10 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) { // gone: nothing kept of it
 			r.caps.done(req.Name)
+			r.lastCapped.Delete(req.Name)
+			r.lastFailed.Delete(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
