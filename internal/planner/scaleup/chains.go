@@ -103,7 +103,7 @@ func chains(leaderOf map[*corev1.Pod]*corev1.Pod, pending, bound []*corev1.Pod, 
 func narrowByOthers(c chain, leaderOf map[*corev1.Pod]*corev1.Pod, in map[*corev1.Pod]bool, sels map[*corev1.Pod][]*corev1.NodeSelector,
 	placeable func(*corev1.Pod) bool) {
 	for _, f := range sortedFollowers(leaderOf) {
-		if _, placeable := sels[f]; in[f] || !placeable {
+		if _, resolved := sels[f]; in[f] || !resolved { // folded, or its volume takes it nowhere
 			continue
 		}
 		r := leaderOf[f]
