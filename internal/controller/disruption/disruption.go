@@ -43,6 +43,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
@@ -95,7 +96,7 @@ type Options struct {
 }
 
 // DefaultMaxProvisionTime is the controller's default --max-provision-time.
-const DefaultMaxProvisionTime = 15 * time.Minute
+const DefaultMaxProvisionTime = lifecycle.DefaultMaxProvisionTime
 
 // Deps are what the controller works with.
 type Deps struct {

@@ -37,6 +37,7 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/podutil"
 )
 
@@ -112,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, r.markInitialized(ctx, node, true)
 	}
-	if adoptedOld(node, r.MaxProvisionTime) {
+	if lifecycle.AdoptedOld(node, r.MaxProvisionTime) {
 		return reconcile.Result{}, nil // it lived before berth knew it: not a launch
 	}
 	age := r.Clock.Since(node.CreationTimestamp.Time)
@@ -281,12 +282,4 @@ func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (bo
 		return false, err
 	}
 	return true, nil
-}
-
-// adoptedOld reports whether berth adopted the node (a Cluster API Machine's
-// node) when it had lived longer than the max provision time: it ran
-// before berth knew it, and going NotReady now is not a failed launch.
-func adoptedOld(node *corev1.Node, maxProvision time.Duration) bool {
-	at, err := time.Parse(time.RFC3339, node.Annotations[v1alpha1.AnnotationAdoptedAt])
-	return err == nil && at.Sub(node.CreationTimestamp.Time) >= maxProvision
 }

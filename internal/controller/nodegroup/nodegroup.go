@@ -26,6 +26,7 @@ import (
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -71,6 +72,10 @@ type Reconciler struct {
 	Removals cloudprovider.RemovalCanceler
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// MaxProvisionTime is the controller's --max-provision-time: a node
+	// adopted younger is repair's only once seen Ready (zero: the
+	// default, disruption.DefaultMaxProvisionTime).
+	MaxProvisionTime time.Duration
 	// changes receives node groups whose launches failed.
 	changes *notify.Channel
 	// lastDeleting is the last message said per group being deleted.
@@ -128,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	status := r.compute(ng, nodes.Items)
 	meta.SetStatusCondition(&status.Conditions, r.suspendCondition(ng))
-	status.NodesByState = nodesByState(ng, nodes.Items, r.Clock.Now())
+	status.NodesByState = nodesByState(ng, nodes.Items, r.Clock.Now(), r.maxProvisionTime())
 	status.LastScaleUp, status.LastScaleDown = ng.Status.LastScaleUp, ng.Status.LastScaleDown
 	if up, down := r.Activity.Last(ng.Name); up != nil || down != nil {
 		status.LastScaleUp, status.LastScaleDown = scaleEvent(up, status.LastScaleUp), scaleEvent(down, status.LastScaleDown)
@@ -239,4 +244,12 @@ func (r *Reconciler) suspendCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionScaleDownSuspended, Status: metav1.ConditionTrue, Reason: reason,
 		Message: "Scale-down is suspended: " + hold.Message, ObservedGeneration: ng.Generation}
+}
+
+// maxProvisionTime is MaxProvisionTime, or its default.
+func (r *Reconciler) maxProvisionTime() time.Duration {
+	if r.MaxProvisionTime <= 0 {
+		return lifecycle.DefaultMaxProvisionTime
+	}
+	return r.MaxProvisionTime
 }

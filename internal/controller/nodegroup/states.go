@@ -13,8 +13,9 @@ import (
 )
 
 // nodesByState counts the group's nodes by where they are in their life,
-// as the disruption path sees them (the same lifecycle rules).
-func nodesByState(ng *v1alpha1.NodeGroup, nodes []corev1.Node, now time.Time) v1alpha1.NodesByState {
+// as the disruption path sees them (the same lifecycle rules;
+// maxProvision is the controller's --max-provision-time).
+func nodesByState(ng *v1alpha1.NodeGroup, nodes []corev1.Node, now time.Time, maxProvision time.Duration) v1alpha1.NodesByState {
 	var out v1alpha1.NodesByState
 	for i := range nodes {
 		n := &nodes[i]
@@ -47,7 +48,7 @@ func nodesByState(ng *v1alpha1.NodeGroup, nodes []corev1.Node, now time.Time) v1
 		if lifecycle.Expired(ng, n, now) != nil {
 			out.Expired++
 		}
-		if lifecycle.Unhealthy(ng, n, now) != nil {
+		if lifecycle.Unhealthy(ng, n, now, maxProvision) != nil {
 			out.Unhealthy++
 		}
 	}

@@ -29,7 +29,7 @@ func TestNodesByState(t *testing.T) {
 		mine("drifted", initialized, b.NodeLabels(v1alpha1.LabelInstanceType, "gone-8")),
 	}
 	want := v1alpha1.NodesByState{Ready: 4, Launching: 1, NotReady: 1, Draining: 1, Interrupted: 1, Drifted: 1}
-	if diff := cmp.Diff(want, nodesByState(ng, nodes, now)); diff != "" {
+	if diff := cmp.Diff(want, nodesByState(ng, nodes, now, 15*time.Minute)); diff != "" {
 		t.Errorf("nodes by state (-want +got):\n%s", diff)
 	}
 }

@@ -81,13 +81,14 @@ type Verdict struct {
 // wait, whatever else holds), else repair (unless the group holds its
 // repairs: RepairHold), a rebalance recommendation, drift and expiry. A
 // node held by the budget of its first reason may go for the next (a
-// freeze of drift replacements does not stop expiry).
-func Verdicts(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, repairHeld bool) []*Verdict {
+// freeze of drift replacements does not stop expiry). maxProvision is
+// the controller's --max-provision-time (Unhealthy).
+func Verdicts(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, maxProvision time.Duration, repairHeld bool) []*Verdict {
 	if v := Interrupted(ng, n, now); v != nil {
 		return []*Verdict{v}
 	}
 	var out []*Verdict
-	if v := Unhealthy(ng, n, now); v != nil && !repairHeld {
+	if v := Unhealthy(ng, n, now, maxProvision); v != nil && !repairHeld {
 		out = append(out, v)
 	}
 	for _, v := range []*Verdict{Rebalance(ng, n), Drifted(ng, n), Expired(ng, n, now)} {
@@ -243,11 +244,11 @@ func Spread(name string, expireAfter time.Duration) time.Duration {
 }
 
 // Unhealthy reports a node whose repair conditions have held for their
-// toleration (repair on), or nil. A node never up (upOnce) is not:
-// whether it boots in time is the launch timeout's to say, after the max
-// provision time.
-func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
-	want, c := failing(ng, n)
+// toleration (repair on), or nil. A node never up (UpOnce, maxProvision
+// the controller's --max-provision-time) is not: whether it boots in time
+// is the launch timeout's to say, after the max provision time.
+func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time, maxProvision time.Duration) *Verdict {
+	want, c := failing(ng, n, maxProvision)
 	if c == nil || now.Sub(c.LastTransitionTime.Time) < want.Toleration.Duration {
 		return nil
 	}
@@ -258,9 +259,9 @@ func Unhealthy(ng *v1alpha1.NodeGroup, n *corev1.Node, now time.Time) *Verdict {
 // failing returns the repair condition an initialized node fails now, for
 // however long, and the node's condition that matches it; nil without
 // repair or when none matches. Of several, the one failed longest.
-func failing(ng *v1alpha1.NodeGroup, n *corev1.Node) (v1alpha1.RepairCondition, *corev1.NodeCondition) {
+func failing(ng *v1alpha1.NodeGroup, n *corev1.Node, maxProvision time.Duration) (v1alpha1.RepairCondition, *corev1.NodeCondition) {
 	r := ng.Spec.Disruption.Repair
-	if r == nil || !upOnce(n) {
+	if r == nil || !UpOnce(n, maxProvision) {
 		return v1alpha1.RepairCondition{}, nil
 	}
 	conds := r.Conditions
@@ -288,11 +289,27 @@ func failing(ng *v1alpha1.NodeGroup, n *corev1.Node) (v1alpha1.RepairCondition, 
 	return found, matched
 }
 
-// upOnce reports whether a node has been up: berth saw it Ready
-// (berth.dev/initialized), or adopted it (a Cluster API node that lived
-// before berth knew it: the launch timeout never takes it).
-func upOnce(n *corev1.Node) bool {
-	return n.Labels[v1alpha1.LabelInitialized] == "true" || n.Annotations[v1alpha1.AnnotationAdoptedAt] != ""
+// DefaultMaxProvisionTime is the controller's default
+// --max-provision-time: how long a launched node may take to turn Ready.
+const DefaultMaxProvisionTime = 15 * time.Minute
+
+// UpOnce reports whether a node has been up: berth saw it Ready
+// (berth.dev/initialized), or adopted it when it had lived longer than
+// the max provision time (a Cluster API node that ran before berth knew
+// it: the launch timeout never takes it). A node adopted younger (the
+// Machine of a replica berth added, still booting) is up once berth saw
+// it Ready: until then, whether it boots in time is the launch timeout's
+// to say. Exactly the nodes not UpOnce are the launch timeout's.
+func UpOnce(n *corev1.Node, maxProvision time.Duration) bool {
+	return n.Labels[v1alpha1.LabelInitialized] == "true" || AdoptedOld(n, maxProvision)
+}
+
+// AdoptedOld reports whether berth adopted the node (a Cluster API
+// Machine's node) when it had lived at least maxProvision: it ran before
+// berth knew it, and going NotReady now is not a failed launch.
+func AdoptedOld(n *corev1.Node, maxProvision time.Duration) bool {
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationAdoptedAt])
+	return err == nil && at.Sub(n.CreationTimestamp.Time) >= maxProvision
 }
 
 // RepairHold reports whether a group holds its repairs: more of its
@@ -302,17 +319,17 @@ func upOnce(n *corev1.Node) bool {
 // that fails one however short a time (a partition takes nodes down
 // together, and each reaches its toleration in its own time: a partition
 // is not a repair). It returns how many fail and how many may.
-func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node) (held bool, failingNow, allowed int) {
+func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.Duration) (held bool, failingNow, allowed int) {
 	if ng.Spec.Disruption.Repair == nil {
 		return false, 0, 0
 	}
 	up := 0
 	for _, n := range nodes {
-		if !upOnce(n) {
+		if !UpOnce(n, maxProvision) {
 			continue // booting: neither unhealthy nor one of those the share is of
 		}
 		up++
-		if _, c := failing(ng, n); c != nil {
+		if _, c := failing(ng, n, maxProvision); c != nil {
 			failingNow++
 		}
 	}

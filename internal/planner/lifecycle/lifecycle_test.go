@@ -135,7 +135,14 @@ func TestVerdicts(t *testing.T) {
 			}},
 		{name: "an adopted Cluster API node NotReady since before berth knew it is repaired (the launch timeout never takes it)", ng: group(repair), want: "Unhealthy",
 			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
-				n := launched(ng, old, notReadyFor(time.Hour), b.NodeAnnotation(v1alpha1.AnnotationAdoptedAt, old.Format(time.RFC3339)))
+				n := launched(ng, old, notReadyFor(time.Hour), b.NodeAnnotation(v1alpha1.AnnotationAdoptedAt, now.Add(-2*time.Hour).Format(time.RFC3339)))
+				delete(n.Labels, v1alpha1.LabelInitialized)
+				return n
+			}},
+		{name: "an adopted Cluster API node adopted as it registered and never Ready is the launch timeout's (a replica berth added, still booting)", ng: group(repair),
+			node: func(ng *v1alpha1.NodeGroup) *corev1.Node {
+				created := now.Add(-time.Hour)
+				n := launched(ng, created, notReadyFor(time.Hour), b.NodeAnnotation(v1alpha1.AnnotationAdoptedAt, created.Add(5*time.Second).Format(time.RFC3339)))
 				delete(n.Labels, v1alpha1.LabelInitialized)
 				return n
 			}},
@@ -162,7 +169,7 @@ func TestVerdicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := reasons(lifecycle.Verdicts(tt.ng, tt.node(tt.ng), now, tt.held)); got != tt.want {
+			if got := reasons(lifecycle.Verdicts(tt.ng, tt.node(tt.ng), now, lifecycle.DefaultMaxProvisionTime, tt.held)); got != tt.want {
 				t.Errorf("reasons %q, want %q", got, tt.want)
 			}
 		})
@@ -240,7 +247,7 @@ func TestRepairHoldsWhenMoreOfTheGroupFailsThanItRepairsAtOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if held, failing, allowed := lifecycle.RepairHold(ng, tt.nodes); held != tt.held {
+			if held, failing, allowed := lifecycle.RepairHold(ng, tt.nodes, lifecycle.DefaultMaxProvisionTime); held != tt.held {
 				t.Errorf("held %v (%d failing, %d allowed), want %v", held, failing, allowed, tt.held)
 			}
 		})

@@ -63,7 +63,7 @@ func (p *planner) disruptions(in Input) error {
 	}
 	for name, g := range p.groups {
 		var h hold
-		h.held, h.failing, h.allowed = lifecycle.RepairHold(g, byGroup[name])
+		h.held, h.failing, h.allowed = lifecycle.RepairHold(g, byGroup[name], in.LaunchGrace)
 		holds[name] = h
 	}
 	type due struct {
@@ -89,10 +89,10 @@ func (p *planner) disruptions(in Input) error {
 			continue
 		}
 		h := holds[g.Name]
-		if vs := lifecycle.Verdicts(g, n.Node, in.Now, h.held); len(vs) > 0 {
+		if vs := lifecycle.Verdicts(g, n.Node, in.Now, in.LaunchGrace, h.held); len(vs) > 0 {
 			movers, _, _ := p.classify(n, g)
 			all = append(all, due{node: n, group: g, verdicts: vs, empty: len(movers) == 0})
-		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now); v != nil && h.held {
+		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now, in.LaunchGrace); v != nil && h.held {
 			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
 				"more than it repairs at once (%d, spec.disruption.repair.maxUnhealthyPercent): a partition is not a repair",
 				n.Name, v.Message, h.failing, g.Name, len(byGroup[g.Name]), h.allowed))
