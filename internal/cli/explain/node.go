@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/nodeutil"
+	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	"github.com/berth-dev/berth/internal/planner/scaledown"
 	"github.com/berth-dev/berth/internal/planner/scaleup"
 )
@@ -55,8 +56,13 @@ func explainNode(f nodeFacts) Explanation {
 		e.Decision, e.Reason = DecisionDraining, n.Annotations[v1alpha1.AnnotationDisruptionReason]
 		e.Message = "berth is draining node " + n.Name + since(n.Annotations[v1alpha1.AnnotationDisruptionStarted]) +
 			": its pods are evicted through the Eviction API, then the node is deleted"
-		e.Hints = []string{fmt.Sprintf("annotating one of its pods %s: \"true\" stops the drain (the rules are checked again before every eviction); "+
-			"berth gives up after the group's drainTimeout (%s)", v1alpha1.AnnotationDoNotDisrupt, g.Spec.Disruption.Timeout())}
+		if v := lifecycle.Interrupted(g, n, f.now); v != nil {
+			e.Hints = []string{fmt.Sprintf("the node is interrupted (%s): berth evicts its pods until %s and then removes it with whatever is left on it; "+
+				"neither %s nor the drain timeout holds an interrupted node", v.Message, v.Deadline.UTC().Format(time.RFC3339), v1alpha1.AnnotationDoNotDisrupt)}
+		} else {
+			e.Hints = []string{fmt.Sprintf("annotating one of its pods %s: \"true\" stops the drain (the rules are checked again before every eviction); "+
+				"berth gives up after the group's drainTimeout (%s)", v1alpha1.AnnotationDoNotDisrupt, g.Spec.Disruption.Timeout())}
+		}
 	case n.Annotations[v1alpha1.AnnotationReplacedBy] != "":
 		by := n.Annotations[v1alpha1.AnnotationReplacedBy]
 		e.Decision, e.Reason = DecisionReplacing, n.Annotations[v1alpha1.AnnotationDisruptionReason]
@@ -166,14 +172,14 @@ func nodeLive(f nodeFacts) []string {
 	n := f.node
 	var out []string
 	for _, t := range n.Spec.Taints {
-		if t.Key == v1alpha1.TaintDisrupted {
+		if t.Key == v1alpha1.TaintDisrupted || t.Key == v1alpha1.TaintInterruption {
 			out = append(out, "taint "+t.ToString())
 		}
 	}
 	for _, a := range append([]string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
 		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationReplacementLaunching, v1alpha1.AnnotationRemovalWaiting,
 		v1alpha1.AnnotationDrainEmptied, v1alpha1.AnnotationDrainCriticalTurn, v1alpha1.AnnotationDrainVolumesWaited, v1alpha1.AnnotationDrainGivenUp,
-		v1alpha1.AnnotationRemovalAccepted}, scaledown.NodeOptOutAnnotations()...) {
+		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationInterruptionDeadline}, scaledown.NodeOptOutAnnotations()...) {
 		if v, ok := n.Annotations[a]; ok {
 			out = append(out, "annotation "+a+": "+v)
 		}
