@@ -58,6 +58,11 @@ type Provider struct {
 	// infraCache is what each infrastructure template said, and when
 	// (infraStatus).
 	infraCache map[infraKey]infraCached
+	// ahead is since when each object has had more replicas than live
+	// Machines (unrealized).
+	ahead map[objectKey]time.Time
+	// objectLocks serialise berth's removals of each object (lockObject).
+	objectLocks map[objectKey]*sync.Mutex
 }
 
 var (
@@ -69,7 +74,7 @@ var (
 // New returns a Cluster API provider. cluster reads the workload cluster
 // (Nodes, NodeGroups); mgmt is an uncached client of the management cluster.
 func New(cluster client.Reader, mgmt client.Client, clk clock.PassiveClock) *Provider {
-	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, said: map[string]string{}, infraCache: map[infraKey]infraCached{}}
+	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, said: map[string]string{}, infraCache: map[infraKey]infraCached{}, ahead: map[objectKey]time.Time{}, objectLocks: map[objectKey]*sync.Mutex{}}
 }
 
 // Name returns "clusterAPI".
@@ -97,6 +102,11 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 	if why := unscalable(obj); why != "" {
 		return nil, fmt.Errorf("%s: %s; not scaling it", r, why)
 	}
+	if why, err := p.shadowed(ctx, ng, r); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, errors.New(why)
+	}
 	tmpl, err := ParseAnnotations(obj.GetAnnotations())
 	if err != nil {
 		return nil, fmt.Errorf("%s has malformed autoscaler annotations, not scaling it: %w", r, err)
@@ -123,6 +133,9 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		return nil, &cloudprovider.InsufficientCapacityError{Offering: req.Offering, Message: fmt.Sprintf(
 			"machine %s/%s of %s %s; berth removed it", bad[0].Namespace, bad[0].Name, r, why)}
 	}
+	if why := p.unrealized(r, obj, ms); why != "" {
+		return nil, &cloudprovider.InsufficientCapacityError{Offering: req.Offering, Message: why}
+	}
 	limit := ng.Spec.MaxSize
 	if tmpl.MaxSize != nil && *tmpl.MaxSize < limit {
 		limit = *tmpl.MaxSize
@@ -135,6 +148,8 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		// Named after its Machine, the launch is the same launching node
 		// that Pending reports in later rounds.
 		inst.NodeName = m.Name
+	} else {
+		p.addedWithoutMachine(r)
 	}
 	return inst, nil
 }
@@ -152,6 +167,11 @@ func (p *Provider) Delete(ctx context.Context, nodeName string) error {
 	}
 	if mark := node.Annotations[v1alpha1.AnnotationLaunchedBy]; mark == "" || mark != string(ng.UID) {
 		return fmt.Errorf("node %s does not carry node group %s's owner mark: berth does not remove it", nodeName, ng.Name)
+	}
+	if why, err := p.shadowed(ctx, ng, r); err != nil {
+		return err
+	} else if why != "" {
+		return fmt.Errorf("not removing node %s: %s", nodeName, why)
 	}
 	obj := r.object()
 	if err := p.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -250,6 +270,14 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 		hold(ng, obj)
 		return nil
 	}
+	why, err := p.shadowed(ctx, ng, r)
+	if err != nil {
+		return err
+	}
+	p.sayOnce(ctx, "shadowed/"+ng.Name, ng.Name, errorOrNil(why), "the node group scales nothing")
+	if why != "" {
+		return p.holdAtNodes(ctx, ng)
+	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
 		return err
@@ -334,4 +362,12 @@ func randomSuffix() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// errorOrNil is why as an error, nil when empty.
+func errorOrNil(why string) error {
+	if why == "" {
+		return nil
+	}
+	return errors.New(why)
 }

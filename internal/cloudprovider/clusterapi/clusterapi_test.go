@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,6 +328,45 @@ func TestCreateFailsWithInsufficientCapacityWhenAMachineGotNoInfrastructure(t *t
 	}
 }
 
+// TestReplicasThatNeverBecomeMachinesStopTheGroupGrowing: a replica
+// berth added that its MachineSet never makes a Machine for (preflight
+// checks during a control-plane upgrade, a paused Cluster) stops further
+// launches in the group once the machine timeout passed: the launch fails
+// as InsufficientCapacity (the pods go elsewhere) and replicas stay. Once
+// the Machines come, launches go on.
+func TestReplicasThatNeverBecomeMachinesStopTheGroupGrowing(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "unrealized", 1, nil, "unrealized-a")
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	create := func() error {
+		_, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+		return err
+	}
+	if err := create(); err != nil { // 2 replicas, 1 Machine: the MachineSet makes none
+		t.Fatal(err)
+	}
+	f.clock.Step(5 * time.Minute)
+	if err := create(); err != nil { // within the timeout: a launch may still come
+		t.Fatalf("Create within the machine timeout = %v, want a replica added", err)
+	}
+	f.clock.Step(6 * time.Minute)
+	err := create()
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Fatalf("Create 11 minutes after a replica made no Machine = %v, want InsufficientCapacity", err)
+	}
+	if got := f.replicas(t); got != 3 {
+		t.Fatalf("replicas = %d after the refused launch, want 3 (no more added)", got)
+	}
+	addMachine(t, f.ng, "unrealized", "unrealized-b", true)
+	addMachine(t, f.ng, "unrealized", "unrealized-c", true)
+	if err := create(); err != nil {
+		t.Fatalf("Create once every replica has its Machine = %v, want a replica added", err)
+	}
+	if got := f.replicas(t); got != 4 {
+		t.Errorf("replicas = %d, want 4", got)
+	}
+}
+
 // TestRefreshAppliesTheAnnotations: the planner's copy of the group gets
 // the annotated bounds and scale-from-zero capacity.
 func TestRefreshAppliesTheAnnotations(t *testing.T) {
@@ -608,5 +648,108 @@ func TestAGroupWhoseRemovalsWouldBeRefusedIsPlannedWithoutRemovals(t *testing.T)
 	}
 	if ng := refreshed(); ng.Spec.MinSize != 2 {
 		t.Errorf("while rolling out: minSize %d, want 2 (the replicas)", ng.Spec.MinSize)
+	}
+}
+
+// TestAnUndoDoesNotRaceARemovalOfTheSameObject: Machine race-a carries
+// berth's mark from a removal whose replicas were never lowered (a drain
+// given up), and its undo runs while another removal (race-b) marks its
+// Machine and lowers the replicas. The undo read the replicas before they
+// were lowered; its unmark is held until they are. Run together, the
+// lowering counted race-a's mark and the undo then took it off: one
+// replica lowered for no mark, and Cluster API would delete a Machine
+// berth never drained. One at a time, every replica lowered keeps a mark.
+func TestAnUndoDoesNotRaceARemovalOfTheSameObject(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "race", 3, nil, "race-a", "race-b", "race-c")
+	a := capiObj("Machine", "race-a", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+		t.Fatal(err)
+	}
+	a.SetAnnotations(map[string]string{clusterapi.AnnotationDeleteMachine: "2026-01-01T00:00:00Z", v1alpha1.AnnotationDeleteRequestedBy: string(f.ng.UID)})
+	if err := env.Client.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	unmarking, scaled := make(chan struct{}), make(chan struct{})
+	var once, scaledOnce sync.Once
+	mgmt := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if obj.GetName() == "race-a" {
+				once.Do(func() { close(unmarking) })
+				select { // hold the unmark until the replicas are lowered (or 3 s)
+				case <-scaled:
+				case <-time.After(3 * time.Second):
+				}
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			err := c.SubResource(sub).Update(ctx, obj, opts...)
+			if err == nil {
+				scaledOnce.Do(func() { close(scaled) })
+			}
+			return err
+		}})
+	f.provider = clusterapi.New(env.Client, mgmt, f.clock)
+	undone := make(chan error, 1)
+	go func() { undone <- f.provider.CancelRemoval(ctx, "race-a") }()
+	select {
+	case <-unmarking:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the undo never came to its unmark")
+	}
+	removeErr := f.provider.Delete(ctx, "race-b")
+	undoErr := <-undone
+	live, marked := 0, 0
+	for _, name := range []string{"race-a", "race-b", "race-c"} {
+		live++
+		if machineAnnotations(t, name)[v1alpha1.AnnotationDeleteRequestedBy] != "" {
+			marked++
+		}
+	}
+	if lowered := int64(live) - f.replicas(t); int64(marked) < lowered {
+		t.Errorf("replicas %d for %d live Machines with %d of berth's marks (removal: %v, undo: %v): a replica lowered for no mark",
+			f.replicas(t), live, marked, removeErr, undoErr)
+	}
+}
+
+// TestTwoGroupsNamingOneObject: node group "shared" and "aa-shared" both
+// name MachineDeployment shared; aa-shared (first by name) scales it.
+// shared lists no booting Machine (each group listed it: the round planned
+// the same node twice and failed for every group), removes and launches
+// nothing, and its copy is held at the nodes labelled with it.
+func TestTwoGroupsNamingOneObject(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "shared", 2, nil, "shared-a")
+	addMachine(t, f.ng, "shared", "shared-b", false)
+	first := b.NodeGroup("aa-shared", b.Size(0, 10))
+	first.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: "shared"}}
+	if err := env.Client.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, first) })
+	// No Machine here has a nodeRef (no Cluster API controller): both are pending.
+	if got, err := f.provider.Pending(ctx, first); err != nil || len(got) != 2 {
+		t.Fatalf("pending of aa-shared = %d, %v; want its 2 Machines", len(got), err)
+	}
+	if got, err := f.provider.Pending(ctx, f.ng); err != nil || len(got) != 0 {
+		t.Fatalf("pending of shared = %v, %v; want none: aa-shared scales the MachineDeployment", got, err)
+	}
+	planned := f.ng.DeepCopy()
+	if err := f.provider.RefreshNodeGroup(ctx, planned); err != nil {
+		t.Fatal(err)
+	}
+	if planned.Spec.MinSize != 1 || planned.Spec.MaxSize != 1 {
+		t.Errorf("shared planned with sizes %d-%d, want held at its 1 node", planned.Spec.MinSize, planned.Spec.MaxSize)
+	}
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	if _, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off}); err == nil || !strings.Contains(err.Error(), "aa-shared") {
+		t.Errorf("Create in shared = %v, want refused naming aa-shared", err)
+	}
+	if err := f.provider.Delete(ctx, "shared-a"); err == nil {
+		t.Error("Delete of shared's node succeeded, want refused: aa-shared scales the object")
+	}
+	if got := f.replicas(t); got != 2 {
+		t.Errorf("replicas = %d, want 2 untouched", got)
 	}
 }

@@ -19,6 +19,9 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	if err != nil {
 		return nil, err
 	}
+	if why, err := p.shadowed(ctx, ng, r); err != nil || why != "" {
+		return nil, err // another group's Machines
+	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,8 +17,10 @@ import (
 )
 
 // remove deletes one Machine of the object through Cluster API: mark it,
-// then lower the replicas. Safe to repeat at any point.
+// then lower the replicas. Safe to repeat at any point. It holds the
+// object's lock (lockObject).
 func (p *Provider) remove(ctx context.Context, r ref, ng *v1alpha1.NodeGroup, m machine) error {
+	defer p.lockObject(r)()
 	if m.Deleting {
 		return nil // Cluster API is deleting it already
 	}
@@ -153,6 +156,11 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
 			continue
 		}
+		if first, err := p.scaledBy(ctx, ng, r); err != nil {
+			return nil, err
+		} else if first != ng.Name {
+			continue // another group scales the object: its nodes are that group's
+		}
 		ms, err := p.machines(ctx, r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
@@ -169,7 +177,8 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 // while the replicas were not lowered for it: the marks left must still
 // cover every replica already removed (the live Machines beyond the
 // replicas), or Cluster API would delete an unmarked Machine instead. A
-// removal that went that far is committed (RemovalCommittedError).
+// removal that went that far is committed (RemovalCommittedError). It
+// holds the object's lock (lockObject).
 func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
 	node, _, r, err := p.nodeAndGroup(ctx, nodeName)
 	if cloudprovider.IsNotFound(err) {
@@ -177,6 +186,7 @@ func (p *Provider) CancelRemoval(ctx context.Context, nodeName string) error {
 	} else if err != nil {
 		return err
 	}
+	defer p.lockObject(r)()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ms, err := p.machines(ctx, r)
 		if err != nil {
@@ -244,6 +254,9 @@ func (p *Provider) Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	if why, err := p.shadowed(ctx, ng, r); err != nil || why != "" {
+		return nil, err // another group's removals
+	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
 		return nil, err
@@ -255,4 +268,28 @@ func (p *Provider) Removing(ctx context.Context, ng *v1alpha1.NodeGroup) ([]stri
 		}
 	}
 	return out, nil
+}
+
+// lockObject takes the lock of the object's removals and returns its
+// release. A removal (mark, then lower the replicas) and the undo of
+// another (unmark where the marks left still cover the replicas lowered)
+// each read the Machines and the replicas and then write one of them:
+// run together, the undo could take a mark off after the removal lowered
+// the replicas for it, and Cluster API would delete a Machine berth never
+// drained. Each write is guarded by its own object's resourceVersion
+// only, so berth's own removals of one object (the disruption
+// controller's, the launch timeout's, the standby controller's, a stuck
+// Machine's) run one at a time. Launches do not take it: raising the
+// replicas only makes an undo safer, and a lowering that raced one
+// conflicts on the scale.
+func (p *Provider) lockObject(r ref) (unlock func()) {
+	p.mu.Lock()
+	l, ok := p.objectLocks[r.key()]
+	if !ok {
+		l = &sync.Mutex{}
+		p.objectLocks[r.key()] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }

@@ -56,8 +56,16 @@ func BootingOf(groups []*v1alpha1.NodeGroup, pending map[string][]*cloudprovider
 			have[cloudprovider.NormalizeProviderID(n.Spec.ProviderID)] = true
 		}
 	}
+	// An instance two groups list (two groups naming one Cluster API
+	// object, which its provider holds) is the first group's: the same
+	// node twice would fail the round for every group.
+	listed := map[string]bool{}
 	for _, ng := range groups {
 		for _, inst := range pending[ng.Name] {
+			if listed[inst.NodeName] {
+				continue
+			}
+			listed[inst.NodeName] = true
 			switch {
 			case inst.GivenUp:
 				out.GivenUp = append(out.GivenUp, inst.NodeName)

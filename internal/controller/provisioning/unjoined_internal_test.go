@@ -59,3 +59,25 @@ func TestANominationToAMachineThatNeverRegisteredIsForgotten(t *testing.T) {
 	default:
 	}
 }
+
+// TestAMachineTwoGroupsListIsPlannedOnce: two node groups whose provider
+// lists the same booting machine (two groups naming one Cluster API
+// object) give one launching node, not the same node twice (which failed
+// every round for every group).
+func TestAMachineTwoGroupsListIsPlannedOnce(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	a := b.NodeGroup("a", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	z := b.NodeGroup("z", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	inst := func(group string) *cloudprovider.Instance {
+		return &cloudprovider.Instance{NodeName: "machine-0", NodeGroup: group, CreatedAt: now.Add(-time.Minute),
+			Offering: cloudprovider.Offering{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}}
+	}
+	got := BootingOf([]*v1alpha1.NodeGroup{a, z}, map[string][]*cloudprovider.Instance{"a": {inst("a")}, "z": {inst("z")}}, nil, nil, now, 15*time.Minute)
+	if len(got.Nodes) != 1 || got.Nodes[0].Labels[v1alpha1.LabelNodeGroup] != "a" {
+		names := []string{}
+		for _, n := range got.Nodes {
+			names = append(names, n.Name+"/"+n.Labels[v1alpha1.LabelNodeGroup])
+		}
+		t.Errorf("launching nodes %v, want machine-0 once, of group a", names)
+	}
+}
