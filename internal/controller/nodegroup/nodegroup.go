@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -52,6 +54,9 @@ const (
 type Failures interface {
 	Failures(nodeGroup string) []state.Failure
 	NextExpiry(nodeGroup string) time.Time
+	// Restore takes back a failure a previous leader recorded in the
+	// status, unless one of the offering is known or it expired.
+	Restore(state.Failure)
 }
 
 // Holds tells whether scale-down holds a node group, and why.
@@ -80,6 +85,9 @@ type Reconciler struct {
 	changes *notify.Channel
 	// lastDeleting is the last message said per group being deleted.
 	lastDeleting map[string]string
+	// restored are the groups whose status's unavailable offerings this
+	// process took back (restoreFailures).
+	restored sync.Map
 }
 
 // +kubebuilder:rbac:groups=berth.dev,resources=nodegroups,verbs=get;list;watch
@@ -115,6 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, ng); err != nil {
 		if apierrors.IsNotFound(err) {
 			forget(req.Name)
+			r.restored.Delete(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -131,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.ensureFinalizer(ctx, ng); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.restoreFailures(ng)
 	status := r.compute(ng, nodes.Items)
 	meta.SetStatusCondition(&status.Conditions, r.suspendCondition(ng))
 	status.NodesByState = nodesByState(ng, nodes.Items, r.Clock.Now(), r.maxProvisionTime())
@@ -252,4 +262,22 @@ func (r *Reconciler) maxProvisionTime() time.Duration {
 		return lifecycle.DefaultMaxProvisionTime
 	}
 	return r.MaxProvisionTime
+}
+
+// restoreFailures takes back, the first time this process sees a group,
+// the offerings its status says a previous leader avoided after failed
+// launches. The status is written from the offerings this process knows:
+// computed before the provisioner's first round restored them (it reads
+// the same status), it would clear them, and a new leader would launch at
+// once on every offering the last one was backing off from.
+func (r *Reconciler) restoreFailures(ng *v1alpha1.NodeGroup) {
+	if _, done := r.restored.LoadOrStore(ng.Name, true); done {
+		return
+	}
+	for _, u := range ng.Status.UnavailableOfferings {
+		r.Failures.Restore(state.Failure{
+			Offering: scaleup.Offering{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
+			Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
+		})
+	}
 }

@@ -194,3 +194,39 @@ func TestASuspendedStandbyNodeCostsItsStoppedPrice(t *testing.T) {
 		t.Errorf("price %q, want 0.0080 (the stopped price of its one suspended node)", got.Status.PricePerHour)
 	}
 }
+
+// TestANewLeaderKeepsTheOfferingsTheLastOneAvoided: the status says an
+// offering failed and is avoided for 3 more minutes; a controller started
+// afresh (its offerings store empty) reconciles the group before the
+// provisioner's first round: the status keeps the offering, and the store
+// the provisioner launches from avoids it. Before, the status was written
+// empty, and the provisioner, reading it next, restored nothing.
+func TestANewLeaderKeepsTheOfferingsTheLastOneAvoided(t *testing.T) {
+	ctx := context.Background()
+	ng := b.NodeGroup("restart", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.Spot("zone-a", "0.04")))
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	until := metav1.NewTime(clk.Now().Add(3 * time.Minute).Truncate(time.Second))
+	ng.Status.UnavailableOfferings = []v1alpha1.UnavailableOffering{{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeSpot,
+		Until: until, Streak: 2, Message: "no spot capacity"}}
+	if err := env.Client.Status().Update(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	offerings := state.NewOfferings(clk, 3*time.Minute)
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: offerings, Holds: state.NewHolds(), Clock: clk}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "restart"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.NodeGroup{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "restart"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.UnavailableOfferings) != 1 || got.Status.UnavailableOfferings[0].CapacityType != v1alpha1.CapacityTypeSpot {
+		t.Errorf("unavailableOfferings after a new leader's first reconcile = %+v, want the spot offering kept", got.Status.UnavailableOfferings)
+	}
+	if u := offerings.Unavailable(); len(u) != 1 || u[0].CapacityType != "spot" {
+		t.Errorf("offerings the new leader avoids = %v, want the spot offering", u)
+	}
+}
