@@ -65,6 +65,9 @@ const (
 	// ReasonRemovalCancelled: a removal the provider held half-done for a
 	// node berth no longer drains was undone.
 	ReasonRemovalCancelled = "RemovalCancelled"
+	// ReasonRemovalRefused: the provider refused to remove a drained node
+	// (an API error, a Cluster API object that cannot be scaled now).
+	ReasonRemovalRefused = "RemovalRefused"
 	// ReasonRemovalLingers: the provider accepted removing the node longer
 	// than the max provision time ago, and the node is still there.
 	ReasonRemovalLingers = "RemovalLingers"

@@ -46,7 +46,11 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 		n.Annotations[v1alpha1.AnnotationDisruptionReason] = string(reason)
 	}
 	// An earlier drain's clocks (its taint taken off by hand, say) are
-	// not this drain's.
+	// not this drain's, nor is its provider's acceptance or wait (a
+	// Cluster API removal undone since): kept, this drain would skip its
+	// evictions and go straight to the provider.
+	delete(n.Annotations, v1alpha1.AnnotationRemovalAccepted)
+	delete(n.Annotations, v1alpha1.AnnotationRemovalWaiting)
 	delete(n.Annotations, v1alpha1.AnnotationDrainEmptied)
 	delete(n.Annotations, v1alpha1.AnnotationDrainCriticalTurn)
 	delete(n.Annotations, v1alpha1.AnnotationDrainVolumesWaited)
@@ -86,8 +90,17 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		return nil // going already
 	}
 	started, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDisruptionStarted])
-	if err != nil {
-		started = c.Clock.Now() // a taint without its start: count from now
+	_, accepted := removalAccepted(n)
+	if err != nil && !accepted && owns(g, n) {
+		// berth writes the taint and the start together: a taint without
+		// its start is someone else's (a hand edit, a copied manifest), and
+		// draining for it would take the node outside every budget, with
+		// no timeout (its clock would start each round).
+		res.GivenUp = append(res.GivenUp, n.Name)
+		return c.giveUp(ctx, w, n, ReasonDrainStopped, fmt.Sprintf("Drain stopped, the node stays: it carries taint %s without %s, which berth writes with it: not a drain berth started",
+			v1alpha1.TaintDisrupted, v1alpha1.AnnotationDisruptionStarted))
+	} else if err != nil {
+		started = c.Clock.Now() // a removal accepted: only the provider is awaited
 	}
 	if accepted, ok := removalAccepted(n); ok {
 		return c.awaitRemoval(ctx, g, n, accepted, started, res)
@@ -143,7 +156,12 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		if !fresh || len(refused) > 0 || c.Clock.Since(last) > timeout {
 			drainTimeouts.WithLabelValues(g.Name).Inc()
 			res.GivenUp = append(res.GivenUp, n.Name)
-			return c.giveUp(ctx, w, n, ReasonDrainTimedOut, fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, names(left)))
+			msg := fmt.Sprintf("Drain did not finish within %s (pods still to evict: %s); the node stays", timeout, names(left))
+			if fresh && len(left) == 0 && len(moving) == 0 {
+				msg = fmt.Sprintf("Drain did not finish within %s: the node's pods are gone, but its provider did not remove it (events %s say why); the node stays",
+					timeout, ReasonRemovalRefused)
+			}
+			return c.giveUp(ctx, w, n, ReasonDrainTimedOut, msg)
 		}
 	}
 	if why := scaledown.OptedOut(n); why != "" {
@@ -348,6 +366,9 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 		c.warnOnce(n, ReasonProviderUnknown, fmt.Sprintf("The node's provider has no instance for it (%v); it stays tainted until the provider knows it, or the drain is given up", err))
 		return nil
 	} else if err != nil {
+		if !cloudprovider.IsRemovalWaiting(err) {
+			c.warnOnce(n, ReasonRemovalRefused, fmt.Sprintf("The node's provider refused to remove it: %v; berth asks again each round until the drain times out", err))
+		}
 		return fmt.Errorf("deleting node %s: %w", n.Name, err)
 	}
 	c.deleted[n.Name] = c.Clock.Now()

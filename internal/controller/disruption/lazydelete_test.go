@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
 	"github.com/berth-dev/berth/internal/controller/disruption"
@@ -119,6 +122,9 @@ func TestAnEmptiedNodeWaitsForItsProviderPastTheDrainTimeout(t *testing.T) {
 	for range 3 {
 		_, _ = refused.ctrl.RunOnce(context.Background())
 	}
+	if !hasEventOn(refused, refused.nodes[0], disruption.ReasonRemovalRefused) {
+		t.Errorf("no %s warning on %s naming the provider's refusal: %+v", disruption.ReasonRemovalRefused, refused.nodes[0], refused.events.For(refused.nodes[0]))
+	}
 	refused.clk.Step(6 * time.Minute)
 	if res, _ := refused.ctrl.RunOnce(context.Background()); !contains(res.GivenUp, refused.nodes[0]) {
 		t.Errorf("a removal refused for good: gave up %v past the drain timeout, want %s", res.GivenUp, refused.nodes[0])
@@ -193,5 +199,111 @@ func TestAnAcceptedRemovalSurvivesARestart(t *testing.T) {
 	f.run()
 	if !hasEventOn(f, victim, disruption.ReasonRemovalLingers) {
 		t.Errorf("no %s warning on %s past the max provision time: %+v", disruption.ReasonRemovalLingers, victim, f.events.For(victim))
+	}
+}
+
+// podsAtDelete records how many running pods of namespace a node had
+// when its removal was asked.
+type podsAtDelete struct {
+	cloudprovider.CloudProvider
+	ns   string
+	mu   sync.Mutex
+	pods map[string]int
+}
+
+func (c *podsAtDelete) Delete(ctx context.Context, node string) error {
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(c.ns)); err != nil {
+		return err
+	}
+	running := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+			running++
+		}
+	}
+	c.mu.Lock()
+	c.pods[node] = max(c.pods[node], running)
+	c.mu.Unlock()
+	return c.CloudProvider.Delete(ctx, node)
+}
+
+// TestAnEarlierRemovalsAcceptanceIsNotThisDrains: both nodes carry
+// berth.dev/removal-accepted and removal-waiting from an earlier removal
+// that was undone (a Cluster API Machine kept, its taint taken off by
+// hand). A new drain of one of them evicts its pod before the provider is
+// asked to remove it: the old acceptance skipped the evictions, and the
+// node went with its pod.
+func TestAnEarlierRemovalsAcceptanceIsNotThisDrains(t *testing.T) {
+	f := setup(t, "sd-stale-accepted", 2)
+	f.deployment(2)
+	long := f.clk.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	for _, name := range f.nodes {
+		n := f.node(name)
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Annotations[v1alpha1.AnnotationRemovalAccepted] = long
+		n.Annotations[v1alpha1.AnnotationRemovalWaiting] = long
+		if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cloud := &podsAtDelete{CloudProvider: f.ctrl.Cloud, ns: f.ns, pods: map[string]int{}}
+	f.ctrl.Cloud = cloud
+	var victim string
+	for range 10 {
+		res := f.run()
+		if victim == "" && len(res.Started) > 0 {
+			victim = res.Started[0]
+		}
+		if victim != "" && f.node(victim) == nil {
+			break
+		}
+		time.Sleep(time.Second) // the evicted pod's replacement is scheduled
+	}
+	if victim == "" {
+		t.Fatal("no node drained")
+	}
+	cloud.mu.Lock()
+	defer cloud.mu.Unlock()
+	if got, asked := cloud.pods[victim]; !asked || got != 0 {
+		t.Errorf("node %s: provider asked %v with %d running pods on it, want asked once its pod was evicted", victim, asked, got)
+	}
+}
+
+// TestATaintBerthDidNotWriteStartsNoDrain: a node of berth's carries
+// berth.dev/disrupted without the start berth writes with it (a hand
+// edit). No pod is evicted and the node is not removed: the taint is taken
+// off with a DrainStopped event. Before, it was drained outside its
+// group's budget with no timeout.
+func TestATaintBerthDidNotWriteStartsNoDrain(t *testing.T) {
+	f := setup(t, "sd-foreign-taint", 2)
+	f.deployment(2)
+	victim := f.nodes[0]
+	n := f.node(victim)
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintDisrupted, Effect: corev1.TaintEffectNoSchedule})
+	if err := env.Client.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+	cloud := &podsAtDelete{CloudProvider: f.ctrl.Cloud, ns: f.ns, pods: map[string]int{}}
+	f.ctrl.Cloud = cloud
+	res := f.run()
+	if !contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
+	}
+	if n := f.node(victim); n == nil || tainted(n) {
+		t.Fatalf("node %s: want it there and untainted", victim)
+	}
+	if !hasEventOn(f, victim, disruption.ReasonDrainStopped) {
+		t.Errorf("no %s event on %s: %+v", disruption.ReasonDrainStopped, victim, f.events.For(victim))
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			t.Errorf("pod %s evicted for a taint berth did not write", p.Name)
+		}
 	}
 }

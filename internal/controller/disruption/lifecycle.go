@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,7 +116,14 @@ func (c *Controller) disrupt(ctx context.Context, w *world, d scaledown.Disrupti
 		if len(launched) > 0 {
 			why += "; replacements " + strings.Join(launched, ", ") + " launched"
 		}
-		c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, event, "Disrupt", "Replacing node: %s", d.Message)
+		switch {
+		case len(launched) > 0:
+			c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, event, "Disrupt", "Replacing node: %s; launched %s, the node drains now", d.Message, strings.Join(launched, ", "))
+		case len(launch) > 0:
+			c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, event, "Disrupt", "Draining node without a replacement (its launches failed): %s", d.Message)
+		default:
+			c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, event, "Disrupt", "Draining node (its pods fit on other nodes, nothing is launched): %s", d.Message)
+		}
 		if err := c.start(ctx, w, n, d.Reason, why); err != nil {
 			return err
 		}
@@ -203,8 +211,16 @@ func (c *Controller) syncInterruptions(ctx context.Context, w *world) []error {
 				continue
 			}
 			n = w.own(n)
-			patch := client.MergeFrom(n.DeepCopy())
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Value: "provider", Effect: corev1.TaintEffectNoSchedule})
+			// Guarded by the node's resourceVersion: the patch writes the
+			// whole taint list, and one read from a cache behind would drop
+			// a taint written since (the drain's own, the node lifecycle
+			// controller's). A conflict is tried again next round.
+			patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+				return t.Key == v1alpha1.TaintInterruption && t.Effect == corev1.TaintEffectNoSchedule
+			}) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintInterruption, Value: "provider", Effect: corev1.TaintEffectNoSchedule})
+			}
 			n.Annotations[v1alpha1.AnnotationInterruptionDeadline] = in.Deadline.UTC().Format(time.RFC3339)
 			if err := c.Client.Patch(ctx, n, patch); err != nil {
 				errs = append(errs, fmt.Errorf("writing the interruption of node %s: %w", n.Name, err))
