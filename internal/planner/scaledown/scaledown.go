@@ -469,8 +469,11 @@ func (p *planner) candidates() []candidate {
 	for _, n := range p.s.Nodes {
 		g := p.groups[n.NodeGroup]
 		if g == nil || n.DeletionTimestamp != nil || nodeutil.Disrupted(n.Node) || nodeutil.Standby(n.Node) || n.Annotations[v1alpha1.AnnotationReplacedBy] != "" ||
-			p.replacements[n.Name] || p.taken(n.Name) {
-			continue // standby nodes are the standby controller's
+			p.replacements[n.Name] || p.taken(n.Name) || g.DeletionTimestamp != nil && !retiring(g) {
+			// Standby nodes are the standby controller's; the nodes of a
+			// group deleted with deletionPolicy Orphan are the user's from
+			// now (its finalizer orphans them).
+			continue
 		}
 		switch {
 		case n.Annotations[v1alpha1.AnnotationLaunchedBy] == "" || n.Annotations[v1alpha1.AnnotationLaunchedBy] != string(g.UID):

@@ -222,6 +222,15 @@ func TestADeletedGroupsNodesGo(t *testing.T) {
 	if got := run(t, in); len(got.removed) != 0 {
 		t.Errorf("an Orphan group being deleted removed %v", got.removed)
 	}
+	// Nor are its empty nodes consolidated while it goes (the nodes are the
+	// user's from the deletion).
+	consolidating := orphan.DeepCopy()
+	consolidating.Spec.Disruption.ConsolidationPolicy = v1alpha1.ConsolidationWhenEmptyOrUnderutilized
+	consolidating.Spec.MinSize = 0
+	in = scaledown.Input{NodeGroups: []*v1alpha1.NodeGroup{consolidating}, Nodes: []*corev1.Node{node("a", consolidating), node("b", consolidating)}}
+	if got := run(t, in); len(got.removed) != 0 {
+		t.Errorf("an Orphan group being deleted had its empty nodes %v consolidated", got.removed)
+	}
 }
 
 // TestACoolingNodeTakesNoShareOfTheBudget: of two empty nodes of a group
