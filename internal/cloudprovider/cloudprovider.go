@@ -58,6 +58,12 @@ type Instance struct {
 	// get a Node (no infrastructure within its timeout): it is no longer a
 	// launching node, and the next launch reports the failure.
 	GivenUp bool
+	// NotLaunched is set by Get on an instance of the group's
+	// infrastructure that berth did not launch (a Cluster API Machine a
+	// rollout, a hand-raised replica count or a remediation made): its
+	// node is the group's, but a failed boot of it is not berth's launch
+	// to time out.
+	NotLaunched bool
 }
 
 // CloudProvider creates and deletes nodes of node groups.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
@@ -148,6 +149,7 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		// Named after its Machine, the launch is the same launching node
 		// that Pending reports in later rounds.
 		inst.NodeName = m.Name
+		p.stampLaunch(ctx, ng, m)
 	} else {
 		p.addedWithoutMachine(r)
 	}
@@ -207,6 +209,7 @@ func (p *Provider) Get(ctx context.Context, nodeName string) (*cloudprovider.Ins
 	}
 	inst := instance(ng, m)
 	inst.NodeName = node.Name
+	inst.NotLaunched = m.Annotations[v1alpha1.AnnotationLaunchedBy] != string(ng.UID)
 	return inst, nil
 }
 
@@ -370,4 +373,24 @@ func errorOrNil(why string) error {
 		return nil
 	}
 	return errors.New(why)
+}
+
+// stampLaunch marks the Machine a launch of berth's made with the group's
+// UID (berth.dev/launched-by, as its node carries it): of the Machines
+// of an object, only those are berth's launches, which the launch timeout
+// may remove when their node never turns Ready (Get's NotLaunched). A
+// Machine the stamp could not be written on is left to Cluster API's own
+// remediation, as any Machine berth did not launch.
+func (p *Provider) stampLaunch(ctx context.Context, ng *v1alpha1.NodeGroup, m machine) {
+	patch := client.MergeFrom(m.obj.DeepCopy())
+	a := m.obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.AnnotationLaunchedBy] = string(ng.UID)
+	m.obj.SetAnnotations(a)
+	if err := p.mgmt.Patch(ctx, m.obj, patch); err != nil {
+		log.FromContext(ctx).Info("could not mark the Machine of a launch as berth's: the launch timeout leaves it to Cluster API",
+			"machine", m.Namespace+"/"+m.Name, "nodeGroup", ng.Name, "error", err.Error())
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/capitest"
+	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
 
@@ -751,5 +752,46 @@ func TestTwoGroupsNamingOneObject(t *testing.T) {
 	}
 	if got := f.replicas(t); got != 2 {
 		t.Errorf("replicas = %d, want 2 untouched", got)
+	}
+}
+
+// TestOnlyTheMachinesOfBerthsLaunchesAreItsLaunches: the Machine a launch
+// of berth's made carries the group's UID, and Get says its node is
+// berth's launch; a Machine of the same MachineDeployment that a rollout
+// or a hand-raised replica count made is not (the launch timeout leaves
+// its node to Cluster API).
+func TestOnlyTheMachinesOfBerthsLaunchesAreItsLaunches(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "stamp", 1, nil, "stamp-old")
+	f.provider.MachineWait = 5 * time.Second
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	launched := make(chan *cloudprovider.Instance, 1)
+	go func() {
+		inst, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off})
+		if err != nil {
+			t.Error(err)
+		}
+		launched <- inst
+	}()
+	// The MachineSet's part: a Machine for the new replica.
+	expect.Eventually(t, 10*time.Second, func(context.Context) (bool, string, error) {
+		return f.replicas(t) == 2, "replicas not raised yet", nil
+	})
+	addMachine(t, f.ng, "stamp", "stamp-new", true)
+	inst := <-launched
+	if inst == nil || inst.NodeName != "stamp-new" {
+		t.Fatalf("launch = %+v, want it named after Machine stamp-new", inst)
+	}
+	if got := machineAnnotations(t, "stamp-new")[v1alpha1.AnnotationLaunchedBy]; got != string(f.ng.UID) {
+		t.Errorf("Machine stamp-new %s = %q, want the group's UID", v1alpha1.AnnotationLaunchedBy, got)
+	}
+	for name, want := range map[string]bool{"stamp-new": false, "stamp-old": true} {
+		got, err := f.provider.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.NotLaunched != want {
+			t.Errorf("Get(%s).NotLaunched = %v, want %v", name, got.NotLaunched, want)
+		}
 	}
 }

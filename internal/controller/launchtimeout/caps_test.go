@@ -58,6 +58,37 @@ func TestAnAdoptedNodeThatLivedBeforeIsNotALaunch(t *testing.T) {
 	}
 }
 
+// foreignMachines says every instance is one berth did not launch (a
+// Cluster API Machine a rollout made).
+type foreignMachines struct{ cloudprovider.CloudProvider }
+
+func (c foreignMachines) Get(ctx context.Context, name string) (*cloudprovider.Instance, error) {
+	inst, err := c.CloudProvider.Get(ctx, name)
+	if inst != nil {
+		inst.NotLaunched = true
+	}
+	return inst, err
+}
+
+// TestANodeOfAMachineBerthDidNotLaunchIsNotTimedOut: a node adopted as it
+// registered (a Cluster API Machine a rollout made, which the provider
+// says berth did not launch) never turns Ready: it is not deleted as a
+// failed launch of berth's; Cluster API's remediation is its owner's.
+func TestANodeOfAMachineBerthDidNotLaunchIsNotTimedOut(t *testing.T) {
+	inst := launch(t, createGroup(t, "rollout", time.Hour))
+	node := &corev1.Node{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: inst.NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, inst.NodeName, v1alpha1.AnnotationAdoptedAt, node.CreationTimestamp.Add(time.Minute).UTC().Format(time.RFC3339))
+	r, clk, _, _ := reconciler()
+	r.Cloud = foreignMachines{r.Cloud}
+	clk.Step(2 * time.Hour)
+	if n := reconcileAll(t, r, []string{inst.NodeName}); n != 0 {
+		t.Errorf("the node of a Machine berth did not launch was deleted as a failed launch")
+	}
+}
+
 // TestLaunchTimeoutsAreCapped: ten nodes of one group never became Ready;
 // one decision deletes at most a share of the group (20 %: two), and
 // across groups at most three a minute; a minute later it goes on.

@@ -276,10 +276,15 @@ func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (bo
 		logger.V(1).Info("not deleting NotReady node: it does not carry this node group's owner mark", "mark", mark)
 		return false, nil
 	}
-	if _, err := r.Cloud.Get(ctx, node.Name); cloudprovider.IsNotFound(err) {
+	inst, err := r.Cloud.Get(ctx, node.Name)
+	if cloudprovider.IsNotFound(err) {
 		return false, nil // not launched by this provider
 	} else if err != nil {
 		return false, err
+	}
+	if inst.NotLaunched {
+		logger.V(1).Info("not deleting NotReady node: berth did not launch its instance (a Cluster API Machine a rollout or a hand-raised replica count made)")
+		return false, nil
 	}
 	return true, nil
 }
