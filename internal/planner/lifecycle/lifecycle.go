@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
 // Default interruption signals: the taints that the common termination
@@ -335,6 +336,29 @@ func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.
 	}
 	allowed = (int(maxUnhealthy(ng))*up + 99) / 100
 	return failingNow > allowed, failingNow, allowed
+}
+
+// ClusterRepairHold reports whether every group holds its repairs: more
+// of the cluster's nodes of berth's groups that have been up (UpOnce;
+// suspended standby nodes aside) are not Ready now than
+// DefaultMaxUnhealthyPercent of them, rounded up. A control plane that
+// loses its nodes (a load balancer or DNS outage between the kubelets and
+// the API server) marks every node Unknown: a group of one node would
+// repair its node by its own share (one of one), replacing nodes whose
+// workloads run. It returns how many are not Ready and how many may be.
+func ClusterRepairHold(groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.Duration) (held bool, notReady, allowed int) {
+	up := 0
+	for _, n := range nodes {
+		if groups[n.Labels[v1alpha1.LabelNodeGroup]] == nil || nodeutil.Standby(n) || !UpOnce(n, maxProvision) {
+			continue
+		}
+		up++
+		if !nodeutil.Ready(n) {
+			notReady++
+		}
+	}
+	allowed = (DefaultMaxUnhealthyPercent*up + 99) / 100
+	return notReady > allowed, notReady, allowed
 }
 
 func maxUnhealthy(ng *v1alpha1.NodeGroup) int32 {

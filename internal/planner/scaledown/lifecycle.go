@@ -56,7 +56,9 @@ func (p *planner) disruptions(in Input) error {
 	}
 	holds := map[string]hold{}
 	byGroup := map[string][]*corev1.Node{}
+	nodes := make([]*corev1.Node, 0, len(p.s.Nodes))
 	for _, n := range p.s.Nodes {
+		nodes = append(nodes, n.Node)
 		if !nodeutil.Standby(n.Node) { // suspended by design: not unhealthy
 			byGroup[n.NodeGroup] = append(byGroup[n.NodeGroup], n.Node)
 		}
@@ -66,6 +68,7 @@ func (p *planner) disruptions(in Input) error {
 		h.held, h.failing, h.allowed = lifecycle.RepairHold(g, byGroup[name], in.LaunchGrace)
 		holds[name] = h
 	}
+	clusterHeld, notReady, clusterAllowed := lifecycle.ClusterRepairHold(p.groups, nodes, in.LaunchGrace)
 	type due struct {
 		node     *snapshot.Node
 		group    *v1alpha1.NodeGroup
@@ -89,9 +92,12 @@ func (p *planner) disruptions(in Input) error {
 			continue
 		}
 		h := holds[g.Name]
-		if vs := lifecycle.Verdicts(g, n.Node, in.Now, in.LaunchGrace, h.held); len(vs) > 0 {
+		if vs := lifecycle.Verdicts(g, n.Node, in.Now, in.LaunchGrace, h.held || clusterHeld); len(vs) > 0 {
 			movers, _, _ := p.classify(n, g)
 			all = append(all, due{node: n, group: g, verdicts: vs, empty: len(movers) == 0})
+		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now, in.LaunchGrace); v != nil && clusterHeld && !h.held {
+			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of the cluster's nodes of berth's groups are not Ready now, "+
+				"more than are repaired at once (%d, %d %%): a partition is not a repair", n.Name, v.Message, notReady, clusterAllowed, lifecycle.DefaultMaxUnhealthyPercent))
 		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now, in.LaunchGrace); v != nil && h.held {
 			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
 				"more than it repairs at once (%d, spec.disruption.repair.maxUnhealthyPercent): a partition is not a repair",

@@ -343,6 +343,53 @@ func TestRepairInSmallGroups(t *testing.T) {
 	}
 }
 
+// TestAPartitionRepairsNoGroupOfOne: five groups of one node each, repair
+// on. One node NotReady for an hour is repaired (its group's share is one
+// of one, and one of the cluster's five is within 20 %). All five
+// NotReady for an hour (the API server lost its kubelets): none is
+// repaired, each says RepairHeld naming the cluster; each group's own
+// share (one of one) would have repaired them all.
+func TestAPartitionRepairsNoGroupOfOne(t *testing.T) {
+	downFor := func(d time.Duration) b.NodeOption {
+		return func(n *corev1.Node) {
+			n.CreationTimestamp = metav1.NewTime(planNow.Add(-d - time.Hour))
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(planNow.Add(-d))}}
+		}
+	}
+	var groups []*v1alpha1.NodeGroup
+	for i := range 5 {
+		groups = append(groups, group(fmt.Sprintf("one-%d", i), func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.InstanceTypes = nil
+			b.InstanceType("m-2", "2", "8Gi", b.Spot("zone-a", "0.03"), b.OnDemand("zone-a", "0.10"))(ng)
+			ng.Spec.Disruption.Repair = &v1alpha1.Repair{}
+		}))
+	}
+	in := func(down int) scaledown.Input {
+		var nodes []*corev1.Node
+		for i, g := range groups {
+			var opts []b.NodeOption
+			if i < down {
+				opts = append(opts, downFor(time.Hour))
+			}
+			nodes = append(nodes, spotNode(fmt.Sprintf("n-%d", i), g, opts...))
+		}
+		return scaledown.Input{NodeGroups: groups, Nodes: nodes, LaunchGrace: 15 * time.Minute}
+	}
+	got, _ := disruptions(t, in(1))
+	if got["n-0"].Reason != v1alpha1.ReasonUnhealthy {
+		t.Errorf("one of five down for an hour: disruptions %+v, want n-0 repaired", got)
+	}
+	got, blocked := disruptions(t, in(5))
+	if len(got) != 0 {
+		t.Errorf("all five down for an hour: disruptions %+v, want none (a partition is not a repair)", got)
+	}
+	for i := range 5 {
+		if name := fmt.Sprintf("n-%d", i); blocked[name] != string(scaledown.ReasonRepairHeld) {
+			t.Errorf("%s: %q, want RepairHeld", name, blocked[name])
+		}
+	}
+}
+
 // TestNodesThePlanTakesOutAreNoHomeForOthersPods (Karpenter's drift
 // suite: a node being disrupted is no destination): two drifted nodes go
 // in one round; the first one's pod fits on the current node, the
