@@ -205,8 +205,9 @@ type Repair struct {
 	// percentage, rounded up (one node of a group of up to five at 20), fail
 	// a repair condition at once (for however long: a partition takes
 	// nodes down together), berth repairs none (a partition is not a
-	// repair); default 20. Nodes never seen Ready are the launch timeout's,
-	// not repair's.
+	// repair); default 20. Nor does any group repair while more than 20 %
+	// of the cluster's nodes of berth's groups are not Ready. Nodes never
+	// seen Ready are the launch timeout's, not repair's.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
