@@ -125,7 +125,7 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 	last := leftLast(pods)
 	timeout := g.Spec.Disruption.Timeout()
 	detaching := false
-	if fresh && !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !cameBack(p, started) }) {
+	if fresh && blocked == nil && !slices.ContainsFunc(moving, func(p *corev1.Pod) bool { return !cameBack(p, started) }) {
 		// Nothing is left to evict or shutting down (a pod long
 		// terminating goes with the node): the removal has its time from
 		// then, and comes once the volumes of the pods that left have
@@ -397,7 +397,18 @@ func (c *Controller) remove(ctx context.Context, g *v1alpha1.NodeGroup, n *corev
 	delete(c.accounted, n.Name)
 	res.Removed = append(res.Removed, n.Name)
 	log.FromContext(ctx).Info("removed node", "node", n.Name, "nodeGroup", g.Name, "drain", c.Clock.Since(started).Round(time.Second).String())
-	c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "ScaleDown", "Node removed after %s: all its pods moved", c.Clock.Since(started).Round(time.Second))
+	left := 0
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && !podutil.IsMirror(p) && !podutil.IsDaemonSetPod(p) {
+			left++
+		}
+	}
+	if left > 0 {
+		c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "ScaleDown", "Node's removal accepted by its provider after a drain of %s; %d pods still on it go with it",
+			c.Clock.Since(started).Round(time.Second), left)
+	} else {
+		c.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonRemoved, "ScaleDown", "Node's removal accepted by its provider after a drain of %s: its pods moved", c.Clock.Since(started).Round(time.Second))
+	}
 	return nil
 }
 

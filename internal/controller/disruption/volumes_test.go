@@ -276,3 +276,38 @@ func TestAVolumeThatDetachesLateLeavesTheProviderItsTime(t *testing.T) {
 		t.Fatalf("removed %v once the provider can, want %s", res.Removed, victim)
 	}
 }
+
+// TestADrainABlockingPodStopsSaysNothingOfVolumes: a pod of the draining
+// node opts out (do-not-disrupt) while a volume is attached there: the
+// drain stops and says why, without first saying the node's pods are
+// gone and its removal waits for their volumes (a blocked drain's pods
+// were taken for gone).
+func TestADrainABlockingPodStopsSaysNothingOfVolumes(t *testing.T) {
+	f := setup(t, "sd-volumes-blocked", 2)
+	f.deploymentOf(2, "900m")
+	victim := f.startDrain()
+	f.attach("sd-volumes-blocked-web", victim)
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(f.ns), client.MatchingFields{"spec.nodeName": victim}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatalf("no pod on %s", victim)
+	}
+	p := &pods.Items[0]
+	patch := client.MergeFrom(p.DeepCopy())
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true"
+	if err := env.Client.Patch(context.Background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	res := f.run()
+	if !slices.Contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s stopped by its pod", res.GivenUp, victim)
+	}
+	if msg := f.said(victim, disruption.ReasonAwaitingVolumeDetachment); msg != "" {
+		t.Errorf("a drain a pod stopped said %q", msg)
+	}
+}
