@@ -212,7 +212,11 @@ func (p *Provisioner) Start(ctx context.Context) error {
 			wait := min(time.Second<<min(failures-1, 6), maxRoundBackoff)
 			logger.Error(err, "provisioning round failed; retrying", "in", wait.String())
 			roundErrors.Inc()
-			p.Clock.Sleep(wait)
+			select { // a shutdown does not wait for the backoff
+			case <-ctx.Done():
+				return nil
+			case <-p.Clock.After(wait):
+			}
 			p.Trigger()
 		} else {
 			failures = 0
@@ -299,7 +303,7 @@ func (p *Provisioner) RunOnce(ctx context.Context) (*Result, error) {
 	}
 	in, groups, pending := r.in, r.groups, r.pending
 	observePending(pending, p.Clock.Now())
-	observeNodes(in.Nodes, p.opts.Limits.Nodes.Total)
+	observeNodes(p.inflight.merge(in.Nodes), p.opts.Limits.Nodes.Total) // launches the cache does not show yet too
 	res := &Result{Pending: len(pending)}
 	for _, pod := range pending {
 		res.PendingPods = append(res.PendingPods, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
