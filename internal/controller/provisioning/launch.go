@@ -105,8 +105,12 @@ func (p *Provisioner) transientFailure(off scaleup.Offering) int {
 	p.transientMu.Lock()
 	defer p.transientMu.Unlock()
 	s := p.transient[off]
-	if s.rounds == 0 || s.last != p.roundID {
+	switch {
+	case s.rounds > 0 && s.last == p.roundID: // another launch of the same round
+	case s.rounds > 0 && s.last+1 == p.roundID:
 		s.rounds, s.last = s.rounds+1, p.roundID
+	default: // the first, or after a round that did not fail it: a new run
+		s.rounds, s.last = 1, p.roundID
 	}
 	p.transient[off] = s
 	return s.rounds

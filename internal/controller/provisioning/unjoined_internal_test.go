@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
 	"github.com/berth-dev/berth/internal/testing/fakes"
@@ -79,5 +80,27 @@ func TestAMachineTwoGroupsListIsPlannedOnce(t *testing.T) {
 			names = append(names, n.Name+"/"+n.Labels[v1alpha1.LabelNodeGroup])
 		}
 		t.Errorf("launching nodes %v, want machine-0 once, of group a", names)
+	}
+}
+
+// TestTransientFailuresCountOnlyInARow: an offering's transient launch
+// failures count the rounds in a row that failed it (launches of one
+// round once); a round between that did not fail it starts the count
+// again, so that failures hours apart never add up to the offering's
+// blame.
+func TestTransientFailuresCountOnlyInARow(t *testing.T) {
+	p := New(Deps{Recorder: &fakes.Recorder{}, Clock: clocktesting.NewFakeClock(time.Now())}, Options{})
+	off := scaleup.Offering{NodeGroup: "g", InstanceType: "m-2", Zone: "zone-a", CapacityType: "on-demand"}
+	count := func(round uint64) int {
+		p.roundID = round
+		return p.transientFailure(off)
+	}
+	for _, step := range []struct {
+		round uint64
+		want  int
+	}{{1, 1}, {1, 1}, {2, 2}, {5, 1}, {6, 2}, {7, 3}} {
+		if got := count(step.round); got != step.want {
+			t.Fatalf("round %d: %d rounds in a row, want %d", step.round, got, step.want)
+		}
 	}
 }
