@@ -166,6 +166,9 @@ type Controller struct {
 	// marks are what this replica wrote on nodes it launched nodes for,
 	// until the informer cache shows it (see mark).
 	marks map[string]mark
+	// unseen are the taints this replica wrote or took off that the cache
+	// may not show yet (ownWritesUnseen).
+	unseen map[string]unseenWrite
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
 	// the last warning about a drain per node, and lastWindow per node
 	// group with an unreadable window.
@@ -188,7 +191,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: scaledown.Countdown{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, marks: map[string]mark{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, marks: map[string]mark{}, unseen: map[string]unseenWrite{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -242,6 +245,9 @@ type Result struct {
 	// GivenUp the drains stopped; Replacements the nodes launched to
 	// replace others.
 	Started, Removed, GivenUp, Replacements []string
+	// Waited says the round did nothing: the cache did not show a taint
+	// it wrote or took off yet.
+	Waited bool
 	// paced counts the drains started this round that count against
 	// MaxRemovalsPerRound: all but an interruption's (the cloud takes the
 	// node whatever berth does).
@@ -270,6 +276,10 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
+	if c.ownWritesUnseen(ctx, w) {
+		res.Waited = true
+		return res, nil
+	}
 	for name := range c.deleted {
 		if w.byName[name] == nil {
 			delete(c.deleted, name)

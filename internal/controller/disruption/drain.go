@@ -58,6 +58,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
 	}
+	c.wrote(n, true)
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
 	delete(c.volumesWaited, n.Name)
@@ -517,6 +518,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("untainting node %s: %w", n.Name, err)
 	}
+	c.wrote(n, false)
 	delete(c.marks, n.Name)
 	delete(c.accounted, n.Name)
 	delete(c.emptied, n.Name)
