@@ -41,10 +41,10 @@ func (q *Quantity) Set(s string) error {
 	return nil
 }
 
-// Bind registers the flags with their defaults (1000 cores, 4000Gi).
+// Bind registers the flags with their defaults (scaleup.DefaultClusterLimits).
 func (l *ClusterLimits) Bind(fs *pflag.FlagSet) {
-	l.CPU.Quantity = resource.MustParse("1000")
-	l.Memory.Quantity = resource.MustParse("4000Gi")
+	l.CPU.Quantity = scaleup.DefaultClusterLimits[corev1.ResourceCPU]
+	l.Memory.Quantity = scaleup.DefaultClusterLimits[corev1.ResourceMemory]
 	fs.Var(&l.CPU, "cluster-max-cpu", "cluster-wide limit on the cpu of all nodes")
 	fs.Var(&l.Memory, "cluster-max-memory", "cluster-wide limit on the memory of all nodes")
 	fs.IntVar(&l.Nodes, "max-nodes-total", 0, "cluster-wide cap on the number of nodes, those of no node group included; no node is launched past it (0: no cap)")

@@ -13,7 +13,7 @@ func TestLimitFlags(t *testing.T) {
 		wantErr string // "" means accepted
 		wantCPU string
 	}{
-		{args: nil, wantCPU: "1k"},
+		{args: nil, wantCPU: "320k"}, // Cluster Autoscaler's default
 		{args: []string{"--cluster-max-cpu=64"}, wantCPU: "64"},
 		{args: []string{"--cluster-max-cpu=lots"}, wantErr: "quantities must match"},
 		// apimachinery's parser does not return on this one.

@@ -151,11 +151,11 @@ func TestCAOrchestratorCasesAgree(t *testing.T) {
 // labelled type=virtual-kubelet "may have lots of resource and exceed the
 // total resource limit", and is left out of the quota usage): an AKS
 // virtual node (ACI) advertises 10k cpu and 4Ti memory, tainted for the
-// pods that choose it. With the default cluster limits (1000 cpu, 4000Gi)
-// a web pod still gets a node of group g.
+// pods that choose it: here more than the default cluster limits (320k
+// cpu, 6400000Gi). A web pod still gets a node of group g.
 func TestAVirtualKubeletNodeDoesNotCountInTheClusterLimits(t *testing.T) {
 	g := b.NodeGroup("g", b.Size(0, 10), b.InstanceType("m-4", "4", "16Gi", b.OnDemand("zone-a", "0.20")))
-	virtual := b.Node("virtual-node-aci-linux", "10k", "4Ti", b.NodeLabels("type", "virtual-kubelet"),
+	virtual := b.Node("virtual-node-aci-linux", "400k", "8000000Gi", b.NodeLabels("type", "virtual-kubelet"),
 		b.NodeTaint("virtual-kubelet.io/provider", "azure", corev1.TaintEffectNoSchedule))
 	runPlanCases(t, []planCase{{
 		name: "an ACI virtual node", groups: []*v1alpha1.NodeGroup{g}, nodes: []*corev1.Node{virtual},

@@ -13,10 +13,12 @@ import (
 )
 
 // DefaultClusterLimits cap the total capacity of all nodes when the caller
-// sets none.
+// sets none: Cluster Autoscaler's defaults (--cores-total 320000,
+// --memory-total 6400000 GiB), a bound against a runaway, not a size
+// (1000 cores, as before, kept every cluster past it from scaling up).
 var DefaultClusterLimits = corev1.ResourceList{
-	corev1.ResourceCPU:    resource.MustParse("1000"),
-	corev1.ResourceMemory: resource.MustParse("4000Gi"),
+	corev1.ResourceCPU:    resource.MustParse("320000"),
+	corev1.ResourceMemory: resource.MustParse("6400000Gi"),
 }
 
 // Limits are the cluster-wide bounds of a plan: the total capacity of
