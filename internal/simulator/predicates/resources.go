@@ -33,12 +33,14 @@ func (NodeResourcesFit) Filter(s *snapshot.Snapshot, c *snapshot.Class, n *snaps
 		return fail(Unresolvable, ReasonTooManyPods, fmt.Sprintf("too many pods (%d allowed)", n.AllowedPods))
 	}
 	req := c.RequestsOn(n)
-	if req.IsZero() {
-		return OK
-	}
-	if !snapshot.Fits(req, &n.Requested, &n.Allocatable) {
+	if !req.IsZero() && !snapshot.Fits(req, &n.Requested, &n.Allocatable) {
 		return insufficient(req, n)
 	}
+	// A pod that requests nothing still narrows a planned node to the
+	// options its node selection allows: one option must hold the node's
+	// pods with it and match (its selection and its pod count, each
+	// checked on its own by the other filters, may have no option in
+	// common), or the node is left with none and its pods with no node.
 	if n.Flex != nil && !n.Template && !s.FitsAnyOption(n, c) {
 		return fail(Unresolvable, "Insufficient resources", "no single instance type fits the node's pods together with this one within the limits and the pod's node selection")
 	}

@@ -39,16 +39,20 @@ func (*draNodes) Host(n *Node) dynamicresources.Host[*Option] {
 }
 
 // Fitting appends to buf the options of planned node n (only, unless it
-// is nil) that hold its pods plus one pod of the class within the limits.
+// is nil) that hold its pods plus one pod of the class within the limits
+// and that the class's node selection allows (an option with the devices
+// that the pod's selection refuses is none: the node would be narrowed to
+// no option).
 func (d *draNodes) Fitting(n *Node, class int, only *Option, buf []*Option) []*Option {
 	s := (*Snapshot)(d)
 	c := s.classList[class]
 	h := s.LimitRoomOf(n)
+	checkLabels := s.ReferencesOptionKeys(c)
 	for _, o := range n.Flex.Options {
 		if only != nil && o != only {
 			continue
 		}
-		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.AllowsOption(o) {
+		if n.FitsOption(o, c.RequestsOn(n), c.PodsOn(n)) && h.AllowsOption(o) && (!checkLabels || c.MatchesOption(o.Node)) {
 			buf = append(buf, o)
 		}
 	}
