@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -187,7 +188,9 @@ func NodeReserveName(h *v1alpha1.Headroom) string { return "node-reserve-" + h.N
 
 // NodeReserveDaemonSet is the DaemonSet that holds a slice of every selected
 // node: pause pods of the berth-node-reserve PriorityClass, which ordinary
-// pods cannot preempt and berth-burst-critical pods can.
+// pods cannot preempt and berth-burst-critical pods can. A change of the
+// slice rolls out surging (NodeReserveUpdate): a node's old reserve pod
+// goes only once its new one runs.
 func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 	pn := h.Spec.PerNode
 	labels := NodeReserveLabels(h)
@@ -195,7 +198,8 @@ func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeReserveName(h), Namespace: v1alpha1.SystemNamespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: NodeReserveUpdate(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
@@ -208,4 +212,18 @@ func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 			},
 		},
 	}
+}
+
+// NodeReserveUpdate is how a per-node reserve's change rolls out: the new
+// reserve pod starts beside the old one (10 % of the nodes at a time), and
+// the old one goes once the new one is ready. Its pods never preempt
+// (preemptionPolicy Never): deleted first, as the default rolling update
+// does, a node's slice was lost whenever the new pod found no room (a
+// larger slice on a full node, or a pending pod that took the room in
+// between), and the rollout stopped there. Surging, such a node keeps its
+// old slice.
+func NodeReserveUpdate() appsv1.DaemonSetUpdateStrategy {
+	surge, unavailable := intstr.FromString("10%"), intstr.FromInt32(0)
+	return appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: &surge, MaxUnavailable: &unavailable}}
 }

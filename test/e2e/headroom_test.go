@@ -273,6 +273,63 @@ func TestPerNodeReserveOnlyForBurstCritical(t *testing.T) {
 	})
 }
 
+// TestAReserveChangeKeepsTheSliceOfAFullNode: a node full but for its
+// reserve (500m); the reserve grows to 600m, which the node has no room
+// for. The new reserve pod waits beside the old one, which keeps the
+// slice: deleted first (the DaemonSet's default rolling update), the node
+// had no reserve at all, and the new pod never preempts to get one.
+func TestAReserveChangeKeepsTheSliceOfAFullNode(t *testing.T) {
+	ns := newNamespace(t)
+	createNodeGroup(t, b.NodeGroup("hr-roll", b.Size(1, 1), b.InstanceType("r-2", "2", "4Gi", b.OnDemand("zone-a", "0.10"))))
+	startController(t)
+	h := &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "hr-roll"}, Spec: v1alpha1.HeadroomSpec{
+		PerNode: &v1alpha1.PerNodeReserve{NodeSelector: map[string]string{v1alpha1.LabelNodeGroup: "hr-roll"},
+			Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}
+	createHeadroom(t, h)
+	waitHeadroom(t, "hr-roll", 4*time.Minute, func(s v1alpha1.HeadroomStatus) bool { return s.ReservedNodes == 1 })
+	createPods(t, b.Pod("filler", b.Namespace(ns), b.NoUID(), b.CPU("1500m"), b.NodeSelector(v1alpha1.LabelNodeGroup, "hr-roll")))
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		return podRunningOn(ctx, client.ObjectKey{Namespace: ns, Name: "filler"})
+	})
+	old := placeholderUIDs(t, "hr-roll") // the running pods of the headroom: its reserve pod
+	if len(old) != 1 {
+		t.Fatalf("%d reserve pods running, want 1", len(old))
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "hr-roll"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.PerNode.Resources[corev1.ResourceCPU] = resource.MustParse("600m")
+	if err := env.Client.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	// The new reserve pod comes, and cannot run: the old one stays.
+	expect.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(v1alpha1.SystemNamespace), client.MatchingLabels{v1alpha1.LabelHeadroom: "hr-roll"}); err != nil {
+			return false, "", err
+		}
+		oldRunning, pending := false, 0
+		for _, p := range pods.Items {
+			oldRunning = oldRunning || old[string(p.UID)] && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+			if !old[string(p.UID)] && p.Status.Phase == corev1.PodPending {
+				pending++
+			}
+		}
+		return oldRunning && pending == 1, fmt.Sprintf("old reserve pod running %v, new pending %d", oldRunning, pending), nil
+	})
+	time.Sleep(10 * time.Second)
+	if still := placeholderUIDs(t, "hr-roll"); len(still) != 1 || !old[firstKey(still)] {
+		t.Errorf("reserve pods running %v, want the old one still holding the slice", still)
+	}
+}
+
+func firstKey(m map[string]bool) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
 // TestAutomaticHeadroomFollowsTheWorkload: 20% of the workload in scope;
 // scaling the workload up grows the desired units.
 func TestAutomaticHeadroomFollowsTheWorkload(t *testing.T) {

@@ -85,8 +85,8 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 	hash := specHash(0, want.Spec.Template)
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, ds, func() error {
 		// As for placeholders: rewriting the defaulted template would
-		// restart the reserve pods, and a restarted reserve pod preempts
-		// lower-priority pods to get its slice back.
+		// restart the reserve pods, and a restarted reserve pod does not
+		// preempt: it may not get its slice back.
 		if ds.Annotations[annotationSpecHash] != hash {
 			ds.Labels = want.Labels
 			ds.Annotations = map[string]string{annotationSpecHash: hash}
@@ -94,6 +94,7 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 				ds.Spec.Selector = want.Spec.Selector // immutable once set
 			}
 			ds.Spec.Template = want.Spec.Template
+			ds.Spec.UpdateStrategy = want.Spec.UpdateStrategy // with the change it rolls out
 		}
 		return controllerutil.SetControllerReference(h, ds, r.Client.Scheme())
 	})
