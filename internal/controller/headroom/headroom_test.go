@@ -115,6 +115,29 @@ func TestPlaceholdersDeploymentIsStable(t *testing.T) {
 	if *d.Spec.Replicas != 5 {
 		t.Errorf("replicas %d after raising the count to 5", *d.Spec.Replicas)
 	}
+	// Someone scales the Deployment by hand and gives its pods another
+	// priority: berth puts back what it keeps (before, only a change of
+	// its own spec did, and the Headroom said it kept 5 units).
+	d.Spec.Replicas = ptr[int32](0)
+	d.Spec.Template.Spec.PriorityClassName = "system-cluster-critical"
+	if err := env.Client.Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, "ph")
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 5 || d.Spec.Template.Spec.PriorityClassName != v1alpha1.PriorityClassHeadroom {
+		t.Errorf("after a hand edit: replicas %d, class %q; want 5 and %s back", *d.Spec.Replicas, d.Spec.Template.Spec.PriorityClassName, v1alpha1.PriorityClassHeadroom)
+	}
+	gen = d.Generation
+	reconcileOnce(t, r, "ph")
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation != gen {
+		t.Errorf("reconciling once more after the repair changed the Deployment (generation %d -> %d)", gen, d.Generation)
+	}
 }
 
 // TestPlaceholdersOfADeviceUnitAreAdmitted: a unit that asks for a

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,10 +53,13 @@ func (r *Reconciler) placeholders(ctx context.Context, h *v1alpha1.Headroom, res
 	hr.WithPauseImage(&template.Spec, r.PauseImage)
 	hash := specHash(replicas, template)
 	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
-		// Only write what berth wants when it changed: the API server
-		// defaults the template, so writing it back every time would roll
-		// the placeholders on every reconcile.
-		if d.Annotations[annotationSpecHash] != hash {
+		// Only write what berth wants when it changed, or when someone
+		// changed what berth set (scaled the Deployment by hand, edited
+		// its pods' priority): the API server defaults the template, so
+		// writing it back every time would roll the placeholders on every
+		// reconcile.
+		if d.Annotations[annotationSpecHash] != hash || d.Spec.Replicas == nil || *d.Spec.Replicas != replicas ||
+			!equality.Semantic.DeepDerivative(template, d.Spec.Template) {
 			d.Labels = labels
 			d.Annotations = map[string]string{annotationSpecHash: hash}
 			d.Spec.Replicas = &replicas
@@ -87,7 +91,7 @@ func (r *Reconciler) nodeReserve(ctx context.Context, h *v1alpha1.Headroom) (int
 		// As for placeholders: rewriting the defaulted template would
 		// restart the reserve pods, and a restarted reserve pod does not
 		// preempt: it may not get its slice back.
-		if ds.Annotations[annotationSpecHash] != hash {
+		if ds.Annotations[annotationSpecHash] != hash || !equality.Semantic.DeepDerivative(want.Spec.Template, ds.Spec.Template) {
 			ds.Labels = want.Labels
 			ds.Annotations = map[string]string{annotationSpecHash: hash}
 			if ds.Spec.Selector == nil {
