@@ -271,6 +271,28 @@ func TestBufferFromAnyScalableKind(t *testing.T) {
 		t.Errorf("from-job: replicas %v, condition %+v; want 2 (50%% of parallelism 4)", cb.Status.Replicas, readyCondition(cb))
 	}
 
+	// The Job completes: its parallelism stays set, and it runs nothing
+	// more; the buffer keeps no room for it.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.Suspend = ptr.To(false)
+	if err := env.Client.Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	cb = reconcileBuffer(t, r, "from-job")
+	if cb.Status.Replicas == nil || *cb.Status.Replicas != 0 {
+		t.Errorf("from-job after the Job completed: replicas %d, want 0", ptr.Deref(cb.Status.Replicas, -1))
+	}
+
 	cb = reconcileBuffer(t, r, "from-widget")
 	if c := readyCondition(cb); c == nil || c.Status != metav1.ConditionFalse || c.Reason != capacitybuffer.ReasonNoPodToCopy {
 		t.Errorf("from-widget before any pod: condition %+v, want False/%s", c, capacitybuffer.ReasonNoPodToCopy)

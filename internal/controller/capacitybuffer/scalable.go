@@ -74,7 +74,7 @@ func (r *Reconciler) scalable(ctx context.Context, cb *cbv1beta1.CapacityBuffer)
 	case ref.APIGroup == "batch" && ref.Kind == "Job":
 		j := &batchv1.Job{}
 		obj, read = j, func() (corev1.PodTemplateSpec, *int32, labels.Selector, error) {
-			return fromLabelSelector(j.Spec.Template, j.Spec.Parallelism, j.Spec.Selector)
+			return fromLabelSelector(j.Spec.Template, jobPods(j), j.Spec.Selector)
 		}
 	case (ref.APIGroup == "" || ref.APIGroup == "core") && ref.Kind == "ReplicationController": // "core": Cluster Autoscaler's spelling
 		rc := &corev1.ReplicationController{}
@@ -255,4 +255,21 @@ func shapeOf(p *corev1.Pod) corev1.PodTemplateSpec {
 	spec := *p.Spec.DeepCopy()
 	spec.NodeName, spec.EphemeralContainers = "", nil
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels, Annotations: p.Annotations}, Spec: spec}
+}
+
+// jobPods is how many pods a Job runs at once from now: none once it
+// completed or failed (its parallelism stays set), and no more than the
+// completions it still needs.
+func jobPods(j *batchv1.Job) *int32 {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return new(int32)
+		}
+	}
+	if j.Spec.Parallelism == nil || j.Spec.Completions == nil {
+		return j.Spec.Parallelism
+	}
+	left := max(*j.Spec.Completions-j.Status.Succeeded, 0)
+	n := min(*j.Spec.Parallelism, left)
+	return &n
 }
