@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +45,14 @@ const (
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// said is the last "no slice fits" message per waiting pod, said once.
+	said sync.Map
 }
+
+// LookAgain is how often a burst-critical pod no slice fits is looked at
+// again while it waits: a slice may come back (a reserve pod running
+// again) or a new node bring one, which no event of the pod's tells.
+const LookAgain = 10 * time.Second
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=delete
@@ -82,9 +90,11 @@ func waiting(p *corev1.Pod) bool {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
+		r.said.Delete(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !waiting(pod) {
+		r.said.Delete(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	in, err := r.input(ctx, pod)
@@ -93,9 +103,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	d, err := reserve.Choose(in)
 	if err != nil {
-		r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonNoReserveFits, "Reserve", "No per-node reserve slice fits this pod: %v", err)
-		return reconcile.Result{}, nil
+		if last, _ := r.said.Swap(req.NamespacedName, err.Error()); last != err.Error() {
+			r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonNoReserveFits, "Reserve", "No per-node reserve slice fits this pod: %v", err)
+		}
+		return reconcile.Result{RequeueAfter: LookAgain}, nil
 	}
+	r.said.Delete(req.NamespacedName)
 	// Nominate first, so that the slice is the pod's as soon as the
 	// reserve pod is gone.
 	patch := client.MergeFrom(pod.DeepCopy())

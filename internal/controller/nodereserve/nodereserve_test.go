@@ -213,6 +213,21 @@ func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
 	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "" || p.Spec.NodeName != "" {
 		t.Errorf("burst-3 was given node %q/%q with no slice left", p.Status.NominatedNodeName, p.Spec.NodeName)
 	}
+	// It is looked at again while it waits (no event of its own would
+	// come), and told once: a node with a reserve comes, and it gets that
+	// slice.
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "burst-3"}})
+	if err != nil || res.RequeueAfter <= 0 {
+		t.Errorf("burst-3 with no slice: result %+v, %v; want it looked at again", res, err)
+	}
+	if ev := events.For(ns + "/burst-3"); len(ev) != 1 {
+		t.Errorf("events on burst-3 after a second look: %+v, want the one", ev)
+	}
+	twoFullNodes(t, "e")
+	reconcileNow(t, r, "burst-3")
+	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "e" && p.Spec.NodeName != "e" {
+		t.Errorf("burst-3 once node e brought a reserve: nominated %q, bound %q; want e", p.Status.NominatedNodeName, p.Spec.NodeName)
+	}
 }
 
 // TestAReserveThatCouldNotBeRemovedIsHandedOverOnTheRetry: deleting the
