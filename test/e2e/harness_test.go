@@ -96,6 +96,7 @@ type controllerProc struct {
 	cmd     *exec.Cmd
 	log     string
 	metrics string
+	probes  string
 	done    chan struct{}
 }
 
@@ -134,7 +135,7 @@ func startController(t *testing.T, args ...string) *controllerProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &controllerProc{cmd: cmd, log: logFile, metrics: metrics, done: make(chan struct{})}
+	p := &controllerProc{cmd: cmd, log: logFile, metrics: metrics, probes: probes, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stop()

@@ -4,9 +4,11 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -210,6 +212,18 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
+	// Ready once the informer caches have synced (listing a large
+	// cluster's pods takes minutes): ready before, a new replica let a
+	// rollout or a drain take the last old one, the leader, and no replica
+	// could lead until the new one had listed everything.
+	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr.GetCache())); err != nil {
+		return err
+	}
+	if hook.server() != nil {
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
+	}
 	if err := o.wire(mgr, limits, hook); err != nil {
 		return err
 	}
@@ -227,4 +241,17 @@ func (o *options) metricsOptions() metricsserver.Options {
 		return metricsserver.Options{BindAddress: o.metricsAddr}
 	}
 	return metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
+
+// cachesSynced is a readiness check that passes once every informer the
+// cache started has synced.
+func cachesSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 200*time.Millisecond)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
+		}
+		return nil
+	}
 }
