@@ -123,7 +123,7 @@ func (r *Reconciler) placeholderFor(w *corev1.Pod, p *v1alpha1.CompanionProfile,
 				Name: "pause", Image: r.PauseImage,
 				Resources: corev1.ResourceRequirements{Requests: req},
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65535),
+					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), // no user: the image's (65535), or the one OpenShift assigns
 					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}, // restricted Pod Security (berth-system)
 				},
