@@ -52,9 +52,11 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 		if h.Status.Unit == nil || h.Status.DesiredUnits <= 0 {
 			continue
 		}
-		scope, err := hr.ScopeGroups(h, groups)
+		// A named group deleted since: the units of the last valid spec
+		// stay in the groups left (the Headroom says its spec is invalid).
+		scope, err := hr.ScopeGroupsLeft(h, groups)
 		if err != nil {
-			continue // reported on the Headroom by its controller
+			continue // no group left; reported on the Headroom by its controller
 		}
 		if s, ok := headroomSet(h, scope); ok {
 			out = append(out, s)

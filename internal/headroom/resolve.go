@@ -168,6 +168,18 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 // ScopeGroups returns the node groups a headroom's scope selects; nil for
 // the whole cluster. A named group that does not exist is an error.
 func ScopeGroups(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error) {
+	return scopeGroups(h, groups, true)
+}
+
+// ScopeGroupsLeft is ScopeGroups without the named groups that no longer
+// exist: where a headroom whose spec does not resolve any more (a named
+// group deleted) keeps the units of its last valid spec, as its status
+// says. An error when none is left.
+func ScopeGroupsLeft(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup) ([]*v1alpha1.NodeGroup, error) {
+	return scopeGroups(h, groups, false)
+}
+
+func scopeGroups(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup, strict bool) ([]*v1alpha1.NodeGroup, error) {
 	sc := &h.Spec.Scope
 	if len(sc.NodeGroups) == 0 && sc.NodeGroupSelector == nil {
 		return nil, nil
@@ -187,7 +199,7 @@ func ScopeGroups(h *v1alpha1.Headroom, groups []*v1alpha1.NodeGroup) ([]*v1alpha
 		}
 	}
 	for _, name := range sc.NodeGroups {
-		if !slices.ContainsFunc(out, func(g *v1alpha1.NodeGroup) bool { return g.Name == name }) {
+		if strict && !slices.ContainsFunc(out, func(g *v1alpha1.NodeGroup) bool { return g.Name == name }) {
 			return nil, fmt.Errorf("spec.scope.nodeGroups: node group %q does not exist", name)
 		}
 	}
