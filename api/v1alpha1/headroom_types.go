@@ -20,14 +20,17 @@ const (
 const (
 	// ConditionReady is True when every desired unit fits in free capacity.
 	ConditionReady = "Ready"
-	// ReasonAllUnitsReady, ReasonUnitsMissing, ReasonInvalidSpec and
+	// ReasonAllUnitsReady, ReasonUnitsMissing, ReasonInvalidSpec,
 	// ReasonForbidden (berth may not create what the Headroom needs: its
-	// RBAC or an admission policy refused it) are the reasons of the
-	// Ready condition.
-	ReasonAllUnitsReady = "AllUnitsReady"
-	ReasonUnitsMissing  = "UnitsMissing"
-	ReasonInvalidSpec   = "InvalidSpec"
-	ReasonForbidden     = "Forbidden"
+	// RBAC or an admission policy refused it) and
+	// ReasonPlaceholdersNotCreated (the placeholder Deployment's pods are
+	// refused: a PriorityClass missing, a quota or LimitRange of
+	// berth-system) are the reasons of the Ready condition.
+	ReasonAllUnitsReady          = "AllUnitsReady"
+	ReasonUnitsMissing           = "UnitsMissing"
+	ReasonInvalidSpec            = "InvalidSpec"
+	ReasonForbidden              = "Forbidden"
+	ReasonPlaceholdersNotCreated = "PlaceholdersNotCreated"
 	// ConditionTargetMet is True when the pods in scope got capacity
 	// within the target's wait, at its percent, over the last hour.
 	ConditionTargetMet = "TargetMet"

@@ -199,6 +199,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if planned {
 		status.ReadyUnits = min(ready, res.Total())
 		r.transition(h, status)
+		if why := r.placeholdersRefused(ctx, h); why != "" && status.ReadyUnits < status.DesiredUnits {
+			// No placeholder pod waits for a node: nothing is launched
+			// for the missing units, whatever "berth launches nodes for
+			// the rest" would say.
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: v1alpha1.ReasonPlaceholdersNotCreated, ObservedGeneration: h.Generation,
+				Message: fmt.Sprintf("%d of %d units fit; the placeholder pods of the rest cannot be created: %s", status.ReadyUnits, status.DesiredUnits, why)})
+		}
 	} else {
 		// The provisioner has not planned since berth started: what fits
 		// is not known yet. Keep the last readiness rather than report the

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/expect"
 	"github.com/berth-dev/berth/internal/testing/fakes"
 	"github.com/berth-dev/berth/internal/testing/testenv"
 )
@@ -138,6 +139,30 @@ func TestPlaceholdersDeploymentIsStable(t *testing.T) {
 	if d.Generation != gen {
 		t.Errorf("reconciling once more after the repair changed the Deployment (generation %d -> %d)", gen, d.Generation)
 	}
+}
+
+// TestPlaceholdersThatCannotBeCreatedAreReported: a ResourceQuota of
+// berth-system allows no pod, so the placeholder Deployment's ReplicaSet
+// cannot create any (the Deployment says so in its ReplicaFailure
+// condition): the Headroom is not Ready for that reason, not "berth
+// launches nodes for the rest" (no placeholder waits, nothing is
+// launched).
+func TestPlaceholdersThatCannotBeCreatedAreReported(t *testing.T) {
+	ensureNamespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: v1alpha1.SystemNamespace},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	create(t, quota)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), quota) })
+	create(t, &v1alpha1.Headroom{ObjectMeta: metav1.ObjectMeta{Name: "ph-quota"}, Spec: v1alpha1.HeadroomSpec{Units: units(2), Placeholders: true}})
+	r, _, _ := reconciler()
+	expect.Eventually(t, time.Minute, func(context.Context) (bool, string, error) {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "ph-quota"}}); err != nil {
+			return false, "", err
+		}
+		c := meta.FindStatusCondition(get(t, "ph-quota").Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonPlaceholdersNotCreated && strings.Contains(c.Message, "quota"),
+			fmt.Sprintf("Ready %+v, want False/%s naming the quota", c, v1alpha1.ReasonPlaceholdersNotCreated), nil
+	})
 }
 
 // TestPlaceholdersOfADeviceUnitAreAdmitted: a unit that asks for a

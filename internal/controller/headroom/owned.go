@@ -136,3 +136,24 @@ func (p *priorityClasses) Start(ctx context.Context) error {
 
 // NeedLeaderElection returns false: every replica checks.
 func (p *priorityClasses) NeedLeaderElection() bool { return false }
+
+// placeholdersRefused says why the placeholder Deployment's pods cannot be
+// created ("" when they can, or there are none): its ReplicaFailure
+// condition, which the Deployment controller copies from its ReplicaSet's
+// FailedCreate (a PriorityClass missing, a ResourceQuota or LimitRange of
+// berth-system refusing the pods).
+func (r *Reconciler) placeholdersRefused(ctx context.Context, h *v1alpha1.Headroom) string {
+	if !h.Spec.Placeholders {
+		return ""
+	}
+	d := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: v1alpha1.SystemNamespace, Name: placeholderName(h)}, d); err != nil {
+		return ""
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return c.Message
+		}
+	}
+	return ""
+}
