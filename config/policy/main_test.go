@@ -50,6 +50,7 @@ const berthUser = "system:serviceaccount:" + v1alpha1.SystemNamespace + ":berth-
 const (
 	podPolicy     = "berth-changes-only-its-part-of-pods"
 	nodePolicy    = "berth-changes-only-its-nodes"
+	createPolicy  = "berth-creates-only-kwok-nodes"
 	markPolicy    = "berth-node-owner-mark"
 	webhookPolicy = "berth-writes-only-its-webhook"
 	systemPolicy  = "berth-runs-only-placeholders-in-its-namespace"
@@ -122,6 +123,9 @@ func waitForPolicies(ctx context.Context) error {
 	probes := map[string]func() error{
 		podPolicy:  func() error { return berth.Patch(ctx, probePod.DeepCopy(), relabel, client.DryRunAll) },
 		nodePolicy: func() error { return berth.Patch(ctx, probeNode.DeepCopy(), relabel, client.DryRunAll) },
+		createPolicy: func() error {
+			return berth.Create(ctx, b.Node("probe-created", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "x")), client.DryRunAll)
+		},
 		markPolicy: func() error {
 			return env.Client.Create(ctx, b.Node("forged", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "x")), client.DryRunAll)
 		},

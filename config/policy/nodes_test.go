@@ -43,9 +43,11 @@ func TestBerthChangesOnlyItsNodes(t *testing.T) {
 	relabel := mergePatch(`{"metadata":{"labels":{"team":"other"}}}`)
 
 	create(t, env.Client, b.Node("not-berths", "1", "1Gi", b.NodeLabels("team", "a")))
-	create(t, berth,
-		b.Node("berths-own", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid-1")),
-		b.Node("berths-control-plane", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid-1"), b.NodeLabels(controlPlaneLabel, "")))
+	create(t, berth, kwokNode("berths-own"), kwokNode("berths-control-plane"))
+	// An admin makes a node berth launched a control-plane node.
+	if err := env.Client.Patch(ctx, nodeRef("berths-control-plane"), mergePatch(`{"metadata":{"labels":{"`+controlPlaneLabel+`":""}}}`)); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, node, policy string
 		write              func(ctx context.Context, n *corev1.Node) error
@@ -122,5 +124,40 @@ func TestClusterAPIAdoptionAddsOnly(t *testing.T) {
 	}
 	if err := adopt("capi-control-plane"); !deniedBy(err, nodePolicy) {
 		t.Errorf("adopting a control-plane node of a Machine: %v, want refused by %s", err, nodePolicy)
+	}
+}
+
+// kwokNode is a node as berth's KWOK provider creates it: marked as KWOK's
+// and berth's, with a kwok:// provider ID.
+func kwokNode(name string, opts ...b.NodeOption) *corev1.Node {
+	n := b.Node(name, "1", "1Gi", append([]b.NodeOption{b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid-1"),
+		b.NodeAnnotation(v1alpha1.AnnotationKWOKNode, v1alpha1.AnnotationKWOKNodeValue)}, opts...)...)
+	n.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + name
+	return n
+}
+
+// TestBerthCreatesOnlyKWOKNodes: berth's account creates the nodes of its
+// KWOK provider and no other: not one without KWOK's mark or provider ID
+// (the Node of a real machine about to register, which the kubelet would
+// reuse with berth's mark), not one without berth's mark, not a
+// control-plane node. Anyone else's creations are not its concern.
+func TestBerthCreatesOnlyKWOKNodes(t *testing.T) {
+	berth := installed(t)
+	ctx := context.Background()
+	noKWOK := b.Node("created-not-kwok", "1", "1Gi", b.NodeAnnotation(v1alpha1.AnnotationLaunchedBy, "uid-1"))
+	noKWOK.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
+	unmarked := kwokNode("created-unmarked")
+	delete(unmarked.Annotations, v1alpha1.AnnotationLaunchedBy)
+	for name, n := range map[string]*corev1.Node{
+		"a node that is not KWOK's": noKWOK,
+		"a KWOK node without berth's mark": unmarked,
+		"a control-plane node": kwokNode("created-control-plane", b.NodeLabels(controlPlaneLabel, "")),
+	} {
+		if err := berth.Create(ctx, n, client.DryRunAll); !deniedBy(err, createPolicy) {
+			t.Errorf("berth creating %s: %v, want refused by %s", name, err, createPolicy)
+		}
+	}
+	if err := berth.Create(ctx, kwokNode("created-kwok"), client.DryRunAll); err != nil {
+		t.Errorf("berth creating a KWOK node it launches: %v", err)
 	}
 }

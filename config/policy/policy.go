@@ -3,7 +3,9 @@
 // does, so that a bug or a stolen token of berth's cannot do more:
 //   - the owner mark on nodes (berth.dev/launched-by) is trustworthy: only
 //     berth's account may set or change it, through a node or its status;
-//     berth's account changes and deletes only nodes that carry it, adopts
+//     berth's account creates only the KWOK nodes it launches (KWOK's and
+//     berth's marks, a kwok:// provider ID, no control-plane label),
+//     changes and deletes only nodes that carry it, adopts
 //     a Cluster API node only by adding labels and its own annotations
 //     (the mark among them), and never changes or deletes a control-plane
 //     node;
