@@ -149,9 +149,9 @@ func TestBerthCreatesOnlyKWOKNodes(t *testing.T) {
 	unmarked := kwokNode("created-unmarked")
 	delete(unmarked.Annotations, v1alpha1.AnnotationLaunchedBy)
 	for name, n := range map[string]*corev1.Node{
-		"a node that is not KWOK's": noKWOK,
+		"a node that is not KWOK's":        noKWOK,
 		"a KWOK node without berth's mark": unmarked,
-		"a control-plane node": kwokNode("created-control-plane", b.NodeLabels(controlPlaneLabel, "")),
+		"a control-plane node":             kwokNode("created-control-plane", b.NodeLabels(controlPlaneLabel, "")),
 	} {
 		if err := berth.Create(ctx, n, client.DryRunAll); !deniedBy(err, createPolicy) {
 			t.Errorf("berth creating %s: %v, want refused by %s", name, err, createPolicy)
