@@ -222,7 +222,7 @@ func TestEveryControllerFlagIsAValue(t *testing.T) {
 func TestRenamedRelease(t *testing.T) {
 	objs := render(t, "--set", "fullnameOverride=acme-berth,serviceAccount.name=acme")
 	user := "system:serviceaccount:berth-system:acme"
-	for _, name := range []string{"berth-changes-only-its-nodes", "berth-node-owner-mark", "berth-changes-only-its-part-of-pods",
+	for _, name := range []string{"berth-changes-only-its-nodes", "berth-creates-only-kwok-nodes", "berth-node-owner-mark", "berth-changes-only-its-part-of-pods",
 		"berth-runs-only-placeholders-in-its-namespace", "berth-writes-only-tenant-namespaces", "berth-writes-only-its-webhook"} {
 		p := find(t, objs, "ValidatingAdmissionPolicy", name)
 		conds, _, _ := unstructured.NestedSlice(p.Object, "spec", "matchConditions")
