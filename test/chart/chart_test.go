@@ -109,6 +109,17 @@ func TestDeploymentIsProductionReady(t *testing.T) {
 		t.Errorf("args %q: want HTTPS metrics on :8443", c.Args)
 	}
 
+	// The replicas spread over zones (ScheduleAnyway: one zone still runs
+	// them all), and the user's constraints come after.
+	if ts := spec.TopologySpreadConstraints; len(ts) != 1 || ts[0].TopologyKey != corev1.LabelTopologyZone ||
+		ts[0].WhenUnsatisfiable != corev1.ScheduleAnyway || ts[0].LabelSelector == nil ||
+		!cmp.Equal(ts[0].LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+		t.Errorf("topology spread %+v, want the replicas spread over zones, ScheduleAnyway", ts)
+	}
+	if ts := deployment(t, render(t, "--set", "affinity.zoneSpread=false")).Spec.Template.Spec.TopologySpreadConstraints; len(ts) != 0 {
+		t.Errorf("zoneSpread=false: topology spread %+v, want none", ts)
+	}
+
 	anti := spec.Affinity.PodAntiAffinity
 	if anti == nil || len(anti.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 		t.Fatalf("pod anti-affinity %+v, want one required term", anti)
