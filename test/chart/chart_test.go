@@ -119,6 +119,13 @@ func TestDeploymentIsProductionReady(t *testing.T) {
 	if ts := deployment(t, render(t, "--set", "affinity.zoneSpread=false")).Spec.Template.Spec.TopologySpreadConstraints; len(ts) != 0 {
 		t.Errorf("zoneSpread=false: topology spread %+v, want none", ts)
 	}
+	// A user's own zone spread replaces it (two constraints on one key and
+	// whenUnsatisfiable may be refused, failing an upgrade).
+	own := deployment(t, render(t, "--set", "topologySpreadConstraints[0].maxSkew=2,topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,"+
+		"topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway")).Spec.Template.Spec.TopologySpreadConstraints
+	if len(own) != 1 || own[0].MaxSkew != 2 {
+		t.Errorf("with the user's zone spread: %+v, want only the user's", own)
+	}
 
 	anti := spec.Affinity.PodAntiAffinity
 	if anti == nil || len(anti.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
