@@ -285,6 +285,7 @@ func (p *Provider) RefreshNodeGroup(ctx context.Context, ng *v1alpha1.NodeGroup)
 	if err != nil {
 		return err
 	}
+	p.observeAhead(r, obj, ms) // each round: a launch sees how long the replicas have been ahead
 	if why := removalsRefused(r, ms); why != "" {
 		live := 0 // as the planner counts them: not Machines given up
 		for _, m := range ms {

@@ -368,6 +368,45 @@ func TestReplicasThatNeverBecomeMachinesStopTheGroupGrowing(t *testing.T) {
 	}
 }
 
+// TestAMachineBeingDeletedIsNoReplicaAhead: 2 replicas, 2 Machines, one
+// of them being deleted (a remediation's drain that takes long): the
+// MachineSet counts it and makes its replacement once it is gone. The
+// group's replicas are not ahead of its Machines, and launches go on past
+// the machine timeout; a round's refresh that sees them not ahead forgets
+// an earlier time.
+func TestAMachineBeingDeletedIsNoReplicaAhead(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "deleting", 2, nil, "deleting-a")
+	addMachine(t, f.ng, "deleting", "deleting-b", true)
+	m := capiObj("Machine", "deleting-b", nil)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	m.SetFinalizers([]string{"test.berth.dev/hold"})
+	if err := env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err == nil {
+			m.SetFinalizers(nil)
+			_ = env.Client.Update(ctx, m)
+		}
+	})
+	for range 3 {
+		if err := f.provider.RefreshNodeGroup(ctx, f.ng.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Step(5 * time.Minute)
+	}
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	if _, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off}); err != nil {
+		t.Errorf("Create beside a Machine being deleted, 15 minutes on = %v, want a replica added", err)
+	}
+}
+
 // TestRefreshAppliesTheAnnotations: the planner's copy of the group gets
 // the annotated bounds and scale-from-zero capacity.
 func TestRefreshAppliesTheAnnotations(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,6 +22,17 @@ import (
 // object's lock (lockObject).
 func (p *Provider) remove(ctx context.Context, r ref, ng *v1alpha1.NodeGroup, m machine) error {
 	defer p.lockObject(r)()
+	// Read again under the lock: an undo it waited for may have taken
+	// the Machine's mark off since the caller read it.
+	ms, err := p.machines(ctx, r)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(ms, func(x machine) bool { return x.Name == m.Name && x.Namespace == m.Namespace })
+	if i < 0 {
+		return nil // gone already
+	}
+	m = ms[i]
 	if m.Deleting {
 		return nil // Cluster API is deleting it already
 	}

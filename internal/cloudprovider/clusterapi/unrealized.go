@@ -2,6 +2,7 @@ package clusterapi
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,8 +22,9 @@ func (r ref) key() objectKey {
 }
 
 // unrealized says why no replica is added to the object ("" when one may
-// be): it has had more replicas than live Machines for longer than the
-// group's machine timeout. The MachineSet controller makes no Machine
+// be): it has had more replicas than Machines (those being deleted
+// counted: the MachineSet counts them too, and makes a new one only once
+// they are gone) for longer than the group's machine timeout. The MachineSet controller makes no Machine
 // for them (its preflight checks hold a scale-up while the control plane
 // upgrades; a paused Cluster makes none): adding another would only
 // raise replicas again, up to maxSize, while the pods wait. The launch
@@ -31,33 +33,37 @@ func (r ref) key() objectKey {
 // Machines is kept in memory (a restart waits a timeout again). A
 // MachinePool is not judged: its infrastructure may make no Machines.
 func (p *Provider) unrealized(r ref, obj *unstructured.Unstructured, ms []machine) string {
-	if r.kind == v1alpha1.ClusterAPIMachinePool {
+	since, replicas, ok := p.observeAhead(r, obj, ms)
+	if !ok || p.clock.Now().Sub(since) <= r.timeout {
 		return ""
+	}
+	return fmt.Sprintf("%s has %d replicas but %d Machines, for more than %s: its MachineSet makes no Machine "+
+		"(preflight checks during a control-plane upgrade, a paused Cluster?); not adding a replica", r, replicas, len(ms), r.timeout)
+}
+
+// observeAhead records whether the object's replicas are ahead of its
+// Machines now, and since when (the first time seen so, or a launch that
+// made no Machine: addedWithoutMachine); it is called each round
+// (RefreshNodeGroup) and at each launch, so that a time recorded once is
+// not taken for a wait that lasted since. ok is false when they are not
+// ahead (or for a MachinePool, which is not judged).
+func (p *Provider) observeAhead(r ref, obj *unstructured.Unstructured, ms []machine) (since time.Time, replicas int64, ok bool) {
+	if r.kind == v1alpha1.ClusterAPIMachinePool {
+		return time.Time{}, 0, false
 	}
 	replicas, found, err := unstructured.NestedInt64(obj.Object, "spec", "replicas")
-	live := int64(0)
-	for _, m := range ms {
-		if !m.Deleting {
-			live++
-		}
-	}
-	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err != nil || !found || replicas <= live {
+	if err != nil || !found || replicas <= int64(len(ms)) {
 		delete(p.ahead, r.key())
-		return ""
+		return time.Time{}, replicas, false
 	}
-	since, ok := p.ahead[r.key()]
-	if !ok {
-		p.ahead[r.key()] = now
-		return ""
+	since, seen := p.ahead[r.key()]
+	if !seen {
+		since = p.clock.Now()
+		p.ahead[r.key()] = since
 	}
-	if now.Sub(since) <= r.timeout {
-		return ""
-	}
-	return fmt.Sprintf("%s has %d replicas but %d live Machines, for more than %s: its MachineSet makes no Machine "+
-		"(preflight checks during a control-plane upgrade, a paused Cluster?); not adding a replica", r, replicas, live, r.timeout)
+	return since, replicas, true
 }
 
 // addedWithoutMachine notes that a replica berth added made no Machine
