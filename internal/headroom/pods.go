@@ -215,15 +215,17 @@ func NodeReserveDaemonSet(h *v1alpha1.Headroom) *appsv1.DaemonSet {
 }
 
 // NodeReserveUpdate is how a per-node reserve's change rolls out: the new
-// reserve pod starts beside the old one (10 % of the nodes at a time), and
-// the old one goes once the new one is ready. Its pods never preempt
+// reserve pod starts beside the old one on every node at once, and the
+// old one goes once the new one is ready. Its pods never preempt
 // (preemptionPolicy Never): deleted first, as the default rolling update
 // does, a node's slice was lost whenever the new pod found no room (a
 // larger slice on a full node, or a pending pod that took the room in
 // between), and the rollout stopped there. Surging, such a node keeps its
-// old slice.
+// old slice, and, every node surging at once, holds no other node's
+// rollout back (with a part of the nodes at a time, full nodes used the
+// whole allowance and the rollout stopped everywhere).
 func NodeReserveUpdate() appsv1.DaemonSetUpdateStrategy {
-	surge, unavailable := intstr.FromString("10%"), intstr.FromInt32(0)
+	surge, unavailable := intstr.FromString("100%"), intstr.FromInt32(0)
 	return appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: &surge, MaxUnavailable: &unavailable}}
 }
