@@ -22,6 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -49,11 +51,6 @@ type Reconciler struct {
 	said sync.Map
 }
 
-// LookAgain is how often a burst-critical pod no slice fits is looked at
-// again while it waits: a slice may come back (a reserve pod running
-// again) or a new node bring one, which no event of the pod's tells.
-const LookAgain = 10 * time.Second
-
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=berth-system,resources=pods,verbs=delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
@@ -68,7 +65,40 @@ func (r *Reconciler) Register(mgr ctrl.Manager) error {
 			p, ok := o.(*corev1.Pod)
 			return ok && waiting(p)
 		}))).
+		// A slice that comes (a reserve pod running: a new node's, or one
+		// back after its node was full) is offered to the pods that wait:
+		// no event of theirs would tell them.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.WaitingPods), builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(e event.CreateEvent) bool { return reserveRunning(e.Object) },
+			UpdateFunc:  func(e event.UpdateEvent) bool { return !reserveRunning(e.ObjectOld) && reserveRunning(e.ObjectNew) },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Complete(r)
+}
+
+// reserveRunning reports whether o is a per-node reserve pod that runs.
+func reserveRunning(o client.Object) bool {
+	p, ok := o.(*corev1.Pod)
+	return ok && p.Namespace == v1alpha1.SystemNamespace && p.Labels[v1alpha1.LabelHeadroomRole] == hr.RoleNodeReserve &&
+		p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+}
+
+// WaitingPods are the burst-critical pods that wait for a slice, to be
+// looked at again when one comes.
+func (r *Reconciler) WaitingPods(ctx context.Context, _ client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing the burst-critical pods that wait for a reserve slice")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		if p := &pods.Items[i]; waiting(p) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
 }
 
 // waiting: a burst-critical pod the scheduler could not place and nobody
@@ -106,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if last, _ := r.said.Swap(req.NamespacedName, err.Error()); last != err.Error() {
 			r.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonNoReserveFits, "Reserve", "No per-node reserve slice fits this pod: %v", err)
 		}
-		return reconcile.Result{RequeueAfter: LookAgain}, nil
+		return reconcile.Result{}, nil // looked at again when a slice comes (WaitingPods)
 	}
 	r.said.Delete(req.NamespacedName)
 	// Nominate first, so that the slice is the pod's as soon as the

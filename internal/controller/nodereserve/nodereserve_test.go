@@ -213,17 +213,36 @@ func TestBurstCriticalPodsTakeOneReserveEach(t *testing.T) {
 	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "" || p.Spec.NodeName != "" {
 		t.Errorf("burst-3 was given node %q/%q with no slice left", p.Status.NominatedNodeName, p.Spec.NodeName)
 	}
-	// It is looked at again while it waits (no event of its own would
-	// come), and told once: a node with a reserve comes, and it gets that
-	// slice.
-	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "burst-3"}})
-	if err != nil || res.RequeueAfter <= 0 {
-		t.Errorf("burst-3 with no slice: result %+v, %v; want it looked at again", res, err)
-	}
+	// Looked at again, it is told once; a node with a reserve comes: its
+	// reserve pod running wakes the pods that wait (no event of their own
+	// would come), and burst-3 gets that slice.
+	reconcileNow(t, r, "burst-3")
 	if ev := events.For(ns + "/burst-3"); len(ev) != 1 {
 		t.Errorf("events on burst-3 after a second look: %+v, want the one", ev)
 	}
-	twoFullNodes(t, "e")
+	// Node e comes full (its reserve and workload bound to it before it
+	// registers: the scheduler never sees it empty).
+	reserveE := b.Pod("reserve-e", b.Namespace(v1alpha1.SystemNamespace), b.NoUID(), b.NodeName("e"), b.CPU("500m"),
+		b.Labels(v1alpha1.LabelHeadroomRole, hr.RoleNodeReserve))
+	reserveE.Spec.PriorityClassName = v1alpha1.PriorityClassNodeReserve
+	create(t, reserveE, b.Pod("work-e", b.Namespace(ns), b.NoUID(), b.NodeName("e"), b.CPU("1500m")),
+		b.Node("e", "2", "4Gi", b.KWOK(), b.NodeLabels("pool", "reserve")))
+	expect.Eventually(t, time.Minute, func(ctx context.Context) (bool, string, error) {
+		node := &corev1.Node{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "e"}, node); err != nil {
+			return false, "", err
+		}
+		p := pod(t, v1alpha1.SystemNamespace, "reserve-e")
+		return p != nil && p.Status.Phase == corev1.PodRunning && nodeutil.Ready(node) && len(node.Spec.Taints) == 0,
+			fmt.Sprintf("reserve-e running %v, node e ready %v, taints %v", p != nil && p.Status.Phase == corev1.PodRunning, nodeutil.Ready(node), node.Spec.Taints), nil
+	})
+	if p := pod(t, ns, "burst-3"); p.Spec.NodeName != "" {
+		t.Fatalf("burst-3 bound to %s before berth handed it a slice", p.Spec.NodeName)
+	}
+	woken := r.WaitingPods(context.Background(), pod(t, v1alpha1.SystemNamespace, "reserve-e"))
+	if !slices.Contains(woken, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "burst-3"}}) {
+		t.Fatalf("a reserve pod running woke %v, want burst-3 among them", woken)
+	}
 	reconcileNow(t, r, "burst-3")
 	if p := pod(t, ns, "burst-3"); p.Status.NominatedNodeName != "e" && p.Spec.NodeName != "e" {
 		t.Errorf("burst-3 once node e brought a reserve: nominated %q, bound %q; want e", p.Status.NominatedNodeName, p.Spec.NodeName)
