@@ -167,7 +167,7 @@ type Controller struct {
 	// until the informer cache shows it (see mark).
 	marks map[string]mark
 	// unseen are the taints this replica wrote or took off that the cache
-	// may not show yet (ownWritesUnseen).
+	// may not show yet (overlayOwnWrites).
 	unseen map[string]unseenWrite
 	// lastBlocked is the last ScaleDownBlocked message per node, lastWarned
 	// the last warning about a drain per node, and lastWindow per node
@@ -245,9 +245,6 @@ type Result struct {
 	// GivenUp the drains stopped; Replacements the nodes launched to
 	// replace others.
 	Started, Removed, GivenUp, Replacements []string
-	// Waited says the round did nothing: the cache did not show a taint
-	// it wrote or took off yet.
-	Waited bool
 	// paced counts the drains started this round that count against
 	// MaxRemovalsPerRound: all but an interruption's (the cloud takes the
 	// node whatever berth does).
@@ -276,10 +273,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
-	if c.ownWritesUnseen(ctx, w) {
-		res.Waited = true
-		return res, nil
-	}
+	c.overlayOwnWrites(ctx, w)
 	for name := range c.deleted {
 		if w.byName[name] == nil {
 			delete(c.deleted, name)

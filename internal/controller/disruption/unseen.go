@@ -2,6 +2,8 @@ package disruption
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,15 +12,15 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 )
 
-// unseenFor is how long a round waits for the cache to show a taint this
-// replica wrote or took off: past it, the write is taken for overtaken by
-// another's (the taint taken off by hand since) and no longer waited for.
+// unseenFor is how long a taint this replica wrote or took off is laid
+// over a cache that does not show it: past it, the write is taken for
+// overtaken by another's (the taint taken off by hand since).
 const unseenFor = 30 * time.Second
 
 // unseenWrite is a taint this replica wrote on a node (tainted) or took
-// off, with the resourceVersion the write returned and when it was made.
+// off, the node as the write returned it, and when it was made.
 type unseenWrite struct {
-	rv      string
+	node    *corev1.Node
 	tainted bool
 	at      time.Time
 }
@@ -26,25 +28,27 @@ type unseenWrite struct {
 // wrote records a taint written on (tainted) or taken off a node, as the
 // patch returned it.
 func (c *Controller) wrote(n *corev1.Node, tainted bool) {
-	c.unseen[n.Name] = unseenWrite{rv: n.ResourceVersion, tainted: tainted, at: c.Clock.Now()}
+	c.unseen[n.Name] = unseenWrite{node: n.DeepCopy(), tainted: tainted, at: c.Clock.Now()}
 }
 
-// ownWritesUnseen reports whether the round's nodes (read from the cache)
-// miss a taint this replica wrote or took off in an earlier round, and
-// forgets the writes they show. Planned on such a view, a round would
-// count a node it drains as none (and start more drains than the budget
-// allows, or count it as a home for others' pods), or evict the pods of
-// a node whose drain it gave up: the round waits for the cache instead.
-func (c *Controller) ownWritesUnseen(ctx context.Context, w *world) bool {
-	waiting := false
+// overlayOwnWrites lays over the round's nodes (read from the cache) the
+// taints this replica wrote or took off in an earlier round that the
+// cache does not show yet, with the labels and annotations written with
+// them (as ensureMarks lays its marks), and forgets the writes the cache
+// shows. Planned on the cache alone, a round counted a node it drains as
+// none (and started more drains than the budget allows, or counted it as
+// a home for others' pods), or evicted the pods of a node whose drain it
+// had given up.
+func (c *Controller) overlayOwnWrites(ctx context.Context, w *world) {
 	for name, u := range c.unseen {
 		n := w.byName[name]
-		if n == nil || n.ResourceVersion == u.rv || nodeutil.Disrupted(n) == u.tainted || c.Clock.Since(u.at) > unseenFor {
+		if n == nil || n.ResourceVersion == u.node.ResourceVersion || nodeutil.Disrupted(n) == u.tainted || c.Clock.Since(u.at) > unseenFor {
 			delete(c.unseen, name)
 			continue
 		}
-		log.FromContext(ctx).V(1).Info("the cache does not show the node's taint as berth wrote it yet; the round waits", "node", name, "tainted", u.tainted)
-		waiting = true
+		log.FromContext(ctx).V(1).Info("the cache does not show the node's taint as berth wrote it yet; the round reads it as written", "node", name, "tainted", u.tainted)
+		own := w.own(n)
+		own.Spec.Taints = slices.Clone(u.node.Spec.Taints)
+		own.Labels, own.Annotations = maps.Clone(u.node.Labels), maps.Clone(u.node.Annotations)
 	}
-	return waiting
 }

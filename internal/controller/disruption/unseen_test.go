@@ -14,14 +14,13 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// TestARoundWaitsForTheCacheToShowItsOwnTaint: three empty nodes, a
-// budget of one, consolidateAfter 30 s. A round drains one; the next reads
-// nodes from a cache that does not show that taint yet (the informer
-// behind a busy API server). It starts nothing: planned on that view, the
-// drained node looked like none (its countdown started again), the budget
-// looked free, and a second node was drained, past the budget. Once the
-// cache shows the taint, rounds go on.
-func TestARoundWaitsForTheCacheToShowItsOwnTaint(t *testing.T) {
+// TestARoundReadsItsOwnTaintOverAStaleCache: three empty nodes, a budget
+// of one, consolidateAfter 30 s. A round drains one; the next reads nodes
+// from a cache that does not show that taint yet (the informer behind a
+// busy API server). It starts no other drain: planned on that view alone,
+// the drained node looked like none (its countdown started again), the
+// budget looked free, and a second node was drained, past the budget.
+func TestARoundReadsItsOwnTaintOverAStaleCache(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, "sd-unseen", 3)
 	one := intstr.FromInt32(1)
@@ -55,20 +54,80 @@ func TestARoundWaitsForTheCacheToShowItsOwnTaint(t *testing.T) {
 		}})
 	f.clk.Step(time.Second)
 	res = f.run()
-	if len(res.Started) != 0 || !res.Waited {
-		t.Errorf("round on a cache that does not show its taint: started %v, waited %v; want nothing started, the round waiting", res.Started, res.Waited)
+	if len(res.Started) != 0 {
+		t.Errorf("round on a cache that does not show its taint: started %v, want nothing more (the budget)", res.Started)
 	}
-	draining := 0
+	taken := 0 // draining, or removed already (the drained node was empty)
 	for _, name := range f.nodes {
-		if n := f.node(name); n != nil && tainted(n) {
-			draining++
+		if n := f.node(name); n == nil || tainted(n) {
+			taken++
 		}
 	}
-	if draining != 1 {
-		t.Errorf("%d nodes draining, want 1 (the budget)", draining)
+	if taken != 1 {
+		t.Errorf("%d nodes draining or removed, want 1 (the budget)", taken)
 	}
 	f.ctrl.Client = fresh
-	if res := f.run(); res.Waited {
-		t.Error("the round still waits once the cache shows the taint")
+	f.run()
+}
+
+// TestADrainGivenUpOverAStaleCacheEvictsNothing: a drain starts; a pod
+// of the node opts out (do-not-disrupt) and the drain is given up (its
+// taint taken off); the pod opts in again. The next round reads nodes from
+// a cache that still shows the node as the drain left it a moment ago
+// (tainted, started just now). It evicts nothing from the node: planned on
+// that view alone, it took the drain for one going on and evicted its pod.
+func TestADrainGivenUpOverAStaleCacheEvictsNothing(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, "sd-unseen-stop", 2)
+	f.deployment(2)
+	res := f.run()
+	if len(res.Started) != 1 {
+		t.Fatalf("started %v, want one node", res.Started)
+	}
+	victim := res.Started[0]
+	stale := &corev1.NodeList{}
+	if err := env.Client.List(ctx, stale, client.MatchingLabels{v1alpha1.LabelNodeGroup: f.group.Name}); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(f.ns), client.MatchingFields{"spec.nodeName": victim}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods on %s: %d, %v; want 1", victim, len(pods.Items), err)
+	}
+	pod := &pods.Items[0]
+	optOut := func(v string) {
+		t.Helper()
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		if v == "" {
+			delete(pod.Annotations, v1alpha1.AnnotationDoNotDisrupt)
+		} else {
+			pod.Annotations[v1alpha1.AnnotationDoNotDisrupt] = v
+		}
+		if err := env.Client.Patch(ctx, pod, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	optOut("true")
+	if res := f.run(); !contains(res.GivenUp, victim) {
+		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
+	}
+	optOut("")
+	f.ctrl.Client = interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			if nodes, ok := l.(*corev1.NodeList); ok {
+				stale.DeepCopyInto(nodes)
+				return nil
+			}
+			return c.List(ctx, l, opts...)
+		}})
+	f.clk.Step(time.Second)
+	_, _ = f.ctrl.RunOnce(ctx)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.DeletionTimestamp != nil {
+		t.Errorf("pod %s of %s, whose drain was given up: %v, deleting %v; want it left", pod.Name, victim, err, pod.DeletionTimestamp != nil)
+	}
+	if n := f.node(victim); n == nil || tainted(n) {
+		t.Errorf("node %s: want it there and untainted", victim)
 	}
 }
