@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -48,7 +48,7 @@ func pauseContainer(requests, limits corev1.ResourceList) corev1.Container {
 		Name: "pause", Image: PauseImage,
 		Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot: ptr.To(true), // the pause image runs as 65535; no user of its own, so that OpenShift's restricted SCC can assign one
+			RunAsNonRoot:             ptr.To(true), // the pause image runs as 65535; no user of its own, so that OpenShift's restricted SCC can assign one
 			AllowPrivilegeEscalation: ptr.To(false),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
