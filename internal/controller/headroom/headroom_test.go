@@ -11,9 +11,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -47,9 +49,15 @@ func get(t *testing.T, name string) *v1alpha1.Headroom {
 	return h
 }
 
+// reconcileOnce reconciles the Headroom, again after a conflict (the
+// Deployment controller writes the placeholder Deployment too), as the
+// controller's requeue does.
 func reconcileOnce(t *testing.T, r *headroom.Reconciler, name string) {
 	t.Helper()
-	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
+	if err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+		_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -119,9 +127,17 @@ func TestPlaceholdersDeploymentIsStable(t *testing.T) {
 	// Someone scales the Deployment by hand and gives its pods another
 	// priority: berth puts back what it keeps (before, only a change of
 	// its own spec did, and the Headroom said it kept 5 units).
-	d.Spec.Replicas = ptr[int32](0)
-	d.Spec.Template.Spec.PriorityClassName = "system-cluster-critical"
-	if err := env.Client.Update(context.Background(), d); err != nil {
+	// The Deployment controller writes the object too (its revision):
+	// a write may conflict, and is tried again, as the controller's
+	// requeue does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr[int32](0)
+		d.Spec.Template.Spec.PriorityClassName = "system-cluster-critical"
+		return env.Client.Update(context.Background(), d)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, "ph")
