@@ -206,8 +206,8 @@ type Repair struct {
 	// a repair condition at once (for however long: a partition takes
 	// nodes down together), berth repairs none (a partition is not a
 	// repair); default 20. Nor does any group repair while more than 20 %
-	// of the cluster's nodes of berth's groups are not Ready. Nodes never
-	// seen Ready are the launch timeout's, not repair's.
+	// of the nodes of the groups that repair fail a repair condition.
+	// Nodes never seen Ready are the launch timeout's, not repair's.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional

@@ -120,7 +120,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if age < r.MaxProvisionTime {
 		return reconcile.Result{RequeueAfter: r.MaxProvisionTime - age}, nil
 	}
-	if owned, err := r.launchedByBerth(ctx, node); err != nil || !owned {
+	inst, err := r.launchedByBerth(ctx, node)
+	if err != nil || inst == nil {
 		return reconcile.Result{}, err
 	}
 	if pod, err := r.ranAPod(ctx, node); err != nil {
@@ -132,6 +133,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Recorder.Eventf(node, nil, corev1.EventTypeNormal, ReasonWasUp, "Label",
 			"Node was never seen Ready by berth, but pod %s ran on it: it was up, not a failed launch; labelled %s and left to repair", pod, v1alpha1.LabelInitialized)
 		return reconcile.Result{}, r.markInitialized(ctx, node, false)
+	}
+	if inst.NotLaunched {
+		log.FromContext(ctx).V(1).Info("not deleting NotReady node: berth did not launch its instance (a Cluster API Machine a rollout or a hand-raised replica count made)", "node", node.Name)
+		return reconcile.Result{}, nil
 	}
 	if r.caps.decided(node.Name) {
 		// Its deletion was decided and counted; the provider refused it
@@ -259,32 +264,30 @@ func provesUp(p *corev1.Pod) bool {
 // notReady is the node lifecycle's taint on a node that is not Ready.
 var notReady = corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
 
-// launchedByBerth reports whether berth launched the node: its owner mark
-// matches the UID of the NodeGroup it is labelled with, and the cloud
-// provider knows the instance. Anything else (a node labelled by hand, a
-// node of a deleted and recreated group) is left alone and logged.
-func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (bool, error) {
+// launchedByBerth returns the instance behind the node when it is one of
+// berth's groups': its owner mark matches the UID of the NodeGroup it is
+// labelled with, and the cloud provider knows the instance (nil
+// otherwise: a node labelled by hand, a node of a deleted and recreated
+// group, left alone and logged). Whether berth's launch made it is the
+// instance's NotLaunched.
+func (r *Reconciler) launchedByBerth(ctx context.Context, node *corev1.Node) (*cloudprovider.Instance, error) {
 	logger := log.FromContext(ctx).WithValues("node", node.Name)
 	ng := &v1alpha1.NodeGroup{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: node.Labels[v1alpha1.LabelNodeGroup]}, ng); apierrors.IsNotFound(err) {
 		logger.V(1).Info("not deleting NotReady node: its node group does not exist")
-		return false, nil
+		return nil, nil
 	} else if err != nil {
-		return false, err
+		return nil, err
 	}
 	if mark := node.Annotations[v1alpha1.AnnotationLaunchedBy]; mark == "" || mark != string(ng.UID) {
 		logger.V(1).Info("not deleting NotReady node: it does not carry this node group's owner mark", "mark", mark)
-		return false, nil
+		return nil, nil
 	}
 	inst, err := r.Cloud.Get(ctx, node.Name)
 	if cloudprovider.IsNotFound(err) {
-		return false, nil // not launched by this provider
+		return nil, nil // not launched by this provider
 	} else if err != nil {
-		return false, err
+		return nil, err
 	}
-	if inst.NotLaunched {
-		logger.V(1).Info("not deleting NotReady node: berth did not launch its instance (a Cluster API Machine a rollout or a hand-raised replica count made)")
-		return false, nil
-	}
-	return true, nil
+	return inst, nil
 }

@@ -339,9 +339,10 @@ func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.
 }
 
 // ClusterRepairHold reports whether every group holds its repairs: more
-// of the cluster's nodes of berth's groups that have been up (UpOnce;
-// suspended standby nodes aside) are not Ready now than
-// DefaultMaxUnhealthyPercent of them, rounded up. A control plane that
+// of the nodes of the groups that repair (those that have been up,
+// UpOnce; suspended standby nodes and nodes being deleted aside) fail a
+// repair condition now, however briefly, than DefaultMaxUnhealthyPercent
+// of them, rounded up (a group that does not repair holds no other back). A control plane that
 // loses its nodes (a load balancer or DNS outage between the kubelets and
 // the API server) marks every node Unknown: a group of one node would
 // repair its node by its own share (one of one), replacing nodes whose
@@ -349,11 +350,12 @@ func RepairHold(ng *v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.
 func ClusterRepairHold(groups map[string]*v1alpha1.NodeGroup, nodes []*corev1.Node, maxProvision time.Duration) (held bool, notReady, allowed int) {
 	up := 0
 	for _, n := range nodes {
-		if groups[n.Labels[v1alpha1.LabelNodeGroup]] == nil || nodeutil.Standby(n) || !UpOnce(n, maxProvision) {
+		g := groups[n.Labels[v1alpha1.LabelNodeGroup]]
+		if g == nil || g.Spec.Disruption.Repair == nil || n.DeletionTimestamp != nil || nodeutil.Standby(n) || !UpOnce(n, maxProvision) {
 			continue
 		}
 		up++
-		if !nodeutil.Ready(n) {
+		if _, c := failing(g, n, maxProvision); c != nil {
 			notReady++
 		}
 	}

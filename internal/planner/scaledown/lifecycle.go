@@ -96,7 +96,7 @@ func (p *planner) disruptions(in Input) error {
 			movers, _, _ := p.classify(n, g)
 			all = append(all, due{node: n, group: g, verdicts: vs, empty: len(movers) == 0})
 		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now, in.LaunchGrace); v != nil && clusterHeld && !h.held {
-			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of the cluster's nodes of berth's groups are not Ready now, "+
+			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of the nodes of the groups that repair fail a repair condition now, "+
 				"more than are repaired at once (%d, %d %%): a partition is not a repair", n.Name, v.Message, notReady, clusterAllowed, lifecycle.DefaultMaxUnhealthyPercent))
 		} else if v := lifecycle.Unhealthy(g, n.Node, in.Now, in.LaunchGrace); v != nil && h.held {
 			p.block(n, g, ReasonRepairHeld, nil, fmt.Sprintf("node %s is Unhealthy (%s) but stays: %d of node group %s's %d nodes are unhealthy now, "+
