@@ -44,6 +44,7 @@ func TestChaosWatcherCatchesViolations(t *testing.T) {
 	}
 	defer w.close()
 	owned := b.Node("chaos-check-owned", "4", "8Gi", b.KWOK(), b.LaunchedBy(ng))
+	owned.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + owned.Name // as the KWOK provider makes it: berth creates no other node
 	foreign := b.Node("chaos-check-foreign", "4", "8Gi", b.KWOK(), b.NodeLabels(v1alpha1.LabelNodeGroup, ng.Name))
 	// Only berth's account may write the owner mark.
 	if err := asController(t).Create(ctx, owned); err != nil {

@@ -82,8 +82,16 @@ func TestOnlyBerthMarksAndDeletesItsNodes(t *testing.T) {
 		t.Errorf("berth relabelling a node it did not launch: %v, want denied by the policy", err)
 	}
 
-	if err := berth.Create(ctx, markedNode("berths-own", "uid-1")); err != nil {
-		t.Fatalf("berth creating a marked node: %v", err)
+	// berth creates only KWOK nodes it launches: not the Node of a
+	// machine about to register, with its mark.
+	if err := berth.Create(ctx, markedNode("berths-not-kwok", "uid-1"), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "only the KWOK nodes it launches") {
+		t.Errorf("berth creating a node that is not KWOK's: %v, want denied by the policy", err)
+	}
+	own := markedNode("berths-own", "uid-1")
+	own.Annotations[v1alpha1.AnnotationKWOKNode] = v1alpha1.AnnotationKWOKNodeValue
+	own.Spec.ProviderID = v1alpha1.ProviderIDPrefixKWOK + own.Name
+	if err := berth.Create(ctx, own); err != nil {
+		t.Fatalf("berth creating a marked KWOK node: %v", err)
 	}
 	if err := berth.Delete(ctx, markedNode("berths-own", "")); err != nil {
 		t.Errorf("berth deleting a node it marked: %v", err)
