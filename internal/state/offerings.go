@@ -114,6 +114,20 @@ func (o *Offerings) Restore(f Failure) {
 	}
 }
 
+// RestoreStatus takes back, as Restore does each, the failures a node
+// group's status records (status.unavailableOfferings, written by a
+// previous leader), and returns how many it read. The status keeps no
+// time of the failure: its expiry stands for it.
+func (o *Offerings) RestoreStatus(ng *v1alpha1.NodeGroup) int {
+	for _, u := range ng.Status.UnavailableOfferings {
+		o.Restore(Failure{
+			Offering: v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
+			Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
+		})
+	}
+	return len(ng.Status.UnavailableOfferings)
+}
+
 // Unavailable returns the offerings that failed within the TTL, sorted.
 func (o *Offerings) Unavailable() []v1alpha1.OfferingKey {
 	var out []v1alpha1.OfferingKey

@@ -28,7 +28,6 @@ import (
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/notify"
 	"github.com/berth-dev/berth/internal/planner/lifecycle"
-	"github.com/berth-dev/berth/internal/planner/scaleup"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -54,9 +53,9 @@ const (
 type Failures interface {
 	Failures(nodeGroup string) []state.Failure
 	NextExpiry(nodeGroup string) time.Time
-	// Restore takes back a failure a previous leader recorded in the
-	// status, unless one of the offering is known or it expired.
-	Restore(state.Failure)
+	// RestoreStatus takes back the failures a previous leader recorded in
+	// the group's status (state.Offerings.RestoreStatus).
+	RestoreStatus(ng *v1alpha1.NodeGroup) int
 }
 
 // Holds tells whether scale-down holds a node group, and why.
@@ -274,10 +273,5 @@ func (r *Reconciler) restoreFailures(ng *v1alpha1.NodeGroup) {
 	if _, done := r.restored.LoadOrStore(ng.Name, true); done {
 		return
 	}
-	for _, u := range ng.Status.UnavailableOfferings {
-		r.Failures.Restore(state.Failure{
-			Offering: scaleup.Offering{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
-			Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
-		})
-	}
+	r.Failures.RestoreStatus(ng)
 }

@@ -10,8 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
-	"github.com/berth-dev/berth/internal/planner/scaleup"
-	"github.com/berth-dev/berth/internal/state"
 )
 
 // recoverState rebuilds, when this replica starts leading, what a previous
@@ -35,13 +33,7 @@ func (p *Provisioner) recoverState(ctx context.Context) error {
 	restored, launching, nominated := 0, 0, 0
 	for i := range groups.Items {
 		ng := &groups.Items[i]
-		for _, u := range ng.Status.UnavailableOfferings {
-			p.Offerings.Restore(state.Failure{
-				Offering: scaleup.Offering{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
-				Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
-			})
-			restored++
-		}
+		restored += p.Offerings.RestoreStatus(ng)
 		n, err := p.recoverInstances(ctx, ng)
 		if err != nil {
 			return err
