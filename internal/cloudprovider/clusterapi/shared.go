@@ -11,12 +11,6 @@ import (
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// sameObject reports whether two refs name the same object (whatever the
-// apiVersion each reads it at).
-func sameObject(a, b ref) bool {
-	return a.kind == b.kind && a.namespace == b.namespace && a.name == b.name
-}
-
 // scaledBy returns the node group that scales ng's object: of the node
 // groups not being deleted that name it, the first by name. Two groups
 // naming one object would each count its Machines as their own launches
@@ -34,7 +28,7 @@ func (p *Provider) scaledBy(ctx context.Context, ng *v1alpha1.NodeGroup, r ref) 
 		if g.Name >= first || g.Spec.Provider.ClusterAPI == nil || g.DeletionTimestamp != nil {
 			continue
 		}
-		if gr, err := refOf(g); err == nil && sameObject(gr, r) {
+		if gr, err := refOf(g); err == nil && gr.key() == r.key() {
 			first = g.Name
 		}
 	}

@@ -5,21 +5,18 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 )
 
-// objectKey names a scalable object, whatever its group's timeout.
+// objectKey names a scalable object, whatever its group's timeout and
+// the apiVersion it is read at (one object, one lock and one record).
 type objectKey struct {
-	gv              schema.GroupVersion
 	kind            v1alpha1.ClusterAPIKind
 	namespace, name string
 }
 
-func (r ref) key() objectKey {
-	return objectKey{gv: r.gv, kind: r.kind, namespace: r.namespace, name: r.name}
-}
+func (r ref) key() objectKey { return objectKey{kind: r.kind, namespace: r.namespace, name: r.name} }
 
 // unrealized says why no replica is added to the object ("" when one may
 // be): it has had more replicas than Machines (those being deleted

@@ -44,14 +44,7 @@ func TestARoundReadsItsOwnTaintOverAStaleCache(t *testing.T) {
 		t.Fatalf("started %v, want one node (the budget)", res.Started)
 	}
 	fresh := f.ctrl.Client
-	f.ctrl.Client = interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
-			if nodes, ok := l.(*corev1.NodeList); ok {
-				stale.DeepCopyInto(nodes)
-				return nil
-			}
-			return c.List(ctx, l, opts...)
-		}})
+	f.ctrl.Client = staleNodes(t, stale)
 	f.clk.Step(time.Second)
 	res = f.run()
 	if len(res.Started) != 0 {
@@ -114,14 +107,7 @@ func TestADrainGivenUpOverAStaleCacheEvictsNothing(t *testing.T) {
 		t.Fatalf("given up %v, want %s", res.GivenUp, victim)
 	}
 	optOut("")
-	f.ctrl.Client = interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
-			if nodes, ok := l.(*corev1.NodeList); ok {
-				stale.DeepCopyInto(nodes)
-				return nil
-			}
-			return c.List(ctx, l, opts...)
-		}})
+	f.ctrl.Client = staleNodes(t, stale)
 	f.clk.Step(time.Second)
 	_, _ = f.ctrl.RunOnce(ctx)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.DeletionTimestamp != nil {
@@ -130,4 +116,17 @@ func TestADrainGivenUpOverAStaleCacheEvictsNothing(t *testing.T) {
 	if n := f.node(victim); n == nil || tainted(n) {
 		t.Errorf("node %s: want it there and untainted", victim)
 	}
+}
+
+// staleNodes is a client whose node lists give stale (an informer cache
+// behind the API server); everything else is read and written as is.
+func staleNodes(t *testing.T, stale *corev1.NodeList) client.Client {
+	return interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			if nodes, ok := l.(*corev1.NodeList); ok {
+				stale.DeepCopyInto(nodes)
+				return nil
+			}
+			return c.List(ctx, l, opts...)
+		}})
 }
