@@ -150,8 +150,6 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		// that Pending reports in later rounds.
 		inst.NodeName = m.Name
 		p.stampLaunch(ctx, ng, m)
-	} else {
-		p.addedWithoutMachine(r)
 	}
 	return inst, nil
 }

@@ -346,6 +346,9 @@ func TestReplicasThatNeverBecomeMachinesStopTheGroupGrowing(t *testing.T) {
 	if err := create(); err != nil { // 2 replicas, 1 Machine: the MachineSet makes none
 		t.Fatal(err)
 	}
+	if err := f.provider.RefreshNodeGroup(ctx, f.ng.DeepCopy()); err != nil { // the next round sees them ahead
+		t.Fatal(err)
+	}
 	f.clock.Step(5 * time.Minute)
 	if err := create(); err != nil { // within the timeout: a launch may still come
 		t.Fatalf("Create within the machine timeout = %v, want a replica added", err)

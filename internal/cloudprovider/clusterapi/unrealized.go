@@ -21,10 +21,11 @@ func (r ref) key() objectKey { return objectKey{kind: r.kind, namespace: r.names
 // unrealized says why no replica is added to the object ("" when one may
 // be): it has had more replicas than Machines (those being deleted
 // counted: the MachineSet counts them too, and makes a new one only once
-// they are gone) for longer than the group's machine timeout. The MachineSet controller makes no Machine
-// for them (its preflight checks hold a scale-up while the control plane
-// upgrades; a paused Cluster makes none): adding another would only
-// raise replicas again, up to maxSize, while the pods wait. The launch
+// they are gone) for longer than the group's machine timeout. The
+// MachineSet makes no Machine for them (its preflight checks hold a
+// scale-up while the control plane upgrades; a paused Cluster makes
+// none): adding another would only raise replicas again, up to maxSize,
+// while the pods wait. The launch
 // then fails as an offering without capacity, so the pods go to other
 // groups. When the object's replicas were first seen ahead of its
 // Machines is kept in memory (a restart waits a timeout again). A
@@ -39,9 +40,8 @@ func (p *Provider) unrealized(r ref, obj *unstructured.Unstructured, ms []machin
 }
 
 // observeAhead records whether the object's replicas are ahead of its
-// Machines now, and since when (the first time seen so, or a launch that
-// made no Machine: addedWithoutMachine); it is called each round
-// (RefreshNodeGroup) and at each launch, so that a time recorded once is
+// Machines now, and since when (the first time seen so); it is called
+// each round (RefreshNodeGroup) and at each launch, so that a time recorded once is
 // not taken for a wait that lasted since. ok is false when they are not
 // ahead (or for a MachinePool, which is not judged).
 func (p *Provider) observeAhead(r ref, obj *unstructured.Unstructured, ms []machine) (since time.Time, replicas int64, ok bool) {
@@ -61,19 +61,4 @@ func (p *Provider) observeAhead(r ref, obj *unstructured.Unstructured, ms []mach
 		p.ahead[r.key()] = since
 	}
 	return since, replicas, true
-}
-
-// addedWithoutMachine notes that a replica berth added made no Machine
-// within MachineWait: the object's replicas are ahead of its Machines
-// from now, unless they were already.
-func (p *Provider) addedWithoutMachine(r ref) {
-	if r.kind == v1alpha1.ClusterAPIMachinePool {
-		return
-	}
-	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.ahead[r.key()]; !ok {
-		p.ahead[r.key()] = now
-	}
 }
