@@ -18,8 +18,10 @@ import (
 // every group); the others are held (RefreshNodeGroup) and list nothing
 // pending, removing or adoptable.
 func (p *Provider) scaledBy(ctx context.Context, ng *v1alpha1.NodeGroup, r ref) (string, error) {
+	// Read only, in every round for every group: the cache's objects, not
+	// copies of them.
 	groups := &v1alpha1.NodeGroupList{}
-	if err := p.cluster.List(ctx, groups); err != nil {
+	if err := p.cluster.List(ctx, groups, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing node groups: %w", err)
 	}
 	first := ng.Name
