@@ -43,13 +43,25 @@ func DaemonSetsAsRun(ctx context.Context, c client.Reader, dss []*appsv1.DaemonS
 		for i := range pods.Items {
 			newest.Add(&pods.Items[i])
 		}
-		l := &corev1.LimitRangeList{}
-		if err := c.List(ctx, l, client.InNamespace(ds.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing the limit ranges of namespace %s: %w", ds.Namespace, err)
+		lrs, err := LimitRanges(ctx, c, ds.Namespace)
+		if err != nil {
+			return nil, err
 		}
-		for i := range l.Items {
-			adm.LimitRanges = append(adm.LimitRanges, &l.Items[i])
-		}
+		adm.LimitRanges = append(adm.LimitRanges, lrs...)
 	}
 	return daemonset.AsRun(dss, newest, adm), nil
+}
+
+// LimitRanges are the LimitRanges of namespace ns ("": of every
+// namespace), whose container defaults the pods made there get
+// (podutil.Admit): the cache's own objects, never to be changed.
+func LimitRanges(ctx context.Context, c client.Reader, ns string) ([]*corev1.LimitRange, error) {
+	l := &corev1.LimitRangeList{}
+	if err := c.List(ctx, l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		if ns == "" {
+			return nil, fmt.Errorf("listing limit ranges: %w", err)
+		}
+		return nil, fmt.Errorf("listing the limit ranges of namespace %s: %w", ns, err)
+	}
+	return pointers(l.Items), nil
 }

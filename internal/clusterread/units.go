@@ -69,6 +69,7 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 		}
 		return nil, fmt.Errorf("listing capacity buffers: %w", err)
 	}
+	var lrs []*corev1.LimitRange // read once a buffer needs them
 	for i := range buffers.Items {
 		cb := &buffers.Items[i]
 		if !meta.IsStatusConditionTrue(cb.Status.Conditions, cbv1beta1.ConditionReadyForProvisioning) ||
@@ -83,11 +84,17 @@ func Units(ctx context.Context, c client.Reader, groups []*v1alpha1.NodeGroup) (
 			log.FromContext(ctx).V(1).Info("buffer template not found", "buffer", client.ObjectKeyFromObject(cb), "error", err.Error())
 			continue
 		}
+		if lrs == nil { // not nil, even empty, once read
+			var err error
+			if lrs, err = LimitRanges(ctx, c, ""); err != nil {
+				return nil, err
+			}
+		}
 		// The count comes from status, which other autoscalers serving the
 		// same API may write too: bound it again.
 		count := min(*cb.Status.Replicas, hr.MaxUnits)
 		out = append(out, Set{Owner: cb, Key: state.BufferKey(cb.Namespace, cb.Name), Count: count, make: func(n int32) []*corev1.Pod {
-			return hr.BufferPods(cb, &pt.Template, n)
+			return hr.BufferPods(cb, &pt.Template, lrs, n)
 		}})
 	}
 	return out, nil

@@ -83,10 +83,22 @@ func chunksWithin(limits cbv1beta1.ResourceList, chunk corev1.PodSpec) (float64,
 	return n, nil
 }
 
+// ChunkSpec is the spec of a buffer's chunk as the API server would admit
+// its pods in namespace ns (podutil.Admit): a container that only limits
+// a resource requests it, and one that sets nothing gets the defaults of
+// the namespace's LimitRanges, as the pods the buffer keeps room for will.
+// Chunks are counted, fitted to quotas and planned with it. template is
+// not changed.
+func ChunkSpec(template *corev1.PodTemplateSpec, ns string, lrs []*corev1.LimitRange) corev1.PodSpec {
+	spec := template.Spec.DeepCopy()
+	podutil.Admit(spec, ns, lrs)
+	return *spec
+}
+
 // BufferPods returns a buffer's chunks as pods that exist only in berth's
-// plans: the template's spec at the lowest priority, in the buffer's
-// namespace.
-func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, replicas int32) []*corev1.Pod {
+// plans: the template's spec as admitted in the buffer's namespace
+// (ChunkSpec, with its LimitRanges lrs) at the lowest priority.
+func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, lrs []*corev1.LimitRange, replicas int32) []*corev1.Pod {
 	// The count comes from status, which other autoscalers serving the same
 	// API may write too: bound it again.
 	replicas, _ = clampUnits(float64(replicas))
@@ -94,8 +106,7 @@ func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, 
 	prio := v1alpha1.PriorityHeadroom
 	for i := range replicas {
 		name := fmt.Sprintf("buffer-%s-%d", cb.Name, i)
-		spec := template.Spec.DeepCopy()
-		podutil.ApplyDefaults(spec) // as the API server admits a pod: limits alone are requests
+		spec := ChunkSpec(template, cb.Namespace, lrs)
 		spec.Priority = &prio
 		spec.NodeName = ""
 		p := &corev1.Pod{
@@ -104,7 +115,7 @@ func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, 
 				Labels:      map[string]string{v1alpha1.LabelCapacityBuffer: cb.Namespace + "." + cb.Name},
 				Annotations: map[string]string{v1alpha1.AnnotationVirtual: "true"},
 			},
-			Spec:   *spec,
+			Spec:   spec,
 			Status: corev1.PodStatus{Phase: corev1.PodPending},
 		}
 		for k, v := range template.Labels {

@@ -28,9 +28,9 @@ import (
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
 	"github.com/berth-dev/berth/internal/notify"
-	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/state"
 	"github.com/berth-dev/berth/internal/statusupdate"
 )
@@ -291,9 +291,13 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 		return translation{}, problem(ReasonInvalid, "set spec.podTemplateRef or spec.scalableRef")
 	}
 	// Chunks are counted as the API server will admit their pods: a
-	// container that only limits a resource requests it.
-	chunk := *template.Spec.DeepCopy()
-	podutil.ApplyDefaults(&chunk)
+	// container that only limits a resource requests it, one that sets
+	// nothing gets the namespace's LimitRange defaults.
+	lrs, err := clusterread.LimitRanges(ctx, r.Client, cb.Namespace)
+	if err != nil {
+		return translation{}, err
+	}
+	chunk := hr.ChunkSpec(&template, cb.Namespace, lrs)
 	n, capped, err := hr.BufferReplicas(sp, scalable, chunk)
 	if err != nil {
 		return translation{}, &specError{reason: ReasonInvalid, err: err}
@@ -306,7 +310,7 @@ func (r *Reconciler) translate(ctx context.Context, cb *cbv1beta1.CapacityBuffer
 	if err := r.Client.List(ctx, quotas, client.InNamespace(cb.Namespace)); err != nil {
 		return translation{}, fmt.Errorf("listing resource quotas of %s: %w", cb.Namespace, err)
 	}
-	others, younger, err := r.otherChunks(ctx, cb)
+	others, younger, err := r.otherChunks(ctx, cb, lrs)
 	if err != nil {
 		return translation{}, err
 	}
@@ -392,7 +396,7 @@ func before(a, b *cbv1beta1.CapacityBuffer) bool {
 // buffers share its quota in the order they were created (then by name),
 // as Cluster Autoscaler hands it out, so that a younger buffer gives way
 // when an older one grows.
-func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuffer) (out []hr.Chunks, younger []string, err error) {
+func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuffer, lrs []*corev1.LimitRange) (out []hr.Chunks, younger []string, err error) {
 	list := &cbv1beta1.CapacityBufferList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(cb.Namespace)); err != nil {
 		return nil, nil, fmt.Errorf("listing the buffers of %s: %w", cb.Namespace, err)
@@ -411,8 +415,7 @@ func (r *Reconciler) otherChunks(ctx context.Context, cb *cbv1beta1.CapacityBuff
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("reading the pod template of buffer %s: %w", o.Name, err)
 		}
-		spec := *pt.Template.Spec.DeepCopy()
-		podutil.ApplyDefaults(&spec) // counted as this buffer's chunk is
+		spec := hr.ChunkSpec(&pt.Template, o.Namespace, lrs) // counted as this buffer's chunk is
 		out = append(out, hr.Chunks{Spec: spec, Count: min(*o.Status.Replicas, hr.MaxUnits)})
 	}
 	return out, younger, nil

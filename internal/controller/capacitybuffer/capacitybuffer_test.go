@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	"github.com/berth-dev/berth/internal/controller/capacitybuffer"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
@@ -432,5 +433,54 @@ func TestAPodTemplateOfTheBuffersNameThatIsNotItsStaysTheUsers(t *testing.T) {
 	}
 	if len(after.OwnerReferences) != 0 || after.Template.Labels["mine"] != "yes" {
 		t.Errorf("the user's PodTemplate was changed: owners %v, labels %v", after.OwnerReferences, after.Template.Labels)
+	}
+}
+
+// TestAChunkGetsItsNamespacesLimitRangeDefaults: a PodTemplate whose
+// container sets no resources, in a namespace whose LimitRange gives
+// containers a default request of 500m cpu and 256Mi, is counted and
+// planned as the LimitRanger plugin will admit its pods: 2 cpu of limits
+// hold four chunks, and the chunks the provisioner plans request 500m and
+// 256Mi each (berth found the chunk requested nothing: the buffer was
+// InvalidSpec and, with replicas, its chunks planned no capacity).
+func TestAChunkGetsItsNamespacesLimitRangeDefaults(t *testing.T) {
+	ctx := context.Background()
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: "default"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			Default:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}}
+	pod := b.Pod("bare", b.CPU("1"))
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	pt := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "default"}, Template: corev1.PodTemplateSpec{Spec: pod.Spec}}
+	limits := cbv1beta1.ResourceList{"cpu": resource.MustParse("2")}
+	cb := &cbv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "default"},
+		Spec: cbv1beta1.CapacityBufferSpec{PodTemplateRef: &cbv1beta1.LocalObjectRef{Name: "bare"}, Limits: &limits}}
+	for _, o := range []client.Object{lr, pt, cb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	r := &capacitybuffer.Reconciler{Client: env.Client, PodReader: env.Client, Ready: state.NewReadiness(), Recorder: &fakes.Recorder{}}
+	got := reconcileBuffer(t, r, "bare")
+	if got.Status.Replicas == nil || *got.Status.Replicas != 4 {
+		t.Fatalf("status %+v, want 4 chunks", got.Status)
+	}
+	sets, err := clusterread.Units(ctx, env.Client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for _, s := range sets {
+		if s.Owner.GetName() == "bare" {
+			pods = s.Pods(s.Count)
+		}
+	}
+	if len(pods) != 4 {
+		t.Fatalf("%d chunks planned, want 4", len(pods))
+	}
+	req := pods[0].Spec.Containers[0].Resources.Requests
+	if req.Cpu().String() != "500m" || req.Memory().String() != "256Mi" {
+		t.Errorf("a planned chunk requests %v, want 500m cpu and 256Mi", req)
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 	cbv1beta1 "github.com/berth-dev/berth/api/capacitybuffer/v1beta1"
 	"github.com/berth-dev/berth/api/v1alpha1"
+	"github.com/berth-dev/berth/internal/clusterread"
 	hr "github.com/berth-dev/berth/internal/headroom"
-	"github.com/berth-dev/berth/internal/podutil"
 	"github.com/berth-dev/berth/internal/simulator/snapshot"
 	"github.com/berth-dev/berth/internal/state"
 )
@@ -51,8 +51,14 @@ func (r *Reconciler) buffer(ctx context.Context, key types.NamespacedName) (owne
 		// not ready, and then it keeps no standby units.
 		return o, fmt.Errorf("reading the PodTemplate of capacity buffer %s: %w", key, err)
 	}
-	pod := &corev1.Pod{ObjectMeta: pt.Template.ObjectMeta, Spec: *pt.Template.Spec.DeepCopy()}
-	podutil.ApplyDefaults(&pod.Spec) // as the API server admits a pod: limits alone are requests
+	lrs, err := clusterread.LimitRanges(ctx, r.Client, key.Namespace)
+	if err != nil {
+		return o, err
+	}
+	// As the API server admits a pod: limits alone are requests, and the
+	// LimitRanges' defaults fill what the containers do not set.
+	pod := &corev1.Pod{ObjectMeta: pt.Template.ObjectMeta,
+		Spec: hr.ChunkSpec(&pt.Template, key.Namespace, lrs)}
 	o.obj, o.desired = cb, min(max(*st.Replicas, 0), hr.MaxUnits)
 	o.shape = resource.PodRequests(pod, resource.PodResourcesOptions{})
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)

@@ -139,11 +139,7 @@ type Admission struct {
 // Pod's defaults, which the plugins see applied); it reports whether
 // anything changed.
 func (a Admission) admit(spec *corev1.PodSpec, ns string) bool {
-	podutil.ApplyDefaults(spec)
-	changed := false
-	if d := defaultsIn(a.LimitRanges, ns); !d.empty() {
-		changed = d.apply(spec)
-	}
+	changed := podutil.Admit(spec, ns, a.LimitRanges)
 	return withRuntimeClass(spec, a.RuntimeClasses) || changed
 }
 

@@ -1,4 +1,4 @@
-package daemonset
+package podutil
 
 import (
 	"cmp"
@@ -6,6 +6,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 )
+
+// Admit gives spec, of a pod admitted in namespace ns, what the API
+// server's admission gives every Pod and berth can know before the pod
+// exists: the Pod defaults the planner reads (ApplyDefaults), then the
+// container defaults of the namespace's LimitRanges (the LimitRanger
+// plugin, which sees the defaults applied). A mutating webhook's changes
+// cannot be known. It reports whether the LimitRanges changed anything.
+func Admit(spec *corev1.PodSpec, ns string, lrs []*corev1.LimitRange) bool {
+	ApplyDefaults(spec)
+	if d := defaultsIn(lrs, ns); !d.empty() {
+		return d.apply(spec)
+	}
+	return false
+}
 
 // containerDefaults are the requests and limits the LimitRanger admission
 // plugin gives a container of a pod admitted in a namespace, for each
