@@ -374,7 +374,8 @@ type AutomaticHeadroom struct {
 	// +required
 	Percentage int32 `json:"percentage"`
 	// Unit is the shape of one unit. Default: the most common request shape
-	// of the workload pods in scope.
+	// of the workload pods in scope; the shape in status.unit stays while
+	// its pods are at least 4/5 as many as the most common shape's.
 	// +optional
 	Unit *UnitShape `json:"unit,omitempty"`
 }

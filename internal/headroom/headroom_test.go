@@ -1,6 +1,7 @@
 package headroom_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -340,5 +341,48 @@ func TestChunksAreCountedExactly(t *testing.T) {
 		if got := headroom.QuotaChunks([]corev1.ResourceQuota{quota}, chunk, nil); got != float64(tc.want) {
 			t.Errorf("a quota of %s, chunks of %s: %g chunks, want %d", tc.limit, tc.chunk, got, tc.want)
 		}
+	}
+}
+
+// TestAnAutomaticShapeDoesNotSwapBetweenTwoAboutAsCommon: an automatic
+// headroom without a unit shape takes the most common request shape in
+// scope, and keeps the shape its status holds while that shape's pods are
+// at least 4/5 as many: five 1-cpu pods and four 2-cpu pods keep a 2-cpu
+// unit in use (a new headroom takes 1 cpu), three do not. Before, each
+// pod created or deleted between the two could swap the shape and
+// replace every placeholder.
+func TestAnAutomaticShapeDoesNotSwapBetweenTwoAboutAsCommon(t *testing.T) {
+	pods := func(large int) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range 5 {
+			out = append(out, running(fmt.Sprintf("small-%d", i), "g1", "1", "1Gi"))
+		}
+		for i := range large {
+			out = append(out, running(fmt.Sprintf("large-%d", i), "g1", "2", "2Gi"))
+		}
+		return out
+	}
+	inUse := &v1alpha1.UnitShape{Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	for _, tc := range []struct {
+		name   string
+		large  int
+		status *v1alpha1.UnitShape
+		want   string
+	}{
+		{"a new headroom takes the most common", 4, nil, "1"},
+		{"the shape in use stays at 4/5 as many pods", 4, inUse, "2"},
+		{"the shape in use gives way under 4/5", 3, inUse, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hr(v1alpha1.HeadroomSpec{Scope: v1alpha1.HeadroomScope{NodeGroups: []string{"general"}}, Automatic: &v1alpha1.AutomaticHeadroom{Percentage: 20}})
+			h.Status.Unit = tc.status
+			r, err := headroom.Resolve(h, cluster(pods(tc.large)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Shape.Resources.Cpu().String(); got != tc.want {
+				t.Errorf("unit of %s cpu, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -137,7 +137,7 @@ func Resolve(h *v1alpha1.Headroom, in Inputs) (Resolved, error) {
 		if len(res.Shape.Resources) == 0 {
 			if sp.Automatic.Unit != nil && len(sp.Automatic.Unit.Resources) > 0 {
 				res.Shape = *sp.Automatic.Unit
-			} else if common := mostCommon(shapes); common != nil {
+			} else if common := mostCommon(shapes, statusShape(h)); common != nil {
 				res.Shape = v1alpha1.UnitShape{Resources: common}
 			}
 		}
@@ -269,9 +269,25 @@ func workload(in Inputs, groups []*v1alpha1.NodeGroup) (corev1.ResourceList, []c
 	return total, shapes
 }
 
+// statusShape is the unit shape a headroom's status holds (nil: none).
+func statusShape(h *v1alpha1.Headroom) corev1.ResourceList {
+	if h.Status.Unit == nil {
+		return nil
+	}
+	return h.Status.Unit.Resources
+}
+
+// keepShareOfMostCommon is how many of the most common shape's pods
+// (in fifths) the pods of the shape in use must at least be to keep it:
+// two shapes about as common would otherwise swap as pods come and go,
+// and every placeholder be replaced each time.
+const keepShareOfMostCommon = 4
+
 // mostCommon returns the most frequent request shape (cpu and memory); ties
-// go to the larger one. nil when there is none.
-func mostCommon(shapes []corev1.ResourceList) corev1.ResourceList {
+// go to the larger one. The shape in use (current, nil: none) stays while
+// its pods are at least 4/5 as many as the most common shape's. nil when
+// there is none.
+func mostCommon(shapes []corev1.ResourceList, current corev1.ResourceList) corev1.ResourceList {
 	type key struct{ cpu, mem int64 }
 	counts := map[key]int{}
 	var best key
@@ -289,6 +305,12 @@ func mostCommon(shapes []corev1.ResourceList) corev1.ResourceList {
 	}
 	if bestN == 0 {
 		return nil
+	}
+	if current != nil {
+		cur := key{current.Cpu().MilliValue(), current.Memory().Value()}
+		if n := counts[cur]; n > 0 && n*5 >= bestN*keepShareOfMostCommon {
+			best = cur
+		}
 	}
 	out := corev1.ResourceList{}
 	if best.cpu > 0 {
