@@ -17,7 +17,8 @@ import (
 type Failure struct {
 	Offering v1alpha1.OfferingKey
 	Message  string
-	// At is when the launch failed.
+	// At is when the launch failed; zero for a failure restored from a
+	// node group's status, which keeps only its expiry (Until).
 	At time.Time
 	// Until is when the offering may be tried again.
 	Until time.Time
@@ -117,12 +118,12 @@ func (o *Offerings) Restore(f Failure) {
 // RestoreStatus takes back, as Restore does each, the failures a node
 // group's status records (status.unavailableOfferings, written by a
 // previous leader), and returns how many it read. The status keeps no
-// time of the failure: its expiry stands for it.
+// time of the failure: At stays zero.
 func (o *Offerings) RestoreStatus(ng *v1alpha1.NodeGroup) int {
 	for _, u := range ng.Status.UnavailableOfferings {
 		o.Restore(Failure{
 			Offering: v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
-			Message:  u.Message, At: u.Until.Time, Until: u.Until.Time, Streak: int(u.Streak),
+			Message:  u.Message, Until: u.Until.Time, Streak: int(u.Streak),
 		})
 	}
 	return len(ng.Status.UnavailableOfferings)

@@ -226,7 +226,11 @@ func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 	}
 	parts := make([]string, 0, len(fails))
 	for _, f := range fails {
-		parts = append(parts, fmt.Sprintf("%s/%s/%s at %s", f.Offering.InstanceType, f.Offering.Zone, f.Offering.CapacityType, f.At.UTC().Format(time.RFC3339)))
+		when := "at " + f.At.UTC().Format(time.RFC3339)
+		if f.At.IsZero() { // restored from the status, which keeps only the expiry
+			when = "before a restart, avoided until " + f.Until.UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, fmt.Sprintf("%s/%s/%s %s", f.Offering.InstanceType, f.Offering.Zone, f.Offering.CapacityType, when))
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionTrue, Reason: ReasonInsufficientCapacity,
 		Message: fmt.Sprintf("Launches failed for %s (%s); berth uses other offerings until the failures expire",

@@ -229,4 +229,11 @@ func TestANewLeaderKeepsTheOfferingsTheLastOneAvoided(t *testing.T) {
 	if u := offerings.Unavailable(); len(u) != 1 || u[0].CapacityType != "spot" {
 		t.Errorf("offerings the new leader avoids = %v, want the spot offering", u)
 	}
+	// The status keeps no time of the failure: the condition does not
+	// give its expiry as the time it failed.
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing)
+	want := "m-2/zone-a/spot before a restart, avoided until " + until.UTC().Format(time.RFC3339)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) {
+		t.Errorf("LaunchFailing %+v, want True saying %q", c, want)
+	}
 }
