@@ -136,6 +136,11 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e)
 }
 
+// ErrNotEnabled is wrapped by the error of an action on a group whose
+// provider this controller does not run (a Cluster API group without
+// --clusterapi): nothing of that group can be seen or changed.
+var ErrNotEnabled = errors.New("the node group's provider is not enabled")
+
 // NodeGroupRefresher is implemented by providers that learn part of a node
 // group's shape from the infrastructure (Cluster API reads size bounds and
 // scale-from-zero capacity from annotations on its objects).

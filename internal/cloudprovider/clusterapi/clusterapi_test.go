@@ -837,3 +837,69 @@ func TestOnlyTheMachinesOfBerthsLaunchesAreItsLaunches(t *testing.T) {
 		}
 	}
 }
+
+// TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode: a group being
+// deleted with deletionPolicy Drain (held by its finalizer) adopts the
+// node its Machine booting at the deletion registers, so that scale-down
+// drains and removes it as the group's other nodes; before, no group
+// adopted it and the Machine, and the replica berth added for it, were
+// left to no one. A live group naming the same object adopts first; a
+// group deleted with Orphan adopts nothing.
+func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
+	ctx := context.Background()
+	for _, policy := range []v1alpha1.DeletionPolicy{v1alpha1.DeletionDrain, v1alpha1.DeletionOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			md := "deleted-" + strings.ToLower(string(policy))
+			f := newFixture(t, md, 2, nil, md+"-a")
+			addMachine(t, f.ng, md, md+"-b", false)
+			f.ng.Spec.DeletionPolicy = policy
+			f.ng.Finalizers = []string{v1alpha1.FinalizerNodes}
+			if err := env.Client.Update(ctx, f.ng); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				f.ng.Finalizers = nil
+				_ = env.Client.Update(context.Background(), f.ng)
+			})
+			if err := env.Client.Delete(ctx, f.ng); err != nil {
+				t.Fatal(err)
+			}
+			// The Machine boots: its provider ID, then its Node, unlabelled.
+			m := capiObj("Machine", md+"-b", nil)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				t.Fatal(err)
+			}
+			if err := unstructured.SetNestedField(m.Object, "test:///"+md+"-b", "spec", "providerID"); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Client.Update(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			node := b.Node(md+"-b", "4", "8Gi")
+			node.Spec.ProviderID = "test:///" + md + "-b"
+			if err := env.Client.Create(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+			ng, err := f.provider.Adopt(ctx, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case policy == v1alpha1.DeletionDrain && (ng == nil || ng.Name != md):
+				t.Fatalf("Adopt = %v, want the group being drained away, %s", ng, md)
+			case policy == v1alpha1.DeletionOrphan && ng != nil:
+				t.Fatalf("Adopt = %s, want no group: one deleted with Orphan adopts nothing", ng.Name)
+			}
+			live := b.NodeGroup("zz-"+md, b.Size(0, 10))
+			live.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: md}}
+			if err := env.Client.Create(ctx, live); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), live) })
+			if ng, err := f.provider.Adopt(ctx, node); err != nil || ng == nil || ng.Name != live.Name {
+				t.Errorf("Adopt with a live group naming the object = %v, %v; want %s", ng, err, live.Name)
+			}
+		})
+	}
+}

@@ -158,11 +158,22 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 	// other group from adopting its nodes; it is reported only when no
 	// group owns the node.
 	var errs []error
+	// A group being deleted with deletionPolicy Drain adopts the nodes
+	// of its Machines that were booting when it was deleted, so that
+	// scale-down drains and removes them as it does the group's other
+	// nodes (the group waits for them); a live group naming the same
+	// object adopts first. One deleted with Orphan adopts nothing.
+	var live, draining []*v1alpha1.NodeGroup
 	for i := range groups.Items {
-		ng := &groups.Items[i]
-		if ng.Spec.Provider.ClusterAPI == nil || ng.DeletionTimestamp != nil {
-			continue
+		switch ng := &groups.Items[i]; {
+		case ng.Spec.Provider.ClusterAPI == nil:
+		case ng.DeletionTimestamp == nil:
+			live = append(live, ng)
+		case ng.Spec.DeletionPolicy != v1alpha1.DeletionOrphan:
+			draining = append(draining, ng)
 		}
+	}
+	for _, ng := range append(live, draining...) {
 		r, err := refOf(ng)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))

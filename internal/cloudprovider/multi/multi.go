@@ -162,6 +162,8 @@ func (e *notEnabledError) Error() string {
 	return fmt.Sprintf("node group %s uses the clusterAPI provider, which is not enabled: start the controller with --clusterapi", e.group)
 }
 
+func (e *notEnabledError) Unwrap() error { return cloudprovider.ErrNotEnabled }
+
 // CancelRemoval asks the node's group's provider, if its removals can be
 // undone. A group whose provider is not enabled has nothing this
 // controller can undo (nil): a removal a run with the provider left half

@@ -2,6 +2,7 @@ package nodegroup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,8 +90,19 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 		}
 		owned = going
 	}
-	if len(owned) > 0 {
+	booting := 0
+	if ng.Spec.DeletionPolicy != v1alpha1.DeletionOrphan {
+		var err error
+		if booting, err = r.booting(ctx, ng); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if len(owned) > 0 || booting > 0 {
 		msg := fmt.Sprintf("The NodeGroup is deleted once its %d nodes are drained and removed (deletionPolicy %s)", len(owned), v1alpha1.DeletionDrain)
+		if booting > 0 {
+			msg = fmt.Sprintf("The NodeGroup is deleted once its %d nodes, and the nodes of its %d machines still booting, are drained and removed (deletionPolicy %s)",
+				len(owned), booting, v1alpha1.DeletionDrain)
+		}
 		if r.lastDeleting[ng.Name] != msg {
 			r.lastDeleting[ng.Name] = msg
 			r.Recorder.Eventf(ng, nil, corev1.EventTypeNormal, ReasonDrainingNodes, "Delete", "%s", msg)
@@ -105,6 +117,30 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 	delete(r.lastDeleting, ng.Name)
 	log.FromContext(ctx).Info("node group deleted", "nodeGroup", ng.Name, "deletionPolicy", ng.Spec.DeletionPolicy)
 	return reconcile.Result{}, nil
+}
+
+// booting counts the group's machines still booting that are expected
+// to register a Node (a Cluster API Machine without a Node, not given
+// up): their nodes are the group's to drain when they register, and the
+// group left before that would leave them, and the replicas berth added
+// for them, to no one.
+func (r *Reconciler) booting(ctx context.Context, ng *v1alpha1.NodeGroup) (int, error) {
+	if r.Pending == nil {
+		return 0, nil
+	}
+	insts, err := r.Pending.Pending(ctx, ng)
+	if errors.Is(err, cloudprovider.ErrNotEnabled) {
+		return 0, nil // none of its machines can be seen (nor its nodes removed) by this controller
+	} else if err != nil {
+		return 0, fmt.Errorf("listing the machines of %s still booting: %w", ng.Name, err)
+	}
+	n := 0
+	for _, i := range insts {
+		if !i.GivenUp {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // cancelRemoval undoes the removal the provider may hold half-done for

@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -231,5 +232,66 @@ func reconcileGroupOnce(t *testing.T, r *nodegroup.Reconciler, ng *v1alpha1.Node
 	t.Helper()
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// booting lists, as a provider's PendingLister does, the machines of a
+// group still booting (no Node yet).
+type booting struct {
+	insts []*cloudprovider.Instance
+	err   error
+}
+
+func (p *booting) Pending(context.Context, *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
+	return p.insts, p.err
+}
+
+// TestADrainedGroupWaitsForItsMachinesStillBooting: a group deleted with
+// deletionPolicy Drain while one of its machines is booting (a Cluster
+// API Machine without a Node) stays, and says so, until that machine's
+// node has registered (and been adopted, drained and removed) or the
+// machine is given up; before, the group went with its last node and the
+// booting Machine, and the replica berth added for it, were left to no
+// one.
+func TestADrainedGroupWaitsForItsMachinesStillBooting(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	rec := &fakes.Recorder{}
+	pending := &booting{insts: []*cloudprovider.Instance{{NodeName: "drain-booting-m1", NodeGroup: "drain-booting"}}}
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: rec, Pending: pending}
+	ng := b.NodeGroup("drain-booting", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	if err := env.Client.Create(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroupOnce(t, r, ng)
+	if err := env.Client.Delete(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroupOnce(t, r, ng)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); err != nil {
+		t.Fatalf("the group while a machine of it boots: %v, want it waiting", err)
+	}
+	if evs := rec.For("drain-booting"); !slices.ContainsFunc(evs, func(e fakes.Event) bool { return strings.Contains(e.Message, "1 machines still booting") }) {
+		t.Errorf("events %v, want one saying the group waits for 1 machine still booting", evs)
+	}
+	pending.insts[0].GivenUp = true // no infrastructure within its timeout: it will get no Node
+	reconcileGroupOnce(t, r, ng)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the group once its booting machine was given up: %v, want it gone", err)
+	}
+	// A group whose provider this controller does not run goes as before:
+	// none of its machines can be seen, none of its nodes removed.
+	pending.insts, pending.err = nil, fmt.Errorf("node group x: %w", cloudprovider.ErrNotEnabled)
+	other := b.NodeGroup("drain-not-enabled", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+	if err := env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroupOnce(t, r, other)
+	if err := env.Client.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroupOnce(t, r, other)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(other), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a group whose provider is not enabled, after its deletion: %v, want it gone", err)
 	}
 }

@@ -74,6 +74,10 @@ type Reconciler struct {
 	// Removals undoes a removal the provider holds half-done for a node
 	// of a group deleted with deletionPolicy Orphan (nil: none to undo).
 	Removals cloudprovider.RemovalCanceler
+	// Pending lists a group's machines still booting (a Cluster API
+	// Machine without a Node), which a group deleted with deletionPolicy
+	// Drain waits for (nil: none).
+	Pending  cloudprovider.PendingLister
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
 	// MaxProvisionTime is the controller's --max-provision-time: a node
