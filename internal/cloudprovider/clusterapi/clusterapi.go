@@ -64,6 +64,10 @@ type Provider struct {
 	ahead map[objectKey]time.Time
 	// objectLocks serialise berth's removals of each object (lockObject).
 	objectLocks map[objectKey]*sync.Mutex
+	// unmatched are berth's launches whose Machine did not show within
+	// MachineWait, per object: Pending marks such a Machine as berth's
+	// when it shows (stampLate).
+	unmatched map[objectKey][]lateLaunch
 }
 
 var (
@@ -75,7 +79,7 @@ var (
 // New returns a Cluster API provider. cluster reads the workload cluster
 // (Nodes, NodeGroups); mgmt is an uncached client of the management cluster.
 func New(cluster client.Reader, mgmt client.Client, clk clock.PassiveClock) *Provider {
-	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, said: map[string]string{}, infraCache: map[infraKey]infraCached{}, ahead: map[objectKey]time.Time{}, objectLocks: map[objectKey]*sync.Mutex{}}
+	return &Provider{cluster: cluster, mgmt: mgmt, clock: clk, claimed: map[types.UID]time.Time{}, said: map[string]string{}, infraCache: map[infraKey]infraCached{}, ahead: map[objectKey]time.Time{}, objectLocks: map[objectKey]*sync.Mutex{}, unmatched: map[objectKey][]lateLaunch{}}
 }
 
 // Name returns "clusterAPI".
@@ -145,11 +149,16 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		return nil, err
 	}
 	inst := &cloudprovider.Instance{NodeName: ng.Name + "-" + randomSuffix(), NodeGroup: ng.Name, Offering: req.Offering, CreatedAt: p.clock.Now()}
-	if m, ok := p.awaitNewMachine(ctx, r, ms); ok {
+	before := machineNames(ms)
+	if m, ok := p.awaitNewMachine(ctx, r, before); ok {
 		// Named after its Machine, the launch is the same launching node
 		// that Pending reports in later rounds.
 		inst.NodeName = m.Name
 		p.stampLaunch(ctx, ng, m)
+	} else {
+		p.mu.Lock()
+		p.unmatched[r.key()] = append(p.unmatched[r.key()], lateLaunch{before: before, at: p.clock.Now()})
+		p.mu.Unlock()
 	}
 	return inst, nil
 }

@@ -903,3 +903,50 @@ func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
 		})
 	}
 }
+
+// TestAMachineThatShowsLateIsStillMarkedAsBerths: a launch whose Machine
+// the MachineSet controller made only after Create stopped waiting has
+// that Machine marked as berth's launch by a later round's Pending (one
+// Machine per launch; not a Machine that was there before, not one made
+// more than 10 minutes after the launch), so the launch timeout may
+// remove its node if it never turns Ready. Before, such a Machine stayed
+// unmarked and its node was never timed out.
+func TestAMachineThatShowsLateIsStillMarkedAsBerths(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "late", 1, nil, "late-old") // MachineWait < 0: Create does not wait
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	launch := func() {
+		t.Helper()
+		if _, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamped := func(name string) bool {
+		t.Helper()
+		return machineAnnotations(t, name)[v1alpha1.AnnotationLaunchedBy] == string(f.ng.UID)
+	}
+	launch()
+	addMachine(t, f.ng, "late", "late-new", false) // the MachineSet's part, late
+	if _, err := f.provider.Pending(ctx, f.ng); err != nil {
+		t.Fatal(err)
+	}
+	if !stamped("late-new") || stamped("late-old") {
+		t.Fatalf("marked: late-new %v, late-old %v; want only the launch's late Machine", stamped("late-new"), stamped("late-old"))
+	}
+	addMachine(t, f.ng, "late", "late-other", false) // no launch of berth's made it
+	if _, err := f.provider.Pending(ctx, f.ng); err != nil {
+		t.Fatal(err)
+	}
+	if stamped("late-other") {
+		t.Error("a second new Machine was marked for the one launch")
+	}
+	launch()
+	f.clock.Step(11 * time.Minute)
+	addMachine(t, f.ng, "late", "late-much-later", false)
+	if _, err := f.provider.Pending(ctx, f.ng); err != nil {
+		t.Fatal(err)
+	}
+	if stamped("late-much-later") {
+		t.Error("a Machine made 11 minutes after the launch was marked as its")
+	}
+}

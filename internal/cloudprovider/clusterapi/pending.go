@@ -26,6 +26,7 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	if err != nil {
 		return nil, err
 	}
+	p.stampLate(ctx, ng, r, ms)
 	now := p.clock.Now()
 	var out []*cloudprovider.Instance
 	for _, m := range ms {
@@ -40,19 +41,67 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	return out, nil
 }
 
+// lateLaunch is a launch of berth's whose Machine did not show within
+// MachineWait: the object's Machines before it, and when it was made.
+type lateLaunch struct {
+	before map[string]bool
+	at     time.Time
+}
+
+// lateLaunchWindow is how long after a launch a new Machine of its
+// object is still taken for that launch's (stampLate).
+const lateLaunchWindow = 10 * time.Minute
+
+// stampLate marks as berth's, as Create does the Machine it waited for,
+// a Machine that showed after Create stopped waiting for it (a busy
+// MachineSet controller): new since a launch of the object berth made in
+// the last lateLaunchWindow, and claimed by no other launch. Unmarked, its
+// node would not be berth's launch, and the launch timeout would not
+// remove it if it never turned Ready.
+func (p *Provider) stampLate(ctx context.Context, ng *v1alpha1.NodeGroup, r ref, ms []machine) {
+	now := p.clock.Now()
+	var found []machine
+	p.mu.Lock()
+	var left []lateLaunch
+	for _, l := range p.unmatched[r.key()] {
+		if now.Sub(l.at) > lateLaunchWindow {
+			continue
+		}
+		if m, ok := p.claimLocked(ms, l.before); ok {
+			found = append(found, m)
+			continue
+		}
+		left = append(left, l)
+	}
+	if len(left) == 0 {
+		delete(p.unmatched, r.key())
+	} else {
+		p.unmatched[r.key()] = left
+	}
+	p.mu.Unlock()
+	for _, m := range found {
+		p.stampLaunch(ctx, ng, m)
+	}
+}
+
+// machineNames are the names of ms.
+func machineNames(ms []machine) map[string]bool {
+	out := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		out[m.Name] = true
+	}
+	return out
+}
+
 // awaitNewMachine waits (up to MachineWait) for a Machine that was not
-// among before and that no other launch claimed, and claims it.
-func (p *Provider) awaitNewMachine(ctx context.Context, r ref, before []machine) (machine, bool) {
+// among old and that no other launch claimed, and claims it.
+func (p *Provider) awaitNewMachine(ctx context.Context, r ref, old map[string]bool) (machine, bool) {
 	wait := p.MachineWait
 	if wait == 0 {
 		wait = 5 * time.Second
 	}
 	if wait < 0 {
 		return machine{}, false
-	}
-	old := make(map[string]bool, len(before))
-	for _, m := range before {
-		old[m.Name] = true
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -77,6 +126,11 @@ func (p *Provider) awaitNewMachine(ctx context.Context, r ref, before []machine)
 func (p *Provider) claim(ms []machine, old map[string]bool) (machine, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.claimLocked(ms, old)
+}
+
+// claimLocked is claim with p.mu held.
+func (p *Provider) claimLocked(ms []machine, old map[string]bool) (machine, bool) {
 	now := time.Now()
 	for uid, at := range p.claimed {
 		if now.Sub(at) > time.Hour {
