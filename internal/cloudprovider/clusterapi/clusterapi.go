@@ -149,15 +149,16 @@ func (p *Provider) Create(ctx context.Context, req cloudprovider.CreateRequest) 
 		return nil, err
 	}
 	inst := &cloudprovider.Instance{NodeName: ng.Name + "-" + randomSuffix(), NodeGroup: ng.Name, Offering: req.Offering, CreatedAt: p.clock.Now()}
-	before := machineNames(ms)
-	if m, ok := p.awaitNewMachine(ctx, r, before); ok {
+	if m, ok := p.awaitNewMachine(ctx, r, machineNames(ms)); ok {
 		// Named after its Machine, the launch is the same launching node
 		// that Pending reports in later rounds.
 		inst.NodeName = m.Name
 		p.stampLaunch(ctx, ng, m)
 	} else {
+		now := p.clock.Now()
 		p.mu.Lock()
-		p.unmatched[r.key()] = append(p.unmatched[r.key()], lateLaunch{before: before, at: p.clock.Now()})
+		p.forgetLateLaunches(now)
+		p.unmatched[r.key()] = append(p.unmatched[r.key()], newLateLaunch(ms, now))
 		p.mu.Unlock()
 	}
 	return inst, nil

@@ -950,3 +950,48 @@ func TestAMachineThatShowsLateIsStillMarkedAsBerths(t *testing.T) {
 		t.Error("a Machine made 11 minutes after the launch was marked as its")
 	}
 }
+
+// TestALateMachineOfANewMachineSetIsARollouts: a Machine that shows after
+// a launch in a MachineSet the object did not have at the launch (a
+// MachineDeployment's rollout) is not taken for the launch's; one of the
+// MachineSet the object had is.
+func TestALateMachineOfANewMachineSetIsARollouts(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "rollout", 1, nil)
+	inSet := func(name, set string) {
+		t.Helper()
+		addMachine(t, f.ng, "rollout", name, false)
+		m := capiObj("Machine", name, nil)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		l := m.GetLabels()
+		l["cluster.x-k8s.io/set-name"] = set
+		m.SetLabels(l)
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inSet("rollout-old", "rollout-ms1")
+	off := cloudprovider.Offering{InstanceType: "standard-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeOnDemand}
+	if _, err := f.provider.Create(ctx, cloudprovider.CreateRequest{NodeGroup: f.ng, Offering: off}); err != nil {
+		t.Fatal(err)
+	}
+	inSet("rollout-new-set", "rollout-ms2")
+	if _, err := f.provider.Pending(ctx, f.ng); err != nil {
+		t.Fatal(err)
+	}
+	stamped := func(name string) bool {
+		return machineAnnotations(t, name)[v1alpha1.AnnotationLaunchedBy] == string(f.ng.UID)
+	}
+	if stamped("rollout-new-set") {
+		t.Fatal("the Machine of a MachineSet made since the launch was taken for the launch's")
+	}
+	inSet("rollout-same-set", "rollout-ms1")
+	if _, err := f.provider.Pending(ctx, f.ng); err != nil {
+		t.Fatal(err)
+	}
+	if !stamped("rollout-same-set") {
+		t.Error("the late Machine of the object's MachineSet was not marked as the launch's")
+	}
+}

@@ -2,6 +2,7 @@ package clusterapi
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
@@ -42,24 +43,55 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 }
 
 // lateLaunch is a launch of berth's whose Machine did not show within
-// MachineWait: the object's Machines before it, and when it was made.
+// MachineWait: the object's Machines before it and their MachineSets,
+// and when it was made.
 type lateLaunch struct {
-	before map[string]bool
-	at     time.Time
+	before, sets map[string]bool
+	at           time.Time
 }
 
-// lateLaunchWindow is how long after a launch a new Machine of its
-// object is still taken for that launch's (stampLate).
-const lateLaunchWindow = 10 * time.Minute
+// newLateLaunch records a launch made at at whose Machine is not among ms.
+func newLateLaunch(ms []machine, at time.Time) lateLaunch {
+	l := lateLaunch{before: machineNames(ms), sets: map[string]bool{}, at: at}
+	for _, m := range ms {
+		if !m.Deleting && m.MachineSet != "" {
+			l.sets[m.MachineSet] = true
+		}
+	}
+	return l
+}
+
+// lateLaunchWindow is how long after a launch a Machine of its object
+// made then is still taken for that launch's (stampLate); clockSkew is
+// how much earlier than the launch by berth's clock the API server may
+// date it.
+const (
+	lateLaunchWindow = 10 * time.Minute
+	clockSkew        = time.Minute
+)
+
+// mayBe reports whether m may be the Machine of launch l: new since it,
+// made (by the API server's clock) within lateLaunchWindow of it, and of
+// a MachineSet the object had then (a new MachineSet's Machine is a
+// rollout's).
+func (l lateLaunch) mayBe(m machine) bool {
+	return !l.before[m.Name] && !m.Deleting && !m.Created.Before(l.at.Add(-clockSkew)) && !m.Created.After(l.at.Add(lateLaunchWindow)) &&
+		(len(l.sets) == 0 || l.sets[m.MachineSet])
+}
 
 // stampLate marks as berth's, as Create does the Machine it waited for,
 // a Machine that showed after Create stopped waiting for it (a busy
-// MachineSet controller): new since a launch of the object berth made in
-// the last lateLaunchWindow, and claimed by no other launch. Unmarked, its
-// node would not be berth's launch, and the launch timeout would not
-// remove it if it never turned Ready.
+// MachineSet controller): for each such launch of the object in the last
+// lateLaunchWindow, the oldest Machine that may be its (lateLaunch.mayBe)
+// and that no other launch claimed. Unmarked, its node would not be
+// berth's launch, and the launch timeout would not remove it if it never
+// turned Ready. Cluster API does not say which replica made which
+// Machine: a rollout's or a remediation's Machine made in that window
+// in one of the object's MachineSets may be taken for berth's.
 func (p *Provider) stampLate(ctx context.Context, ng *v1alpha1.NodeGroup, r ref, ms []machine) {
 	now := p.clock.Now()
+	byAge := slices.Clone(ms)
+	slices.SortStableFunc(byAge, func(a, b machine) int { return a.Created.Compare(b.Created) })
 	var found []machine
 	p.mu.Lock()
 	var left []lateLaunch
@@ -67,7 +99,8 @@ func (p *Provider) stampLate(ctx context.Context, ng *v1alpha1.NodeGroup, r ref,
 		if now.Sub(l.at) > lateLaunchWindow {
 			continue
 		}
-		if m, ok := p.claimLocked(ms, l.before); ok {
+		cands := slices.DeleteFunc(slices.Clone(byAge), func(m machine) bool { return !l.mayBe(m) })
+		if m, ok := p.claimLocked(cands, nil); ok {
 			found = append(found, m)
 			continue
 		}
@@ -81,6 +114,20 @@ func (p *Provider) stampLate(ctx context.Context, ng *v1alpha1.NodeGroup, r ref,
 	p.mu.Unlock()
 	for _, m := range found {
 		p.stampLaunch(ctx, ng, m)
+	}
+}
+
+// forgetLateLaunches drops the late launches of every object older than
+// lateLaunchWindow (those of a group deleted since are never looked at
+// again). p.mu must be held.
+func (p *Provider) forgetLateLaunches(now time.Time) {
+	for k, ls := range p.unmatched {
+		ls = slices.DeleteFunc(ls, func(l lateLaunch) bool { return now.Sub(l.at) > lateLaunchWindow })
+		if len(ls) == 0 {
+			delete(p.unmatched, k)
+		} else {
+			p.unmatched[k] = ls
+		}
 	}
 }
 
