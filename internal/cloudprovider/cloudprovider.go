@@ -185,6 +185,20 @@ type PendingLister interface {
 	Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*Instance, error)
 }
 
+// UnadoptedLister is implemented by providers whose machines register
+// their Node after a launch (a Cluster API Machine): a group deleted with
+// deletionPolicy Drain waits for the nodes of the machines berth
+// launched for it, to drain and remove them too.
+type UnadoptedLister interface {
+	// Unadopted names the group's live machines that berth launched for
+	// it (before its deletion, if it is being deleted) and whose Node does
+	// not carry the group's owner mark yet: those still booting, and those
+	// whose Node is not adopted yet. A machine made more than maxWait ago,
+	// or given up, is not named. Nothing is named while a group not being
+	// deleted scales the same machines.
+	Unadopted(ctx context.Context, ng *v1alpha1.NodeGroup, maxWait time.Duration) ([]string, error)
+}
+
 // Pending asks the provider, if it is a PendingLister, for each group's
 // pending instances. Groups it could not ask are returned with why.
 func Pending(ctx context.Context, cp CloudProvider, groups []*v1alpha1.NodeGroup) (map[string][]*Instance, map[string]error) {

@@ -66,7 +66,7 @@ func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup)
 	tenant.RegisterMetrics()
 
 	ngc := &nodegroup.Reconciler{Client: mgr.GetClient(), Failures: offerings, Holds: holds, Activity: activity, Clock: clk, Recorder: recorder,
-		Removals: cloud, Pending: cloud, MaxProvisionTime: o.maxProvisionTime}
+		Removals: cloud, Unadopted: cloud, MaxProvisionTime: o.maxProvisionTime}
 	lt := &launchtimeout.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Offerings: offerings, Recorder: recorder, Clock: clk, MaxProvisionTime: o.maxProvisionTime}
 	hrc := &headroom.Reconciler{Client: mgr.GetClient(), Ready: readiness, Targets: targets, Standby: standbys, Recorder: recorder, Clock: clk,
 		PauseImage: o.pauseImage}

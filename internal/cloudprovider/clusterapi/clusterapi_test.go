@@ -3,6 +3,7 @@ package clusterapi_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -839,19 +840,31 @@ func TestOnlyTheMachinesOfBerthsLaunchesAreItsLaunches(t *testing.T) {
 }
 
 // TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode: a group being
-// deleted with deletionPolicy Drain (held by its finalizer) adopts the
-// node its Machine booting at the deletion registers, so that scale-down
-// drains and removes it as the group's other nodes; before, no group
-// adopted it and the Machine, and the replica berth added for it, were
-// left to no one. A live group naming the same object adopts first; a
-// group deleted with Orphan adopts nothing.
+// deleted with deletionPolicy Drain (held by its finalizer) waits for the
+// Machine berth launched for it that was booting at the deletion
+// (Unadopted names it until its node is adopted) and adopts that node
+// when it registers, so that scale-down drains and removes it as the
+// group's other nodes; before, no group adopted it and the Machine, and
+// the replica berth added for it, were left to no one. A Machine berth
+// did not launch (a rollout's) is neither waited for nor adopted; a live
+// group naming the same object adopts, and the deleted one waits for
+// nothing; a group deleted with Orphan adopts nothing.
 func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
 	ctx := context.Background()
 	for _, policy := range []v1alpha1.DeletionPolicy{v1alpha1.DeletionDrain, v1alpha1.DeletionOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			md := "deleted-" + strings.ToLower(string(policy))
-			f := newFixture(t, md, 2, nil, md+"-a")
+			f := newFixture(t, md, 3, nil, md+"-a")
 			addMachine(t, f.ng, md, md+"-b", false)
+			addMachine(t, f.ng, md, md+"-rollout", false)
+			mb := capiObj("Machine", md+"-b", nil)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mb), mb); err != nil {
+				t.Fatal(err)
+			}
+			mb.SetAnnotations(map[string]string{v1alpha1.AnnotationLaunchedBy: string(f.ng.UID)}) // berth's launch
+			if err := env.Client.Update(ctx, mb); err != nil {
+				t.Fatal(err)
+			}
 			f.ng.Spec.DeletionPolicy = policy
 			f.ng.Finalizers = []string{v1alpha1.FinalizerNodes}
 			if err := env.Client.Update(ctx, f.ng); err != nil {
@@ -861,26 +874,39 @@ func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
 				f.ng.Finalizers = nil
 				_ = env.Client.Update(context.Background(), f.ng)
 			})
+			time.Sleep(1100 * time.Millisecond) // the deletion a second after the Machines were made
 			if err := env.Client.Delete(ctx, f.ng); err != nil {
 				t.Fatal(err)
 			}
-			// The Machine boots: its provider ID, then its Node, unlabelled.
-			m := capiObj("Machine", md+"-b", nil)
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.ng), f.ng); err != nil {
 				t.Fatal(err)
 			}
-			if err := unstructured.SetNestedField(m.Object, "test:///"+md+"-b", "spec", "providerID"); err != nil {
-				t.Fatal(err)
+			waits, err := f.provider.Unadopted(ctx, f.ng, 15*time.Minute)
+			if err != nil || !slices.Equal(waits, []string{md + "-b"}) {
+				t.Fatalf("Unadopted = %v, %v; want berth's booting Machine %s-b alone", waits, err, md)
 			}
-			if err := env.Client.Update(ctx, m); err != nil {
-				t.Fatal(err)
+			// The Machines boot: a provider ID, then a Node, unlabelled.
+			boot := func(name string) *corev1.Node {
+				t.Helper()
+				m := capiObj("Machine", name, nil)
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+					t.Fatal(err)
+				}
+				if err := unstructured.SetNestedField(m.Object, "test:///"+name, "spec", "providerID"); err != nil {
+					t.Fatal(err)
+				}
+				if err := env.Client.Update(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+				node := b.Node(name, "4", "8Gi")
+				node.Spec.ProviderID = "test:///" + name
+				if err := env.Client.Create(ctx, node); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+				return node
 			}
-			node := b.Node(md+"-b", "4", "8Gi")
-			node.Spec.ProviderID = "test:///" + md + "-b"
-			if err := env.Client.Create(ctx, node); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+			node, rollout := boot(md+"-b"), boot(md+"-rollout")
 			ng, err := f.provider.Adopt(ctx, node)
 			if err != nil {
 				t.Fatal(err)
@@ -891,6 +917,9 @@ func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
 			case policy == v1alpha1.DeletionOrphan && ng != nil:
 				t.Fatalf("Adopt = %s, want no group: one deleted with Orphan adopts nothing", ng.Name)
 			}
+			if ng, err := f.provider.Adopt(ctx, rollout); err != nil || ng != nil {
+				t.Errorf("Adopt of a rollout's node = %v, %v; want no group", ng, err)
+			}
 			live := b.NodeGroup("zz-"+md, b.Size(0, 10))
 			live.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: ns, Name: md}}
 			if err := env.Client.Create(ctx, live); err != nil {
@@ -900,7 +929,54 @@ func TestAGroupDeletedWithDrainAdoptsItsBootingMachinesNode(t *testing.T) {
 			if ng, err := f.provider.Adopt(ctx, node); err != nil || ng == nil || ng.Name != live.Name {
 				t.Errorf("Adopt with a live group naming the object = %v, %v; want %s", ng, err, live.Name)
 			}
+			if waits, err := f.provider.Unadopted(ctx, f.ng, 15*time.Minute); err != nil || len(waits) != 0 {
+				t.Errorf("Unadopted with a live group naming the object = %v, %v; want none", waits, err)
+			}
 		})
+	}
+}
+
+// TestUnadoptedNamesBerthsMachinesUntilTheirNodeIsTheGroups: the Machines
+// berth launched for a group are named while they have no Node, and while
+// their Node lacks the group's owner mark (registered, not adopted yet),
+// not once it has it, nor once they are older than maxWait.
+func TestUnadoptedNamesBerthsMachinesUntilTheirNodeIsTheGroups(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "unadopted", 1, nil)
+	addMachine(t, f.ng, "unadopted", "unadopted-a", true) // its node owner-marked: adopted
+	for _, name := range []string{"unadopted-a"} {
+		m := capiObj("Machine", name, nil)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		m.SetAnnotations(map[string]string{v1alpha1.AnnotationLaunchedBy: string(f.ng.UID)})
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": name}}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := f.provider.Unadopted(ctx, f.ng, time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("Unadopted with the Machine's node adopted = %v, %v; want none", got, err)
+	}
+	node := &corev1.Node{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "unadopted-a"}, node); err != nil {
+		t.Fatal(err)
+	}
+	delete(node.Annotations, v1alpha1.AnnotationLaunchedBy) // registered, not adopted yet
+	if err := env.Client.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.provider.Unadopted(ctx, f.ng, time.Hour); err != nil || !slices.Equal(got, []string{"unadopted-a"}) {
+		t.Fatalf("Unadopted with the Machine's node not adopted = %v, %v; want unadopted-a", got, err)
+	}
+	f.clock.Step(2 * time.Hour)
+	if got, err := f.provider.Unadopted(ctx, f.ng, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("Unadopted of a Machine made 2 hours ago with maxWait 1h = %v, %v; want none", got, err)
 	}
 }
 

@@ -159,10 +159,11 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 	// group owns the node.
 	var errs []error
 	// A group being deleted with deletionPolicy Drain adopts the nodes
-	// of its Machines that were booting when it was deleted, so that
-	// scale-down drains and removes them as it does the group's other
-	// nodes (the group waits for them); a live group naming the same
-	// object adopts first. One deleted with Orphan adopts nothing.
+	// of the Machines berth launched for it before its deletion (they
+	// were booting then), so that scale-down drains and removes them as
+	// it does the group's other nodes (the group waits for them,
+	// Unadopted); none while a live group names the same object, which
+	// adopts them. One deleted with Orphan adopts nothing.
 	var live, draining []*v1alpha1.NodeGroup
 	for i := range groups.Items {
 		switch ng := &groups.Items[i]; {
@@ -184,12 +185,19 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 		} else if first != ng.Name {
 			continue // another group scales the object: its nodes are that group's
 		}
+		if ng.DeletionTimestamp != nil {
+			if live, err := p.liveGroupNaming(ctx, ng, r); err != nil {
+				return nil, err
+			} else if live != "" {
+				continue
+			}
+		}
 		ms, err := p.machines(ctx, r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
 			continue
 		}
-		if m, ok := machineForProviderID(ms, node.Spec.ProviderID); ok && !m.Deleting {
+		if m, ok := machineForProviderID(ms, node.Spec.ProviderID); ok && !m.Deleting && (ng.DeletionTimestamp == nil || launchedFor(m, ng)) {
 			return ng, nil
 		}
 	}

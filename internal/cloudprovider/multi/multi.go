@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -151,6 +152,18 @@ func (p *Provider) Pending(ctx context.Context, ng *v1alpha1.NodeGroup) ([]*clou
 	}
 	if l, ok := cp.(cloudprovider.PendingLister); ok {
 		return l.Pending(ctx, ng)
+	}
+	return nil, nil
+}
+
+// Unadopted asks the group's provider, if its machines register later.
+func (p *Provider) Unadopted(ctx context.Context, ng *v1alpha1.NodeGroup, maxWait time.Duration) ([]string, error) {
+	cp, err := p.forGroup(ng)
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := cp.(cloudprovider.UnadoptedLister); ok {
+		return l.Unadopted(ctx, ng, maxWait)
 	}
 	return nil, nil
 }

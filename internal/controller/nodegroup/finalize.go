@@ -24,6 +24,9 @@ const (
 	ReasonDrainingNodes = "DrainingNodes"
 	// ReasonOrphaned is on a node left running by its deleted NodeGroup.
 	ReasonOrphaned = "Orphaned"
+	// ReasonUnadoptedUnknown: a NodeGroup deleted with Drain goes without
+	// knowing whether machines launched for it are still booting.
+	ReasonUnadoptedUnknown = "BootingMachinesUnknown"
 )
 
 // finalizeAfter is how often a NodeGroup being deleted looks at its nodes.
@@ -119,28 +122,33 @@ func (r *Reconciler) finalize(ctx context.Context, ng *v1alpha1.NodeGroup, nodes
 	return reconcile.Result{}, nil
 }
 
-// booting counts the group's machines still booting that are expected
-// to register a Node (a Cluster API Machine without a Node, not given
-// up): their nodes are the group's to drain when they register, and the
-// group left before that would leave them, and the replicas berth added
-// for them, to no one.
+// booting counts the machines berth launched for a group being deleted
+// with deletionPolicy Drain whose nodes are not the group's yet (a
+// Cluster API Machine still booting at the deletion, or whose Node is
+// not adopted yet): the group waits for them, as left they and the
+// replicas berth added for them would be no one's. A machine is waited
+// for at most the max provision time from its launch. A group whose
+// provider is not enabled waits for none (none of its machines can be
+// seen, none of its nodes removed); one whose machines cannot be listed
+// waits, retrying, for up to the max provision time from its deletion,
+// then goes, saying so.
 func (r *Reconciler) booting(ctx context.Context, ng *v1alpha1.NodeGroup) (int, error) {
-	if r.Pending == nil {
+	if r.Unadopted == nil {
 		return 0, nil
 	}
-	insts, err := r.Pending.Pending(ctx, ng)
-	if errors.Is(err, cloudprovider.ErrNotEnabled) {
-		return 0, nil // none of its machines can be seen (nor its nodes removed) by this controller
-	} else if err != nil {
-		return 0, fmt.Errorf("listing the machines of %s still booting: %w", ng.Name, err)
+	names, err := r.Unadopted.Unadopted(ctx, ng, r.maxProvisionTime())
+	switch {
+	case errors.Is(err, cloudprovider.ErrNotEnabled):
+		return 0, nil
+	case err != nil && ng.DeletionTimestamp != nil && r.Clock.Since(ng.DeletionTimestamp.Time) > r.maxProvisionTime():
+		r.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonUnadoptedUnknown, "Delete",
+			"For %s since its deletion, the machines launched for node group %s that may still be booting could not be listed (%v); it goes without waiting for them",
+			r.maxProvisionTime(), ng.Name, err)
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("listing the machines launched for %s still booting: %w", ng.Name, err)
 	}
-	n := 0
-	for _, i := range insts {
-		if !i.GivenUp {
-			n++
-		}
-	}
-	return n, nil
+	return len(names), nil
 }
 
 // cancelRemoval undoes the removal the provider may hold half-done for

@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -235,63 +236,84 @@ func reconcileGroupOnce(t *testing.T, r *nodegroup.Reconciler, ng *v1alpha1.Node
 	}
 }
 
-// booting lists, as a provider's PendingLister does, the machines of a
-// group still booting (no Node yet).
-type booting struct {
-	insts []*cloudprovider.Instance
+// unadopted names, as a provider's UnadoptedLister does, the machines
+// launched for a group whose nodes are not the group's yet.
+type unadopted struct {
+	names []string
 	err   error
 }
 
-func (p *booting) Pending(context.Context, *v1alpha1.NodeGroup) ([]*cloudprovider.Instance, error) {
-	return p.insts, p.err
+func (p *unadopted) Unadopted(context.Context, *v1alpha1.NodeGroup, time.Duration) ([]string, error) {
+	return p.names, p.err
 }
 
 // TestADrainedGroupWaitsForItsMachinesStillBooting: a group deleted with
-// deletionPolicy Drain while one of its machines is booting (a Cluster
-// API Machine without a Node) stays, and says so, until that machine's
-// node has registered (and been adopted, drained and removed) or the
-// machine is given up; before, the group went with its last node and the
-// booting Machine, and the replica berth added for it, were left to no
-// one.
+// deletionPolicy Drain while a machine berth launched for it is booting
+// (a Cluster API Machine without a Node) stays, and says so, until the
+// provider names none any more (its node adopted, drained and removed,
+// or the machine given up); before, the group went with its last node
+// and the booting Machine, and the replica berth added for it, were left
+// to no one. A group whose provider is not enabled goes as before; one
+// whose machines cannot be listed waits, retrying, for the max provision
+// time from its deletion, then goes with a warning.
 func TestADrainedGroupWaitsForItsMachinesStillBooting(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
 	rec := &fakes.Recorder{}
-	pending := &booting{insts: []*cloudprovider.Instance{{NodeName: "drain-booting-m1", NodeGroup: "drain-booting"}}}
-	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: rec, Pending: pending}
-	ng := b.NodeGroup("drain-booting", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
-	if err := env.Client.Create(ctx, ng); err != nil {
-		t.Fatal(err)
+	lister := &unadopted{names: []string{"drain-booting-m1"}}
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: rec, Unadopted: lister}
+	deleted := func(name string) *v1alpha1.NodeGroup {
+		t.Helper()
+		ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
+		if err := env.Client.Create(ctx, ng); err != nil {
+			t.Fatal(err)
+		}
+		reconcileGroupOnce(t, r, ng)
+		if err := env.Client.Delete(ctx, ng); err != nil {
+			t.Fatal(err)
+		}
+		return ng
 	}
-	reconcileGroupOnce(t, r, ng)
-	if err := env.Client.Delete(ctx, ng); err != nil {
-		t.Fatal(err)
+	exists := func(ng *v1alpha1.NodeGroup) bool {
+		t.Helper()
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
 	}
+	ng := deleted("drain-booting")
 	reconcileGroupOnce(t, r, ng)
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); err != nil {
-		t.Fatalf("the group while a machine of it boots: %v, want it waiting", err)
+	if !exists(ng) {
+		t.Fatal("the group went while a machine launched for it boots, want it waiting")
 	}
 	if evs := rec.For("drain-booting"); !slices.ContainsFunc(evs, func(e fakes.Event) bool { return strings.Contains(e.Message, "1 machines still booting") }) {
 		t.Errorf("events %v, want one saying the group waits for 1 machine still booting", evs)
 	}
-	pending.insts[0].GivenUp = true // no infrastructure within its timeout: it will get no Node
+	lister.names = nil // its node adopted and removed, or the machine given up
 	reconcileGroupOnce(t, r, ng)
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the group once its booting machine was given up: %v, want it gone", err)
+	if exists(ng) {
+		t.Error("the group is still there once no machine launched for it boots")
 	}
-	// A group whose provider this controller does not run goes as before:
-	// none of its machines can be seen, none of its nodes removed.
-	pending.insts, pending.err = nil, fmt.Errorf("node group x: %w", cloudprovider.ErrNotEnabled)
-	other := b.NodeGroup("drain-not-enabled", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
-	if err := env.Client.Create(ctx, other); err != nil {
-		t.Fatal(err)
+
+	lister.err = fmt.Errorf("node group x: %w", cloudprovider.ErrNotEnabled)
+	ng = deleted("drain-not-enabled")
+	reconcileGroupOnce(t, r, ng)
+	if exists(ng) {
+		t.Error("a group whose provider is not enabled is still there after its deletion, want it gone")
 	}
-	reconcileGroupOnce(t, r, other)
-	if err := env.Client.Delete(ctx, other); err != nil {
-		t.Fatal(err)
+
+	lister.err = errors.New("the management cluster does not answer")
+	ng = deleted("drain-unlisted")
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err == nil || !exists(ng) {
+		t.Fatalf("reconcile while its machines cannot be listed = %v, group there %v; want an error and the group waiting", err, exists(ng))
 	}
-	reconcileGroupOnce(t, r, other)
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(other), &v1alpha1.NodeGroup{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a group whose provider is not enabled, after its deletion: %v, want it gone", err)
+	clk.Step(16 * time.Minute) // past the default max provision time since the deletion
+	reconcileGroupOnce(t, r, ng)
+	if exists(ng) {
+		t.Error("the group is still there 16 minutes after its deletion with its machines unlisted, want it gone")
+	}
+	if evs := rec.For("drain-unlisted"); !slices.ContainsFunc(evs, func(e fakes.Event) bool { return e.Reason == nodegroup.ReasonUnadoptedUnknown }) {
+		t.Errorf("events %v, want a %s warning", evs, nodegroup.ReasonUnadoptedUnknown)
 	}
 }

@@ -74,12 +74,13 @@ type Reconciler struct {
 	// Removals undoes a removal the provider holds half-done for a node
 	// of a group deleted with deletionPolicy Orphan (nil: none to undo).
 	Removals cloudprovider.RemovalCanceler
-	// Pending lists a group's machines still booting (a Cluster API
-	// Machine without a Node), which a group deleted with deletionPolicy
-	// Drain waits for (nil: none).
-	Pending  cloudprovider.PendingLister
-	Clock    clock.PassiveClock
-	Recorder events.EventRecorder
+	// Unadopted lists the machines berth launched for a group whose
+	// nodes are not the group's yet (a Cluster API Machine still
+	// booting), which a group deleted with deletionPolicy Drain waits for
+	// (nil: none).
+	Unadopted cloudprovider.UnadoptedLister
+	Clock     clock.PassiveClock
+	Recorder  events.EventRecorder
 	// MaxProvisionTime is the controller's --max-provision-time: a node
 	// adopted younger is repair's only once seen Ready (zero: the
 	// default, disruption.DefaultMaxProvisionTime).
