@@ -104,9 +104,10 @@ func BufferPods(cb *cbv1beta1.CapacityBuffer, template *corev1.PodTemplateSpec, 
 	replicas, _ = clampUnits(float64(replicas))
 	out := make([]*corev1.Pod, 0, replicas)
 	prio := v1alpha1.PriorityHeadroom
+	chunk := ChunkSpec(template, cb.Namespace, lrs)
 	for i := range replicas {
 		name := fmt.Sprintf("buffer-%s-%d", cb.Name, i)
-		spec := ChunkSpec(template, cb.Namespace, lrs)
+		spec := *chunk.DeepCopy()
 		spec.Priority = &prio
 		spec.NodeName = ""
 		p := &corev1.Pod{
