@@ -89,22 +89,24 @@ func (l lateLaunch) mayBe(m machine) bool {
 // Machine: a rollout's or a remediation's Machine made in that window
 // in one of the object's MachineSets may be taken for berth's.
 func (p *Provider) stampLate(ctx context.Context, ng *v1alpha1.NodeGroup, r ref, ms []machine) {
-	now := p.clock.Now()
+	p.mu.Lock()
+	p.forgetLateLaunches(p.clock.Now())
+	late := p.unmatched[r.key()]
+	if len(late) == 0 { // every round of every group without a late launch
+		p.mu.Unlock()
+		return
+	}
 	byAge := slices.Clone(ms)
 	slices.SortStableFunc(byAge, func(a, b machine) int { return a.Created.Compare(b.Created) })
 	var found []machine
-	p.mu.Lock()
 	var left []lateLaunch
-	for _, l := range p.unmatched[r.key()] {
-		if now.Sub(l.at) > lateLaunchWindow {
-			continue
-		}
+	for _, l := range late {
 		cands := slices.DeleteFunc(slices.Clone(byAge), func(m machine) bool { return !l.mayBe(m) })
 		if m, ok := p.claimLocked(cands, nil); ok {
 			found = append(found, m)
-			continue
+		} else {
+			left = append(left, l)
 		}
-		left = append(left, l)
 	}
 	if len(left) == 0 {
 		delete(p.unmatched, r.key())

@@ -180,17 +180,14 @@ func (p *Provider) Adopt(ctx context.Context, node *corev1.Node) (*v1alpha1.Node
 			errs = append(errs, fmt.Errorf("node group %s: %w", ng.Name, err))
 			continue
 		}
-		if first, err := p.scaledBy(ctx, ng, r); err != nil {
-			return nil, err
-		} else if first != ng.Name {
-			continue // another group scales the object: its nodes are that group's
-		}
-		if ng.DeletionTimestamp != nil {
-			if live, err := p.liveGroupNaming(ctx, ng, r); err != nil {
+		if ng.DeletionTimestamp == nil {
+			if first, err := p.scaledBy(ctx, ng, r); err != nil {
 				return nil, err
-			} else if live != "" {
-				continue
+			} else if first != ng.Name {
+				continue // another group scales the object: its nodes are that group's
 			}
+		} else if namedBy(live, r) != "" {
+			continue // a live group scales the object: it adopts
 		}
 		ms, err := p.machines(ctx, r)
 		if err != nil {

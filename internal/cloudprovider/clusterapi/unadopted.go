@@ -72,14 +72,25 @@ func (p *Provider) liveGroupNaming(ctx context.Context, ng *v1alpha1.NodeGroup, 
 	if err := p.cluster.List(ctx, groups, client.UnsafeDisableDeepCopy); err != nil {
 		return "", fmt.Errorf("listing node groups: %w", err)
 	}
+	var live []*v1alpha1.NodeGroup
 	for i := range groups.Items {
-		g := &groups.Items[i]
-		if g.Name == ng.Name || g.DeletionTimestamp != nil || g.Spec.Provider.ClusterAPI == nil {
+		if g := &groups.Items[i]; g.Name != ng.Name && g.DeletionTimestamp == nil {
+			live = append(live, g)
+		}
+	}
+	return namedBy(live, r), nil
+}
+
+// namedBy returns the name of the first Cluster API group of groups that
+// names r's object ("" when none does).
+func namedBy(groups []*v1alpha1.NodeGroup, r ref) string {
+	for _, g := range groups {
+		if g.Spec.Provider.ClusterAPI == nil {
 			continue
 		}
 		if gr, err := refOf(g); err == nil && gr.key() == r.key() {
-			return g.Name, nil
+			return g.Name
 		}
 	}
-	return "", nil
+	return ""
 }
