@@ -3,7 +3,6 @@ package nodegroup_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,17 +10,23 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/berth-dev/berth/api/v1alpha1"
 	"github.com/berth-dev/berth/internal/cloudprovider"
+	"github.com/berth-dev/berth/internal/cloudprovider/clusterapi"
+	"github.com/berth-dev/berth/internal/cloudprovider/kwok"
+	"github.com/berth-dev/berth/internal/cloudprovider/multi"
 	"github.com/berth-dev/berth/internal/controller/nodegroup"
 	"github.com/berth-dev/berth/internal/nodeutil"
 	"github.com/berth-dev/berth/internal/state"
 	b "github.com/berth-dev/berth/internal/testing/builders"
+	"github.com/berth-dev/berth/internal/testing/capitest"
 	"github.com/berth-dev/berth/internal/testing/fakes"
 )
 
@@ -236,44 +241,23 @@ func reconcileGroupOnce(t *testing.T, r *nodegroup.Reconciler, ng *v1alpha1.Node
 	}
 }
 
-// unadopted names, as a provider's UnadoptedLister does, the machines
-// launched for a group whose nodes are not the group's yet.
-type unadopted struct {
-	names []string
-	err   error
-}
-
-func (p *unadopted) Unadopted(context.Context, *v1alpha1.NodeGroup, time.Duration) ([]string, error) {
-	return p.names, p.err
-}
-
-// TestADrainedGroupWaitsForItsMachinesStillBooting: a group deleted with
-// deletionPolicy Drain while a machine berth launched for it is booting
-// (a Cluster API Machine without a Node) stays, and says so, until the
-// provider names none any more (its node adopted, drained and removed,
-// or the machine given up); before, the group went with its last node
-// and the booting Machine, and the replica berth added for it, were left
-// to no one. A group whose provider is not enabled goes as before; one
-// whose machines cannot be listed waits, retrying, for the max provision
-// time from its deletion, then goes with a warning.
+// TestADrainedGroupWaitsForItsMachinesStillBooting: a Cluster API group
+// deleted with deletionPolicy Drain while a Machine berth launched for it
+// boots (no Node yet) stays, and says so, while that Machine has no node
+// of the group and while its adopted node is there, and goes once both
+// are gone (the real Cluster API provider, over Cluster API's CRDs).
+// Before, the group went with its last node and the booting Machine, and
+// the replica berth added for it, were left to no one. A group whose
+// provider is not enabled goes as before; one whose Machines cannot be
+// listed waits, retrying, for the max provision time from its deletion,
+// then goes with a warning.
 func TestADrainedGroupWaitsForItsMachinesStillBooting(t *testing.T) {
 	ctx := context.Background()
+	capitest.InstallCRDs(t, env.Client)
 	clk := clocktesting.NewFakeClock(time.Now())
 	rec := &fakes.Recorder{}
-	lister := &unadopted{names: []string{"drain-booting-m1"}}
-	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: rec, Unadopted: lister}
-	deleted := func(name string) *v1alpha1.NodeGroup {
-		t.Helper()
-		ng := b.NodeGroup(name, b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10")))
-		if err := env.Client.Create(ctx, ng); err != nil {
-			t.Fatal(err)
-		}
-		reconcileGroupOnce(t, r, ng)
-		if err := env.Client.Delete(ctx, ng); err != nil {
-			t.Fatal(err)
-		}
-		return ng
-	}
+	capi := clusterapi.New(env.Client, env.Client, clk)
+	r := &nodegroup.Reconciler{Client: env.Client, Failures: state.NewOfferings(clk, time.Minute), Clock: clk, Recorder: rec, Unadopted: capi}
 	exists := func(ng *v1alpha1.NodeGroup) bool {
 		t.Helper()
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ng), &v1alpha1.NodeGroup{})
@@ -282,36 +266,96 @@ func TestADrainedGroupWaitsForItsMachinesStillBooting(t *testing.T) {
 		}
 		return err == nil
 	}
-	ng := deleted("drain-booting")
+	// group is a Cluster API group of its own MachineDeployment, with a
+	// Machine berth launched for it, booting, made before the group is
+	// deleted; it returns the group, deleted, and the Machine.
+	group := func(name string) (*v1alpha1.NodeGroup, *unstructured.Unstructured) {
+		t.Helper()
+		md := capitest.MachineDeployment("default", name, 1, nil)
+		ng := b.NodeGroup(name, b.Size(0, 10))
+		ng.Spec.Provider = v1alpha1.Provider{ClusterAPI: &v1alpha1.ClusterAPIProvider{Namespace: "default", Name: name}}
+		for _, o := range []client.Object{md, ng} {
+			if err := env.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+		}
+		reconcileGroupOnce(t, r, ng)
+		m := capitest.Machine("default", name, name+"-m")
+		m.SetAnnotations(map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)})
+		if err := env.Client.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), m) })
+		time.Sleep(1100 * time.Millisecond) // deleted a second after (timestamps count seconds)
+		if err := env.Client.Delete(ctx, ng); err != nil {
+			t.Fatal(err)
+		}
+		return ng, m
+	}
+
+	ng, m := group("drain-booting")
 	reconcileGroupOnce(t, r, ng)
 	if !exists(ng) {
-		t.Fatal("the group went while a machine launched for it boots, want it waiting")
+		t.Fatal("the group went while a Machine launched for it boots, want it waiting")
 	}
 	if evs := rec.For("drain-booting"); !slices.ContainsFunc(evs, func(e fakes.Event) bool { return strings.Contains(e.Message, "1 machines still booting") }) {
 		t.Errorf("events %v, want one saying the group waits for 1 machine still booting", evs)
 	}
-	lister.names = nil // its node adopted and removed, or the machine given up
+	// The Machine's node registers and is adopted: the group waits for it
+	// as for any of its nodes.
+	node := b.Node("drain-booting-m", "4", "8Gi", b.NodeLabels(v1alpha1.LabelNodeGroup, "drain-booting"))
+	node.Annotations = map[string]string{v1alpha1.AnnotationLaunchedBy: string(ng.UID)}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	if err := unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": node.Name}}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	reconcileGroupOnce(t, r, ng)
+	if !exists(ng) {
+		t.Fatal("the group went while its adopted node is there, want it waiting")
+	}
+	// Scale-down removed the node and Cluster API its Machine.
+	for _, o := range []client.Object{node, m} {
+		if err := env.Client.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	reconcileGroupOnce(t, r, ng)
 	if exists(ng) {
-		t.Error("the group is still there once no machine launched for it boots")
+		t.Error("the group is still there once its node and Machine are gone")
 	}
 
-	lister.err = fmt.Errorf("node group x: %w", cloudprovider.ErrNotEnabled)
-	ng = deleted("drain-not-enabled")
+	// Without --clusterapi: nothing of the group can be seen.
+	r.Unadopted = multi.New(env.Client, kwok.New(env.Client, clk), nil)
+	ng, _ = group("drain-not-enabled")
 	reconcileGroupOnce(t, r, ng)
 	if exists(ng) {
 		t.Error("a group whose provider is not enabled is still there after its deletion, want it gone")
 	}
 
-	lister.err = errors.New("the management cluster does not answer")
-	ng = deleted("drain-unlisted")
+	// A management cluster that does not answer for Machines.
+	unanswering := interceptor.NewClient(env.WatchingClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			if u, ok := l.(*unstructured.UnstructuredList); ok && u.GetKind() == "MachineList" {
+				return errors.New("the management cluster does not answer")
+			}
+			return c.List(ctx, l, opts...)
+		}})
+	r.Unadopted = clusterapi.New(env.Client, unanswering, clk)
+	ng, _ = group("drain-unlisted")
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ng)}); err == nil || !exists(ng) {
-		t.Fatalf("reconcile while its machines cannot be listed = %v, group there %v; want an error and the group waiting", err, exists(ng))
+		t.Fatalf("reconcile while its Machines cannot be listed = %v, group there %v; want an error and the group waiting", err, exists(ng))
 	}
 	clk.Step(16 * time.Minute) // past the default max provision time since the deletion
 	reconcileGroupOnce(t, r, ng)
 	if exists(ng) {
-		t.Error("the group is still there 16 minutes after its deletion with its machines unlisted, want it gone")
+		t.Error("the group is still there 16 minutes after its deletion with its Machines unlisted, want it gone")
 	}
 	if evs := rec.For("drain-unlisted"); !slices.ContainsFunc(evs, func(e fakes.Event) bool { return e.Reason == nodegroup.ReasonUnadoptedUnknown }) {
 		t.Errorf("events %v, want a %s warning", evs, nodegroup.ReasonUnadoptedUnknown)
