@@ -98,6 +98,17 @@ const (
 	// all the same. The drain timeout counts again from it, across
 	// restarts.
 	AnnotationDrainVolumesWaited = "berth.dev/drain-volumes-waited"
+	// AnnotationDrainDeletionDelayed is the RFC 3339 time berth first
+	// found an emptied node (its volumes waited for) carrying an
+	// annotation of AnnotationPrefixDelayDeletion: its removal waits from
+	// then, up to the controller's --node-deletion-delay-timeout, across
+	// restarts.
+	AnnotationDrainDeletionDelayed = "berth.dev/drain-deletion-delayed"
+	// AnnotationPrefixDelayDeletion is Cluster Autoscaler's prefix of the
+	// node annotations by which another controller delays a drained
+	// node's deletion until it has cleaned up (it removes its annotation
+	// when done).
+	AnnotationPrefixDelayDeletion = "delay-deletion.cluster-autoscaler.kubernetes.io/"
 	// AnnotationDrainGivenUp is the RFC 3339 time berth last gave up a
 	// drain of the node (and untainted it): the node is not drained again
 	// for a cool-down after it, across restarts.

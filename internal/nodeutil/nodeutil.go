@@ -57,6 +57,7 @@ var drainMarks = []string{
 	v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationReplacementLaunching,
 	v1alpha1.AnnotationRemovalWaiting, v1alpha1.AnnotationInterruptionDeadline,
 	v1alpha1.AnnotationDrainEmptied, v1alpha1.AnnotationDrainCriticalTurn, v1alpha1.AnnotationDrainVolumesWaited,
+	v1alpha1.AnnotationDrainDeletionDelayed,
 }
 
 // ExcludedFromLoadBalancers is the value of the label

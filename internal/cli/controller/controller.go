@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/berth-dev/berth/internal/cli/limitflags"
+	"github.com/berth-dev/berth/internal/controller/disruption"
 	"github.com/berth-dev/berth/internal/headroom/demand"
 	"github.com/berth-dev/berth/internal/netaddr"
 	"github.com/berth-dev/berth/internal/scheme"
@@ -36,6 +37,7 @@ type options struct {
 	metricsSecure     bool
 	scaleDown         bool
 	scaleDownInterval time.Duration
+	deletionDelay     time.Duration
 	leaseDuration     time.Duration
 	renewDeadline     time.Duration
 	retryPeriod       time.Duration
@@ -95,6 +97,7 @@ health probes, and elects a leader so that several replicas can run.`,
 	f.DurationVar(&o.maxProvisionTime, "max-provision-time", 15*time.Minute, "delete and replace a launched node that is not Ready after this long")
 	f.BoolVar(&o.scaleDown, "scale-down", true, "remove nodes of berth's node groups that are no longer needed (each group tunes it in spec.disruption)")
 	f.DurationVar(&o.scaleDownInterval, "scale-down-interval", 10*time.Second, "how often scale-down plans")
+	f.DurationVar(&o.deletionDelay, "node-deletion-delay-timeout", disruption.DefaultDeletionDelayTimeout, "how long a drained node's removal waits for another controller to remove its delay-deletion.cluster-autoscaler.kubernetes.io/* annotations, as Cluster Autoscaler does (0: not waited for)")
 	f.DurationVar(&o.unavailableTTL, "unavailable-offering-ttl", 3*time.Minute, "how long an offering that failed to launch is not used")
 	f.DurationVar(&o.targetMinHistory, "headroom-target-min-history", demand.MinHistory, "how long berth watches a Headroom's bursts before its target sizes the units (until then spec.units and automatic apply)")
 	o.clusterLimits.Bind(f)
@@ -135,6 +138,9 @@ func (o *options) validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %s", name, d))
 		}
+	}
+	if o.deletionDelay < 0 {
+		errs = append(errs, fmt.Errorf("--node-deletion-delay-timeout must not be negative, not %s", o.deletionDelay))
 	}
 	if o.qps <= 0 || o.burst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", o.qps, o.burst))

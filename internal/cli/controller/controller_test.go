@@ -23,6 +23,8 @@ func TestFlagsThatWouldExposeOrBreakAreRejected(t *testing.T) {
 		{name: "profiles on loopback are accepted", args: []string{"--pprof-bind-address=127.0.0.1:6060"}},
 		{name: "profiles on every interface are rejected", args: []string{"--pprof-bind-address=:6060"}, wantErr: "pprof-bind-address"},
 		{name: "no time to sync the caches is rejected", args: []string{"--cache-sync-timeout=0"}, wantErr: "--cache-sync-timeout"},
+		{name: "no deletion delay is accepted", args: []string{"--node-deletion-delay-timeout=0"}},
+		{name: "a negative deletion delay is rejected", args: []string{"--node-deletion-delay-timeout=-1s"}, wantErr: "--node-deletion-delay-timeout"},
 		{name: "a renew deadline longer than the lease is rejected", args: []string{"--leader-election-lease-duration=5s", "--leader-election-renew-deadline=10s"}, wantErr: "lease duration"},
 	}
 	for _, tt := range tests {

@@ -122,7 +122,7 @@ func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup)
 	if o.scaleDown {
 		disruption.RegisterMetrics()
 		dc := disruption.New(disruption.Deps{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cloud: cloud, Recorder: recorder, Clock: clk, Holds: holds, Offerings: offerings, Activity: activity},
-			disruption.Options{Interval: o.scaleDownInterval, Limits: limits, MaxProvisionTime: o.maxProvisionTime})
+			disruption.Options{Interval: o.scaleDownInterval, Limits: limits, MaxProvisionTime: o.maxProvisionTime, DeletionDelayTimeout: o.deletionDelay})
 		if err := dc.Register(mgr); err != nil {
 			return fmt.Errorf("registering %s: %w", disruption.Name, err)
 		}

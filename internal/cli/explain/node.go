@@ -178,7 +178,7 @@ func nodeLive(f nodeFacts) []string {
 	}
 	for _, a := range append([]string{v1alpha1.AnnotationDisruptionStarted, v1alpha1.AnnotationDisruptionReason,
 		v1alpha1.AnnotationReplacedBy, v1alpha1.AnnotationReplacementStarted, v1alpha1.AnnotationReplacementLaunching, v1alpha1.AnnotationRemovalWaiting,
-		v1alpha1.AnnotationDrainEmptied, v1alpha1.AnnotationDrainCriticalTurn, v1alpha1.AnnotationDrainVolumesWaited, v1alpha1.AnnotationDrainGivenUp,
+		v1alpha1.AnnotationDrainEmptied, v1alpha1.AnnotationDrainCriticalTurn, v1alpha1.AnnotationDrainVolumesWaited, v1alpha1.AnnotationDrainDeletionDelayed, v1alpha1.AnnotationDrainGivenUp,
 		v1alpha1.AnnotationRemovalAccepted, v1alpha1.AnnotationInterruptionDeadline}, scaledown.NodeOptOutAnnotations()...) {
 		if v, ok := n.Annotations[a]; ok {
 			out = append(out, "annotation "+a+": "+v)

@@ -96,7 +96,16 @@ type Options struct {
 	// registered is awaited while its provider still launches it (0:
 	// DefaultMaxProvisionTime).
 	MaxProvisionTime time.Duration
+	// DeletionDelayTimeout is how long a drained node's removal waits
+	// for the annotations of v1alpha1.AnnotationPrefixDelayDeletion on it
+	// to be removed, as Cluster Autoscaler's --node-deletion-delay-timeout
+	// (0: not waited for).
+	DeletionDelayTimeout time.Duration
 }
+
+// DefaultDeletionDelayTimeout is the controller's default
+// --node-deletion-delay-timeout, Cluster Autoscaler's.
+const DefaultDeletionDelayTimeout = 2 * time.Minute
 
 // DefaultMaxProvisionTime is the controller's default --max-provision-time.
 const DefaultMaxProvisionTime = lifecycle.DefaultMaxProvisionTime
@@ -154,6 +163,10 @@ type Controller struct {
 	// from then. Each is written on the node (drainClock) and kept here
 	// until the cache shows it.
 	emptied, criticalTurn, volumesWaited map[string]time.Time
+	// deletionDelayed is when an emptied node's removal began to wait
+	// for another controller's delay-deletion annotations (deletionDelay),
+	// written on the node too and kept here until the cache shows it.
+	deletionDelayed map[string]time.Time
 	// deleted holds when this replica last asked the cloud provider to
 	// remove each node that still exists: a removal the provider accepted
 	// (AnnotationRemovalAccepted on the node, so that a restart knows it)
@@ -191,7 +204,7 @@ func New(d Deps, o Options) *Controller {
 		d.APIReader = d.Client
 	}
 	return &Controller{Deps: d, opts: o, removableSince: scaledown.Countdown{}, accounted: map[string]map[types.UID]bool{},
-		deleted: map[string]time.Time{}, marks: map[string]mark{}, unseen: map[string]unseenWrite{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
+		deleted: map[string]time.Time{}, marks: map[string]mark{}, unseen: map[string]unseenWrite{}, givenUp: map[string]time.Time{}, emptied: map[string]time.Time{}, criticalTurn: map[string]time.Time{}, volumesWaited: map[string]time.Time{}, deletionDelayed: map[string]time.Time{}, lastBlocked: map[string]string{}, lastWarned: map[string]string{}, lastWindow: map[string]string{},
 		base: snapshot.NewBase(), whatIf: snapshot.NewBase()}
 }
 
@@ -279,7 +292,7 @@ func (c *Controller) RunOnce(ctx context.Context) (*Result, error) {
 			delete(c.deleted, name)
 		}
 	}
-	for _, m := range []map[string]time.Time{c.emptied, c.criticalTurn, c.volumesWaited} {
+	for _, m := range []map[string]time.Time{c.emptied, c.criticalTurn, c.volumesWaited, c.deletionDelayed} {
 		for name := range m {
 			if n := w.byName[name]; n == nil || !nodeutil.Disrupted(n) {
 				delete(m, name)

@@ -54,6 +54,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	delete(n.Annotations, v1alpha1.AnnotationDrainEmptied)
 	delete(n.Annotations, v1alpha1.AnnotationDrainCriticalTurn)
 	delete(n.Annotations, v1alpha1.AnnotationDrainVolumesWaited)
+	delete(n.Annotations, v1alpha1.AnnotationDrainDeletionDelayed)
 	delete(n.Annotations, v1alpha1.AnnotationReplacementLaunching) // it drains: no replacement of it is awaited
 	if err := c.Client.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("tainting node %s: %w", n.Name, err)
@@ -62,6 +63,7 @@ func (c *Controller) start(ctx context.Context, w *world, n *corev1.Node, reason
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
 	delete(c.volumesWaited, n.Name)
+	delete(c.deletionDelayed, n.Name)
 	moving, _ := scaledown.CheckPods(w.input, n.Name, w.podsOn[n.Name])
 	c.accounted[n.Name] = uids(moving)
 	delete(c.removableSince, n.Name)
@@ -134,6 +136,9 @@ func (c *Controller) advance(ctx context.Context, w *world, n *corev1.Node, res 
 		last = later(c.drainClock(ctx, w, n, v1alpha1.AnnotationDrainEmptied, c.emptied, started), last)
 		if !ok {
 			detaching, last = c.detachWait(ctx, w, n, pods, last, started, timeout)
+		}
+		if !ok && !detaching {
+			detaching, last = c.deletionDelay(ctx, w, n, last, started)
 		}
 	}
 	refused := left
@@ -524,6 +529,7 @@ func (c *Controller) stop(ctx context.Context, w *world, n *corev1.Node, reason,
 	delete(c.emptied, n.Name)
 	delete(c.criticalTurn, n.Name)
 	delete(c.volumesWaited, n.Name)
+	delete(c.deletionDelayed, n.Name)
 	c.givenUp[n.Name] = c.Clock.Now()
 	log.FromContext(ctx).Info("drain stopped; node stays", "node", n.Name, "reason", reason, "message", msg)
 	c.Recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "ScaleDown", "%s", msg)
