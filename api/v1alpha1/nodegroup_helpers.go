@@ -287,35 +287,43 @@ func SliceName(nodeName, driver string, i int) string {
 // launches (AnnotationLaunchHash); a node whose hash the group does not
 // match (MatchesLaunchHash) has drifted. Instance types and offerings are
 // not in it: a node drifts when its own offering leaves the group, not
-// when another changes.
+// when another changes. A Cluster API group's taints are not in it
+// either: they describe what the Machines' bootstrap gives the nodes, and
+// berth does not apply them, so a replacement (a Machine of the same
+// object) would carry the same taints as the node it replaces; a change
+// of the object's bootstrap template is Cluster API's rollout to make.
 func (ng *NodeGroup) LaunchHash() string {
 	if ng.pinnedHash != "" {
 		return ng.pinnedHash
 	}
-	return ng.launchHash(true)
+	return ng.launchHash(true, ng.Spec.Provider.ClusterAPI == nil)
 }
 
 // MatchesLaunchHash reports whether a node's launch hash is the group's:
 // LaunchHash, or the hash of its taints in the order written, which
-// berth wrote on the nodes it launched before it hashed them as a set
-// (they have not drifted).
+// berth wrote on the nodes it launched before it hashed them as a set,
+// or, for a Cluster API group, the hash with its taints that berth wrote
+// before it left them out (none of these has drifted).
 func (ng *NodeGroup) MatchesLaunchHash(h string) bool {
 	if ng.pinnedHash != "" {
-		return h == ng.pinnedHash || h == ng.pinnedOrdered
+		return h == ng.pinnedHash || h == ng.pinnedSorted || h == ng.pinnedOrdered
 	}
-	return h == ng.launchHash(true) || h == ng.launchHash(false)
+	return h == ng.LaunchHash() || h == ng.launchHash(true, true) || h == ng.launchHash(false, true)
 }
 
 // launchHash hashes the launch spec, with its taint lists sorted or as
-// written.
-func (ng *NodeGroup) launchHash(sorted bool) string {
+// written, or without them (taints false).
+func (ng *NodeGroup) launchHash(sorted, taints bool) string {
 	type launched struct {
 		Labels        map[string]LabelValue `json:"labels,omitempty"`
 		Taints        []NodeTaint           `json:"taints,omitempty"`
 		StartupTaints []NodeTaint           `json:"startupTaints,omitempty"`
 		ClusterAPI    []string              `json:"clusterAPI,omitempty"`
 	}
-	l := launched{Labels: ng.Spec.Template.Labels, Taints: ng.Spec.Template.Taints, StartupTaints: ng.Spec.Template.StartupTaints}
+	l := launched{Labels: ng.Spec.Template.Labels}
+	if taints {
+		l.Taints, l.StartupTaints = ng.Spec.Template.Taints, ng.Spec.Template.StartupTaints
+	}
 	if sorted {
 		l.Taints, l.StartupTaints = sortedTaints(l.Taints), sortedTaints(l.StartupTaints)
 	}
@@ -345,5 +353,5 @@ func sortedTaints(ts []NodeTaint) []NodeTaint {
 // of the group were hashed from the stored spec (at launch or adoption),
 // and must not look drifted because of the copy.
 func (ng *NodeGroup) PinLaunchHash() {
-	ng.pinnedHash, ng.pinnedOrdered = ng.launchHash(true), ng.launchHash(false)
+	ng.pinnedHash, ng.pinnedSorted, ng.pinnedOrdered = ng.launchHash(true, ng.Spec.Provider.ClusterAPI == nil), ng.launchHash(true, true), ng.launchHash(false, true)
 }

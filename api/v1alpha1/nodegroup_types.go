@@ -55,10 +55,11 @@ type NodeGroup struct {
 	Status NodeGroupStatus `json:"status,omitempty"`
 
 	// pinnedHash, when set, is LaunchHash's answer (PinLaunchHash), and
-	// pinnedOrdered the hash of its taints in the order written
-	// (MatchesLaunchHash). They live only in memory: neither stored nor
-	// served.
+	// pinnedSorted and pinnedOrdered the hashes with its taints as a set
+	// and in the order written (MatchesLaunchHash). They live only in
+	// memory: neither stored nor served.
 	pinnedHash    string `json:"-"`
+	pinnedSorted  string `json:"-"`
 	pinnedOrdered string `json:"-"`
 }
 

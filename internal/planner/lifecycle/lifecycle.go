@@ -206,7 +206,11 @@ func Drifted(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 // launchHashDrift reports a node whose launch hash differs from its group's.
 func launchHashDrift(ng *v1alpha1.NodeGroup, n *corev1.Node) *Verdict {
 	if h := n.Annotations[v1alpha1.AnnotationLaunchHash]; h != "" && !ng.MatchesLaunchHash(h) {
-		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "node group " + ng.Name + "'s template (labels, taints) or provider changed since the node was launched"}
+		what := "template (labels, taints) or provider"
+		if ng.Spec.Provider.ClusterAPI != nil {
+			what = "template labels or Cluster API object"
+		}
+		return &Verdict{Reason: v1alpha1.ReasonDrifted, Message: "node group " + ng.Name + "'s " + what + " changed since the node was launched"}
 	}
 	return nil
 }

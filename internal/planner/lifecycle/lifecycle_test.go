@@ -395,3 +395,52 @@ func legacyHash(ng *v1alpha1.NodeGroup) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }
+
+// TestAClusterAPIGroupsTaintsAreNotDrift: a Cluster API group's taints
+// describe what its Machines' bootstrap gives the nodes; berth does not
+// apply them, so a replacement would be a Machine of the same object with
+// the same taints as the node it replaces. Changing them drifts no node
+// (it did: every node was replaced by an identical one), with the spec as
+// stored or as pinned for a provider's copy; a label berth applies, or
+// another Cluster API object, still drifts. A node adopted before, whose
+// hash counted the taints (hashed here by hand), has not drifted while
+// they are unchanged.
+func TestAClusterAPIGroupsTaintsAreNotDrift(t *testing.T) {
+	capi := func(taint string, mutate ...func(*v1alpha1.NodeGroup)) *v1alpha1.NodeGroup {
+		return group(append([]func(*v1alpha1.NodeGroup){func(ng *v1alpha1.NodeGroup) {
+			ng.Spec.Provider.ClusterAPI = &v1alpha1.ClusterAPIProvider{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "MachineDeployment", Namespace: "default", Name: "md"}
+			ng.Spec.Template.Taints = []v1alpha1.NodeTaint{{Key: taint, Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}}
+		}}, mutate...)...)
+	}
+	old := now.Add(-48 * time.Hour)
+	n := launched(capi("gpu"), old)
+	retainted := capi("dedicated")
+	if v := lifecycle.Drifted(retainted, n); v != nil {
+		t.Errorf("Cluster API group's taints changed: %s, want no drift", v.Message)
+	}
+	pinned := retainted.DeepCopy()
+	pinned.PinLaunchHash()
+	if v := lifecycle.Drifted(pinned, n); v != nil {
+		t.Errorf("Cluster API group's taints changed, hash pinned: %s, want no drift", v.Message)
+	}
+	if v := lifecycle.Drifted(capi("gpu", b.TemplateLabel("tier", "gold")), n); v == nil {
+		t.Error("Cluster API group's template label changed: no drift, want Drifted")
+	}
+	if v := lifecycle.Drifted(capi("gpu", func(ng *v1alpha1.NodeGroup) { ng.Spec.Provider.ClusterAPI.Name = "md-2" }), n); v == nil {
+		t.Error("Cluster API group's object changed: no drift, want Drifted")
+	}
+
+	before := launched(capi("gpu"), old)
+	data, _ := json.Marshal(struct {
+		Taints     []v1alpha1.NodeTaint `json:"taints,omitempty"`
+		ClusterAPI []string             `json:"clusterAPI,omitempty"`
+	}{[]v1alpha1.NodeTaint{{Key: "gpu", Effect: v1alpha1.TaintEffect(corev1.TaintEffectNoSchedule)}},
+		[]string{"cluster.x-k8s.io/v1beta2", "MachineDeployment", "default", "md"}})
+	sum := sha256.Sum256(data)
+	before.Annotations[v1alpha1.AnnotationLaunchHash] = hex.EncodeToString(sum[:8])
+	for _, ng := range []*v1alpha1.NodeGroup{capi("gpu"), func() *v1alpha1.NodeGroup { ng := capi("gpu"); ng.PinLaunchHash(); return ng }()} {
+		if v := lifecycle.Drifted(ng, before); v != nil {
+			t.Errorf("a node hashed with its group's taints before they were left out: %s, want no drift", v.Message)
+		}
+	}
+}
