@@ -45,7 +45,7 @@ func (o *options) wire(mgr ctrl.Manager, limits scaleup.Limits, hook *hookSetup)
 	recorder := mgr.GetEventRecorder("berth")
 	offerings := state.NewOfferings(clk, o.unavailableTTL)
 	readiness := state.NewReadiness()
-	holds := state.NewHolds()
+	holds := state.NewHoldsFor(clk, o.maxProvisionTime) // a failed launch holds its group at most as long as a launch is given
 	activity := state.NewActivity(nil)
 	targets := state.NewTargets()
 	standbys := state.NewStandby()
