@@ -558,4 +558,12 @@ type UnavailableOffering struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Reason of the last failure: InsufficientCapacity (the provider had
+	// no capacity), LaunchError (the provider refused the launch or its
+	// API call failed), LaunchTimedOut (the machine did not register a
+	// Ready node within the max provision time) or CapacityReclaimed (a
+	// node of the offering got an interruption notice).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }

@@ -13,10 +13,38 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// Why an offering failed (Failure.Reason).
+const (
+	// FailureInsufficientCapacity: the provider had no capacity for it.
+	FailureInsufficientCapacity = "InsufficientCapacity"
+	// FailureLaunchError: the provider refused the launch, or its API
+	// call failed.
+	FailureLaunchError = "LaunchError"
+	// FailureTimedOut: a launched machine did not register a Ready node
+	// within the max provision time.
+	FailureTimedOut = "LaunchTimedOut"
+	// FailureCapacityReclaimed: a node of the offering got an
+	// interruption notice that takes its capacity back.
+	FailureCapacityReclaimed = "CapacityReclaimed"
+)
+
+// LaunchReason is the reason of a launch the provider failed:
+// FailureInsufficientCapacity when it said it had no capacity,
+// FailureLaunchError otherwise.
+func LaunchReason(insufficientCapacity bool) string {
+	if insufficientCapacity {
+		return FailureInsufficientCapacity
+	}
+	return FailureLaunchError
+}
+
 // Failure is a failed launch of an offering.
 type Failure struct {
 	Offering v1alpha1.OfferingKey
-	Message  string
+	// Reason is why it failed (Failure*; empty for a failure restored
+	// from a status written before reasons were kept).
+	Reason  string
+	Message string
 	// At is when the launch failed; zero for a failure restored from a
 	// node group's status, which keeps only its expiry (Until).
 	At time.Time
@@ -51,9 +79,9 @@ func NewOfferings(clk clock.PassiveClock, ttl time.Duration) *Offerings {
 	return &Offerings{clock: clk, ttl: ttl, fails: map[v1alpha1.OfferingKey]Failure{}}
 }
 
-// MarkUnavailable records a failed launch.
-func (o *Offerings) MarkUnavailable(off v1alpha1.OfferingKey, message string) {
-	o.mark(off, message, time.Time{})
+// MarkUnavailable records a failed launch, with its reason (Failure*).
+func (o *Offerings) MarkUnavailable(off v1alpha1.OfferingKey, reason, message string) {
+	o.mark(off, reason, message, time.Time{})
 }
 
 // lateFailureWindow is how long past the end of its streak a failure is
@@ -67,19 +95,19 @@ const lateFailureWindow = time.Hour
 // so that an offering whose every launch hangs waits longer each time,
 // though each failure comes to light long after the previous wait ended.
 func (o *Offerings) MarkLaunchFailed(off v1alpha1.OfferingKey, message string, launched time.Time) {
-	o.mark(off, message, launched)
+	o.mark(off, FailureTimedOut, message, launched)
 }
 
 // mark records a failure found now of a launch made at launched (zero:
 // now).
-func (o *Offerings) mark(off v1alpha1.OfferingKey, message string, launched time.Time) {
+func (o *Offerings) mark(off v1alpha1.OfferingKey, reason, message string, launched time.Time) {
 	o.mu.Lock()
 	now := o.clock.Now()
 	at := now
 	if !launched.IsZero() && launched.Before(now) {
 		at = launched
 	}
-	f := Failure{Offering: off, Message: message, At: now, Streak: 1}
+	f := Failure{Offering: off, Reason: reason, Message: message, At: now, Streak: 1}
 	prev, known := o.fails[off]
 	switch {
 	case known && at.Before(prev.Until):
@@ -123,7 +151,7 @@ func (o *Offerings) RestoreStatus(ng *v1alpha1.NodeGroup) int {
 	for _, u := range ng.Status.UnavailableOfferings {
 		o.Restore(Failure{
 			Offering: v1alpha1.OfferingKey{NodeGroup: ng.Name, InstanceType: u.InstanceType, Zone: u.Zone, CapacityType: string(u.CapacityType)},
-			Message:  u.Message, Until: u.Until.Time, Streak: int(u.Streak),
+			Reason:   u.Reason, Message: u.Message, Until: u.Until.Time, Streak: int(u.Streak),
 		})
 	}
 	return len(ng.Status.UnavailableOfferings)

@@ -26,10 +26,10 @@ func TestFailedOfferingsComeBackAfterTheirTTL(t *testing.T) {
 	spotB := scaleup.Offering{NodeGroup: "general", InstanceType: "c-2", Zone: "zone-b", CapacityType: string(v1alpha1.CapacityTypeSpot)}
 	large := scaleup.Offering{NodeGroup: "large", InstanceType: "l-4", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeOnDemand)}
 
-	o.MarkUnavailable(spotA, "insufficient capacity")
+	o.MarkUnavailable(spotA, state.FailureInsufficientCapacity, "insufficient capacity")
 	clk.SetTime(start.Add(time.Minute))
-	o.MarkUnavailable(spotB, "insufficient capacity")
-	o.MarkUnavailable(large, "insufficient capacity")
+	o.MarkUnavailable(spotB, state.FailureInsufficientCapacity, "insufficient capacity")
+	o.MarkUnavailable(large, state.FailureInsufficientCapacity, "insufficient capacity")
 
 	if diff := cmp.Diff([]string{"general", "general", "large"}, changed); diff != "" {
 		t.Errorf("change notifications (-want +got):\n%s", diff)
@@ -73,7 +73,7 @@ func TestAnOfferingThatKeepsFailingWaitsLongerEachTime(t *testing.T) {
 
 	var waits []time.Duration
 	for range 7 {
-		o.MarkUnavailable(bad, "webhook denied the node")
+		o.MarkUnavailable(bad, state.FailureLaunchError, "webhook denied the node")
 		until := o.NextExpiry("general")
 		waits = append(waits, until.Sub(clk.Now()))
 		clk.SetTime(until) // tried again as soon as allowed, and fails again
@@ -84,7 +84,7 @@ func TestAnOfferingThatKeepsFailingWaitsLongerEachTime(t *testing.T) {
 	}
 
 	clk.SetTime(clk.Now().Add(ttl)) // one TTL without a failure
-	o.MarkUnavailable(bad, "webhook denied the node")
+	o.MarkUnavailable(bad, state.FailureLaunchError, "webhook denied the node")
 	if got := o.NextExpiry("general").Sub(clk.Now()); got != ttl {
 		t.Errorf("wait after a good spell %s, want the base TTL %s", got, ttl)
 	}
@@ -103,23 +103,23 @@ func TestFailuresOfOneWaitDoNotLengthenTheBackoff(t *testing.T) {
 	spot := scaleup.Offering{NodeGroup: "general", InstanceType: "m-2", Zone: "zone-a", CapacityType: string(v1alpha1.CapacityTypeSpot)}
 
 	for range 5 {
-		o.MarkUnavailable(spot, "insufficient capacity")
+		o.MarkUnavailable(spot, state.FailureInsufficientCapacity, "insufficient capacity")
 	}
 	if got := o.NextExpiry("general").Sub(start); got != ttl {
 		t.Errorf("avoided for %s after five failures of one round, want the TTL %s", got, ttl)
 	}
 	clk.SetTime(start.Add(time.Minute)) // another failure while avoided
-	o.MarkUnavailable(spot, "insufficient capacity")
+	o.MarkUnavailable(spot, state.FailureInsufficientCapacity, "insufficient capacity")
 	if got, want := o.NextExpiry("general"), start.Add(time.Minute+ttl); !got.Equal(want) {
 		t.Errorf("avoided until %s after a failure within the wait, want one TTL from it: %s", got.Format(time.TimeOnly), want.Format(time.TimeOnly))
 	}
 	clk.SetTime(o.NextExpiry("general")) // tried again once allowed, and fails again
-	o.MarkUnavailable(spot, "insufficient capacity")
+	o.MarkUnavailable(spot, state.FailureInsufficientCapacity, "insufficient capacity")
 	if got := o.NextExpiry("general").Sub(clk.Now()); got != 2*ttl {
 		t.Errorf("avoided for %s after failing again once the wait ended, want twice the TTL", got)
 	}
 	clk.SetTime(clk.Now().Add(time.Minute)) // a failure within a doubled wait does not shorten it
-	o.MarkUnavailable(spot, "insufficient capacity")
+	o.MarkUnavailable(spot, state.FailureInsufficientCapacity, "insufficient capacity")
 	if got := o.NextExpiry("general").Sub(clk.Now()); got != 2*ttl {
 		t.Errorf("avoided for %s more after a failure within a doubled wait, want twice the TTL from it", got)
 	}

@@ -31,7 +31,7 @@ const (
 // interrupted node's offering or one whose replacement launch failed is
 // marked.
 type Unavailable interface {
-	MarkUnavailable(off v1alpha1.OfferingKey, message string)
+	MarkUnavailable(off v1alpha1.OfferingKey, reason, message string)
 	Unavailable() []v1alpha1.OfferingKey
 }
 
@@ -242,5 +242,5 @@ func (c *Controller) avoidInterrupted(g *v1alpha1.NodeGroup, n *corev1.Node) {
 	}
 	l := n.Labels
 	c.Offerings.MarkUnavailable(v1alpha1.OfferingKey{NodeGroup: g.Name, InstanceType: l[v1alpha1.LabelInstanceType], Zone: l[v1alpha1.LabelZone],
-		CapacityType: l[v1alpha1.LabelCapacityType]}, "node "+n.Name+" of this offering got an interruption notice")
+		CapacityType: l[v1alpha1.LabelCapacityType]}, state.FailureCapacityReclaimed, "node "+n.Name+" of this offering got an interruption notice")
 }

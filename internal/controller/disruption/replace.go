@@ -249,7 +249,7 @@ func (c *Controller) launchFailed(ctx context.Context, ng *v1alpha1.NodeGroup, n
 		return
 	}
 	if c.Offerings != nil {
-		c.Offerings.MarkUnavailable(nn.Offering(), err.Error())
+		c.Offerings.MarkUnavailable(nn.Offering(), state.LaunchReason(cloudprovider.IsInsufficientCapacity(err)), err.Error())
 	}
 	c.Recorder.Eventf(ng, nil, corev1.EventTypeWarning, ReasonReplacementLaunchFailed, "Replace",
 		"Could not launch %s to replace %s: %v; the offering is avoided for a while", off, strings.Join(replaces, ", "), err)

@@ -37,7 +37,15 @@ const Name = "nodegroup"
 
 // Condition reasons.
 const (
-	ReasonInsufficientCapacity = "InsufficientCapacity"
+	// ReasonInsufficientCapacity, ReasonLaunchError, ReasonLaunchTimedOut
+	// and ReasonCapacityReclaimed: LaunchFailing is True and every current
+	// failure has that reason (state.Failure*); ReasonLaunchFailed when
+	// they differ, or one was read back from a status without its reason.
+	ReasonInsufficientCapacity = state.FailureInsufficientCapacity
+	ReasonLaunchError          = state.FailureLaunchError
+	ReasonLaunchTimedOut       = state.FailureTimedOut
+	ReasonCapacityReclaimed    = state.FailureCapacityReclaimed
+	ReasonLaunchFailed         = "LaunchFailed"
 	ReasonNoRecentFailures     = "NoRecentFailures"
 	// ReasonPendingAfterLaunchFailure: scale-down is suspended, a launch
 	// for a pending pod failed in the group.
@@ -218,7 +226,7 @@ func (r *Reconciler) compute(ng *v1alpha1.NodeGroup, nodes []corev1.Node) comput
 		}
 		out.UnavailableOfferings = append(out.UnavailableOfferings, v1alpha1.UnavailableOffering{
 			InstanceType: f.Offering.InstanceType, Zone: f.Offering.Zone, CapacityType: v1alpha1.CapacityType(f.Offering.CapacityType),
-			Until: metav1.NewTime(f.Until.Truncate(time.Second).Add(time.Second)), Streak: int32(min(f.Streak, 32)), Message: msg})
+			Until: metav1.NewTime(f.Until.Truncate(time.Second).Add(time.Second)), Streak: int32(min(f.Streak, 32)), Message: msg, Reason: f.Reason})
 	}
 	return out
 }
@@ -230,14 +238,18 @@ func (r *Reconciler) launchCondition(ng *v1alpha1.NodeGroup) metav1.Condition {
 			Message: "No offering failed to launch recently", ObservedGeneration: ng.Generation}
 	}
 	parts := make([]string, 0, len(fails))
+	reason := fails[0].Reason
 	for _, f := range fails {
+		if f.Reason != reason || reason == "" {
+			reason = ReasonLaunchFailed
+		}
 		when := "at " + f.At.UTC().Format(time.RFC3339)
 		if f.At.IsZero() { // restored from the status, which keeps only the expiry
 			when = "before a restart, avoided until " + f.Until.UTC().Format(time.RFC3339)
 		}
 		parts = append(parts, fmt.Sprintf("%s/%s/%s %s", f.Offering.InstanceType, f.Offering.Zone, f.Offering.CapacityType, when))
 	}
-	return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionTrue, Reason: ReasonInsufficientCapacity,
+	return metav1.Condition{Type: v1alpha1.ConditionLaunchFailing, Status: metav1.ConditionTrue, Reason: reason,
 		Message: fmt.Sprintf("Launches failed for %s (%s); berth uses other offerings until the failures expire",
 			strings.Join(parts, ", "), fails[len(fails)-1].Message), ObservedGeneration: ng.Generation}
 }

@@ -2,6 +2,7 @@ package nodegroup_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -75,18 +76,32 @@ func TestStatusCountsNodesPriceAndLaunchFailures(t *testing.T) {
 		t.Errorf("LaunchFailing %+v, want False", c)
 	}
 
-	offerings.MarkUnavailable(scaleup.Offering{NodeGroup: "status", InstanceType: "m-2", Zone: "zone-a", CapacityType: "spot"}, "no spot capacity")
+	offerings.MarkUnavailable(scaleup.Offering{NodeGroup: "status", InstanceType: "m-2", Zone: "zone-a", CapacityType: "spot"}, state.FailureInsufficientCapacity, "no spot capacity")
 	got = reconcileOnce()
 	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing)
-	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "m-2/zone-a/spot") || !strings.Contains(c.Message, "no spot capacity") {
-		t.Errorf("LaunchFailing after a failure: %+v", c)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "InsufficientCapacity" || !strings.Contains(c.Message, "m-2/zone-a/spot") || !strings.Contains(c.Message, "no spot capacity") {
+		t.Errorf("LaunchFailing after a failure for want of capacity: %+v", c)
+	}
+	if u := got.Status.UnavailableOfferings; len(u) != 1 || u[0].Reason != "InsufficientCapacity" {
+		t.Errorf("unavailableOfferings %+v, want the spot offering's reason InsufficientCapacity", u)
+	}
+	// A node of another offering that never turned Ready: the failures'
+	// reasons differ, and the condition says only that launches failed.
+	offerings.MarkLaunchFailed(scaleup.Offering{NodeGroup: "status", InstanceType: "m-2", Zone: "zone-a", CapacityType: "on-demand"}, "node never Ready", clk.Now())
+	got = reconcileOnce()
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing); c == nil || c.Reason != "LaunchFailed" {
+		t.Errorf("LaunchFailing with a capacity failure and a timed out launch: %+v, want reason LaunchFailed", c)
+	}
+	reasons := map[v1alpha1.CapacityType]string{}
+	for _, u := range got.Status.UnavailableOfferings {
+		reasons[u.CapacityType] = u.Reason
+	}
+	if want := map[v1alpha1.CapacityType]string{v1alpha1.CapacityTypeSpot: "InsufficientCapacity", v1alpha1.CapacityTypeOnDemand: "LaunchTimedOut"}; !maps.Equal(reasons, want) {
+		t.Errorf("unavailableOfferings' reasons %v, want %v", reasons, want)
 	}
 
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScaleDownSuspended); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("ScaleDownSuspended with a failure but no pending pod: %+v, want False", c)
-	}
-	if got.Status.UnavailableOfferings == nil || got.Status.UnavailableOfferings[0].CapacityType != v1alpha1.CapacityTypeSpot {
-		t.Errorf("unavailableOfferings %+v, want the spot offering", got.Status.UnavailableOfferings)
 	}
 	// A launch for a pending pod failed in this group and the pod still
 	// waits: scale-down is suspended, naming the pod and the failure.
@@ -200,7 +215,8 @@ func TestASuspendedStandbyNodeCostsItsStoppedPrice(t *testing.T) {
 // afresh (its offerings store empty) reconciles the group before the
 // provisioner's first round: the status keeps the offering, and the store
 // the provisioner launches from avoids it. Before, the status was written
-// empty, and the provisioner, reading it next, restored nothing.
+// empty, and the provisioner, reading it next, restored nothing. The
+// failure's reason is kept too.
 func TestANewLeaderKeepsTheOfferingsTheLastOneAvoided(t *testing.T) {
 	ctx := context.Background()
 	ng := b.NodeGroup("restart", b.InstanceType("m-2", "2", "8Gi", b.OnDemand("zone-a", "0.10"), b.Spot("zone-a", "0.04")))
@@ -210,7 +226,7 @@ func TestANewLeaderKeepsTheOfferingsTheLastOneAvoided(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	until := metav1.NewTime(clk.Now().Add(3 * time.Minute).Truncate(time.Second))
 	ng.Status.UnavailableOfferings = []v1alpha1.UnavailableOffering{{InstanceType: "m-2", Zone: "zone-a", CapacityType: v1alpha1.CapacityTypeSpot,
-		Until: until, Streak: 2, Message: "no spot capacity"}}
+		Until: until, Streak: 2, Message: "no spot capacity", Reason: "InsufficientCapacity"}}
 	if err := env.Client.Status().Update(ctx, ng); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +249,7 @@ func TestANewLeaderKeepsTheOfferingsTheLastOneAvoided(t *testing.T) {
 	// give its expiry as the time it failed.
 	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionLaunchFailing)
 	want := "m-2/zone-a/spot before a restart, avoided until " + until.UTC().Format(time.RFC3339)
-	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) {
-		t.Errorf("LaunchFailing %+v, want True saying %q", c, want)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) || c.Reason != "InsufficientCapacity" {
+		t.Errorf("LaunchFailing %+v, want True for InsufficientCapacity (the reason the status kept) saying %q", c, want)
 	}
 }

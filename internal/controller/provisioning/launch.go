@@ -155,7 +155,7 @@ func (p *Provisioner) launchOne(ctx context.Context, nn scaleup.NewNode, ng *v1a
 		// one broken offering never stops the other pods, node groups or
 		// headroom.
 		failed := nn.Offering()
-		p.Offerings.MarkUnavailable(failed, err.Error())
+		p.Offerings.MarkUnavailable(failed, state.LaunchReason(cloudprovider.IsInsufficientCapacity(err)), err.Error())
 		if p.Holds != nil {
 			for _, ref := range nn.Pods {
 				if pending[ref.Key()] != nil {

@@ -526,7 +526,7 @@ func (r *Reconciler) launch(ctx context.Context, o owner, groups map[string]*v1a
 		}
 		if err != nil {
 			if !cloudprovider.IsTransient(err) && r.Offerings != nil {
-				r.Offerings.MarkUnavailable(c.Key, err.Error())
+				r.Offerings.MarkUnavailable(c.Key, state.LaunchReason(cloudprovider.IsInsufficientCapacity(err)), err.Error())
 			}
 			r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, ReasonLaunchFailed, "Launch", "Launching a standby node (%s) failed: %v", off, err)
 			return fmt.Sprintf("launching a standby node of %s failed: %v", off, err)
