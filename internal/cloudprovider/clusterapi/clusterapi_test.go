@@ -980,6 +980,43 @@ func TestUnadoptedNamesBerthsMachinesUntilTheirNodeIsTheGroups(t *testing.T) {
 	}
 }
 
+// TestUnadoptedGivesUpAMachineAfterTheObjectsAnnotatedTimeout: a
+// Machine berth launched that has had no infrastructure for 12 minutes is
+// given up (not waited for) under the default machine timeout of 10
+// minutes, but still waited for when the object's
+// max-node-provision-time annotation gives 30 minutes and the group sets
+// none, as a launch reads it. Before, only the group's spec was read.
+func TestUnadoptedGivesUpAMachineAfterTheObjectsAnnotatedTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        []string
+	}{
+		{name: "default", want: nil},
+		{name: "annotated", annotations: map[string]string{clusterapi.AnnotationMaxNodeProvisionTime: "30m"}, want: []string{"timeout-annotated-m"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, "timeout-"+tc.name, 1, tc.annotations)
+			name := "timeout-" + tc.name + "-m"
+			addMachine(t, f.ng, "timeout-"+tc.name, name, false)
+			m := capiObj("Machine", name, nil)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				t.Fatal(err)
+			}
+			m.SetAnnotations(map[string]string{v1alpha1.AnnotationLaunchedBy: string(f.ng.UID)})
+			if err := env.Client.Update(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), m) })
+			f.clock.Step(12 * time.Minute)
+			if got, err := f.provider.Unadopted(ctx, f.ng, time.Hour); err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("Unadopted = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestAMachineThatShowsLateIsStillMarkedAsBerths: a launch whose Machine
 // the MachineSet controller made only after Create stopped waiting has
 // that Machine marked as berth's launch by a later round's Pending (one

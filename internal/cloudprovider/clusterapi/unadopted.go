@@ -34,6 +34,9 @@ func (p *Provider) Unadopted(ctx context.Context, ng *v1alpha1.NodeGroup, maxWai
 	if live, err := p.liveGroupNaming(ctx, ng, r); err != nil || live != "" {
 		return nil, err
 	}
+	if r, err = p.withAnnotatedTimeout(ctx, ng, r); err != nil {
+		return nil, err
+	}
 	ms, err := p.machines(ctx, r)
 	if err != nil {
 		return nil, err
@@ -56,6 +59,27 @@ func (p *Provider) Unadopted(ctx context.Context, ng *v1alpha1.NodeGroup, maxWai
 		out = append(out, m.Name)
 	}
 	return out, nil
+}
+
+// withAnnotatedTimeout is r with the machine timeout the object's
+// annotation gives (max-node-provision-time) when the group sets none, as
+// a launch reads it (Create): a Machine is given up after the same time
+// whichever asks. An object gone, or whose annotations do not parse,
+// leaves r as the group says.
+func (p *Provider) withAnnotatedTimeout(ctx context.Context, ng *v1alpha1.NodeGroup, r ref) (ref, error) {
+	obj := r.object()
+	if err := p.mgmt.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		return r, nil
+	} else if err != nil {
+		return r, fmt.Errorf("reading %s: %w", r, err)
+	}
+	tmpl, err := ParseAnnotations(obj.GetAnnotations())
+	if err != nil || tmpl.MachineTimeout == nil {
+		return r, nil
+	}
+	applied := ng.DeepCopy()
+	tmpl.Apply(applied)
+	return refOf(applied)
 }
 
 // launchedFor reports whether berth launched m for ng (stampLaunch), before
